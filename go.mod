@@ -1,0 +1,3 @@
+module github.com/robotsgate/robotsgate
+
+go 1.26.8

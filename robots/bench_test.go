@@ -1,0 +1,136 @@
+package robots
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchPaths are request paths of the kinds scrapers send to the sites the
+// benchmark file comes from: pages, searches with queries, deep links.
+var benchPaths = []string{
+	"/",
+	"/en-us/store/b/home",
+	"/en-us/p/surface-pro/8n17j0m5zzqs?activetab=pivot:overviewtab",
+	"/search?q=robots&sort=date",
+	"/en-us/download/details.aspx?id=12345",
+	"/feed/rss",
+	"/wall-123_456?reply=7",
+	"/someone/comments",
+	"/catalog?action=catalogsearch&catalog_mode=list&page=2",
+	"/images/logo.png",
+	"/about/careers",
+	"/pin/12345/",
+	"/articles/SB123",
+	"/en-us/help/4028685/windows-10",
+	"/topic/Go-programming-language/questions",
+	"/music/artist/wal/",
+	"/calls/123",
+	"/index.html",
+	"/some/deep/path/to/page.html?utm_source=x&m=1",
+	"/en-gb/p/xbox/cfq7ttc0k5dj?ActivityUID=77",
+}
+
+func readBench(b *testing.B, name string) []byte {
+	b.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkTest is one decision on a realistic 4.5 KB file: 22 named groups
+// and a "*" group of 100 wildcard rules, for a token that gets the "*" group.
+func BenchmarkTest(b *testing.B) {
+	g := Parse(readBench(b, "bench/realistic-5k.txt")).Group("Scrapy")
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		g.Test(benchPaths[i%len(benchPaths)])
+		i++
+	}
+}
+
+// BenchmarkGroupTest is what the proxy does per request: select the group
+// for the token, then decide.
+func BenchmarkGroupTest(b *testing.B) {
+	r := Parse(readBench(b, "bench/realistic-5k.txt"))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r.Group("python-requests").Test(benchPaths[i%len(benchPaths)])
+		i++
+	}
+}
+
+// BenchmarkTestReal decides on real files with many groups and wildcards.
+func BenchmarkTestReal(b *testing.B) {
+	for _, name := range []string{"wsj.com.txt", "quora.com.txt", "eventbrite.com.txt", "github.com-2019.txt"} {
+		b.Run(name, func(b *testing.B) {
+			g := Parse(readBench(b, "corpus/"+name)).Group("Scrapy")
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				g.Test(benchPaths[i%len(benchPaths)])
+				i++
+			}
+		})
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	small := readBench(b, "bench/realistic-5k.txt")
+	big := bytes.Repeat(small, 512<<10/len(small)) // ~500 KiB: 112 copies, 2 500 groups
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{
+		{"realistic-5k", small},
+		{"repeated-500k", big},
+		{"paytm.com-616k", readBench(b, "corpus/paytm.com.txt")},
+		{"atlassian.com-302k", readBench(b, "corpus/atlassian.com.txt")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Parse(c.body)
+			}
+		})
+	}
+}
+
+// BenchmarkParseCorpus parses every real file in testdata/corpus once per op.
+func BenchmarkParseCorpus(b *testing.B) {
+	files, err := filepath.Glob("testdata/corpus/*.txt")
+	if err != nil || len(files) == 0 {
+		b.Fatal("no corpus", err)
+	}
+	var bodies [][]byte
+	var n int64
+	for _, f := range files {
+		body := readBench(b, f[len("testdata/"):])
+		bodies = append(bodies, body)
+		n += int64(len(body))
+	}
+	b.SetBytes(n)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, body := range bodies {
+			Parse(body)
+		}
+	}
+}
+
+// BenchmarkParseAndTest is the whole cost of a file's first decision: parse,
+// select the group, compile its index, decide.
+func BenchmarkParseAndTest(b *testing.B) {
+	body := readBench(b, "bench/realistic-5k.txt")
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Parse(body).Group("Scrapy").Test("/search?q=robots&sort=date")
+	}
+}

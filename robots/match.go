@@ -1,0 +1,566 @@
+package robots
+
+import (
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Verdict is the answer for one path under one group of rules.
+type Verdict struct {
+	Allowed bool
+	Rule    string // the deciding rule, e.g. "disallow: /private"; "" if none matched
+	Line    int    // its line in robots.txt, as the reference's matching_line(); 0 if none
+}
+
+// Group is the set of rules that applies to one product token: every group
+// of the file that names the token (merged), or else every "*" group, or else
+// nothing (everything allowed). The zero Group allows everything.
+type Group struct {
+	r        *Robots
+	blocks   []int32
+	specific bool
+}
+
+// Group selects the rules that apply to token, compared case-insensitively
+// with each user-agent line's value cut at its first byte outside A-Z a-z _ -
+// (RFC 9309 section 2.2.1), exactly as the reference does. The token is taken
+// verbatim: "FooBot/1.2" or "Foo Bot" name no group and get the "*" rules.
+// Selection does not allocate for tokens up to 64 bytes.
+func (r *Robots) Group(token string) Group {
+	if r == nil {
+		return Group{}
+	}
+	if len(r.keys) > 0 && tokenLen(token) == len(token) {
+		keys := r.keys
+		lo, hi := 0, len(keys)
+		for lo < hi {
+			h := int(uint(lo+hi) >> 1)
+			if compareFold(keys[h].token, token) < 0 {
+				lo = h + 1
+			} else {
+				hi = h
+			}
+		}
+		if lo < len(keys) && compareFold(keys[lo].token, token) == 0 {
+			k := keys[lo]
+			return Group{r: r, blocks: r.keyBlock[k.first:k.last], specific: true}
+		}
+	}
+	return Group{r: r, blocks: r.global}
+}
+
+// Specific reports whether some group of the file names the token, so that
+// the "*" groups are ignored.
+func (g Group) Specific() bool { return g.specific }
+
+// Empty reports whether no group applies: everything is allowed.
+func (g Group) Empty() bool { return len(g.blocks) == 0 }
+
+// CrawlDelay returns the largest Crawl-delay, in seconds, among the groups
+// selected, and whether there was one. Crawl-delay is not part of RFC 9309;
+// it is read, never enforced, by this package.
+func (g Group) CrawlDelay() (float64, bool) {
+	d := -1.0
+	for _, bi := range g.blocks {
+		d = max(d, g.r.blocks[bi].crawlDelay)
+	}
+	return d, d >= 0
+}
+
+// Lines returns the line of the first user-agent line of each group selected.
+func (g Group) Lines() []int {
+	out := make([]int, len(g.blocks))
+	for i, bi := range g.blocks {
+		out[i] = int(g.r.blocks[bi].line)
+	}
+	return out
+}
+
+// Rules returns the number of allow and disallow rules in the groups selected.
+func (g Group) Rules() int {
+	n := 0
+	for _, bi := range g.blocks {
+		b := &g.r.blocks[bi]
+		n += int(b.last - b.first)
+	}
+	return n
+}
+
+// Test decides path under the group: the longest matching pattern wins,
+// allow wins a tie, an empty pattern never decides (RFC 9309 section 2.2.2).
+// The path is taken as given: it is the reference's "path, params and query"
+// (see [PathOf]), starting with "/"; for a group of a file parsed with
+// [WithNormalization] it must be normalised with [Normalize]. Test does not
+// allocate, and runs in time bounded by the sum over candidate rules of
+// len(pattern) × len(path).
+func (g Group) Test(path string) Verdict {
+	acc := [2]best{noMatch, noMatch}
+	var pm pathMask
+	for _, bi := range g.blocks {
+		g.r.matcher(bi).test(path, &acc, &pm)
+	}
+	d, a := acc[0], acc[1]
+	if d.prio > a.prio {
+		return Verdict{Allowed: d.prio <= 0, Rule: g.r.ruleText(d.rule), Line: int(d.line)}
+	}
+	if a.prio < 0 {
+		return Verdict{Allowed: true}
+	}
+	return Verdict{Allowed: true, Rule: g.r.ruleText(a.rule), Line: int(a.line)}
+}
+
+// TestURL decides url for token exactly as the reference's
+// OneAgentAllowedByRobots does: the path, params and query are taken from url
+// by [PathOf] without any normalisation, and cut at a NUL byte as the
+// reference's C string is (for a file parsed with [WithNormalization], the
+// path is normalised instead).
+func (r *Robots) TestURL(token, url string) Verdict {
+	p := PathOf(url)
+	if i := strings.IndexByte(p, 0); i >= 0 {
+		p = p[:i]
+	}
+	if r != nil && r.norm {
+		p = Normalize(p)
+	}
+	return r.Group(token).Test(p)
+}
+
+// Allowed reports whether token may fetch url; see [Robots.TestURL].
+func (r *Robots) Allowed(token, url string) bool {
+	return r.TestURL(token, url).Allowed
+}
+
+func (r *Robots) ruleText(i int32) string {
+	ru := &r.rules[i]
+	return r.text[ru.start:ru.end]
+}
+
+// A best is the highest-priority match so far of one kind (allow or
+// disallow): priority is the pattern's length, ties go to the earlier line.
+type best struct {
+	prio int32 // -1: no match
+	line int32
+	rule int32 // index in Robots.rules
+}
+
+var noMatch = best{prio: -1}
+
+func (a best) beats(b best) bool {
+	return a.prio > b.prio || a.prio == b.prio && a.line < b.line
+}
+
+// A matcher indexes the rules of one block. Rules that are plain prefixes
+// ("/a") or exact paths ("/a$") are indexed by that literal: entries are
+// sorted by it, each pointing to its longest proper prefix among the entries,
+// so the entries that are prefixes of a path are found with one binary
+// search and a walk up that chain, and each entry keeps only the best rule of
+// each kind. Rules with a "*" after their literal prefix are indexed by their
+// key: the rarest byte (in URL paths) that they need after the prefix. A path
+// only visits the rules keyed by bytes it contains, and each of those passes
+// a filter on all the bytes it needs before it is matched.
+type matcher struct {
+	entries  []entry
+	wild     []wildRule  // by key byte, then best first
+	needs    [][2]uint64 // needs[i]: the ASCII bytes wild[i] needs after its prefix
+	keys     [2]uint64   // the key bytes of wild
+	keyStart []int32     // wild[keyStart[n]:keyStart[n+1]] have the n-th key byte in keys
+}
+
+type entry struct {
+	prefix string
+	parent int32   // index of the longest entry that is a proper prefix; -1 if none
+	lit    [2]best // [0] disallow, [1] allow: patterns that are exactly this prefix
+	exact  [2]best // same, for patterns "prefix$"
+}
+
+// A wildRule is a pattern whose literal prefix is followed by a "*": rest is
+// literal segments separated by "*", the first floating.
+type wildRule struct {
+	prefix   string
+	rest     string
+	b        best
+	allow    bool
+	anchored bool // the last segment must end the path
+}
+
+type kind uint8
+
+const (
+	kindPrefix kind = iota // matches every path that starts with prefix
+	kindExact              // matches prefix exactly
+	kindWild               // prefix, then rest
+)
+
+type compiled struct {
+	prefix, rest string
+	b            best
+	kind         kind
+	anchored     bool
+	allow        bool
+}
+
+// classify splits a pattern, without its final "$" if any, into its literal
+// prefix and the rest, simplifying what cannot change the answer: repeated
+// "*", a trailing "*", and "*$".
+func classify(body string, anchored bool) (prefix, rest string, k kind, anch bool) {
+	star := strings.IndexByte(body, '*')
+	if star < 0 {
+		if anchored {
+			return body, "", kindExact, false
+		}
+		return body, "", kindPrefix, false
+	}
+	prefix, rest = body[:star], body[star:]
+	if t := strings.TrimRight(rest, "*"); len(t) < len(rest) {
+		rest, anchored = t, false // "…*" and "…*$" match anything after
+	}
+	rest = strings.TrimLeft(rest, "*")
+	if rest == "" {
+		return prefix, "", kindPrefix, false
+	}
+	return prefix, rest, kindWild, anchored
+}
+
+// A lazyMatcher is a block's matcher, compiled on the block's first use:
+// most files name many crawlers, and a proxy asks about a few.
+type lazyMatcher struct {
+	done atomic.Bool
+	mu   sync.Mutex
+	m    matcher
+}
+
+// matcher returns block bi's matcher, compiling it on first use. The fast
+// path is one atomic load and does not allocate.
+func (r *Robots) matcher(bi int32) *matcher {
+	lm := &r.lazy[bi]
+	if !lm.done.Load() {
+		lm.mu.Lock()
+		if !lm.done.Load() {
+			lm.m = r.compile(&r.blocks[bi])
+			lm.done.Store(true)
+		}
+		lm.mu.Unlock()
+	}
+	return &lm.m
+}
+
+func appendCompiled(items []compiled, body string, anchored bool, ru *rule, idx int32, prio int) []compiled {
+	c := compiled{allow: ru.allow, b: best{prio: int32(prio), line: ru.line, rule: idx}}
+	c.prefix, c.rest, c.kind, c.anchored = classify(body, anchored)
+	return append(items, c)
+}
+
+// compile builds a block's matcher.
+func (r *Robots) compile(b *block) matcher {
+	var m matcher
+	items := make([]compiled, 0, b.last-b.first+1)
+	nWild := 0
+	for idx := b.first; idx < b.last; idx++ {
+		ru := &r.rules[idx]
+		pat := r.pattern(ru)
+		body, anchored := pat, false
+		if strings.HasSuffix(pat, "$") {
+			body, anchored = pat[:len(pat)-1], true
+		}
+		items = appendCompiled(items, body, anchored, ru, idx, len(pat))
+		// The reference also lets "allow: /x/index.htm…" allow "/x/" exactly,
+		// as the pattern "/x/$", when the pattern itself does not match.
+		// Matching both is equivalent: the derived pattern is shorter, so it
+		// only decides when the original does not match.
+		if ru.allow {
+			if s := strings.LastIndexByte(pat, '/'); s >= 0 && strings.HasPrefix(pat[s:], "/index.htm") {
+				items = appendCompiled(items, pat[:s+1], true, ru, idx, s+2)
+			}
+		}
+	}
+	for i := range items {
+		if items[i].kind == kindWild {
+			nWild++
+		}
+	}
+
+	// Wildcard rules: sorted by key byte, then best first.
+	if nWild > 0 {
+		wild := make([]wildItem, 0, nWild)
+		for i := range items {
+			if items[i].kind == kindWild {
+				wild = append(wild, wildItem{key: keyByte(items[i].rest), i: int32(i)})
+			}
+		}
+		slices.SortFunc(wild, func(a, b wildItem) int {
+			if a.key != b.key {
+				return int(a.key) - int(b.key)
+			}
+			if ba, bb := items[a.i].b, items[b.i].b; ba.beats(bb) {
+				return -1
+			} else if bb.beats(ba) {
+				return 1
+			}
+			return 0
+		})
+		m.wild = make([]wildRule, 0, nWild)
+		m.needs = make([][2]uint64, 0, nWild)
+		for n, w := range wild {
+			c := &items[w.i]
+			if m.keys[w.key>>6]&(1<<(w.key&63)) == 0 {
+				m.keys[w.key>>6] |= 1 << (w.key & 63)
+				m.keyStart = append(m.keyStart, int32(n))
+			}
+			m.wild = append(m.wild, wildRule{prefix: c.prefix, rest: c.rest, b: c.b, allow: c.allow, anchored: c.anchored})
+			m.needs = append(m.needs, byteSet(c.rest))
+		}
+		m.keyStart = append(m.keyStart, int32(len(wild)))
+	}
+
+	// Literal rules: entries sorted by prefix, compared first by their
+	// leading eight bytes.
+	lit := make([]sortKey, 0, len(items)-nWild)
+	for i := range items {
+		if items[i].kind != kindWild {
+			lit = append(lit, sortKey{head: head8(items[i].prefix), i: int32(i)})
+		}
+	}
+	byPrefix := func(a, b sortKey) int {
+		if a.head != b.head {
+			if a.head < b.head {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(items[a.i].prefix, items[b.i].prefix)
+	}
+	if !slices.IsSortedFunc(lit, byPrefix) {
+		slices.SortFunc(lit, byPrefix)
+	}
+	var stack []int32
+	for i := 0; i < len(lit); {
+		prefix := items[lit[i].i].prefix
+		e := entry{prefix: prefix, parent: -1, lit: [2]best{noMatch, noMatch}, exact: [2]best{noMatch, noMatch}}
+		for ; i < len(lit) && items[lit[i].i].prefix == prefix; i++ {
+			c := &items[lit[i].i]
+			k := 0
+			if c.allow {
+				k = 1
+			}
+			if c.kind == kindPrefix && c.b.beats(e.lit[k]) {
+				e.lit[k] = c.b
+			} else if c.kind == kindExact && c.b.beats(e.exact[k]) {
+				e.exact[k] = c.b
+			}
+		}
+		for len(stack) > 0 && !strings.HasPrefix(prefix, m.entries[stack[len(stack)-1]].prefix) {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			e.parent = stack[len(stack)-1]
+		}
+		m.entries = append(m.entries, e)
+		stack = append(stack, int32(len(m.entries))-1)
+	}
+	m.entries = slices.Clip(m.entries)
+	return m
+}
+
+type sortKey struct {
+	head uint64
+	i    int32
+}
+
+// head8 returns the first eight bytes of s, big-endian, zero-padded: an
+// order-preserving key for strings without NUL bytes, as patterns are.
+func head8(s string) uint64 {
+	var h uint64
+	for i := range 8 {
+		h <<= 8
+		if i < len(s) {
+			h |= uint64(s[i])
+		}
+	}
+	return h
+}
+
+type wildItem struct {
+	key byte
+	i   int32
+}
+
+// byteSet returns the set of ASCII bytes of s other than "*".
+func byteSet(s string) [2]uint64 {
+	var set [2]uint64
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '*' && c < 0x80 {
+			set[c>>6] |= 1 << (c & 63)
+		}
+	}
+	return set
+}
+
+// pathByteRarity[c] ranks ASCII byte c by how rarely it occurs in URL paths
+// and queries, from 0 for "/" up; bytes not ranked share the highest rank.
+// The order, most common first:
+//
+//	/eaoistrn-clpmdu.hgbf0w12y3k4v5=6789_?&xjqzCSTAPMBDEIRLNFGOHWUVKYJXQZ%+,;:~!$'()@
+const pathByteRarity = "\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51" +
+	"\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51\x51" +
+	"\x51\x4b\x51\x51\x4c\x45\x26\x4d\x4e\x4f\x51\x46\x47\x09\x10\x00" +
+	"\x15\x17\x18\x1a\x1c\x1e\x20\x21\x22\x23\x49\x48\x51\x1f\x51\x25" +
+	"\x50\x2e\x31\x2b\x32\x33\x38\x39\x3b\x34\x41\x3f\x36\x30\x37\x3a" +
+	"\x2f\x43\x35\x2c\x2d\x3d\x3e\x3c\x42\x40\x44\x51\x51\x51\x51\x24" +
+	"\x51\x02\x13\x0a\x0e\x01\x14\x12\x11\x04\x28\x1b\x0b\x0d\x08\x03" +
+	"\x0c\x29\x07\x05\x06\x0f\x1d\x16\x27\x19\x2a\x51\x51\x51\x4a\x51"
+
+// keyByte returns the byte of a wildcard rule's rest that paths are least
+// likely to contain.
+func keyByte(rest string) byte {
+	key, rank := byte('*'), -1
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if c == '*' || c >= 0x80 {
+			continue
+		}
+		if rk := int(pathByteRarity[c]); rk > rank {
+			key, rank = c, rk
+		}
+	}
+	return key
+}
+
+// pathMask is the set of ASCII bytes of a path, computed once per Test and
+// only when a rule with a "*" is reached.
+type pathMask struct {
+	done bool
+	m    [2]uint64
+}
+
+func (pm *pathMask) get(s string) *[2]uint64 {
+	if !pm.done {
+		pm.done = true
+		// A superset of the path's ASCII bytes is enough for a filter: bytes
+		// ≥ 0x80 (never in a pattern) may set a bit of an ASCII byte.
+		var lo, hi uint64
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			bit := uint64(1) << (c & 63)
+			sel := -uint64(c >> 6 & 1) // all ones for 64..127 (and 192..255)
+			lo |= bit &^ sel
+			hi |= bit & sel
+		}
+		pm.m = [2]uint64{lo, hi}
+	}
+	return &pm.m
+}
+
+func (m *matcher) test(s string, acc *[2]best, pm *pathMask) {
+	es := m.entries
+	lo, hi := 0, len(es)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if es[h].prefix <= s {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	// Every entry that is a prefix of s is a prefix of es[i] no longer than
+	// the common prefix of es[i] and s, so it is on es[i]'s parent chain.
+	if i := lo - 1; i >= 0 {
+		common := commonPrefixLen(es[i].prefix, s)
+		for i >= 0 {
+			e := &es[i]
+			i = int(e.parent)
+			if len(e.prefix) > common {
+				continue
+			}
+			for k := range 2 {
+				if e.lit[k].beats(acc[k]) {
+					acc[k] = e.lit[k]
+				}
+				if len(e.prefix) == len(s) && e.exact[k].beats(acc[k]) {
+					acc[k] = e.exact[k]
+				}
+			}
+		}
+	}
+	if len(m.wild) == 0 {
+		return
+	}
+	have := pm.get(s)
+	for w := range 2 {
+		keys := m.keys[w] & have[w]
+		for keys != 0 {
+			bit := keys & -keys
+			keys ^= bit
+			// The rules of this key start at the rank of its bit among the keys.
+			n := bits.OnesCount64(m.keys[w] & (bit - 1))
+			if w == 1 {
+				n += bits.OnesCount64(m.keys[0])
+			}
+			m.testWild(s, int(m.keyStart[n]), int(m.keyStart[n+1]), have, acc)
+		}
+	}
+}
+
+func (m *matcher) testWild(s string, from, to int, have *[2]uint64, acc *[2]best) {
+	for j := from; j < to; j++ {
+		if n := &m.needs[j]; n[0]&^have[0]|n[1]&^have[1] != 0 {
+			continue
+		}
+		wr := &m.wild[j]
+		k := 0
+		if wr.allow {
+			k = 1
+		}
+		if wr.b.beats(acc[k]) && len(s) >= len(wr.prefix) && s[:len(wr.prefix)] == wr.prefix &&
+			matchWild(s[len(wr.prefix):], wr.rest, wr.anchored) {
+			acc[k] = wr.b
+		}
+	}
+}
+
+func commonPrefixLen(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// matchWild reports whether s matches "*" + rest (+ "$" when anchored), where
+// rest is literal segments separated by "*". Taking each segment at its
+// earliest position is exact for such patterns, so no backtracking is needed:
+// the time is bounded by len(rest) × len(s).
+func matchWild(s, rest string, anchored bool) bool {
+	if anchored {
+		j := strings.LastIndexByte(rest, '*')
+		last := rest[j+1:]
+		if !strings.HasSuffix(s, last) {
+			return false
+		}
+		s = s[:len(s)-len(last)]
+		if j < 0 {
+			return true
+		}
+		rest = rest[:j]
+	}
+	for rest != "" {
+		seg := rest
+		if j := strings.IndexByte(rest, '*'); j >= 0 {
+			seg, rest = rest[:j], rest[j+1:]
+		} else {
+			rest = ""
+		}
+		if seg == "" {
+			continue
+		}
+		k := strings.Index(s, seg)
+		if k < 0 {
+			return false
+		}
+		s = s[k+len(seg):]
+	}
+	return true
+}

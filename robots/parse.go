@@ -1,0 +1,502 @@
+// Package robots reads robots.txt files and decides whether a path may be
+// fetched, giving the same answers as Google's reference parser
+// (github.com/google/robotstxt, RobotsMatcher::OneAgentAllowedByRobots), which
+// implements RFC 9309 with Google's documented leniencies.
+//
+// A file is parsed once with [Parse]; [Robots.Group] selects the rules that apply
+// to one product token, and [Group.Test] decides a path without allocating.
+// Parsing and matching do no I/O and read no clock. Fetching and caching
+// robots.txt files is the job of the Fetcher and Cache in this package.
+package robots
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxLineBytes is how much of one line the reference parser keeps: its line
+// buffer holds 2083*8 bytes including the terminating NUL.
+const maxLineBytes = 2083*8 - 1
+
+// Robots is a parsed robots.txt file. It is immutable and safe for concurrent
+// use. The zero value, like a nil *Robots, is an empty file: it allows all.
+type Robots struct {
+	blocks   []block
+	rules    []rule
+	text     string   // rule display texts ("disallow: /x"), patterns and tokens, back to back
+	agents   []string // every user-agent value as cut, in file order ("*" for a global line)
+	keys     []agentKey
+	keyBlock []int32 // keys[i] names the blocks keyBlock[keys[i].first:keys[i].last]
+	global   []int32 // indices of the blocks with a "*" user-agent line
+	sitemaps []string
+	size     int  // bytes parsed
+	lines    int  // lines read
+	norm     bool // patterns compiled in normalised form, see WithNormalization
+
+	lazy []lazyMatcher // lazy[i] is blocks[i]'s matcher
+}
+
+// An agentKey is a lower-cased token that some user-agent line names; keys
+// are sorted so that Group finds one by binary search.
+type agentKey struct {
+	token       string
+	first, last int32
+}
+
+// A block is one group as the reference parser sees it: consecutive
+// user-agent lines and the rules that follow them, up to the next user-agent
+// line that comes after a rule.
+type block struct {
+	agentStart, agentEnd int32 // Robots.agents[agentStart:agentEnd]
+	global               bool
+	first                int32   // rules[first:last] belong to this block
+	last                 int32   //
+	crawlDelay           float64 // seconds; -1 when the block has no valid Crawl-delay
+	line                 int32   // line of the block's first user-agent line
+}
+
+// A rule is one allow or disallow line.
+type rule struct {
+	start, patStart, end uint32 // text[start:end] is the display text; text[patStart:end] the pattern
+	normStart, normEnd   uint32 // normalised pattern in text, when Robots.norm and it differs
+	line                 int32
+	allow                bool
+}
+
+// Option changes how [Parse] compiles a file.
+type Option func(*options)
+
+type options struct{ normalize bool }
+
+// WithNormalization compiles every pattern in the form [Normalize] gives to
+// request targets, so that paths passed to [Group.Test] must be normalised the
+// same way. This is the proxy's matching; without it matching is exactly the
+// reference's, where URLs are taken as given.
+func WithNormalization() Option { return func(o *options) { o.normalize = true } }
+
+// Parse reads a robots.txt body. It never fails: lines the reference parser
+// ignores are ignored, and the whole body is read (size limits belong to the
+// fetcher). Allow and disallow patterns are percent-escaped as the reference
+// escapes them (bytes ≥ 0x80 encoded, existing escapes upper-cased).
+func Parse(body []byte, opts ...Option) *Robots {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p := parser{
+		r:   &Robots{size: len(body), norm: o.normalize},
+		cur: -1,
+	}
+	// Escaping can only grow non-ASCII bytes; the rule texts otherwise fit in
+	// about the body's size.
+	p.arena.Grow(len(body) + len(body)/4 + 64)
+	// Most lines of most files are rules: start with room for one per line.
+	p.r.rules = make([]rule, 0, bytes.Count(body, []byte{'\n'})+1)
+	p.run(body)
+	return p.finish()
+}
+
+type parser struct {
+	r       *Robots
+	cur     int32 // current block, -1 before the first user-agent line
+	ruleHit bool  // a rule followed the current block's user-agent lines
+	arena   strings.Builder
+	agents  []span // user-agent values as cut, in arena
+}
+
+type span struct{ start, end uint32 }
+
+var utf8BOM = [3]byte{0xEF, 0xBB, 0xBF}
+
+func (p *parser) run(body []byte) {
+	// The reference skips a (possibly partial) UTF-8 byte order mark: leading
+	// bytes while they match it, stopping at the first that does not.
+	i := 0
+	for i < len(body) && i < len(utf8BOM) && body[i] == utf8BOM[i] {
+		i++
+	}
+	line := 0
+	lastCR := false
+	// Next line end of each kind at or after i (len(body) when none), found
+	// lazily so that files with only CR, or only LF, stay linear.
+	nextLF, nextCR := -1, -1
+	for {
+		if nextLF < i {
+			nextLF = indexFrom(body, i, '\n')
+		}
+		if nextCR < i {
+			nextCR = indexFrom(body, i, '\r')
+		}
+		end := min(nextLF, nextCR)
+		if end == len(body) { // the last line, with no line end
+			line++
+			p.line(line, body[i:])
+			break
+		}
+		ch := body[end]
+		// An LF right after a CR ends nothing: it is the second half of CRLF.
+		if !(end == i && lastCR && ch == '\n') {
+			line++
+			p.line(line, body[i:end])
+		}
+		lastCR = ch == '\r'
+		i = end + 1
+	}
+	p.r.lines = line
+}
+
+// indexFrom returns the index of the first c in b at or after i, or len(b).
+func indexFrom(b []byte, i int, c byte) int {
+	if j := bytes.IndexByte(b[i:], c); j >= 0 {
+		return i + j
+	}
+	return len(b)
+}
+
+// line handles one line as the reference's GetKeyAndValueFrom and
+// ParseAndEmitLine do.
+func (p *parser) line(num int, b []byte) {
+	if len(b) > maxLineBytes {
+		b = b[:maxLineBytes]
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 { // the reference works on C strings
+		b = b[:i]
+	}
+	key, value, ok := splitLine(b)
+	if !ok {
+		return
+	}
+	switch keyKind(key) {
+	case keyUserAgent:
+		p.userAgent(num, value)
+	case keyAllow:
+		p.rule(num, value, true)
+	case keyDisallow:
+		p.rule(num, value, false)
+	case keySitemap:
+		p.r.sitemaps = append(p.r.sitemaps, string(value))
+	case keyCrawlDelay:
+		p.crawlDelay(value)
+	}
+}
+
+// splitLine finds the key and value of a line: "key: value", or, with no
+// colon, exactly two whitespace-separated fields ("disallow /x").
+func splitLine(b []byte) (key, value []byte, ok bool) {
+	if i := bytes.IndexByte(b, '#'); i >= 0 {
+		b = b[:i]
+	}
+	b = trimSpace(b)
+	sep := bytes.IndexByte(b, ':')
+	if sep < 0 {
+		sep = indexBlank(b)
+		if sep < 0 {
+			return nil, nil, false
+		}
+		val := sep
+		for val < len(b) && (b[val] == ' ' || b[val] == '\t') {
+			val++
+		}
+		if indexBlank(b[val:]) >= 0 {
+			return nil, nil, false
+		}
+	}
+	key = trimSpace(b[:sep])
+	if len(key) == 0 {
+		return nil, nil, false
+	}
+	return key, trimSpace(b[sep+1:]), true
+}
+
+func indexBlank(b []byte) int {
+	for i, c := range b {
+		if c == ' ' || c == '\t' {
+			return i
+		}
+	}
+	return -1
+}
+
+// isSpace is C's isspace in the C locale, as absl::ascii_isspace.
+func isSpace(c byte) bool {
+	return c == ' ' || (c >= '\t' && c <= '\r')
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+type keyType uint8
+
+const (
+	keyUnknown keyType = iota
+	keyUserAgent
+	keyAllow
+	keyDisallow
+	keySitemap
+	keyCrawlDelay
+)
+
+// keyKind classifies a field name as the reference does: by case-insensitive
+// prefix, with the misspellings it accepts. Crawl-delay, unknown to the
+// reference's matcher, is recognised the same way.
+func keyKind(k []byte) keyType {
+	switch {
+	case hasPrefixFold(k, "user-agent"), hasPrefixFold(k, "useragent"), hasPrefixFold(k, "user agent"):
+		return keyUserAgent
+	case hasPrefixFold(k, "allow"):
+		return keyAllow
+	case hasPrefixFold(k, "disallow"), hasPrefixFold(k, "dissallow"), hasPrefixFold(k, "dissalow"),
+		hasPrefixFold(k, "disalow"), hasPrefixFold(k, "diasllow"), hasPrefixFold(k, "disallaw"):
+		return keyDisallow
+	case hasPrefixFold(k, "sitemap"), hasPrefixFold(k, "site-map"):
+		return keySitemap
+	case hasPrefixFold(k, "crawl-delay"):
+		return keyCrawlDelay
+	}
+	return keyUnknown
+}
+
+// hasPrefixFold reports whether b starts with prefix, ignoring ASCII case.
+// prefix must be lower-case.
+func hasPrefixFold(b []byte, prefix string) bool {
+	if len(b) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		if lower(b[i]) != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func (p *parser) userAgent(num int, value []byte) {
+	r := p.r
+	if p.cur < 0 || p.ruleHit {
+		r.blocks = append(r.blocks, block{
+			agentStart: int32(len(p.agents)),
+			first:      int32(len(r.rules)),
+			last:       int32(len(r.rules)),
+			crawlDelay: -1,
+			line:       int32(num),
+		})
+		p.cur = int32(len(r.blocks) - 1)
+		p.ruleHit = false
+	}
+	b := &r.blocks[p.cur]
+	// "*" alone, or followed by whitespace, opens the global group; any other
+	// value is cut at the first byte outside A-Z a-z _ - (so "*Bot" is "").
+	if len(value) > 0 && value[0] == '*' && (len(value) == 1 || isSpace(value[1])) {
+		b.global = true
+		value = value[:1]
+	} else {
+		value = value[:tokenLen(value)]
+	}
+	start := p.arena.Len()
+	p.arena.Write(value)
+	p.agents = append(p.agents, span{uint32(start), uint32(p.arena.Len())})
+	b.agentEnd = int32(len(p.agents))
+}
+
+func (p *parser) rule(num int, value []byte, allow bool) {
+	if p.cur < 0 {
+		return // rules before the first user-agent line belong to no group
+	}
+	p.ruleHit = true
+	r := p.r
+	start := p.arena.Len()
+	if allow {
+		p.arena.WriteString("allow:")
+	} else {
+		p.arena.WriteString("disallow:")
+	}
+	if len(value) > 0 {
+		p.arena.WriteByte(' ')
+	}
+	patStart := p.arena.Len()
+	writeEscapedPattern(&p.arena, value)
+	ru := rule{
+		start:    uint32(start),
+		patStart: uint32(patStart),
+		end:      uint32(p.arena.Len()),
+		line:     int32(num),
+		allow:    allow,
+	}
+	if r.norm {
+		// A view of the builder's buffer, compared and not kept.
+		pat := p.arena.String()[patStart:]
+		if n := normalize(pat, true); n != pat {
+			ru.normStart = uint32(p.arena.Len())
+			p.arena.WriteString(n)
+			ru.normEnd = uint32(p.arena.Len())
+		}
+	}
+	r.rules = append(r.rules, ru)
+	r.blocks[p.cur].last = int32(len(r.rules))
+}
+
+func (p *parser) crawlDelay(value []byte) {
+	if p.cur < 0 {
+		return
+	}
+	// Crawl-delay is not part of RFC 9309; the common reading is seconds,
+	// fractions allowed. Anything else is ignored.
+	d, err := strconv.ParseFloat(string(value), 64)
+	if err != nil || d < 0 || d != d || d > 1e9 {
+		return
+	}
+	if b := &p.r.blocks[p.cur]; d > b.crawlDelay {
+		b.crawlDelay = d
+	}
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+// writeEscapedPattern writes v escaped as the reference's MaybeEscapePattern
+// does: "%xx" escapes upper-cased, bytes with the high bit set
+// percent-encoded.
+func writeEscapedPattern(w *strings.Builder, v []byte) {
+	start := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c != '%' && c < 0x80 {
+			continue
+		}
+		w.Write(v[start:i])
+		if c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]) {
+			w.WriteByte('%')
+			w.WriteByte(upper(v[i+1]))
+			w.WriteByte(upper(v[i+2]))
+			i += 2
+		} else if c == '%' {
+			w.WriteByte('%')
+		} else {
+			w.WriteByte('%')
+			w.WriteByte(hexDigits[c>>4])
+			w.WriteByte(hexDigits[c&15])
+		}
+		start = i + 1
+	}
+	w.Write(v[start:])
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
+}
+
+func (p *parser) finish() *Robots {
+	r := p.r
+	if cap(r.rules) > 2*len(r.rules)+16 { // mostly comments or sitemaps: do not keep the room
+		r.rules = slices.Clone(r.rules)
+	}
+	r.text = p.arena.String() // no copy: the builder is not written again
+	r.agents = make([]string, len(p.agents))
+	for i, a := range p.agents {
+		r.agents[i] = r.text[a.start:a.end]
+	}
+	r.index(p)
+	return r
+}
+
+// index builds the agent keys and compiles every block's matcher.
+func (r *Robots) index(p *parser) {
+	type named struct {
+		token string
+		block int32
+	}
+	var names []named
+	for i := range r.blocks {
+		b := &r.blocks[i]
+		if b.global {
+			r.global = append(r.global, int32(i))
+		}
+		for _, a := range r.agents[b.agentStart:b.agentEnd] {
+			if a == "*" { // only a global line keeps a "*"
+				continue
+			}
+			names = append(names, named{a, int32(i)})
+		}
+	}
+	// Sort by lower-cased token, then block; keys are views of r.text when
+	// already lower-case.
+	slices.SortFunc(names, func(a, b named) int {
+		if c := compareFold(a.token, b.token); c != 0 {
+			return c
+		}
+		return int(a.block - b.block)
+	})
+	for i := 0; i < len(names); {
+		j := i
+		k := agentKey{token: strings.ToLower(names[i].token), first: int32(len(r.keyBlock))}
+		for ; j < len(names) && compareFold(names[j].token, names[i].token) == 0; j++ {
+			if n := len(r.keyBlock); n == int(k.first) || r.keyBlock[n-1] != names[j].block {
+				r.keyBlock = append(r.keyBlock, names[j].block)
+			}
+		}
+		k.last = int32(len(r.keyBlock))
+		r.keys = append(r.keys, k)
+		i = j
+	}
+	r.lazy = make([]lazyMatcher, len(r.blocks))
+}
+
+// compareFold compares a and b as if both were lower-cased (ASCII).
+func compareFold(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if x, y := lower(a[i]), lower(b[i]); x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return len(a) - len(b)
+}
+
+// Sitemaps returns the values of the file's sitemap lines, in order.
+func (r *Robots) Sitemaps() []string {
+	if r == nil {
+		return nil
+	}
+	return r.sitemaps
+}
+
+// Size returns the number of bytes that were parsed.
+func (r *Robots) Size() int {
+	if r == nil {
+		return 0
+	}
+	return r.size
+}
+
+// pattern returns the form of a rule's pattern that is matched.
+func (r *Robots) pattern(ru *rule) string {
+	if ru.normEnd > 0 {
+		return r.text[ru.normStart:ru.normEnd]
+	}
+	return r.text[ru.patStart:ru.end]
+}

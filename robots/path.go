@@ -1,0 +1,203 @@
+package robots
+
+import "strings"
+
+// PathOf returns the path, params and query of a URL, without scheme,
+// authority or fragment and starting with "/", exactly as the reference's
+// GetPathParamsQuery: "http://example.com/a?b#c" gives "/a?b",
+// "example.com?a" gives "/?a" and "" gives "/". Nothing is decoded or
+// normalised.
+func PathOf(url string) string {
+	start := 0
+	if strings.HasPrefix(url, "//") {
+		start = 2
+	}
+	early := indexAnyFrom(url, start, "/?;")
+	protoEnd := indexFromStr(url, start, "://")
+	if early >= 0 && (protoEnd < 0 || early < protoEnd) {
+		protoEnd = -1 // a path, params or query before "://": no scheme
+	}
+	if protoEnd < 0 {
+		protoEnd = start
+	} else {
+		protoEnd += 3
+	}
+	pathStart := indexAnyFrom(url, protoEnd, "/?;")
+	if pathStart < 0 {
+		return "/"
+	}
+	end := len(url)
+	if hash := indexFromStr(url, start, "#"); hash >= 0 {
+		if hash < pathStart {
+			return "/"
+		}
+		end = hash
+	}
+	if url[pathStart] != '/' {
+		return "/" + url[pathStart:end]
+	}
+	return url[pathStart:end]
+}
+
+func indexAnyFrom(s string, from int, chars string) int {
+	if i := strings.IndexAny(s[from:], chars); i >= 0 {
+		return from + i
+	}
+	return -1
+}
+
+func indexFromStr(s string, from int, sub string) int {
+	if i := strings.Index(s[from:], sub); i >= 0 {
+		return from + i
+	}
+	return -1
+}
+
+// Normalize returns a request target (path, params and query) in the one
+// form the proxy matches, so that equivalent spellings of a path cannot slip
+// past a rule: escapes of unreserved characters (ALPHA / DIGIT / "-._~",
+// RFC 3986 section 2.3) are decoded, other escapes upper-cased, bytes ≥ 0x80,
+// controls and spaces percent-encoded, and dot segments removed from the path
+// (not the query). "//", letter case and "%2F" are kept as sent. It returns
+// target itself, without allocating, when nothing changes.
+func Normalize(target string) string { return normalize(target, false) }
+
+func normalize(s string, pattern bool) string {
+	if !needsNormalizing(s) {
+		return s
+	}
+	path, query := s, ""
+	if q := strings.IndexByte(s, '?'); q >= 0 {
+		path, query = s[:q], s[q:]
+	}
+	b := make([]byte, 0, len(s)+8)
+	b = appendNormalEscapes(b, path)
+	b = removeDotSegments(b)
+	b = appendNormalEscapes(b, query)
+	return string(b)
+}
+
+func needsNormalizing(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' || c <= ' ' || c >= 0x7F {
+			return true
+		}
+		if c == '.' && (i == 0 || s[i-1] == '/') {
+			return true
+		}
+		if c == '?' {
+			// Dot segments do not matter in the query; only escapes and bytes do.
+			for _, c := range []byte(s[i:]) {
+				if c == '%' || c <= ' ' || c >= 0x7F {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+func appendNormalEscapes(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			if d := unhex(s[i+1])<<4 | unhex(s[i+2]); isUnreserved(d) {
+				b = append(b, d)
+			} else {
+				b = append(b, '%', upper(s[i+1]), upper(s[i+2]))
+			}
+			i += 2
+		case c <= ' ' || c >= 0x7F:
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// removeDotSegments applies RFC 3986 section 5.2.4 to the path in b.
+func removeDotSegments(in []byte) []byte {
+	if !hasDotSegment(in) {
+		return in
+	}
+	out := make([]byte, 0, len(in))
+	for len(in) > 0 {
+		s := string(in) // no allocation: compared, not kept
+		switch {
+		case strings.HasPrefix(s, "../"):
+			in = in[3:]
+		case strings.HasPrefix(s, "./"):
+			in = in[2:]
+		case strings.HasPrefix(s, "/./"):
+			in = in[2:]
+		case s == "/.":
+			in = append(in[:0], '/')
+		case strings.HasPrefix(s, "/../"):
+			in = in[3:]
+			out = dropLastSegment(out)
+		case s == "/..":
+			in = append(in[:0], '/')
+			out = dropLastSegment(out)
+		case s == "." || s == "..":
+			in = in[:0]
+		default:
+			n := 0
+			if in[0] == '/' {
+				n = 1
+			}
+			if j := strings.IndexByte(s[n:], '/'); j >= 0 {
+				n += j
+			} else {
+				n = len(in)
+			}
+			out = append(out, in[:n]...)
+			in = in[n:]
+		}
+	}
+	return out
+}
+
+func dropLastSegment(out []byte) []byte {
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i] == '/' {
+			return out[:i]
+		}
+	}
+	return out[:0]
+}
+
+func hasDotSegment(p []byte) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '.' || (i > 0 && p[i-1] != '/') {
+			continue
+		}
+		j := i + 1
+		if j < len(p) && p[j] == '.' {
+			j++
+		}
+		if j == len(p) || p[j] == '/' {
+			return true
+		}
+	}
+	return false
+}
