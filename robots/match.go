@@ -564,3 +564,30 @@ func matchWild(s, rest string, anchored bool) bool {
 	}
 	return true
 }
+
+// GroupInfo describes one group of a file as written: its user-agent lines
+// and how many rules follow them.
+type GroupInfo struct {
+	Agents     []string // the user-agent values, cut as matched ("*" for the global group)
+	Line       int      // line of the first user-agent line
+	Rules      int      // allow and disallow rules
+	CrawlDelay float64  // seconds; -1 if none
+}
+
+// Groups describes every group of the file, in order.
+func (r *Robots) Groups() []GroupInfo {
+	if r == nil {
+		return nil
+	}
+	out := make([]GroupInfo, len(r.blocks))
+	for i := range r.blocks {
+		b := &r.blocks[i]
+		out[i] = GroupInfo{
+			Agents:     r.agents[b.agentStart:b.agentEnd:b.agentEnd],
+			Line:       int(b.line),
+			Rules:      int(b.last - b.first),
+			CrawlDelay: b.crawlDelay,
+		}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// runCmd runs the command line args with stdin and returns its outputs and
+// exit status.
+func runCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runMain(t.Context(), args, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	const robots = "testdata/check/simple.txt"
+	tests := []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantOut  string // exact stdout
+		wantErr  string // substring of stderr
+		wantCode int
+	}{
+		{
+			name:     "disallowed",
+			args:     []string{"check", "-robots", robots, "https://example.com/private/x"},
+			wantOut:  "disallowed\thttps://example.com/private/x\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; crawl-delay 2.5\n",
+			wantCode: 1,
+		},
+		{
+			name:     "allowed, no rule",
+			args:     []string{"check", "-robots", robots, "https://example.com/public"},
+			wantOut:  "allowed\thttps://example.com/public\tno rule matches; crawl-delay 2.5\n",
+			wantCode: 0,
+		},
+		{
+			name:     "normalised escape cannot slip past",
+			args:     []string{"check", "-robots", robots, "https://example.com/%70rivate", "https://example.com/pub/../private"},
+			wantOut:  "disallowed\thttps://example.com/%70rivate\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; crawl-delay 2.5\ndisallowed\thttps://example.com/pub/../private\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; crawl-delay 2.5\n",
+			wantCode: 1,
+		},
+		{
+			name:     "exact takes the URL as given",
+			args:     []string{"check", "-exact", "-robots", robots, "https://example.com/%70rivate"},
+			wantOut:  "allowed\thttps://example.com/%70rivate\tno rule matches; crawl-delay 2.5\n",
+			wantCode: 0,
+		},
+		{
+			name:     "robots.txt itself",
+			args:     []string{"check", "-robots", robots, "http://example.com/robots.txt"},
+			wantOut:  "allowed\thttp://example.com/robots.txt\trobots.txt itself is always allowed\n",
+			wantCode: 0,
+		},
+		{
+			name:     "token from a User-Agent header",
+			args:     []string{"check", "-robots", robots, "-user-agent", "Mozilla/5.0 (compatible; FooBot/2.1; +https://foo.example/bot)", "https://example.com/private"},
+			wantOut:  "allowed\thttps://example.com/private\tallowed by robots.txt; rule \"allow: /\" line 6\n",
+			wantCode: 0,
+		},
+		{
+			name:     "agent verbatim: with a version it names no group",
+			args:     []string{"check", "-robots", robots, "-agent", "FooBot/2.1", "https://example.com/private"},
+			wantOut:  "disallowed\thttps://example.com/private\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; crawl-delay 2.5\n",
+			wantCode: 1,
+		},
+		{
+			name:     "robots from stdin, exact, no scheme",
+			args:     []string{"check", "-exact", "-robots", "-", "-agent", "FooBot", "example.com?a"},
+			stdin:    "user-agent: FooBot\ndisallow: /?a\n",
+			wantOut:  "disallowed\texample.com?a\tdisallowed by robots.txt; rule \"disallow: /?a\" line 2\n",
+			wantCode: 1,
+		},
+		{
+			name:     "a bad URL is exit 2, the others still printed",
+			args:     []string{"check", "-robots", robots, "not a url", "https://example.com/private"},
+			wantOut:  "disallowed\thttps://example.com/private\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; crawl-delay 2.5\n",
+			wantErr:  "not an absolute URL",
+			wantCode: 2,
+		},
+		{
+			name:     "-agent and -user-agent are exclusive",
+			args:     []string{"check", "-robots", robots, "-agent", "a", "-user-agent", "b", "https://example.com/"},
+			wantErr:  "exclusive",
+			wantCode: 2,
+		},
+		{
+			name:     "unknown flag",
+			args:     []string{"check", "-nope"},
+			wantErr:  "flag provided but not defined",
+			wantCode: 2,
+		},
+		{
+			name:     "no robots file and no fetcher yet",
+			args:     []string{"check", "https://example.com/"},
+			wantErr:  "-robots FILE is needed",
+			wantCode: 2,
+		},
+		{
+			name:     "missing robots file",
+			args:     []string{"check", "-robots", "testdata/check/missing.txt", "https://example.com/"},
+			wantErr:  "no such file",
+			wantCode: 2,
+		},
+		{
+			name:     "unknown command",
+			args:     []string{"frobnicate"},
+			wantErr:  "unknown command",
+			wantCode: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, code := runCmd(t, tt.stdin, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit status %d; want %d (stderr %q)", code, tt.wantCode, errOut)
+			}
+			if out != tt.wantOut {
+				t.Errorf("stdout:\n%q\nwant:\n%q", out, tt.wantOut)
+			}
+			if !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr %q; want it to contain %q", errOut, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	t.Parallel()
+	out, _, code := runCmd(t, "", "check", "-json", "-robots", "testdata/check/simple.txt", "https://Example.COM:443/private?x=1", "https://example.com/ok")
+	if code != 1 {
+		t.Fatalf("exit status %d; want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines; want 2:\n%s", len(lines), out)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"url": "https://Example.COM:443/private?x=1", "origin": "https://example.com:443", "agent": []any{"*"},
+		"allowed": false, "decision": "disallowed", "reason": "disallowed by robots.txt",
+		"robots_url": "https://example.com/robots.txt", "rule": "disallow: /private", "line": 2.0,
+		"fetch": nil, "crawl_delay": 2.5,
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("field %q missing", k)
+			continue
+		}
+		if gb, _ := json.Marshal(g); string(gb) != mustJSON(t, w) {
+			t.Errorf("%s = %s; want %s", k, gb, mustJSON(t, w))
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d fields; want %d: %v", len(got), len(want), got)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestCheckExactConformance runs "check -exact -json" on every case of
+// Google's conformance data, as a user checking the command would.
+func TestCheckExactConformance(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, file := range []string{"robots/testdata/google-robotstxt-tests.jsonl", "robots/testdata/google-spec-test.jsonl"} {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			var c struct {
+				Name, Robots, RobotsB64 string `json:"-"`
+				Agent, URL              string
+				Allowed                 bool
+			}
+			var raw map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
+				t.Fatal(err)
+			}
+			c.Name, _ = raw["name"].(string)
+			c.Robots, _ = raw["robots"].(string)
+			c.Agent, _ = raw["agent"].(string)
+			c.URL, _ = raw["url"].(string)
+			c.Allowed, _ = raw["allowed"].(bool)
+			if b64, ok := raw["robots_b64"].(string); ok {
+				b, err := base64.StdEncoding.DecodeString(b64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Robots = string(b)
+			}
+			out, errOut, code := runCmd(t, c.Robots, "check", "-exact", "-json", "-robots", "-", "-agent", c.Agent, "--", c.URL)
+			var got struct{ Allowed bool }
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("%s: output %q (stderr %q): %v", c.Name, out, errOut, err)
+			}
+			wantCode := 0
+			if !c.Allowed {
+				wantCode = 1
+			}
+			if got.Allowed != c.Allowed || code != wantCode {
+				t.Errorf("%s: check -exact -agent %q %q: allowed %v, exit %d; want %v, %d", c.Name, c.Agent, c.URL, got.Allowed, code, c.Allowed, wantCode)
+			}
+			n++
+		}
+		f.Close()
+	}
+	if n != 545 {
+		t.Errorf("ran %d cases; want 545", n)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	out, _, code := runCmd(t, "", "version")
+	if code != 0 || !strings.HasPrefix(out, "robotsgate dev go1.") {
+		t.Errorf("version = %q, exit %d; want \"robotsgate dev go1...\", 0", out, code)
+	}
+}

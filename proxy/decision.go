@@ -1,0 +1,77 @@
+// Package proxy is robotsgate's forward proxy: its configuration, the
+// decision made for each request (agents, site exceptions, robots.txt
+// rules), the responses it makes itself, and the audit log.
+package proxy
+
+import (
+	"strings"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// Actions: the value of X-Robots-Gate on an answer the proxy makes itself,
+// or ActionAllowed for a request that is forwarded unchanged.
+const (
+	ActionAllowed     = "allowed"
+	ActionDisallowed  = "disallowed"
+	ActionDenied      = "denied"
+	ActionPrivate     = "private-address"
+	ActionUnreachable = "unreachable"
+	ActionPaced       = "paced"
+	ActionWouldBlock  = "would-block"
+)
+
+// Reasons, as they appear in the audit log, the 403 body and check's output.
+const (
+	reasonDisallowed = "disallowed by robots.txt"
+	reasonAllowed    = "allowed by robots.txt"
+	reasonNoRule     = "no rule matches"
+	reasonNoGroup    = "no group applies"
+	reasonRobotsTxt  = "robots.txt itself is always allowed"
+)
+
+// Decision is the proxy's answer for one request: the robots.txt verdict
+// and its evidence, plus the overrides that applied and the action taken.
+type Decision struct {
+	Action     string         // ActionAllowed, or the X-Robots-Gate value of the answer
+	Reason     string         // why, in words
+	Origin     robots.Origin  // zero when the URL has none
+	Agents     []string       // the tokens obeyed
+	Token      string         // the token whose verdict decided (the first blocking one)
+	RobotsURL  string         // the robots.txt that applied; "" when none did
+	Verdict    robots.Verdict // the deciding verdict
+	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds; -1 if none
+}
+
+// Allowed reports whether the request goes to its origin.
+func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
+
+// decideRules decides target, a normalised request target, under rules for
+// every agent token (DESIGN steps 4 and 7): the request is blocked if any
+// token's verdict blocks it, and the first blocking token is the evidence.
+func decideRules(d *Decision, rules *robots.Robots, target string) {
+	d.CrawlDelay = -1
+	if path, _, _ := strings.Cut(target, "?"); path == "/robots.txt" {
+		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
+		return
+	}
+	for i, tok := range d.Agents {
+		g := rules.Group(tok)
+		if cd, ok := g.CrawlDelay(); ok && cd > d.CrawlDelay {
+			d.CrawlDelay = cd
+		}
+		if v := g.Test(target); i == 0 || !v.Allowed && d.Verdict.Allowed {
+			d.Verdict, d.Token = v, tok
+		}
+	}
+	switch {
+	case !d.Verdict.Allowed:
+		d.Action, d.Reason = ActionDisallowed, reasonDisallowed
+	case d.Verdict.Line > 0:
+		d.Action, d.Reason = ActionAllowed, reasonAllowed
+	case rules.Group(d.Token).Empty():
+		d.Action, d.Reason = ActionAllowed, reasonNoGroup
+	default:
+		d.Action, d.Reason = ActionAllowed, reasonNoRule
+	}
+}
