@@ -19,7 +19,7 @@ func corpusPaths(r *Robots) []string {
 	paths := []string{"/", "/index.html", "/search?q=x", "/a/b/c", "/robots.txt", "/%7Euser/", "/caf%C3%A9"}
 	step := len(r.rules)/40 + 1 // about 40 rules keeps the naive reference fast
 	for i := 0; i < len(r.rules); i += step {
-		p := strings.TrimSuffix(strings.ReplaceAll(r.text[r.rules[i].patStart:r.rules[i].end], "*", "x"), "$")
+		p := strings.TrimSuffix(strings.ReplaceAll(r.pattern(int32(i)), "*", "x"), "$")
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p
 		}

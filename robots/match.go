@@ -4,8 +4,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 )
 
 // Verdict is the answer for one path under one group of rules.
@@ -104,12 +102,12 @@ func (g Group) Test(path string) Verdict {
 	}
 	d, a := acc[0], acc[1]
 	if d.prio > a.prio {
-		return Verdict{Allowed: d.prio <= 0, Rule: g.r.ruleText(d.rule), Line: int(d.line)}
+		return Verdict{Allowed: d.prio <= 0, Rule: g.r.ruleText(d.rule), Line: int(g.r.rules[d.rule].line)}
 	}
 	if a.prio < 0 {
 		return Verdict{Allowed: true}
 	}
-	return Verdict{Allowed: true, Rule: g.r.ruleText(a.rule), Line: int(a.line)}
+	return Verdict{Allowed: true, Rule: g.r.ruleText(a.rule), Line: int(g.r.rules[a.rule].line)}
 }
 
 // TestURL decides url for token exactly as the reference's
@@ -142,14 +140,13 @@ func (r *Robots) ruleText(i int32) string {
 // disallow): priority is the pattern's length, ties go to the earlier line.
 type best struct {
 	prio int32 // -1: no match
-	line int32
-	rule int32 // index in Robots.rules
+	rule int32 // index in Robots.rules, which are in line order
 }
 
 var noMatch = best{prio: -1}
 
 func (a best) beats(b best) bool {
-	return a.prio > b.prio || a.prio == b.prio && a.line < b.line
+	return a.prio > b.prio || a.prio == b.prio && a.rule < b.rule
 }
 
 // A matcher indexes the rules of one block. Rules that are plain prefixes
@@ -224,31 +221,25 @@ func classify(body string, anchored bool) (prefix, rest string, k kind, anch boo
 	return prefix, rest, kindWild, anchored
 }
 
-// A lazyMatcher is a block's matcher, compiled on the block's first use:
-// most files name many crawlers, and a proxy asks about a few.
-type lazyMatcher struct {
-	done atomic.Bool
-	mu   sync.Mutex
-	m    matcher
-}
-
-// matcher returns block bi's matcher, compiling it on first use. The fast
-// path is one atomic load and does not allocate.
+// matcher returns block bi's matcher, compiling it on first use: most
+// files name many crawlers, and a proxy asks about a few. The fast path is
+// one atomic load and does not allocate.
 func (r *Robots) matcher(bi int32) *matcher {
-	lm := &r.lazy[bi]
-	if !lm.done.Load() {
-		lm.mu.Lock()
-		if !lm.done.Load() {
-			lm.m = r.compile(&r.blocks[bi])
-			lm.done.Store(true)
-		}
-		lm.mu.Unlock()
+	if m := r.lazy[bi].Load(); m != nil {
+		return m
 	}
-	return &lm.m
+	r.compileMu.Lock()
+	defer r.compileMu.Unlock()
+	if m := r.lazy[bi].Load(); m != nil {
+		return m
+	}
+	m := r.compile(&r.blocks[bi])
+	r.lazy[bi].Store(&m)
+	return &m
 }
 
 func appendCompiled(items []compiled, body string, anchored bool, ru *rule, idx int32, prio int) []compiled {
-	c := compiled{allow: ru.allow, b: best{prio: int32(prio), line: ru.line, rule: idx}}
+	c := compiled{allow: ru.allow, b: best{prio: int32(prio), rule: idx}}
 	c.prefix, c.rest, c.kind, c.anchored = classify(body, anchored)
 	return append(items, c)
 }
@@ -260,7 +251,7 @@ func (r *Robots) compile(b *block) matcher {
 	nWild := 0
 	for idx := b.first; idx < b.last; idx++ {
 		ru := &r.rules[idx]
-		pat := r.pattern(ru)
+		pat := r.pattern(idx)
 		body, anchored := pat, false
 		if strings.HasSuffix(pat, "$") {
 			body, anchored = pat[:len(pat)-1], true

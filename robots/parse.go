@@ -14,6 +14,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // maxLineBytes is how much of one line the reference parser keeps: its line
@@ -31,11 +34,13 @@ type Robots struct {
 	keyBlock []int32 // keys[i] names the blocks keyBlock[keys[i].first:keys[i].last]
 	global   []int32 // indices of the blocks with a "*" user-agent line
 	sitemaps []string
-	size     int  // bytes parsed
-	lines    int  // lines read
-	norm     bool // patterns compiled in normalised form, see WithNormalization
+	size     int              // bytes parsed
+	lines    int              // lines read
+	norm     bool             // patterns compiled in normalised form, see WithNormalization
+	normal   map[int32]string // normalised patterns that differ from the file's, by rule
 
-	lazy []lazyMatcher // lazy[i] is blocks[i]'s matcher
+	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled
+	compileMu sync.Mutex
 }
 
 // An agentKey is a lower-cased token that some user-agent line names; keys
@@ -59,10 +64,21 @@ type block struct {
 
 // A rule is one allow or disallow line.
 type rule struct {
-	start, patStart, end uint32 // text[start:end] is the display text; text[patStart:end] the pattern
-	normStart, normEnd   uint32 // normalised pattern in text, when Robots.norm and it differs
-	line                 int32
-	allow                bool
+	start, end uint32 // text[start:end] is the display text, "allow: " or "disallow: " and the pattern
+	line       int32
+	allow      bool
+}
+
+// patStart returns where the rule's pattern starts in Robots.text.
+func (ru *rule) patStart() uint32 {
+	n := uint32(len("disallow:"))
+	if ru.allow {
+		n = uint32(len("allow:"))
+	}
+	if ru.end > ru.start+n {
+		n++ // the space before a pattern
+	}
+	return ru.start + n
 }
 
 // Option changes how [Parse] compiles a file.
@@ -91,7 +107,7 @@ func Parse(body []byte, opts ...Option) *Robots {
 	}
 	// Escaping can only grow non-ASCII bytes; the rule texts otherwise fit in
 	// about the body's size.
-	p.arena.Grow(len(body) + len(body)/4 + 64)
+	p.arena.Grow(len(body) + 64)
 	// Most lines of most files are rules: start with room for one per line.
 	p.r.rules = make([]rule, 0, bytes.Count(body, []byte{'\n'})+1)
 	p.run(body)
@@ -331,20 +347,15 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	}
 	patStart := p.arena.Len()
 	writeEscapedPattern(&p.arena, value)
-	ru := rule{
-		start:    uint32(start),
-		patStart: uint32(patStart),
-		end:      uint32(p.arena.Len()),
-		line:     int32(num),
-		allow:    allow,
-	}
+	ru := rule{start: uint32(start), end: uint32(p.arena.Len()), line: int32(num), allow: allow}
 	if r.norm {
 		// A view of the builder's buffer, compared and not kept.
 		pat := p.arena.String()[patStart:]
 		if n := normalize(pat, true); n != pat {
-			ru.normStart = uint32(p.arena.Len())
-			p.arena.WriteString(n)
-			ru.normEnd = uint32(p.arena.Len())
+			if r.normal == nil {
+				r.normal = map[int32]string{}
+			}
+			r.normal[int32(len(r.rules))] = n
 		}
 	}
 	r.rules = append(r.rules, ru)
@@ -409,10 +420,14 @@ func upper(c byte) byte {
 
 func (p *parser) finish() *Robots {
 	r := p.r
-	if cap(r.rules) > 2*len(r.rules)+16 { // mostly comments or sitemaps: do not keep the room
+	// Parsed files live long in caches: keep no spare room beyond an eighth.
+	if cap(r.rules) > len(r.rules)+len(r.rules)/8 {
 		r.rules = slices.Clone(r.rules)
 	}
-	r.text = p.arena.String() // no copy: the builder is not written again
+	r.blocks = slices.Clip(r.blocks)
+	if r.text = p.arena.String(); p.arena.Cap() > len(r.text)+len(r.text)/8 {
+		r.text = strings.Clone(r.text)
+	}
 	r.agents = make([]string, len(p.agents))
 	for i, a := range p.agents {
 		r.agents[i] = r.text[a.start:a.end]
@@ -460,7 +475,7 @@ func (r *Robots) index(p *parser) {
 		r.keys = append(r.keys, k)
 		i = j
 	}
-	r.lazy = make([]lazyMatcher, len(r.blocks))
+	r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
 }
 
 // compareFold compares a and b as if both were lower-cased (ASCII).
@@ -493,10 +508,43 @@ func (r *Robots) Size() int {
 	return r.size
 }
 
-// pattern returns the form of a rule's pattern that is matched.
-func (r *Robots) pattern(ru *rule) string {
-	if ru.normEnd > 0 {
-		return r.text[ru.normStart:ru.normEnd]
+// MemSize estimates the bytes r holds, counting the indexes its groups
+// build on first use as if all were built: the cost of a cached file.
+func (r *Robots) MemSize() int {
+	if r == nil {
+		return 0
 	}
-	return r.text[ru.patStart:ru.end]
+	n := int(unsafe.Sizeof(*r)) + len(r.text)
+	n += cap(r.rules)*int(unsafe.Sizeof(rule{})) + cap(r.blocks)*int(unsafe.Sizeof(block{}))
+	n += cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})) + cap(r.agents)*int(unsafe.Sizeof(""))
+	n += cap(r.keys)*int(unsafe.Sizeof(agentKey{})) + 4*(cap(r.keyBlock)+cap(r.global))
+	for _, k := range r.keys {
+		n += len(k.token) // lower-cased copies, at most
+	}
+	for _, s := range r.sitemaps {
+		n += int(unsafe.Sizeof(s)) + len(s)
+	}
+	// The indexes, once built: an entry per literal rule at most, a
+	// wildcard rule and its byte set per wildcard rule.
+	for _, pat := range r.normal {
+		n += len(pat) + 32
+	}
+	for i := range r.rules {
+		if _, _, k, _ := classify(strings.TrimSuffix(r.pattern(int32(i)), "$"), false); k == kindWild {
+			n += int(unsafe.Sizeof(wildRule{}) + unsafe.Sizeof([2]uint64{}) + 4)
+		} else {
+			n += int(unsafe.Sizeof(entry{}))
+		}
+	}
+	n += len(r.blocks) * int(unsafe.Sizeof(matcher{}))
+	return n
+}
+
+// pattern returns the form of rule i's pattern that is matched.
+func (r *Robots) pattern(i int32) string {
+	if n, ok := r.normal[i]; ok {
+		return n
+	}
+	ru := &r.rules[i]
+	return r.text[ru.patStart():ru.end]
 }
