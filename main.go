@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/robotsgate/robotsgate/proxy"
+	"github.com/robotsgate/robotsgate/robots"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	switch cmd {
 	case "check":
-		return runCheck(args, stdin, stdout, stderr)
+		return runCheck(ctx, args, stdin, stdout, stderr)
 	case "version":
 		_, err := fmt.Fprintf(stdout, "robotsgate %s %s\n", version, runtime.Version())
 		return err
@@ -103,9 +104,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func runCheck(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
-	robotsFile := fs.String("robots", "", "robots.txt `FILE` to use for every URL's origin (- for stdin); nothing is fetched")
+	robotsFile := fs.String("robots", "", "robots.txt `FILE` to use for every URL's origin (- for stdin); without it each origin's is fetched")
 	c := &proxy.Checker{DefaultAgent: "*", MaxBytes: 512000}
 	fs.Func("agent", "product `TOKEN` to decide for, taken verbatim", func(s string) error {
 		c.Token, c.TokenSet = s, true
@@ -138,5 +139,35 @@ func runCheck(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if c.Robots == nil && *robotsFile != "" {
 		c.Robots = []byte{}
 	}
-	return c.Run(fs.Args(), stdout, stderr)
+	if c.Robots == nil {
+		cache, err := checkCache(c.Exact)
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		c.Cache = cache
+	}
+	return c.Run(ctx, fs.Args(), stdout, stderr)
+}
+
+// exactMaxBytes bounds a live fetch for check -exact, which has no size cap
+// of its own: enough for any real robots.txt, not enough to hurt.
+const exactMaxBytes = 32 << 20
+
+// checkCache returns the fetcher and cache check uses without -robots: the
+// proxy's, with the built-in defaults.
+func checkCache(exact bool) (*robots.Cache, error) {
+	fopts := robots.FetchOptions{UserAgent: fetchUserAgent()}
+	var parse []robots.Option
+	if exact {
+		fopts.MaxBytes = exactMaxBytes
+	} else {
+		parse = append(parse, robots.WithNormalization())
+	}
+	return robots.NewCache(robots.CacheOptions{Fetcher: robots.NewFetcher(fopts), Parse: parse})
+}
+
+// fetchUserAgent is the User-Agent of robots.txt fetches.
+func fetchUserAgent() string {
+	return "robotsgate/" + version + " (+https://github.com/robotsgate/robotsgate)"
 }

@@ -5,8 +5,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -96,12 +100,6 @@ func TestCheck(t *testing.T) {
 			name:     "unknown flag",
 			args:     []string{"check", "-nope"},
 			wantErr:  "flag provided but not defined",
-			wantCode: 2,
-		},
-		{
-			name:     "no robots file and no fetcher yet",
-			args:     []string{"check", "https://example.com/"},
-			wantErr:  "-robots FILE is needed",
 			wantCode: 2,
 		},
 		{
@@ -238,5 +236,67 @@ func TestVersion(t *testing.T) {
 	out, _, code := runCmd(t, "", "version")
 	if code != 0 || !strings.HasPrefix(out, "robotsgate dev go1.") {
 		t.Errorf("version = %q, exit %d; want \"robotsgate dev go1...\", 0", out, code)
+	}
+}
+
+// TestCheckLive fetches robots.txt from real loopback origins, through the
+// same fetcher and cache as the proxy.
+func TestCheckLive(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			hits.Add(1)
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private\nCrawl-delay: 1.5\n")
+		default:
+			t.Errorf("check fetched %s; want only /robots.txt", r.URL.Path)
+		}
+	}))
+	t.Cleanup(origin.Close)
+	missing := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(missing.Close)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+
+	out, errOut, code := runCmd(t, "", "check", origin.URL+"/private/a", origin.URL+"/public", missing.URL+"/private", down.URL+"/x")
+	if code != 1 {
+		t.Errorf("exit status %d; want 1 (stderr %q)", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	want := []string{
+		"disallowed\t" + origin.URL + "/private/a\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; " + origin.URL + "/robots.txt fetched 200 age 0s; crawl-delay 1.5",
+		"allowed\t" + origin.URL + "/public\tno rule matches; " + origin.URL + "/robots.txt fetched 200 age 0s; crawl-delay 1.5",
+		"allowed\t" + missing.URL + "/private\trobots.txt unavailable: no restrictions; " + missing.URL + "/robots.txt unavailable 404 age 0s",
+		"unreachable\t" + down.URL + "/x\trobots.txt unreachable and no copy held: disallowing all; " + down.URL + "/robots.txt unreachable 503 (protocol: status 503)",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines; want %d:\n%s", len(lines), len(want), out)
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d:\n got %q\nwant %q", i, lines[i], want[i])
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("robots.txt fetched %d times for two URLs of one origin; want 1", n)
+	}
+
+	out, _, code = runCmd(t, "", "check", "-json", origin.URL+"/private")
+	var got struct {
+		Fetch struct {
+			Outcome   string
+			Status    int
+			FetchedAt *string  `json:"fetched_at"`
+			AgeS      *float64 `json:"age_s"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 1 {
+		t.Fatalf("check -json: %q, exit %d: %v", out, code, err)
+	}
+	if got.Fetch.Outcome != "fetched" || got.Fetch.Status != 200 || got.Fetch.FetchedAt == nil || got.Fetch.AgeS == nil {
+		t.Errorf("fetch = %+v; want fetched 200 with a time and an age", got.Fetch)
 	}
 }

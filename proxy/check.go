@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -23,8 +25,13 @@ var ErrCheckInput = errors.New("check")
 // "robotsgate check" command.
 type Checker struct {
 	// Robots is the robots.txt of every URL's origin. Nil means fetch each
-	// origin's own, which needs the fetcher.
+	// origin's own through Cache.
 	Robots []byte
+	// Cache fetches and holds robots.txt files when Robots is nil. With
+	// Exact, its files must be parsed without normalisation.
+	Cache *robots.Cache
+	// Now is the clock for ages; nil: time.Now.
+	Now func() time.Time
 	// Token is the token obeyed, taken verbatim; TokenSet says it was given.
 	Token    string
 	TokenSet bool
@@ -45,35 +52,49 @@ type Checker struct {
 
 // checkLine is one JSON Lines record of check's output.
 type checkLine struct {
-	URL        string   `json:"url"`
-	Origin     *string  `json:"origin"`
-	Agent      []string `json:"agent"`
-	Allowed    bool     `json:"allowed"`
-	Decision   string   `json:"decision"`
-	Reason     string   `json:"reason"`
-	RobotsURL  string   `json:"robots_url"`
-	Rule       string   `json:"rule"`
-	Line       int      `json:"line"`
-	Fetch      any      `json:"fetch"`
-	CrawlDelay *float64 `json:"crawl_delay"`
+	URL        string     `json:"url"`
+	Origin     *string    `json:"origin"`
+	Agent      []string   `json:"agent"`
+	Allowed    bool       `json:"allowed"`
+	Decision   string     `json:"decision"`
+	Reason     string     `json:"reason"`
+	RobotsURL  string     `json:"robots_url"`
+	Rule       string     `json:"rule"`
+	Line       int        `json:"line"`
+	Fetch      *fetchJSON `json:"fetch"`
+	CrawlDelay *float64   `json:"crawl_delay"`
+}
+
+// fetchJSON is check's "fetch" object.
+type fetchJSON struct {
+	Outcome   robots.Outcome `json:"outcome"`
+	Status    int            `json:"status"`
+	FetchedAt *time.Time     `json:"fetched_at"`
+	AgeS      *float64       `json:"age_s"`
+	Error     string         `json:"error"`
 }
 
 // Run decides every URL and prints the answers to stdout, errors to stderr.
 // It returns an error wrapping ErrCheckInput if any URL could not be
 // decided (the others are still printed), else ErrNotAllowed if any URL is
 // not allowed, else nil.
-func (c *Checker) Run(urls []string, stdout, stderr io.Writer) error {
+func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writer) error {
 	if len(urls) == 0 {
 		return fmt.Errorf("%w: no URL given", ErrCheckInput)
 	}
-	if c.Robots == nil {
-		return fmt.Errorf("%w: -robots FILE is needed: live robots.txt fetching is not built yet", ErrCheckInput)
+	if c.Robots == nil && c.Cache == nil {
+		return fmt.Errorf("%w: no robots.txt: give -robots FILE or a cache", ErrCheckInput)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	agents := []string{c.token()}
 	var rules *robots.Robots
-	if c.Exact {
+	switch {
+	case c.Robots == nil:
+	case c.Exact:
 		rules = robots.Parse(c.Robots)
-	} else {
+	default:
 		body := c.Robots
 		if c.MaxBytes > 0 && len(body) > c.MaxBytes {
 			body = body[:c.MaxBytes]
@@ -82,7 +103,7 @@ func (c *Checker) Run(urls []string, stdout, stderr io.Writer) error {
 	}
 	var bad, blocked int
 	for _, u := range urls {
-		d, err := c.decide(rules, agents, u)
+		d, err := c.decide(ctx, rules, agents, u)
 		if err != nil {
 			bad++
 			fmt.Fprintf(stderr, "robotsgate check: %v\n", err)
@@ -119,12 +140,34 @@ func (c *Checker) token() string {
 	return c.DefaultAgent
 }
 
-func (c *Checker) decide(rules *robots.Robots, agents []string, u string) (*Decision, error) {
+func (c *Checker) decide(ctx context.Context, rules *robots.Robots, agents []string, u string) (*Decision, error) {
 	d := &Decision{Agents: agents, CrawlDelay: -1}
 	origin, err := robots.ParseOrigin(u)
 	if err == nil {
 		d.Origin = origin
 		d.RobotsURL = origin.RobotsURL()
+	} else if rules == nil || !c.Exact {
+		// Only the reference, given the file, takes any string as a URL.
+		return nil, fmt.Errorf("%q: %w", u, err)
+	}
+	if rules == nil {
+		a, err := c.Cache.Get(ctx, origin)
+		if err != nil {
+			return nil, err
+		}
+		if c.Exact {
+			d.Fetch = fetchInfo(a, c.Now())
+			if a.Entry != nil {
+				rules = a.Entry.Rules // nil for an unavailable file: allows all
+			}
+			if a.Unreachable {
+				d.Action, d.Reason = ActionUnreachable, reasonNoCopy
+				return d, nil
+			}
+		} else {
+			decideAnswer(d, a, robots.Normalize(requestTarget(u)), c.Now())
+			return d, nil
+		}
 	}
 	if c.Exact {
 		// Any string is a URL to the reference: "example.com?a" is "/?a".
@@ -143,9 +186,6 @@ func (c *Checker) decide(rules *robots.Robots, agents []string, u string) (*Deci
 			d.Action, d.Reason = ActionAllowed, reasonNoRule
 		}
 		return d, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%q: %w", u, err)
 	}
 	decideRules(d, rules, robots.Normalize(requestTarget(u)))
 	return d, nil
@@ -187,6 +227,13 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 		if d.CrawlDelay >= 0 {
 			l.CrawlDelay = &d.CrawlDelay
 		}
+		if f := d.Fetch; f != nil {
+			l.Fetch = &fetchJSON{Outcome: f.Outcome, Status: f.Status, Error: f.Error}
+			if !f.FetchedAt.IsZero() {
+				at, age := f.FetchedAt.UTC(), f.Age.Seconds()
+				l.Fetch.FetchedAt, l.Fetch.AgeS = &at, &age
+			}
+		}
 		b, err := json.Marshal(l)
 		if err != nil {
 			return err
@@ -204,6 +251,22 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 	why := []string{d.Reason}
 	if d.Verdict.Line > 0 {
 		why = append(why, fmt.Sprintf("rule %q line %d", d.Verdict.Rule, d.Verdict.Line))
+	}
+	if f := d.Fetch; f != nil {
+		s := fmt.Sprintf("%s %s", d.RobotsURL, f.Outcome)
+		if f.Status != 0 {
+			s += " " + strconv.Itoa(f.Status)
+		}
+		if !f.FetchedAt.IsZero() {
+			s += " age " + f.Age.Round(time.Second).String()
+		}
+		if f.Stale {
+			s += " (stale)"
+		}
+		if f.Error != "" {
+			s += " (" + f.Error + ")"
+		}
+		why = append(why, s)
 	}
 	if d.CrawlDelay >= 0 {
 		why = append(why, "crawl-delay "+strconv.FormatFloat(d.CrawlDelay, 'f', -1, 64))

@@ -4,7 +4,9 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -28,6 +30,10 @@ const (
 	reasonNoRule     = "no rule matches"
 	reasonNoGroup    = "no group applies"
 	reasonRobotsTxt  = "robots.txt itself is always allowed"
+	reasonUnavail    = "robots.txt unavailable: no restrictions"
+	reasonAuthDeny   = "robots.txt refused with %d: disallowing all (auth_errors = \"disallow\")"
+	reasonNoCopy     = "robots.txt unreachable and no copy held: disallowing all"
+	reasonLimit      = "robots.txt unreachable longer than unreachable_limit: no restrictions"
 )
 
 // Decision is the proxy's answer for one request: the robots.txt verdict
@@ -41,6 +47,52 @@ type Decision struct {
 	RobotsURL  string         // the robots.txt that applied; "" when none did
 	Verdict    robots.Verdict // the deciding verdict
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds; -1 if none
+	Fetch      *FetchInfo     // how the rules were obtained; nil when no robots.txt was used
+}
+
+// FetchInfo says how the robots.txt behind a decision was obtained.
+type FetchInfo struct {
+	Outcome   robots.Outcome // of the fetch whose rules apply; Unreachable when none do
+	Status    int            // its HTTP status; 0 if none
+	FetchedAt time.Time      // when those rules were fetched; zero if none
+	Age       time.Duration  // how old they are
+	Stale     bool           // kept after a failed refresh
+	Error     string         // the latest failure, if any
+	RetryAt   time.Time      // the next fetch after a failure
+}
+
+// fetchInfo describes a cache answer at now.
+func fetchInfo(a robots.Answer, now time.Time) *FetchInfo {
+	f := &FetchInfo{Error: a.LastError, RetryAt: a.RetryAt, Stale: a.Stale}
+	if e := a.Entry; e != nil {
+		f.Outcome, f.Status, f.FetchedAt, f.Age = e.Outcome, e.Status, e.FetchedAt, now.Sub(e.FetchedAt)
+	} else {
+		f.Outcome, f.Status = robots.Unreachable, a.LastStatus
+	}
+	return f
+}
+
+// decideAnswer decides target, a normalised request target, under what the
+// cache answered for the request's origin (DESIGN step 6, then steps 4 and 7).
+func decideAnswer(d *Decision, a robots.Answer, target string, now time.Time) {
+	d.Fetch = fetchInfo(a, now)
+	d.CrawlDelay = -1
+	if path, _, _ := strings.Cut(target, "?"); path == "/robots.txt" {
+		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
+		return
+	}
+	switch e := a.Entry; {
+	case a.Unreachable:
+		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
+	case a.LimitPassed:
+		d.Action, d.Reason = ActionAllowed, reasonLimit
+	case e.DisallowAll:
+		d.Action, d.Reason = ActionDisallowed, fmt.Sprintf(reasonAuthDeny, e.Status)
+	case e.Rules == nil:
+		d.Action, d.Reason = ActionAllowed, reasonUnavail
+	default:
+		decideRules(d, e.Rules, target)
+	}
 }
 
 // Allowed reports whether the request goes to its origin.

@@ -6,6 +6,8 @@ import (
 	"compress/zlib"
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -337,7 +339,9 @@ func TestFetchNetworkErrors(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	l.Close()
-	tlsOrigin := httptest.NewTLSServer(serveText("User-agent: *\n"))
+	tlsOrigin := httptest.NewUnstartedServer(serveText("User-agent: *\n"))
+	tlsOrigin.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshake is the point
+	tlsOrigin.StartTLS()
 	t.Cleanup(tlsOrigin.Close)
 
 	tests := []struct {
@@ -402,4 +406,22 @@ func TestFetchHeaders(t *testing.T) {
 			t.Errorf("retryAfter(%q) = %v; want %v", h.Get("Retry-After"), got, tt.retryAfter)
 		}
 	}
+}
+
+// FuzzFetchHeaders feeds hostile Cache-Control and Retry-After values to
+// their decoders: no panic, and results within their documented bounds.
+func FuzzFetchHeaders(f *testing.F) {
+	for _, s := range []string{"max-age=120", "no-store", "public, max-age=0", "max-age=\"60\"", "120", "Sun, 22 Nov 2026 13:00:00 GMT", "-1", "99999999999999999999", ""} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{"Cache-Control": {v}}
+		if got := maxAge(h); got < -1 {
+			t.Fatalf("maxAge(%q) = %v; want ≥ -1", v, got)
+		}
+		if got := retryAfter(v, now); got < 0 || got > 24*time.Hour {
+			t.Fatalf("retryAfter(%q) = %v; want within [0, 24h]", v, got)
+		}
+	})
 }

@@ -102,15 +102,19 @@ func normalizeHost(host string) (string, error) {
 	if a, err := netip.ParseAddr(host); err == nil && a.Is4() {
 		return a.String(), nil
 	}
+	if !utf8.ValidString(host) {
+		// IDNA would map the bad bytes to U+FFFD and encode that.
+		return "", fmt.Errorf("%w: host %q is not UTF-8", ErrBadOrigin, host)
+	}
 	ascii, err := idna.Lookup.ToASCII(host)
 	if err != nil {
-		if !isPrintableASCII(host) || !utf8.ValidString(host) {
+		if !isPrintableASCII(host) {
 			return "", fmt.Errorf("%w: host %q: %v", ErrBadOrigin, host, err)
 		}
 		ascii = host // e.g. "foo_bar.example": used as it is
 	}
 	ascii = strings.TrimSuffix(strings.ToLower(ascii), ".")
-	if ascii == "" || strings.ContainsAny(ascii, " /\\?#@[]%") {
+	if ascii == "" || strings.HasPrefix(ascii, ".") || strings.Contains(ascii, "..") || strings.ContainsAny(ascii, " /\\?#@[]%") {
 		return "", fmt.Errorf("%w: bad host %q", ErrBadOrigin, host)
 	}
 	return ascii, nil

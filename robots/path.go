@@ -58,7 +58,8 @@ func indexFromStr(s string, from int, sub string) int {
 // past a rule: escapes of unreserved characters (ALPHA / DIGIT / "-._~",
 // RFC 3986 section 2.3) are decoded, other escapes upper-cased, bytes ≥ 0x80,
 // controls and spaces percent-encoded, and dot segments removed from the path
-// (not the query). "//", letter case and "%2F" are kept as sent. It returns
+// (not the query); a "%" that starts no escape becomes "%25". "//", letter
+// case and "%2F" are kept as sent. Normalize is idempotent, and returns
 // target itself, without allocating, when nothing changes.
 func Normalize(target string) string { return normalize(target, false) }
 
@@ -77,23 +78,32 @@ func normalize(s string, pattern bool) string {
 	return string(b)
 }
 
+// needsNormalizing reports exactly whether normalize would change s, so
+// that the common case returns s without allocating.
 func needsNormalizing(s string) bool {
+	inPath := true
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' || c <= ' ' || c >= 0x7F {
+		switch c := s[i]; {
+		case c <= ' ' || c >= 0x7F:
 			return true
-		}
-		if c == '.' && (i == 0 || s[i-1] == '/') {
-			return true
-		}
-		if c == '?' {
-			// Dot segments do not matter in the query; only escapes and bytes do.
-			for _, c := range []byte(s[i:]) {
-				if c == '%' || c <= ' ' || c >= 0x7F {
-					return true
-				}
+		case c == '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return true // a lone "%" becomes "%25"
 			}
-			return false
+			if isUnreserved(unhex(s[i+1])<<4|unhex(s[i+2])) || upper(s[i+1]) != s[i+1] || upper(s[i+2]) != s[i+2] {
+				return true
+			}
+			i += 2
+		case c == '?':
+			inPath = false
+		case c == '.' && inPath && (i == 0 || s[i-1] == '/'):
+			j := i + 1
+			if j < len(s) && s[j] == '.' {
+				j++
+			}
+			if j == len(s) || s[j] == '/' || s[j] == '?' {
+				return true // a dot segment
+			}
 		}
 	}
 	return false
@@ -126,7 +136,9 @@ func appendNormalEscapes(b []byte, s string) []byte {
 				b = append(b, '%', upper(s[i+1]), upper(s[i+2]))
 			}
 			i += 2
-		case c <= ' ' || c >= 0x7F:
+		case c <= ' ' || c >= 0x7F || c == '%':
+			// A "%" that starts no escape is encoded too, so that no escape
+			// can appear by decoding the bytes after it: one pass is final.
 			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 		default:
 			b = append(b, c)
