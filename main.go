@@ -8,14 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/robotsgate/robotsgate/proxy"
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -23,6 +25,10 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the first signal starts a graceful stop; a second one kills
+	}()
 	code := runMain(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -61,7 +67,8 @@ func exitCode(err error) int {
 
 const usage = `usage:
   robotsgate [serve] [-config FILE] [-listen ADDR] [-mode enforce|report]
-  robotsgate check [-robots FILE|-] [-agent TOKEN | -user-agent UA] [-exact] [-json] URL...
+  robotsgate check [-config FILE] [-robots FILE|-] [-agent TOKEN | -user-agent UA] [-exact] [-json] URL...
+  robotsgate validate [-config FILE]
   robotsgate version
 `
 
@@ -69,16 +76,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		cmd = "help"
 	}
 	switch cmd {
 	case "check":
 		return runCheck(ctx, args, stdin, stdout, stderr)
 	case "version":
+		if len(args) > 0 {
+			fmt.Fprint(stderr, usage)
+			return fmt.Errorf("%w: version takes no arguments", errUsage)
+		}
 		_, err := fmt.Fprintf(stdout, "robotsgate %s %s\n", version, runtime.Version())
 		return err
 	case "serve":
-		return errors.New("serve: the proxy is not built yet; use robotsgate check")
-	case "help", "-h", "-help", "--help":
+		return runServe(ctx, args, stdout, stderr)
+	case "validate":
+		return runValidate(args, stdout, stderr)
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
@@ -104,23 +119,140 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// loadConfig reads the config file, or returns the built-in defaults.
+func loadConfig(path string) (*proxy.Config, error) {
+	if path == "" {
+		return proxy.Default(), nil
+	}
+	return proxy.LoadConfig(path)
+}
+
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("validate", stderr)
+	path := fs.String("config", "", "config `FILE` to check; none: the built-in defaults")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: validate: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if _, err := loadConfig(*path); err != nil {
+		return err
+	}
+	name := *path
+	if name == "" {
+		name = "built-in defaults"
+	}
+	_, err := fmt.Fprintf(stdout, "%s: ok\n", name)
+	return err
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	path := fs.String("config", "", "config `FILE`; none: the built-in defaults")
+	listen := fs.String("listen", "", "listen on `ADDR` (host:port), overriding the config")
+	mode := fs.String("mode", "", "enforce or report, overriding the config")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	load := func() (*proxy.Config, error) {
+		cfg, err := loadConfig(*path)
+		if err != nil {
+			return nil, err
+		}
+		if *listen != "" {
+			cfg.Listen = *listen
+		}
+		if *mode != "" {
+			cfg.Mode = *mode
+		}
+		return cfg, cfg.Validate()
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	s, err := proxy.NewServer(cfg, proxy.Options{Logger: logger, AuditOut: stdout, Version: version})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	source, audit := cfg.Source, cfg.Audit.File
+	if source == "" {
+		source = "built-in defaults"
+	}
+	if audit == "" {
+		audit = "stdout"
+	}
+	addr := ln.Addr().String()
+	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
+	logger.Info("point clients at it", "HTTP_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-hup:
+			cfg, err := load()
+			if err != nil {
+				logger.Error("reload failed: keeping the running config", "err", err)
+				continue
+			}
+			if err := s.Reload(cfg); err != nil {
+				logger.Error("reload failed: keeping the running config", "err", err)
+				continue
+			}
+			logger.Info("config reloaded", "config", source)
+		case <-ctx.Done():
+			logger.Info("shutting down: draining requests (a second signal exits at once)")
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := s.Shutdown(sctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("shut down: %w", err)
+			}
+			<-done
+			return nil
+		}
+	}
+}
+
 func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
+	path := fs.String("config", "", "config `FILE` ([[agents]], [[sites]], [robots]); none: the built-in defaults")
 	robotsFile := fs.String("robots", "", "robots.txt `FILE` to use for every URL's origin (- for stdin); without it each origin's is fetched")
-	c := &proxy.Checker{DefaultAgent: "*", MaxBytes: 512000}
+	c := &proxy.Checker{}
 	fs.Func("agent", "product `TOKEN` to decide for, taken verbatim", func(s string) error {
 		c.Token, c.TokenSet = s, true
 		return nil
 	})
-	fs.StringVar(&c.UserAgent, "user-agent", "", "full User-Agent `header` to take the token from, as the proxy does")
+	fs.StringVar(&c.UserAgent, "user-agent", "", "full User-Agent header (`UA`) to take the token from, as the proxy does")
 	fs.BoolVar(&c.Exact, "exact", false, "decide exactly as Google's reference matcher: no normalisation, exemption or size cap")
 	fs.BoolVar(&c.JSON, "json", false, "print JSON Lines")
-	if err := parseFlags(fs, args); err != nil {
+	urls, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
 	if c.TokenSet && c.UserAgent != "" {
 		return fmt.Errorf("%w: check: -agent and -user-agent are exclusive", errUsage)
 	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	c.Config = cfg
 	switch *robotsFile {
 	case "":
 	case "-":
@@ -140,34 +272,31 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.Robots = []byte{}
 	}
 	if c.Robots == nil {
-		cache, err := checkCache(c.Exact)
+		cache, err := proxy.CheckCache(cfg, version, c.Exact)
 		if err != nil {
 			return err
 		}
 		defer cache.Close()
 		c.Cache = cache
 	}
-	return c.Run(ctx, fs.Args(), stdout, stderr)
+	return c.Run(ctx, urls, stdout, stderr)
 }
 
-// exactMaxBytes bounds a live fetch for check -exact, which has no size cap
-// of its own: enough for any real robots.txt, not enough to hurt.
-const exactMaxBytes = 32 << 20
-
-// checkCache returns the fetcher and cache check uses without -robots: the
-// proxy's, with the built-in defaults.
-func checkCache(exact bool) (*robots.Cache, error) {
-	fopts := robots.FetchOptions{UserAgent: fetchUserAgent()}
-	var parse []robots.Option
-	if exact {
-		fopts.MaxBytes = exactMaxBytes
-	} else {
-		parse = append(parse, robots.WithNormalization())
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, which it returns; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	return robots.NewCache(robots.CacheOptions{Fetcher: robots.NewFetcher(fopts), Parse: parse})
-}
-
-// fetchUserAgent is the User-Agent of robots.txt fetches.
-func fetchUserAgent() string {
-	return "robotsgate/" + version + " (+https://github.com/robotsgate/robotsgate)"
 }

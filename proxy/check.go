@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
@@ -24,11 +25,16 @@ var ErrCheckInput = errors.New("check")
 // Checker decides URLs as the proxy would and prints one line for each: the
 // "robotsgate check" command.
 type Checker struct {
+	// Config supplies default_agent, [[agents]], [[sites]] and the [robots]
+	// keys; nil: the built-in defaults. [[agents]] rules keyed on client or
+	// user never match, and block_private is not applied: check has no
+	// client.
+	Config *Config
 	// Robots is the robots.txt of every URL's origin. Nil means fetch each
 	// origin's own through Cache.
 	Robots []byte
-	// Cache fetches and holds robots.txt files when Robots is nil. With
-	// Exact, its files must be parsed without normalisation.
+	// Cache fetches and holds robots.txt files when Robots is nil (see
+	// CheckCache). With Exact, its files must be parsed without normalisation.
 	Cache *robots.Cache
 	// Now is the clock for ages; nil: time.Now.
 	Now func() time.Time
@@ -36,18 +42,39 @@ type Checker struct {
 	Token    string
 	TokenSet bool
 	// UserAgent is a User-Agent header to take the token from, as the proxy
-	// does; used when TokenSet is false and UserAgent is not "".
+	// does (step 3, [[agents]] included); used when TokenSet is false.
 	UserAgent string
 	// Exact decides exactly as Google's reference OneAgentAllowedByRobots,
 	// with none of the proxy's steps: no normalisation, no /robots.txt
-	// exemption, no size cap.
+	// exemption, no [[agents]] or [[sites]], no size cap.
 	Exact bool
 	// JSON prints JSON Lines instead of text.
 	JSON bool
-	// DefaultAgent is the token when none is given or found ("*" if empty).
-	DefaultAgent string
-	// MaxBytes is how much of Robots is read, except with Exact (0: all).
-	MaxBytes int
+}
+
+// exactMaxBytes bounds a live fetch for check -exact, which has no size cap
+// of its own: enough for any real robots.txt, not enough to hurt.
+const exactMaxBytes = 32 << 20
+
+// CheckCache returns the robots.txt fetcher and cache check uses without
+// -robots: the proxy's, configured by cfg, except that block_private is not
+// applied and, with exact, files are neither normalised nor cut at
+// max_bytes.
+func CheckCache(cfg *Config, version string, exact bool) (*robots.Cache, error) {
+	c := *cfg
+	c.Upstream.BlockPrivate = false
+	if exact {
+		c.Robots.MaxBytes = exactMaxBytes
+	}
+	tr, err := newUpstreamTransport(&c)
+	if err != nil {
+		return nil, err
+	}
+	var parse []robots.Option
+	if !exact {
+		parse = append(parse, robots.WithNormalization())
+	}
+	return newRobotsCache(&c, tr, version, time.Now, parse)
 }
 
 // checkLine is one JSON Lines record of check's output.
@@ -88,25 +115,23 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	agents := []string{c.token()}
-	var rules *robots.Robots
-	switch {
-	case c.Robots == nil:
-	case c.Exact:
-		rules = robots.Parse(c.Robots)
-	default:
-		body := c.Robots
-		if c.MaxBytes > 0 && len(body) > c.MaxBytes {
-			body = body[:c.MaxBytes]
-		}
-		rules = robots.Parse(body, robots.WithNormalization())
+	cfg := c.Config
+	if cfg == nil {
+		cfg = Default()
+	}
+	noPrivate := *cfg
+	noPrivate.Upstream.BlockPrivate = false
+	p := &policy{cfg: &noPrivate, now: c.Now}
+	rulesFor := c.rulesFor(cfg)
+	if c.Robots == nil {
+		c.prefetch(ctx, urls)
 	}
 	var bad, blocked int
 	for _, u := range urls {
-		d, err := c.decide(ctx, rules, agents, u)
+		d, err := c.decide(ctx, p, rulesFor, u)
 		if err != nil {
 			bad++
-			fmt.Fprintf(stderr, "robotsgate check: %v\n", err)
+			fmt.Fprintf(stderr, "robotsgate: check: %v\n", err)
 			continue
 		}
 		if !d.Allowed() {
@@ -125,87 +150,114 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 	return nil
 }
 
-func (c *Checker) token() string {
-	switch {
-	case c.TokenSet:
-		return c.Token
-	case c.UserAgent != "":
-		if t := robots.TokenFromUserAgent(c.UserAgent); t != "" {
-			return t
+// prefetch fetches the robots.txt of every origin among urls, several at
+// a time, so that unreachable origins do not add up their timeouts.
+func (c *Checker) prefetch(ctx context.Context, urls []string) {
+	const parallel = 16
+	seen := map[robots.Origin]bool{}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, u := range urls {
+		o, err := robots.ParseOrigin(u)
+		if err != nil || seen[o] {
+			continue
 		}
+		seen[o] = true
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c.Cache.Get(ctx, o) // the answer is cached; errors show when deciding
+		}()
 	}
-	if c.DefaultAgent == "" {
-		return "*"
-	}
-	return c.DefaultAgent
+	wg.Wait()
 }
 
-func (c *Checker) decide(ctx context.Context, rules *robots.Robots, agents []string, u string) (*Decision, error) {
-	d := &Decision{Agents: agents, CrawlDelay: -1}
+// rulesFor returns where rules come from: the given file for every origin,
+// or the cache.
+func (c *Checker) rulesFor(cfg *Config) rulesSource {
+	if c.Robots == nil {
+		return c.Cache.Get
+	}
+	body := c.Robots
+	var opts []robots.Option
+	if !c.Exact {
+		if len(body) > cfg.Robots.MaxBytes {
+			body = body[:cfg.Robots.MaxBytes]
+		}
+		opts = append(opts, robots.WithNormalization())
+	}
+	e := &robots.Entry{Outcome: robots.Fetched, Status: 200, Rules: robots.Parse(body, opts...)}
+	return func(context.Context, robots.Origin) (robots.Answer, error) {
+		return robots.Answer{Entry: e}, nil
+	}
+}
+
+func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u string) (*Decision, error) {
+	req := &request{userAgent: c.UserAgent}
+	if c.TokenSet {
+		req.agents = []string{c.Token}
+	} else if c.UserAgent == "" {
+		req.agents = []string{p.cfg.DefaultAgent}
+	}
 	origin, err := robots.ParseOrigin(u)
-	if err == nil {
-		d.Origin = origin
-		d.RobotsURL = origin.RobotsURL()
-	} else if rules == nil || !c.Exact {
-		// Only the reference, given the file, takes any string as a URL.
+	if c.Exact {
+		return c.decideExact(ctx, p, rulesFor, req, origin, err, u)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%q: %w", u, err)
 	}
-	if rules == nil {
-		a, err := c.Cache.Get(ctx, origin)
-		if err != nil {
-			return nil, err
-		}
-		if c.Exact {
-			d.Fetch = fetchInfo(a, c.Now())
-			if a.Entry != nil {
-				rules = a.Entry.Rules // nil for an unavailable file: allows all
-			}
-			if a.Unreachable {
-				d.Action, d.Reason = ActionUnreachable, reasonNoCopy
-				return d, nil
-			}
-		} else {
-			decideAnswer(d, a, robots.Normalize(requestTarget(u)), c.Now())
-			return d, nil
-		}
+	req.scheme, req.authority, req.target = origin.Scheme, origin.HostPort(), requestTarget(u)
+	d := &Decision{}
+	p.decide(ctx, rulesFor, req, d)
+	if c.Robots != nil {
+		d.Fetch = nil // the file was given, not fetched
 	}
-	if c.Exact {
-		// Any string is a URL to the reference: "example.com?a" is "/?a".
-		g := rules.Group(agents[0])
-		d.Token = agents[0]
-		d.Verdict = rules.TestURL(agents[0], u)
-		if cd, ok := g.CrawlDelay(); ok {
-			d.CrawlDelay = cd
-		}
-		switch {
-		case !d.Verdict.Allowed:
-			d.Action, d.Reason = ActionDisallowed, reasonDisallowed
-		case d.Verdict.Line > 0:
-			d.Action, d.Reason = ActionAllowed, reasonAllowed
-		default:
-			d.Action, d.Reason = ActionAllowed, reasonNoRule
-		}
-		return d, nil
-	}
-	decideRules(d, rules, robots.Normalize(requestTarget(u)))
 	return d, nil
 }
 
-// requestTarget returns the raw path and query of an absolute URL, as a
-// client sends them in its request line: "/" when empty, no fragment.
-func requestTarget(u string) string {
-	_, rest, _ := strings.Cut(u, "://")
-	if i := strings.IndexByte(rest, '#'); i >= 0 {
-		rest = rest[:i]
+// decideExact answers as the reference's OneAgentAllowedByRobots: any
+// string is a URL to it ("example.com?a" is "/?a") when the file is given.
+func (c *Checker) decideExact(ctx context.Context, p *policy, rulesFor rulesSource, req *request, origin robots.Origin, originErr error, u string) (*Decision, error) {
+	d := &Decision{Agents: req.agents, CrawlDelay: -1}
+	if d.Agents == nil {
+		d.Agents = p.agents(req, &d.agentBuf)
 	}
-	i := strings.IndexAny(rest, "/?")
-	if i < 0 {
-		return "/"
+	if originErr == nil {
+		d.Origin, d.RobotsURL = origin, origin.RobotsURL()
+	} else if c.Robots == nil {
+		return nil, fmt.Errorf("%q: %w", u, originErr)
 	}
-	if rest[i] == '?' {
-		return "/" + rest[i:]
+	a, err := rulesFor(ctx, origin)
+	if err != nil {
+		return nil, err
 	}
-	return rest[i:]
+	if c.Robots == nil {
+		d.setFetch(a, c.Now())
+	}
+	if a.Unreachable {
+		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
+		return d, nil
+	}
+	var rules *robots.Robots // nil: no file, which allows everything
+	if a.Entry != nil {
+		rules = a.Entry.Rules
+	}
+	d.Token = d.Agents[0]
+	d.Verdict = rules.TestURL(d.Token, u)
+	if cd, ok := rules.Group(d.Token).CrawlDelay(); ok {
+		d.CrawlDelay = cd
+	}
+	switch {
+	case !d.Verdict.Allowed:
+		d.Action, d.Reason = ActionDisallowed, reasonDisallowed
+	case d.Verdict.Line > 0:
+		d.Action, d.Reason = ActionAllowed, reasonAllowed
+	default:
+		d.Action, d.Reason = ActionAllowed, reasonNoRule
+	}
+	return d, nil
 }
 
 func (c *Checker) print(w io.Writer, u string, d *Decision) error {

@@ -21,6 +21,11 @@ const (
 	ActionUnreachable = "unreachable"
 	ActionPaced       = "paced"
 	ActionWouldBlock  = "would-block"
+	ActionUpstream    = "upstream-error"
+	ActionBadRequest  = "bad-request"
+	ActionMisdirected = "misdirected"
+	ActionAuth        = "auth-required"
+	ActionOverloaded  = "overloaded"
 )
 
 // Reasons, as they appear in the audit log, the 403 body and check's output.
@@ -48,6 +53,11 @@ type Decision struct {
 	Verdict    robots.Verdict // the deciding verdict
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds; -1 if none
 	Fetch      *FetchInfo     // how the rules were obtained; nil when no robots.txt was used
+	Site       *SiteRule      // the [[sites]] rule that matched, if any
+	Blocked    string         // in report mode, the action that was not taken
+
+	fetch    FetchInfo // Fetch points here: no allocation of its own
+	agentBuf [1]string // Agents for the common single token
 }
 
 // FetchInfo says how the robots.txt behind a decision was obtained.
@@ -61,11 +71,20 @@ type FetchInfo struct {
 	RetryAt   time.Time      // the next fetch after a failure
 }
 
+// setFetch records how the rules of a cache answer were obtained, as of now.
+func (d *Decision) setFetch(a robots.Answer, now time.Time) {
+	d.fetch = fetchInfo(a, now)
+	d.Fetch = &d.fetch
+}
+
 // fetchInfo describes a cache answer at now.
-func fetchInfo(a robots.Answer, now time.Time) *FetchInfo {
-	f := &FetchInfo{Error: a.LastError, RetryAt: a.RetryAt, Stale: a.Stale}
+func fetchInfo(a robots.Answer, now time.Time) FetchInfo {
+	f := FetchInfo{Error: a.LastError, RetryAt: a.RetryAt, Stale: a.Stale}
 	if e := a.Entry; e != nil {
 		f.Outcome, f.Status, f.FetchedAt, f.Age = e.Outcome, e.Status, e.FetchedAt, now.Sub(e.FetchedAt)
+		if f.Error == "" {
+			f.Error = e.Note
+		}
 	} else {
 		f.Outcome, f.Status = robots.Unreachable, a.LastStatus
 	}
@@ -75,7 +94,7 @@ func fetchInfo(a robots.Answer, now time.Time) *FetchInfo {
 // decideAnswer decides target, a normalised request target, under what the
 // cache answered for the request's origin (DESIGN step 6, then steps 4 and 7).
 func decideAnswer(d *Decision, a robots.Answer, target string, now time.Time) {
-	d.Fetch = fetchInfo(a, now)
+	d.setFetch(a, now)
 	d.CrawlDelay = -1
 	if path, _, _ := strings.Cut(target, "?"); path == "/robots.txt" {
 		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt

@@ -64,6 +64,7 @@ type Entry struct {
 	DisallowAll bool      // Unavailable with a 401 or 403 under AuthErrorsDisallow
 	URL         string    // the URL the rules came from, after redirects
 	Truncated   bool      // the file was longer than the fetcher reads
+	Note        string    // why a 3xx counted as 404 (a loop, too many hops); "" if none
 	FetchedAt   time.Time // when the fetch started
 	Expires     time.Time // when the next request refetches
 	Size        int       // estimated bytes held
@@ -153,8 +154,9 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		NumCounters: counters,
 		MaxCost:     opts.MaxBytes,
 		BufferItems: 64,
-		Metrics:     true,
-		OnEvict:     func(*ristretto.Item[*Entry]) { c.evictions.Add(1) },
+		// ristretto's own metrics cost every Get an atomic add; the cache
+		// counts what it reports itself.
+		OnEvict: func(*ristretto.Item[*Entry]) { c.evictions.Add(1) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create robots.txt cache: %w", err)
@@ -217,7 +219,7 @@ func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 	}
 	st := el.Value.(*originState)
 	if st.good != nil && now.Before(st.good.Expires) {
-		c.rc.Set(c.key(o), st.good, int64(st.good.Size))
+		c.set(o, st.good)
 		return Answer{Entry: st.good}, true
 	}
 	if now.Before(st.retryAt) {
@@ -268,20 +270,33 @@ func (c *Cache) refresh(o Origin) Answer {
 		URL:         res.URL,
 		Truncated:   res.Truncated,
 		FetchedAt:   res.At,
+		Note:        errText(res.Err),
 		Expires:     now.Add(ttl),
 	}
 	e.Size = int(unsafe.Sizeof(*e)) + len(e.URL) + e.Rules.MemSize()
 	c.setGood(st, e)
 	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus = time.Time{}, time.Time{}, "", 0
-	c.rc.Set(c.key(o), e, int64(e.Size))
+	c.set(o, e)
 	return Answer{Entry: e}
+}
+
+// set stores e in ristretto (which may drop it: the state keeps it).
+func (c *Cache) set(o Origin, e *Entry) {
+	c.rc.Set(c.key(o), e, int64(e.Size))
 }
 
 func describeFailure(res *FetchResult) string {
 	if res.Err == nil {
 		return string(res.Outcome)
 	}
-	return ErrorKind(res.Err) + ": " + res.Err.Error()
+	return Describe(res.Err)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // failed answers for an origin whose latest fetch failed.
@@ -387,13 +402,12 @@ type CacheStats struct {
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.rc.Metrics
 	return CacheStats{
 		Hits:       c.hits.Load(),
 		Misses:     c.misses.Load(),
 		Evictions:  c.evictions.Load(),
 		Fetches:    c.fetches.Load(),
-		Bytes:      int64(m.CostAdded()) - int64(m.CostEvicted()),
+		Bytes:      c.rc.MaxCost() - c.rc.RemainingCost(),
 		StateBytes: c.stateBytes,
 		Origins:    c.lru.Len(),
 	}

@@ -175,7 +175,7 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *FetchResult, op
 		seen[target] = true
 		resp, err := f.get(ctx, target)
 		if err != nil {
-			res.Outcome, res.Err = Unreachable, err
+			res.Outcome, res.Err, res.Status = Unreachable, err, 0
 			return
 		}
 		res.Status = resp.StatusCode
@@ -211,7 +211,7 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *FetchResult, op
 			if code == 429 || code == 503 {
 				res.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), f.opts.Now())
 			}
-			res.Outcome, res.Err = Unreachable, fmt.Errorf("status %d", code)
+			res.Outcome, res.Err = Unreachable, &StatusError{Code: code, RetryAfter: res.RetryAfter}
 			return
 		case code >= 400 && code <= 499:
 			drain(resp)
@@ -220,7 +220,7 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *FetchResult, op
 			return
 		default:
 			drain(resp)
-			res.Outcome, res.Err = Unreachable, fmt.Errorf("unexpected status %d", code)
+			res.Outcome, res.Err = Unreachable, &StatusError{Code: code}
 			return
 		}
 	}
@@ -386,6 +386,67 @@ func retryAfter(v string, now time.Time) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxRetryAfter)
+}
+
+// StatusError is the failure of a fetch answered with 429, 5xx or an
+// unknown status.
+type StatusError struct {
+	Code       int
+	RetryAfter time.Duration // the answer's Retry-After; 0 if none
+}
+
+func (e *StatusError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("status %d, retry after %v", e.Code, e.RetryAfter)
+	}
+	return fmt.Sprintf("status %d", e.Code)
+}
+
+// Describe says in a few words, without Go internals, why a fetch or a
+// proxied request failed: "status 503", "refused: connection refused",
+// "timeout: no answer in time", "tls-verify: certificate signed by an
+// unknown authority".
+func Describe(err error) string {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	kind := ErrorKind(err)
+	msg := err.Error()
+	var reason string
+	switch kind {
+	case "dns":
+		reason = "name not found"
+	case "refused":
+		reason = "connection refused"
+	case "reset":
+		reason = "connection reset"
+	case "timeout":
+		reason = "no answer in time"
+	case "tls-verify":
+		switch {
+		case strings.Contains(msg, "unknown authority"):
+			reason = "certificate signed by an unknown authority"
+		case strings.Contains(msg, "expired") || strings.Contains(msg, "not yet valid"):
+			reason = "certificate expired or not yet valid"
+		case strings.Contains(msg, "not valid for") || strings.Contains(msg, "doesn't contain"):
+			reason = "certificate not valid for this host"
+		default:
+			reason = "certificate not trusted"
+		}
+	case "tls":
+		reason = "TLS handshake failed"
+	default:
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(msg, "unexpected EOF"):
+			reason = "body cut short"
+		case strings.Contains(msg, "redirect"), strings.Contains(msg, "Location"), strings.Contains(msg, "content-encoding"), strings.Contains(msg, "gzip"):
+			reason = msg
+		default:
+			reason = "malformed or missing response"
+		}
+	}
+	return kind + ": " + reason
 }
 
 // ErrorKind names the class of a network failure as the proxy reports it:

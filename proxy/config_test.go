@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSampleConfigIsDefault proves that config.toml, uncommented, equals
+// the built-in defaults.
+func TestSampleConfigIsDefault(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig(filepath.Join("..", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source = ""
+	if want := Default(); !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config.toml = %+v\nwant the defaults %+v", cfg, want)
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+}
+
+// TestSampleConfigExamples uncomments the examples of config.toml and
+// checks that they are valid.
+func TestSampleConfigExamples(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		// Example lines are "# key = ..." or "# [table]".
+		if rest, ok := strings.CutPrefix(line, "# "); ok && exampleLine.MatchString(rest) {
+			line = rest
+		}
+		b.WriteString(line + "\n")
+	}
+	text := strings.Replace(b.String(), `"$2a$12$..."`, `"$2a$12$C6UzMDM.H6dfI/f/IKcEeO5j5B3RWqfkj2Gxhn6YECqNgDr8gJjBa"`, 1)
+	cfg, err := ParseConfig("config.toml (examples)", []byte(text))
+	if err != nil {
+		t.Fatalf("examples: %v", err)
+	}
+	if len(cfg.Agents) != 1 || cfg.Agents[0].Token != "AcmeDataBot" || len(cfg.Sites) != 1 || cfg.Sites[0].MinInterval != 2*time.Second || len(cfg.Auth.Users) != 1 {
+		t.Errorf("examples decoded to %+v", cfg)
+	}
+}
+
+var exampleLine = regexp.MustCompile(`^(\[\[?[a-z.]+\]\]?|[a-z_]+ = .*)$`)
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	_, err := LoadConfig("testdata/config/bad.toml")
+	if err == nil {
+		t.Fatal("LoadConfig(bad.toml) = nil error")
+	}
+	want := []string{
+		`bad.toml:1: listen: "nowhere" is not host:port`,
+		`bad.toml:2: mode: "Enforce" is not one of`,
+		`bad.toml:3: Default_agent: unknown key; keys are case-sensitive: did you mean "default_agent"?`,
+		`bad.toml:4: bogus: unknown key`,
+		`bad.toml:7: robots.cache_ttl: 30 is a bare number; write a duration with a unit, such as "30s"`,
+		`bad.toml:8: robots.retry_after: "soon" is not a duration`,
+		`bad.toml:9: robots.max_bytes: want an integer, got a string`,
+		`bad.toml:10: robots.auth_errors: "maybe" is not one of`,
+		`bad.toml:13: upstream.proxy: "ftp://user:xxxxx@example.com" is not an http:// or https:// proxy URL`,
+		`bad.toml:15: agents[0]: needs at least one of user_agent, client, user`,
+		`bad.toml:16: agents[0].token: "Acme Bot" is not a product token`,
+		`bad.toml:20: agents[1].client[0]: "10.0.0.0/33" is not a CIDR or IP address`,
+		`bad.toml:20: agents[1].client[1]: "not-an-ip" is not a CIDR or IP address`,
+		`bad.toml:21: agents[1].user: no [[auth.users]] entry is named "nobody"`,
+		`bad.toml:22: agents[1].also[0]: "GPTBot/1.0" is not a product token`,
+		`bad.toml:25: sites[0].host:`,
+		`bad.toml:26: sites[0].policy: "sometimes" is not one of`,
+	}
+	msg := err.Error()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("errors lack %q; got:\n%s", w, msg)
+		}
+	}
+	if strings.Contains(msg, "secret") {
+		t.Errorf("errors show the proxy password:\n%s", msg)
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("errors.As(*ConfigError) = false")
+	}
+	// Value errors come only once the file is otherwise well-typed, so a
+	// type error must not hide the others: the count proves all were kept.
+	if n := strings.Count(msg, "\n") + 1; n != len(want) {
+		t.Errorf("%d errors; want %d:\n%s", n, len(want), msg)
+	}
+}
+
+func TestConfigSyntaxError(t *testing.T) {
+	t.Parallel()
+	_, err := ParseConfig("x.toml", []byte("listen = \"a:1\"\nmode = \n"))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line != 2 {
+		t.Errorf("ParseConfig(syntax error) = %v; want a *ConfigError on line 2", err)
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, name := range []string{"../config.toml", "testdata/config/bad.toml"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("[[agents]]\nuser_agent = \"*\"\ntoken = \"X\"\n[[sites]]\nhost = \"*.a.b\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig("fuzz.toml", data)
+		if err == nil && cfg.Validate() != nil {
+			t.Fatalf("ParseConfig accepted a config that Validate rejects: %v", cfg.Validate())
+		}
+	})
+}

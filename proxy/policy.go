@@ -1,0 +1,245 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// More reasons, for the steps before the rules.
+const (
+	reasonBadRequest = "bad request URL"
+	reasonPrivate    = "target resolves to a private address"
+	reasonSiteAllow  = "site allow %q"
+	reasonSiteDeny   = "site deny %q"
+)
+
+// A request is what the policy needs to know of one proxied request.
+type request struct {
+	scheme    string // "http" or "https"
+	authority string // host[:port] to reach
+	target    string // raw request target: path, params and query
+	userAgent string
+	client    netip.Addr
+	user      string   // authenticated proxy user; "" if none
+	agents    []string // the tokens obeyed, when given (check -agent); nil: step 3 finds them
+}
+
+// rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
+// file given to check.
+type rulesSource func(ctx context.Context, o robots.Origin) (robots.Answer, error)
+
+// policy decides requests: the reloadable part of the configuration,
+// compiled. A policy is immutable; a reload swaps in a new one.
+type policy struct {
+	cfg      *Config
+	resolver *privateCache // step 2's lookups; unused when block_private is off
+	now      func() time.Time
+}
+
+// decide runs DESIGN.md's steps 1 to 7 for one request, into d.
+func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d *Decision) {
+	d.CrawlDelay = -1
+	// 1. Origin.
+	o, err := robots.OriginOf(r.scheme, r.authority)
+	if err != nil {
+		d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
+		return
+	}
+	d.Origin, d.RobotsURL = o, o.RobotsURL()
+	// 2. Private targets.
+	if p.cfg.Upstream.BlockPrivate && p.private(ctx, o.Host) {
+		d.Action, d.Reason = ActionPrivate, reasonPrivate
+		return
+	}
+	// 3. Agent.
+	if d.Agents = r.agents; d.Agents == nil {
+		d.Agents = p.agents(r, &d.agentBuf)
+	}
+	// 4. robots.txt itself.
+	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" {
+		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
+		return
+	}
+	// 5. Sites.
+	if s := p.site(o.Host, d.Agents); s != nil {
+		d.Site = s
+		switch s.Policy {
+		case "allow":
+			d.Action, d.Reason, d.RobotsURL = ActionAllowed, fmt.Sprintf(reasonSiteAllow, s.Reason), ""
+			return
+		case "deny":
+			d.Action, d.Reason, d.RobotsURL = ActionDenied, fmt.Sprintf(reasonSiteDeny, s.Reason), ""
+			return
+		}
+	}
+	// 6 and 7. Rules.
+	a, err := rulesFor(ctx, o)
+	if err != nil {
+		d.Action, d.Reason = ActionUnreachable, "gave up waiting for robots.txt"
+		return
+	}
+	decideAnswer(d, a, robots.Normalize(r.target), p.now())
+}
+
+// private reports whether host resolves to a private address.
+func (p *policy) private(ctx context.Context, host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return isPrivate(a)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Upstream.Timeout)
+	defer cancel()
+	return p.resolver.lookup(ctx, host)
+}
+
+// privateCache remembers for a while whether a host resolves to a private
+// address, so that step 2 costs a DNS lookup per host, not per request. It
+// is a first line only: the dialer checks every address it dials.
+type privateCache struct {
+	resolver *net.Resolver
+	now      func() time.Time
+	mu       sync.Mutex
+	hosts    map[string]privateEntry
+}
+
+type privateEntry struct {
+	private bool
+	expires time.Time
+}
+
+const (
+	privateTTL     = 30 * time.Second
+	privateMaxSize = 10000
+)
+
+func newPrivateCache(r *net.Resolver, now func() time.Time) *privateCache {
+	return &privateCache{resolver: r, now: now, hosts: map[string]privateEntry{}}
+}
+
+// lookup resolves host (or recalls it) and reports whether any of its
+// addresses is private. A host that does not resolve is left to the fetch
+// and the dial, which fail on their own.
+func (c *privateCache) lookup(ctx context.Context, host string) bool {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.hosts[host]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.private
+	}
+	addrs, err := c.resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return false
+	}
+	private := false
+	for _, a := range addrs {
+		private = private || isPrivate(a)
+	}
+	c.mu.Lock()
+	if len(c.hosts) >= privateMaxSize {
+		clear(c.hosts)
+	}
+	c.hosts[host] = privateEntry{private: private, expires: now.Add(privateTTL)}
+	c.mu.Unlock()
+	return private
+}
+
+// agents returns the tokens a request obeys: the first matching [[agents]]
+// rule's, else the User-Agent header's product token, else default_agent
+// (in buf, to save an allocation).
+func (p *policy) agents(r *request, buf *[1]string) []string {
+	for i := range p.cfg.Agents {
+		a := &p.cfg.Agents[i]
+		if a.matches(r) {
+			return a.tokens()
+		}
+	}
+	buf[0] = robots.TokenFromUserAgent(r.userAgent)
+	if buf[0] == "" {
+		buf[0] = p.cfg.DefaultAgent
+	}
+	return buf[:]
+}
+
+func (a *AgentRule) matches(r *request) bool {
+	if a.glob != nil && !a.glob.MatchString(r.userAgent) {
+		return false
+	}
+	if a.User != "" && a.User != r.user {
+		return false
+	}
+	if len(a.client) > 0 {
+		c := r.client.Unmap()
+		for _, pfx := range a.client {
+			if pfx.Contains(c) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+func (a *AgentRule) tokens() []string {
+	toks := make([]string, 0, 1+len(a.Also))
+	if a.Token != "" {
+		toks = append(toks, a.Token)
+	}
+	return append(toks, a.Also...)
+}
+
+// site returns the first [[sites]] rule for host whose agents, if any,
+// include an obeyed token.
+func (p *policy) site(host string, agents []string) *SiteRule {
+	for i := range p.cfg.Sites {
+		s := &p.cfg.Sites[i]
+		if s.host != host && !(strings.HasPrefix(s.host, ".") && strings.HasSuffix(host, s.host)) {
+			continue
+		}
+		if len(s.Agents) == 0 || anyFold(s.Agents, agents) {
+			return s
+		}
+	}
+	return nil
+}
+
+func anyFold(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if strings.EqualFold(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requestTarget returns the raw request target of a request line's URI,
+// absolute ("http://h/p?q") or origin-form ("/p?q"): path, params and
+// query, "/" when empty, without a fragment.
+func requestTarget(uri string) string {
+	if i := strings.IndexByte(uri, '#'); i >= 0 {
+		uri = uri[:i]
+	}
+	if strings.HasPrefix(uri, "/") {
+		return uri
+	}
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "/"
+	}
+	i := strings.IndexAny(rest, "/?")
+	if i < 0 {
+		return "/"
+	}
+	if rest[i] == '?' {
+		return "/" + rest[i:]
+	}
+	return rest[i:]
+}

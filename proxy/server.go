@@ -1,0 +1,786 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// Options are what a Server needs besides its Config.
+type Options struct {
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// AuditOut receives the audit log when audit.file is ""; nil: discard.
+	AuditOut io.Writer
+	// Version replaces "VERSION" in robots.fetch_user_agent.
+	Version string
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+	// Resolver resolves hosts for block_private; nil: net.DefaultResolver.
+	Resolver *net.Resolver
+}
+
+// Server is the robotsgate proxy: an http.Handler that decides every
+// proxied request, answers blocked ones itself and forwards the rest.
+type Server struct {
+	log   *slog.Logger
+	opts  Options
+	cache *robots.Cache
+	gp    *goproxy.ProxyHttpServer
+	tr    *http.Transport
+	audit *Audit
+	pol   atomic.Pointer[policy]
+	conns *connTracker
+	// private remembers which hosts resolve to private addresses.
+	private *privateCache
+	// rt sends forwarded requests upstream (made once: a method value
+	// allocates at every use).
+	rt     goproxy.RoundTripper
+	srv    *http.Server
+	closed chan struct{}
+
+	// Read once at start: a change needs a restart.
+	listen        string
+	tlsConfig     TLSConfig
+	cacheMaxBytes int64
+}
+
+// NewServer builds a Server for cfg.
+func NewServer(cfg *Config, o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.AuditOut == nil {
+		o.AuditOut = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	if len(cfg.Auth.Users) > 0 {
+		// Accepting the config and not checking passwords would be worse
+		// than refusing it.
+		return nil, errors.New("proxy authentication ([auth]) is not built yet: remove [[auth.users]] or wait for it")
+	}
+	s := &Server{
+		log:           o.Logger,
+		opts:          o,
+		closed:        make(chan struct{}),
+		listen:        cfg.Listen,
+		tlsConfig:     cfg.TLS,
+		cacheMaxBytes: cfg.Robots.CacheMaxBytes,
+	}
+	tr, err := newUpstreamTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.tr = tr
+	cache, err := newRobotsCache(cfg, tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()})
+	if err != nil {
+		return nil, err
+	}
+	s.cache = cache
+	audit, err := newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now)
+	if err != nil {
+		cache.Close()
+		return nil, err
+	}
+	s.audit = audit
+	s.private = newPrivateCache(o.Resolver, o.Now)
+	s.rt = goproxy.RoundTripperFunc(s.roundTrip)
+	s.pol.Store(&policy{cfg: cfg, resolver: s.private, now: o.Now})
+	if p := cfg.Politeness; p.CrawlDelay || p.MinInterval > 0 {
+		o.Logger.Warn("pacing is not built yet: [politeness] is ignored")
+	}
+
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = log.New(slogWriter{o.Logger}, "", 0)
+	gp.Tr = tr
+	// Never the environment's HTTPS_PROXY: dial through the guarded dialer.
+	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
+	gp.KeepAcceptEncoding = true // bodies pass as the origin encoded them
+	gp.KeepHeader = false        // Proxy-Authorization never reaches the origin
+	gp.NonproxyHandler = http.HandlerFunc(s.serveAdmin)
+	gp.OnRequest().DoFunc(s.onRequest)
+	gp.OnResponse().DoFunc(s.onResponse)
+	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+		ctx.Resp = s.answer(ctx.Req, http.StatusNotImplemented, ActionBadRequest, "robotsgate: HTTPS (CONNECT) is not supported yet\n")
+		s.record(ctx.Req, &Decision{Action: ActionBadRequest, Reason: "CONNECT not supported yet"}, http.StatusNotImplemented, host)
+		return goproxy.RejectConnect, host
+	})
+	s.gp = gp
+
+	s.conns = newConnTracker(cfg.Limits.MaxConnections)
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Limits.IdleTimeout,
+		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
+		ErrorLog:          log.New(slogWriter{o.Logger}, "", 0),
+	}
+	return s, nil
+}
+
+// newRobotsCache builds the robots.txt fetcher and cache for cfg. The
+// fetcher dials with tr's dialer (block_private, upstream.proxy) and
+// trusts the same roots.
+func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() time.Time, parse []robots.Option) (*robots.Cache, error) {
+	redirects := cfg.Robots.MaxRedirects
+	if redirects == 0 {
+		redirects = -1 // FetchOptions: 0 is the default, negative is none
+	}
+	fetcher := robots.NewFetcher(robots.FetchOptions{
+		Transport: robots.NewTransport(robots.TransportOptions{
+			Proxy:       cfg.Upstream.proxyURL,
+			RootCAs:     tr.TLSClientConfig.RootCAs,
+			DialContext: tr.DialContext,
+		}),
+		UserAgent:          strings.ReplaceAll(cfg.Robots.FetchUserAgent, "VERSION", version),
+		MaxBytes:           cfg.Robots.MaxBytes,
+		MaxRedirects:       redirects,
+		Timeout:            cfg.Robots.FetchTimeout,
+		AuthErrorsDisallow: cfg.Robots.AuthErrors == "disallow",
+		Now:                now,
+	})
+	return robots.NewCache(robots.CacheOptions{
+		Fetcher:          fetcher,
+		Parse:            parse,
+		TTL:              cfg.Robots.CacheTTL,
+		UnreachableLimit: cfg.Robots.UnreachableLimit,
+		RetryAfter:       cfg.Robots.RetryAfter,
+		MaxBytes:         cfg.Robots.CacheMaxBytes,
+		Now:              now,
+	})
+}
+
+// Serve accepts proxy connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.srv.Serve(s.conns.wrap(l))
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, waits for in-flight requests until ctx ends,
+// then closes every connection left, hijacked ones (tunnels, WebSockets)
+// included, which http.Server.Shutdown does not track.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	s.conns.closeAll()
+	s.cache.Close()
+	s.tr.CloseIdleConnections()
+	if cerr := s.audit.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Reload applies a new config: everything but listen, [tls] and
+// robots.cache_max_bytes, which need a restart (logged). Cached rules are
+// kept. The audit file is reopened.
+func (s *Server) Reload(cfg *Config) error {
+	if cfg.Listen != s.listen {
+		s.log.Warn("listen changed: restart to apply", "listen", cfg.Listen)
+	}
+	if cfg.TLS != s.tlsConfig {
+		s.log.Warn("[tls] changed: restart to apply")
+	}
+	if cfg.Robots.CacheMaxBytes != s.cacheMaxBytes {
+		s.log.Warn("robots.cache_max_bytes changed: restart to apply")
+	}
+	old := s.pol.Load()
+	if cfg.Audit.File != old.cfg.Audit.File {
+		a, err := newAudit(cfg.Audit.File, s.opts.AuditOut, s.log, s.opts.Now)
+		if err != nil {
+			return err
+		}
+		prev := s.audit
+		s.audit = a
+		prev.Close()
+	} else if err := s.audit.Reopen(); err != nil {
+		return err
+	}
+	if len(cfg.Auth.Users) > 0 {
+		return errors.New("proxy authentication ([auth]) is not built yet: remove [[auth.users]]")
+	}
+	s.pol.Store(&policy{cfg: cfg, resolver: s.private, now: s.opts.Now})
+	return nil
+}
+
+// ServeHTTP serves one request on the proxy's listener.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ww := &respWriter{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", redactURL(r.RequestURI))
+			if !ww.wrote {
+				http.Error(ww, "robotsgate: internal error", http.StatusInternalServerError)
+			}
+		}
+	}()
+	s.gp.ServeHTTP(ww, r)
+}
+
+// respWriter keeps net/http from adding Date or Content-Type to a
+// forwarded response that had none: allowed traffic passes unchanged.
+type respWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wrote {
+		h := w.Header()
+		if _, ok := h["Date"]; !ok {
+			h["Date"] = nil
+		}
+		if _, ok := h["Content-Type"]; !ok {
+			h["Content-Type"] = nil
+		}
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps net/http's pooled copy: without it io.Copy allocates a
+// buffer for every response.
+func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+}
+
+func (w *respWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijack not supported")
+	}
+	return h.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// reqState travels with a request from onRequest to onResponse; one
+// allocation holds all a request needs.
+type reqState struct {
+	dec       Decision
+	req       request
+	d         *Decision // &dec
+	forwarded bool
+}
+
+func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	p := s.pol.Load()
+	st := &reqState{req: request{
+		scheme:    r.URL.Scheme,
+		authority: r.URL.Host,
+		target:    requestTarget(r.RequestURI),
+		userAgent: r.Header.Get("User-Agent"),
+		client:    clientAddr(r),
+	}}
+	st.d = &st.dec
+	d := st.d
+	p.decide(r.Context(), s.cache.Get, &st.req, d)
+	ctx.UserData = st
+	if p.cfg.Mode == "report" {
+		switch d.Action {
+		case ActionDisallowed, ActionDenied, ActionUnreachable:
+			d.Blocked, d.Action = d.Action, ActionWouldBlock
+		}
+	}
+	if resp := s.respond(r, d); resp != nil {
+		s.record(r, d, resp.StatusCode, "")
+		return r, resp
+	}
+	st.forwarded = true
+	removeHopByHop(r.Header)
+	ctx.RoundTripper = s.rt
+	return r, nil
+}
+
+func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
+	st, ok := ctx.UserData.(*reqState)
+	if !ok || !st.forwarded || resp == nil {
+		return resp
+	}
+	if st.d.Action == ActionWouldBlock {
+		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		removeHopByHop(resp.Header)
+	}
+	if resp.Header.Get("X-Robots-Gate") != ActionUpstream {
+		s.record(ctx.Req, st.d, resp.StatusCode, "")
+	}
+	return resp
+}
+
+// roundTrip sends a request upstream and turns a failure into a response:
+// goproxy would answer 500 with Go's error text, or close a MITM tunnel.
+func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	resp, err := s.tr.RoundTrip(r)
+	if err == nil {
+		return resp, nil
+	}
+	if errors.Is(err, errPrivateAddress) {
+		// The name resolved inward at dial time (DNS rebinding, or the
+		// resolver changed its mind since step 2).
+		d := &Decision{Action: ActionPrivate, Reason: reasonPrivate}
+		resp := s.respond(r, d)
+		s.record(r, d, resp.StatusCode, "")
+		return resp, nil
+	}
+	if r.Context().Err() != nil {
+		return nil, err // the client left: nobody to answer
+	}
+	code := http.StatusBadGateway
+	if robots.ErrorKind(err) == "timeout" {
+		code = http.StatusGatewayTimeout
+	}
+	hostport := r.URL.Host
+	if r.URL.Port() == "" {
+		hostport = net.JoinHostPort(r.URL.Hostname(), map[string]string{"http": "80", "https": "443"}[r.URL.Scheme])
+	}
+	s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
+	return s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, robots.Describe(err))), nil
+}
+
+// respond returns the proxy's own answer for a decision, or nil to forward.
+func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
+	switch d.Action {
+	case ActionAllowed, ActionWouldBlock:
+		return nil
+	case ActionDisallowed:
+		resp := s.answer(r, http.StatusForbidden, d.Action, blockBody(r, d))
+		if d.Verdict.Line > 0 {
+			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(d.Verdict.Rule, d.Verdict.Line))
+		}
+		return resp
+	case ActionDenied:
+		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s is denied by a site rule: %s\n", displayURL(r), d.Site.Reason))
+	case ActionPrivate:
+		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s: %s\n", displayHost(r), reasonPrivate))
+	case ActionUnreachable:
+		resp := s.answer(r, http.StatusServiceUnavailable, d.Action, blockBody(r, d))
+		wait := time.Second
+		if d.Fetch != nil && !d.Fetch.RetryAt.IsZero() {
+			wait = max(d.Fetch.RetryAt.Sub(s.opts.Now()), time.Second)
+		}
+		resp.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		return resp
+	case ActionBadRequest:
+		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
+	}
+	return s.answer(r, http.StatusInternalServerError, d.Action, "robotsgate: "+d.Reason+"\n")
+}
+
+// answer builds one of the proxy's own responses.
+func (s *Server) answer(r *http.Request, code int, gate, body string) *http.Response {
+	h := http.Header{}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("Date", s.opts.Now().UTC().Format(http.TimeFormat))
+	h.Set("X-Robots-Gate", gate)
+	return &http.Response{
+		StatusCode:    code,
+		Status:        fmt.Sprintf("%d %s", code, http.StatusText(code)),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}
+}
+
+// blockBody explains a robots.txt block to a person reading a scraper's log.
+func blockBody(r *http.Request, d *Decision) string {
+	var b strings.Builder
+	if d.Action == ActionUnreachable {
+		fmt.Fprintf(&b, "robotsgate: %s is not allowed: robots.txt could not be fetched and no copy is held\n\n", displayURL(r))
+	} else {
+		fmt.Fprintf(&b, "robotsgate: %s is disallowed by robots.txt\n\n", displayURL(r))
+	}
+	fmt.Fprintf(&b, "agent:      %s\n", strings.Join(d.Agents, ", "))
+	if d.Token != "" && len(d.Agents) > 1 {
+		fmt.Fprintf(&b, "blocked for: %s\n", d.Token)
+	}
+	fmt.Fprintf(&b, "robots.txt: %s", d.RobotsURL)
+	if f := d.Fetch; f != nil {
+		fmt.Fprintf(&b, " (%s", f.Outcome)
+		if f.Status != 0 {
+			fmt.Fprintf(&b, " %d", f.Status)
+		}
+		if !f.FetchedAt.IsZero() {
+			fmt.Fprintf(&b, ", %s ago", f.Age.Round(time.Second))
+		}
+		if f.Error != "" {
+			fmt.Fprintf(&b, "; %s", f.Error)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("\n")
+	if d.Verdict.Line > 0 {
+		fmt.Fprintf(&b, "rule:       %s (line %d)\n", d.Verdict.Rule, d.Verdict.Line)
+	}
+	fmt.Fprintf(&b, "reason:     %s\n", d.Reason)
+	return b.String()
+}
+
+// ruleHeader formats X-Robots-Gate-Rule: the directive, the pattern with
+// bytes outside 0x21-0x7E percent-encoded, and the line.
+func ruleHeader(rule string, line int) string {
+	dir, pat, _ := strings.Cut(rule, ":")
+	pat = strings.TrimPrefix(pat, " ")
+	var b strings.Builder
+	b.WriteString(strings.ToLower(dir))
+	b.WriteString(": ")
+	for i := 0; i < len(pat); i++ {
+		if c := pat[i]; c < 0x21 || c > 0x7E {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	fmt.Fprintf(&b, " (line %d)", line)
+	return b.String()
+}
+
+// record writes the audit line for a decision, when it is to be logged.
+func (s *Server) record(r *http.Request, d *Decision, status int, connectHost string) {
+	p := s.pol.Load()
+	msg := auditMsg(d)
+	if msg == "allowed" && !p.cfg.Audit.LogAllowed {
+		return
+	}
+	rec := &auditRecord{
+		msg:       msg,
+		client:    clientAddr(r),
+		method:    r.Method,
+		url:       displayURL(r),
+		userAgent: r.Header.Get("User-Agent"),
+		agents:    d.Agents,
+		robotsURL: d.RobotsURL,
+		rule:      d.Verdict.Rule,
+		line:      d.Verdict.Line,
+		status:    status,
+		decision:  d.Action,
+		reason:    d.Reason,
+	}
+	if connectHost != "" {
+		rec.url = connectHost
+	}
+	if !d.Origin.IsZero() {
+		rec.origin = d.Origin.String()
+	}
+	s.audit.write(rec)
+}
+
+// auditMsg is the audit log's msg for a decision.
+func auditMsg(d *Decision) string {
+	switch d.Action {
+	case ActionDisallowed:
+		return "blocked"
+	case ActionDenied:
+		return "override"
+	case ActionUnreachable:
+		return "unreachable"
+	case ActionWouldBlock:
+		return "would-block"
+	case ActionPaced:
+		return "paced"
+	case ActionAllowed:
+		if d.Site != nil && d.Site.Policy == "allow" {
+			return "override"
+		}
+		return "allowed"
+	}
+	return "refused"
+}
+
+// displayURL is the request's URL with any userinfo removed.
+func displayURL(r *http.Request) string {
+	if r.URL == nil {
+		return ""
+	}
+	u := *r.URL
+	u.User = nil
+	if u.Host == "" {
+		u.Host = r.Host
+	}
+	return u.String()
+}
+
+func displayHost(r *http.Request) string {
+	if r.URL != nil && r.URL.Host != "" {
+		return r.URL.Host
+	}
+	return r.Host
+}
+
+// clientAddr is the client's IP address.
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// removeHopByHop deletes the hop-by-hop headers that must not be forwarded
+// (RFC 9110 section 7.6.1), and those named in Connection, keeping a
+// WebSocket upgrade's Connection and Upgrade.
+func removeHopByHop(h http.Header) {
+	conn := h["Connection"]
+	upgrade := len(conn) > 0 && headerHas(h, "Connection", "upgrade") && len(h["Upgrade"]) > 0
+	for _, v := range conn {
+		for _, name := range strings.Split(v, ",") {
+			name = strings.TrimSpace(name)
+			if name != "" && !(upgrade && strings.EqualFold(name, "Upgrade")) {
+				h.Del(name)
+			}
+		}
+	}
+	// Canonical names, deleted from the map directly: Header.Del would
+	// canonicalise each one again on every request.
+	for _, name := range [...]string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer"} {
+		delete(h, name)
+	}
+	if !upgrade {
+		delete(h, "Connection")
+		delete(h, "Upgrade")
+	}
+}
+
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serveAdmin answers requests to the proxy itself: /healthz and the
+// robots.txt cache.
+func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
+		s.serveRobotsEntry(w, r)
+	case r.URL.Path == "/robots/purge" && r.Method == http.MethodPost:
+		if c := clientAddr(r); !c.IsLoopback() {
+			http.Error(w, "robotsgate: purge is only for loopback clients", http.StatusForbidden)
+			return
+		}
+		o, err := robots.ParseOrigin(r.URL.Query().Get("origin"))
+		if err != nil {
+			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !s.cache.Purge(o) {
+			http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "purged %s\n", o)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// robotsEntry is the JSON of GET /robots?origin=O.
+type robotsEntry struct {
+	Origin    string       `json:"origin"`
+	RobotsURL string       `json:"robots_url"`
+	Outcome   string       `json:"outcome"`
+	Status    int          `json:"status"`
+	FetchedAt *time.Time   `json:"fetched_at"`
+	Expires   *time.Time   `json:"expires"`
+	Stale     bool         `json:"stale"`
+	LastError string       `json:"last_error"`
+	RetryAt   *time.Time   `json:"retry_at"`
+	Bytes     int          `json:"bytes"`
+	Truncated bool         `json:"truncated"`
+	Sitemaps  []string     `json:"sitemaps"`
+	Groups    []groupEntry `json:"groups"`
+}
+
+type groupEntry struct {
+	Agents     []string `json:"agents"`
+	Line       int      `json:"line"`
+	Rules      int      `json:"rules"`
+	CrawlDelay *float64 `json:"crawl_delay"`
+}
+
+func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
+	o, err := robots.ParseOrigin(r.URL.Query().Get("origin"))
+	if err != nil {
+		http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	a, ok := s.cache.Peek(o)
+	if !ok {
+		http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
+		return
+	}
+	e := robotsEntry{Origin: o.String(), RobotsURL: o.RobotsURL(), Stale: a.Stale, LastError: a.LastError, Groups: []groupEntry{}, Sitemaps: []string{}}
+	if !a.RetryAt.IsZero() {
+		e.RetryAt = &a.RetryAt
+	}
+	if en := a.Entry; en != nil {
+		e.Outcome, e.Status, e.Truncated = string(en.Outcome), en.Status, en.Truncated
+		e.FetchedAt, e.Expires = &en.FetchedAt, &en.Expires
+		e.Bytes = en.Rules.Size()
+		if en.Rules != nil {
+			e.Sitemaps = append(e.Sitemaps, en.Rules.Sitemaps()...)
+			for _, g := range en.Rules.Groups() {
+				ge := groupEntry{Agents: g.Agents, Line: g.Line, Rules: g.Rules}
+				if g.CrawlDelay >= 0 {
+					cd := g.CrawlDelay
+					ge.CrawlDelay = &cd
+				}
+				e.Groups = append(e.Groups, ge)
+			}
+		}
+	} else {
+		e.Outcome, e.Status = string(robots.Unreachable), a.LastStatus
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(e)
+}
+
+// slogWriter adapts the log package's output, used by goproxy and
+// net/http, to the operational logger.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Debug(strings.TrimSpace(string(p)), "component", "http")
+	return len(p), nil
+}
+
+// connTracker tracks the proxy's client connections: their number is
+// bounded, and Shutdown closes those left, hijacked ones included.
+type connTracker struct {
+	max   int
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+	count atomic.Int64
+}
+
+func newConnTracker(max int) *connTracker {
+	return &connTracker{max: max, conns: map[*trackedConn]struct{}{}}
+}
+
+func (t *connTracker) wrap(l net.Listener) net.Listener { return &trackingListener{Listener: l, t: t} }
+
+func (t *connTracker) closeAll() {
+	t.mu.Lock()
+	conns := make([]*trackedConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+type trackingListener struct {
+	net.Listener
+	t *connTracker
+}
+
+// overloadedResponse answers a connection past max_connections.
+const overloadedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"X-Robots-Gate: overloaded\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 39\r\n\r\n" +
+	"robotsgate: too many connections, retry"
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if int(l.t.count.Load()) >= l.t.max {
+			go func() {
+				c.SetWriteDeadline(time.Now().Add(time.Second))
+				io.WriteString(c, overloadedResponse)
+				c.Close()
+			}()
+			continue
+		}
+		tc := &trackedConn{Conn: c, t: l.t}
+		l.t.count.Add(1)
+		l.t.mu.Lock()
+		l.t.conns[tc] = struct{}{}
+		l.t.mu.Unlock()
+		return tc, nil
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	t    *connTracker
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.t.count.Add(-1)
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
+	})
+	return err
+}

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+)
+
+// errPrivateAddress is returned when a dial would reach a loopback,
+// private, link-local or unspecified address under block_private.
+var errPrivateAddress = errors.New("private address")
+
+// isPrivate reports whether a is an address block_private refuses.
+func isPrivate(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsUnspecified()
+}
+
+// guardedDialer dials TCP and, when block is set, refuses to connect to a
+// private address: the check is on the address actually dialled, after DNS,
+// so a name that resolves inward is caught too. exempt is the one
+// host:port allowed anyway (the upstream proxy).
+func guardedDialer(timeout time.Duration, block bool, exempt string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if block {
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("dial %s: %w", address, err)
+			}
+			if isPrivate(ap.Addr()) {
+				return fmt.Errorf("dial %s: %w", address, errPrivateAddress)
+			}
+			return nil
+		}
+	}
+	open := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if exempt != "" && addr == exempt {
+			return open.DialContext(ctx, network, addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// readPool returns the system roots plus the certificates of a PEM file.
+func readPool(path string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if path == "" {
+		return pool, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// newUpstreamTransport returns the transport for proxied requests, tuned
+// for a proxy: many idle connections per origin (Go's default of two costs
+// a proxy most of its throughput), the [upstream] timeouts, TLS verified
+// with the system roots and upstream.ca, upstream.proxy or a direct
+// connection, and never the environment's proxy variables, which would
+// point back at robotsgate. Compression is left to the client and origin.
+func newUpstreamTransport(c *Config) (*http.Transport, error) {
+	pool, err := readPool(c.Upstream.CA)
+	if err != nil {
+		return nil, err
+	}
+	exempt := ""
+	if u := c.Upstream.proxyURL; u != nil {
+		exempt = u.Host
+		if u.Port() == "" {
+			exempt = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+		}
+	}
+	t := &http.Transport{
+		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt),
+		TLSClientConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    c.Upstream.Timeout,
+		ResponseHeaderTimeout:  c.Upstream.Timeout,
+		ExpectContinueTimeout:  time.Second,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           c.Limits.MaxConnections,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: int64(max(c.Limits.MaxHeaderBytes, 64<<10)),
+		DisableCompression:     true,
+	}
+	if u := c.Upstream.proxyURL; u != nil {
+		t.Proxy = http.ProxyURL(u)
+	}
+	return t, nil
+}
