@@ -3,15 +3,21 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // runCmd runs the command line args with stdin and returns its outputs and
@@ -298,5 +304,133 @@ func TestCheckLive(t *testing.T) {
 	}
 	if got.Fetch.Outcome != "fetched" || got.Fetch.Status != 200 || got.Fetch.FetchedAt == nil || got.Fetch.AgeS == nil {
 		t.Errorf("fetch = %+v; want fetched 200 with a time and an age", got.Fetch)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the command's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServe runs "robotsgate serve" as a user would: it starts on a config
+// file, says where it listens, blocks by robots.txt, reloads on SIGHUP and
+// drains on a signal (a cancelled context here).
+func TestServe(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private\n")
+			return
+		}
+		fmt.Fprint(w, "page")
+	}))
+	t.Cleanup(origin.Close)
+	dir := t.TempDir()
+	cfgPath := dir + "/robotsgate.toml"
+	writeFile := func(s string) {
+		if err := os.WriteFile(cfgPath, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile("[upstream]\nblock_private = false\n")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, []string{"serve", "-config", cfgPath, "-listen", "127.0.0.1:0"}, strings.NewReader(""), &stdout, &stderr)
+	}()
+	addr := ""
+	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(stderr.String()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no listen address in the startup lines:\n%s", stderr.String())
+	}
+	for _, want := range []string{"mode=enforce", "config=" + cfgPath, "HTTP_PROXY=http://" + addr} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("startup lines lack %q:\n%s", want, stderr.String())
+		}
+	}
+	proxyURL, _ := url.Parse("http://" + addr)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 10 * time.Second}
+	status := func(path string) int {
+		resp, err := client.Get(origin.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := status("/private"); s != 403 {
+		t.Errorf("/private: %d; want 403", s)
+	}
+	if s := status("/page"); s != 200 {
+		t.Errorf("/page: %d; want 200", s)
+	}
+	if !strings.Contains(stdout.String(), `"msg":"blocked"`) {
+		t.Errorf("audit log on stdout lacks the block:\n%s", stdout.String())
+	}
+
+	// SIGHUP: a bad config is refused and the old one stays; a good one applies.
+	writeFile("[upstream]\nblock_private = false\nbogus = 1\n")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "reload failed") }, "a refused reload")
+	if s := status("/page"); s != 200 {
+		t.Errorf("after a bad reload /page: %d; want 200 (old config kept)", s)
+	}
+	writeFile("[upstream]\nblock_private = false\n[[sites]]\nhost = \"127.0.0.1\"\npolicy = \"deny\"\nreason = \"test\"\n")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "config reloaded") }, "a reload")
+	if s := status("/page"); s != 403 {
+		t.Errorf("after reload /page: %d; want 403 (site deny)", s)
+	}
+
+	cancel() // what SIGINT or SIGTERM does
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("serve exited %d; want 0:\n%s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	if out, errOut, code := runCmd(t, "", "validate", "-config", "config.toml"); code != 0 || out != "config.toml: ok\n" {
+		t.Errorf("validate config.toml: %q %q exit %d", out, errOut, code)
+	}
+	_, errOut, code := runCmd(t, "", "validate", "-config", "proxy/testdata/config/bad.toml")
+	if code != 2 || strings.Count(errOut, "bad.toml:") < 10 {
+		t.Errorf("validate bad.toml: exit %d, stderr:\n%s\nwant exit 2 and every error", code, errOut)
+	}
+	if _, _, code := runCmd(t, "", "serve", "-mode", "sometimes", "-listen", "127.0.0.1:0"); code != 2 {
+		t.Errorf("serve -mode sometimes: exit %d; want 2", code)
 	}
 }

@@ -743,3 +743,67 @@ func TestProxyAuditFileReopen(t *testing.T) {
 		t.Errorf("audit went to stdout too: %q", p.audit.String())
 	}
 }
+
+// TestProxyUpstreamProxy sends proxied requests and robots.txt fetches
+// through upstream.proxy, a counting forward proxy.
+func TestProxyUpstreamProxy(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, testRobots, nil)
+	var through sync.Map // path → true
+	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		through.Store(r.URL.Path, true)
+		if r.Header.Get("Proxy-Authorization") != "Basic dXA6c2VjcmV0" {
+			http.Error(w, "want the upstream credentials", http.StatusProxyAuthRequired)
+			return
+		}
+		r.RequestURI = ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(next.Close)
+	cfg := loopbackConfig()
+	cfg.Upstream.Proxy = strings.Replace(next.URL, "http://", "http://up:secret@", 1)
+	p := startProxy(t, cfg)
+	if resp, body := get(t, p.client(), o.URL+"/page"); resp.StatusCode != 200 || body != "page /page\n" {
+		t.Fatalf("through upstream.proxy: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, p.client(), o.URL+"/private"); resp.StatusCode != 403 {
+		t.Errorf("/private: %d; want 403", resp.StatusCode)
+	}
+	for _, path := range []string{"/robots.txt", "/page"} {
+		if _, ok := through.Load(path); !ok {
+			t.Errorf("%s did not go through upstream.proxy", path)
+		}
+	}
+}
+
+// TestProxyAuditWriteFailure: a failed audit write is reported on the
+// operational log and the block stands.
+func TestProxyAuditWriteFailure(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	o := newTestOrigin(t, testRobots, nil)
+	cfg := loopbackConfig()
+	cfg.Audit.File = "/dev/full" // every write fails with ENOSPC
+	p := startProxy(t, cfg)
+	if resp, _ := get(t, p.client(), o.URL+"/private"); resp.StatusCode != 403 {
+		t.Errorf("with a failing audit log: %d; want 403", resp.StatusCode)
+	}
+	if !strings.Contains(p.log.String(), "audit log write failed") {
+		t.Errorf("operational log does not report the failure:\n%s", p.log.String())
+	}
+	if o.count("/private") != 0 {
+		t.Error("blocked request reached the origin")
+	}
+}
