@@ -69,6 +69,7 @@ const usage = `usage:
   robotsgate [serve] [-config FILE] [-listen ADDR] [-mode enforce|report]
   robotsgate check [-config FILE] [-robots FILE|-] [-agent TOKEN | -user-agent UA] [-exact] [-json] URL...
   robotsgate validate [-config FILE]
+  robotsgate ca [-config FILE]
   robotsgate version
 `
 
@@ -93,6 +94,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServe(ctx, args, stdout, stderr)
 	case "validate":
 		return runValidate(args, stdout, stderr)
+	case "ca":
+		return runCA(args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -147,6 +150,33 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// runCA creates the MITM CA if it is missing and prints its certificate's
+// path alone on stdout (so that curl --cacert "$(robotsgate ca)" works),
+// and how to trust it on stderr.
+func runCA(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("ca", stderr)
+	path := fs.String("config", "", "config `FILE` ([tls] ca_cert, ca_key, state_dir); none: the built-in defaults")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: ca: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	ca, err := proxy.LoadOrCreateCA(cfg, time.Now())
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(stdout, ca.CertPath); err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(stderr, proxy.TrustHelp(ca.CertPath, ca.KeyPath))
+	return err
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "", "config `FILE`; none: the built-in defaults")
@@ -193,7 +223,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	addr := ln.Addr().String()
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
-	logger.Info("point clients at it", "HTTP_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
+	logger.Info("point clients at it", "HTTP_PROXY", "http://"+addr, "HTTPS_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
+	if ca := s.CA(); ca != nil {
+		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca says how)", "ca", ca.CertPath)
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -338,6 +338,7 @@ func TestServe(t *testing.T) {
 	}))
 	t.Cleanup(origin.Close)
 	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", dir) // the CA goes here, not in the real home
 	cfgPath := dir + "/robotsgate.toml"
 	writeFile := func(s string) {
 		if err := os.WriteFile(cfgPath, []byte(s), 0o644); err != nil {

@@ -39,10 +39,11 @@ func BenchmarkProxyThroughput(b *testing.B) {
 	defer origin.Close()
 
 	cfg := loopbackConfig()
+	cfg.TLS.StateDir = b.TempDir()
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	tr, err := newUpstreamTransport(cfg)
+	tr, err := newUpstreamTransport(cfg, net.DefaultResolver.LookupNetIP)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +67,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*robots.Cache, error) 
 	if exact {
 		c.Robots.MaxBytes = exactMaxBytes
 	}
-	tr, err := newUpstreamTransport(&c)
+	tr, err := newUpstreamTransport(&c, net.DefaultResolver.LookupNetIP)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -102,10 +101,10 @@ func (p *policy) private(ctx context.Context, host string) bool {
 // address, so that step 2 costs a DNS lookup per host, not per request. It
 // is a first line only: the dialer checks every address it dials.
 type privateCache struct {
-	resolver *net.Resolver
-	now      func() time.Time
-	mu       sync.Mutex
-	hosts    map[string]privateEntry
+	resolve lookupFunc
+	now     func() time.Time
+	mu      sync.Mutex
+	hosts   map[string]privateEntry
 }
 
 type privateEntry struct {
@@ -118,8 +117,8 @@ const (
 	privateMaxSize = 10000
 )
 
-func newPrivateCache(r *net.Resolver, now func() time.Time) *privateCache {
-	return &privateCache{resolver: r, now: now, hosts: map[string]privateEntry{}}
+func newPrivateCache(lookup lookupFunc, now func() time.Time) *privateCache {
+	return &privateCache{resolve: lookup, now: now, hosts: map[string]privateEntry{}}
 }
 
 // lookup resolves host (or recalls it) and reports whether any of its
@@ -133,7 +132,7 @@ func (c *privateCache) lookup(ctx context.Context, host string) bool {
 	if ok && now.Before(e.expires) {
 		return e.private
 	}
-	addrs, err := c.resolver.LookupNetIP(ctx, "ip", host)
+	addrs, err := c.resolve(ctx, "ip", host)
 	if err != nil {
 		return false
 	}

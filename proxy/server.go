@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +34,9 @@ type Options struct {
 	Version string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
-	// Resolver resolves hosts for block_private; nil: net.DefaultResolver.
-	Resolver *net.Resolver
+	// LookupNetIP resolves host names, for block_private and for dialling;
+	// nil: net.DefaultResolver.LookupNetIP.
+	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Server is the robotsgate proxy: an http.Handler that decides every
@@ -55,6 +57,11 @@ type Server struct {
 	rt     goproxy.RoundTripper
 	srv    *http.Server
 	closed chan struct{}
+	// MITM: the CA, its leaf certificates, and the action for a CONNECT;
+	// nil in tunnel mode.
+	mitmCA *CA
+	leaves *leafCache
+	mitm   *goproxy.ConnectAction
 
 	// Read once at start: a change needs a restart.
 	listen        string
@@ -73,8 +80,8 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Resolver == nil {
-		o.Resolver = net.DefaultResolver
+	if o.LookupNetIP == nil {
+		o.LookupNetIP = net.DefaultResolver.LookupNetIP
 	}
 	if len(cfg.Auth.Users) > 0 {
 		// Accepting the config and not checking passwords would be worse
@@ -89,7 +96,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		tlsConfig:     cfg.TLS,
 		cacheMaxBytes: cfg.Robots.CacheMaxBytes,
 	}
-	tr, err := newUpstreamTransport(cfg)
+	tr, err := newUpstreamTransport(cfg, o.LookupNetIP)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +112,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.audit = audit
-	s.private = newPrivateCache(o.Resolver, o.Now)
+	s.private = newPrivateCache(o.LookupNetIP, o.Now)
 	s.rt = goproxy.RoundTripperFunc(s.roundTrip)
 	s.pol.Store(&policy{cfg: cfg, resolver: s.private, now: o.Now})
 	if p := cfg.Politeness; p.CrawlDelay || p.MinInterval > 0 {
@@ -122,16 +129,48 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	gp.NonproxyHandler = http.HandlerFunc(s.serveAdmin)
 	gp.OnRequest().DoFunc(s.onRequest)
 	gp.OnResponse().DoFunc(s.onResponse)
-	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-		ctx.Resp = s.answer(ctx.Req, http.StatusNotImplemented, ActionBadRequest, "robotsgate: HTTPS (CONNECT) is not supported yet\n")
-		s.record(ctx.Req, &Decision{Action: ActionBadRequest, Reason: "CONNECT not supported yet"}, http.StatusNotImplemented, host)
-		return goproxy.RejectConnect, host
-	})
+	gp.OnRequest().HandleConnectFunc(s.onConnect)
+	if u := cfg.Upstream.proxyURL; u != nil {
+		// Tunnels go through the next hop too, with its credentials.
+		gp.ConnectDialWithReq = nil
+		gp.ConnectDial = gp.NewConnectDialToProxyWithHandler(u.String(), func(req *http.Request) {
+			if u.User != nil {
+				pw, _ := u.User.Password()
+				req.SetBasicAuth(u.User.Username(), pw)
+				req.Header.Set("Proxy-Authorization", req.Header.Get("Authorization"))
+				req.Header.Del("Authorization")
+			}
+		})
+	}
+	if cfg.TLS.Mode == "mitm" {
+		ca, err := LoadOrCreateCA(cfg, o.Now())
+		if err != nil {
+			cache.Close()
+			return nil, err
+		}
+		leaves, err := newLeafCache(ca, o.Now)
+		if err != nil {
+			cache.Close()
+			return nil, err
+		}
+		s.mitmCA, s.leaves = ca, leaves
+		s.mitm = &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: s.mitmTLS}
+	}
 	s.gp = gp
 
 	s.conns = newConnTracker(cfg.Limits.MaxConnections)
+	tunnelIdle := cfg.Limits.TunnelIdleTimeout
 	s.srv = &http.Server{
-		Handler:           s,
+		Handler: s,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			// A hijacked connection (a tunnel, a WebSocket) is no longer the
+			// server's: it times out after tunnel_idle_timeout with no
+			// traffic either way.
+			if tc, ok := c.(*trackedConn); ok && st == http.StateHijacked {
+				tc.idle.Store(int64(tunnelIdle))
+				tc.Conn.SetDeadline(time.Now().Add(tunnelIdle))
+			}
+		},
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Limits.IdleTimeout,
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
@@ -310,8 +349,109 @@ type reqState struct {
 	forwarded bool
 }
 
+// CA returns the MITM CA; nil in tunnel mode.
+func (s *Server) CA() *CA { return s.mitmCA }
+
+// connectInfo is what inner requests of a MITM tunnel know of their CONNECT.
+type connectInfo struct {
+	authority string // the CONNECT target, host:port as sent
+}
+
+// onConnect decides a CONNECT (DESIGN step 9): the private-address check
+// in both modes; in MITM mode nothing more (every inner request is decided
+// on its own); in tunnel mode the whole origin.
+func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	r := ctx.Req
+	p := s.pol.Load()
+	d := &Decision{CrawlDelay: -1}
+	o, err := robots.OriginOf("https", host)
+	switch {
+	case err != nil:
+		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
+	case p.cfg.Upstream.BlockPrivate && p.private(r.Context(), o.Host):
+		d.Origin, d.Action, d.Reason = o, ActionPrivate, reasonPrivate
+	case s.mitm != nil:
+		ctx.UserData = &connectInfo{authority: host}
+		return s.mitm, host
+	default:
+		return s.decideTunnel(p, r, ctx, host, o)
+	}
+	ctx.Resp = s.respond(r, d)
+	s.record(r, d, ctx.Resp.StatusCode, host)
+	return goproxy.RejectConnect, host
+}
+
+// decideTunnel decides a CONNECT in tunnel mode, where paths cannot be
+// seen: refused when a site rule denies it, when robots.txt shuts out the
+// whole origin for an obeyed token, or when it is unreachable with no copy.
+func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o robots.Origin) (*goproxy.ConnectAction, string) {
+	if o.Port == 80 {
+		o.Scheme = "http"
+	}
+	req := &request{scheme: o.Scheme, authority: o.HostPort(), target: "/", userAgent: r.Header.Get("User-Agent"), client: clientAddr(r)}
+	d := &Decision{}
+	p.decide(r.Context(), s.cache.Get, req, d)
+	if (d.Action == ActionAllowed || d.Action == ActionDisallowed) && d.Site == nil && d.Fetch != nil {
+		// The rules decided "/"; a tunnel is refused only when they shut
+		// out every path for some obeyed token.
+		d.Action, d.Reason, d.Verdict = ActionAllowed, "robots.txt allows some paths; tunnel mode cannot see which", robots.Verdict{}
+		if a, err := s.cache.Get(r.Context(), o); err == nil && a.Entry != nil && a.Entry.Rules != nil {
+			for _, tok := range d.Agents {
+				if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
+					d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, "robots.txt disallows every path", tok, g.Test("/")
+					break
+				}
+			}
+		}
+	}
+	if p.cfg.Mode == "report" {
+		switch d.Action {
+		case ActionDisallowed, ActionDenied, ActionUnreachable:
+			d.Blocked, d.Action = d.Action, ActionWouldBlock
+			s.record(r, d, http.StatusOK, host)
+		}
+	}
+	if resp := s.respond(r, d); resp != nil {
+		ctx.Resp = resp
+		s.record(r, d, resp.StatusCode, host)
+		return goproxy.RejectConnect, host
+	}
+	if d.Action == ActionAllowed {
+		s.record(r, d, http.StatusOK, host)
+	}
+	return goproxy.OkConnect, host
+}
+
+// mitmTLS is the TLS config presented to a client in a MITM tunnel: a leaf
+// for the CONNECT host, signed by robotsgate's CA, and HTTP/1.1 only, so
+// that no HTTP/2 stream can be routed by its own :authority.
+func (s *Server) mitmTLS(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
+	o, err := robots.OriginOf("https", host) // the normal form: punycode, no trailing dot
+	if err != nil {
+		return nil, err
+	}
+	cert, err := s.leaves.get(o.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}
+
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	p := s.pol.Load()
+	if ci, ok := ctx.UserData.(*connectInfo); ok {
+		// Inside a MITM tunnel: the request goes to the CONNECT authority
+		// only; one naming another origin is misdirected.
+		want, err1 := robots.OriginOf(r.URL.Scheme, ci.authority)
+		got, err2 := robots.OriginOf(r.URL.Scheme, r.URL.Host)
+		if err1 != nil || err2 != nil || want != got {
+			d := &Decision{Action: ActionMisdirected, Reason: fmt.Sprintf("request for %s inside a tunnel to %s", r.URL.Host, ci.authority), CrawlDelay: -1}
+			resp := s.respond(r, d)
+			s.record(r, d, resp.StatusCode, "")
+			return r, resp
+		}
+		r.URL.Host = ci.authority
+	}
 	st := &reqState{req: request{
 		scheme:    r.URL.Scheme,
 		authority: r.URL.Host,
@@ -411,6 +551,8 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 		return resp
 	case ActionBadRequest:
 		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
+	case ActionMisdirected:
+		return s.answer(r, http.StatusMisdirectedRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	}
 	return s.answer(r, http.StatusInternalServerError, d.Action, "robotsgate: "+d.Reason+"\n")
 }
@@ -704,7 +846,12 @@ func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 type slogWriter struct{ l *slog.Logger }
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Debug(strings.TrimSpace(string(p)), "component", "http")
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelDebug
+	if strings.Contains(msg, "WARN:") || strings.HasPrefix(msg, "http: ") {
+		level = slog.LevelWarn // goproxy's warnings (as a tunnel that speaks neither TLS nor HTTP), net/http's errors
+	}
+	w.l.Log(context.Background(), level, msg, "component", "http")
 	return len(p), nil
 }
 
@@ -772,6 +919,29 @@ type trackedConn struct {
 	net.Conn
 	t    *connTracker
 	once sync.Once
+	idle atomic.Int64 // once hijacked: the idle timeout, extended by every read and write
+}
+
+func (c *trackedConn) touch() {
+	if idle := time.Duration(c.idle.Load()); idle > 0 {
+		c.Conn.SetDeadline(time.Now().Add(idle))
+	}
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {

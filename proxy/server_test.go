@@ -96,6 +96,9 @@ func loopbackConfig() *Config {
 
 func startProxy(t *testing.T, cfg *Config) *testProxy {
 	t.Helper()
+	if cfg.TLS.StateDir == "" && cfg.TLS.CACert == "" {
+		cfg.TLS.StateDir = t.TempDir() // never the real home's CA
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -526,14 +529,15 @@ func TestProxyPrivateAddress(t *testing.T) {
 // address (the resolver is asked again at dial time) is refused too.
 func TestProxyDialGuard(t *testing.T) {
 	t.Parallel()
-	dial := guardedDialer(time.Second, true, "")
+	lookup := net.DefaultResolver.LookupNetIP
+	dial := guardedDialer(time.Second, true, "", lookup)
 	o := newTestOrigin(t, "", nil)
 	_, err := dial(t.Context(), "tcp", strings.TrimPrefix(o.URL, "http://"))
 	if err == nil || !strings.Contains(err.Error(), errPrivateAddress.Error()) {
 		t.Errorf("dial loopback with the guard: %v; want %v", err, errPrivateAddress)
 	}
 	exempt := strings.TrimPrefix(o.URL, "http://")
-	if c, err := guardedDialer(time.Second, true, exempt)(t.Context(), "tcp", exempt); err != nil {
+	if c, err := guardedDialer(time.Second, true, exempt, lookup)(t.Context(), "tcp", exempt); err != nil {
 		t.Errorf("dial the exempt upstream proxy: %v", err)
 	} else {
 		c.Close()

@@ -25,19 +25,20 @@ func isPrivate(a netip.Addr) bool {
 		a.IsInterfaceLocalMulticast() || a.IsUnspecified()
 }
 
-// guardedDialer dials TCP and, when block is set, refuses to connect to a
-// private address: the check is on the address actually dialled, after DNS,
-// so a name that resolves inward is caught too. exempt is the one
-// host:port allowed anyway (the upstream proxy).
-func guardedDialer(timeout time.Duration, block bool, exempt string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// lookupFunc resolves a host name, as net.Resolver.LookupNetIP.
+type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+// guardedDialer dials TCP, resolving names with lookup, and, when block is
+// set, refuses a host any of whose addresses is private: the check is on
+// the addresses actually dialled, after DNS, so a name that resolves inward
+// is caught even if it did not at step 2. exempt is the one host:port
+// allowed anyway (the upstream proxy).
+func guardedDialer(timeout time.Duration, block bool, exempt string, lookup lookupFunc) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if block {
+		// A last check on the socket's own address, whatever dialled it.
 		d.Control = func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("dial %s: %w", address, err)
-			}
-			if isPrivate(ap.Addr()) {
+			if ap, err := netip.ParseAddrPort(address); err == nil && isPrivate(ap.Addr()) {
 				return fmt.Errorf("dial %s: %w", address, errPrivateAddress)
 			}
 			return nil
@@ -48,7 +49,45 @@ func guardedDialer(timeout time.Duration, block bool, exempt string) func(ctx co
 		if exempt != "" && addr == exempt {
 			return open.DialContext(ctx, network, addr)
 		}
-		return d.DialContext(ctx, network, addr)
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		var ips []netip.Addr
+		if ip, err := netip.ParseAddr(host); err == nil {
+			ips = []netip.Addr{ip}
+		} else {
+			lctx, cancel := context.WithTimeout(ctx, timeout)
+			ips, err = lookup(lctx, "ip", host)
+			cancel()
+			if err != nil {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+			}
+		}
+		if block {
+			for _, ip := range ips {
+				if isPrivate(ip) {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("%s resolves to %s: %w", host, ip, errPrivateAddress)}
+				}
+			}
+		}
+		var firstErr error
+		for _, ip := range ips {
+			c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+			if err == nil {
+				return c, nil
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if firstErr == nil {
+			firstErr = &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}}
+		}
+		return nil, firstErr
 	}
 }
 
@@ -77,7 +116,7 @@ func readPool(path string) (*x509.CertPool, error) {
 // with the system roots and upstream.ca, upstream.proxy or a direct
 // connection, and never the environment's proxy variables, which would
 // point back at robotsgate. Compression is left to the client and origin.
-func newUpstreamTransport(c *Config) (*http.Transport, error) {
+func newUpstreamTransport(c *Config, lookup lookupFunc) (*http.Transport, error) {
 	pool, err := readPool(c.Upstream.CA)
 	if err != nil {
 		return nil, err
@@ -90,7 +129,7 @@ func newUpstreamTransport(c *Config) (*http.Transport, error) {
 		}
 	}
 	t := &http.Transport{
-		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt),
+		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt, lookup),
 		TLSClientConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    c.Upstream.Timeout,
 		ResponseHeaderTimeout:  c.Upstream.Timeout,

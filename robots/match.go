@@ -77,6 +77,28 @@ func (g Group) Lines() []int {
 	return out
 }
 
+// DisallowsAll reports whether the group shuts out the whole site: some
+// disallow rule matches every path ("/", "/*" or "*") and no allow rule has
+// a pattern. A tunnelling proxy, which cannot see paths, refuses only such
+// origins.
+func (g Group) DisallowsAll() bool {
+	all := false
+	for _, bi := range g.blocks {
+		b := &g.r.blocks[bi]
+		for i := b.first; i < b.last; i++ {
+			ru := &g.r.rules[i]
+			pat := g.r.text[ru.patStart():ru.end]
+			switch {
+			case ru.allow && pat != "":
+				return false
+			case !ru.allow && (pat == "/" || pat == "/*" || pat == "*"):
+				all = true
+			}
+		}
+	}
+	return all
+}
+
 // Rules returns the number of allow and disallow rules in the groups selected.
 func (g Group) Rules() int {
 	n := 0

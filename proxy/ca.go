@@ -1,0 +1,286 @@
+package proxy
+
+import (
+	"container/list"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// CA is robotsgate's own certificate authority, which signs the leaf
+// certificates it presents to clients in MITM mode. It is never goproxy's
+// built-in CA, whose key is public.
+type CA struct {
+	Cert     *x509.Certificate
+	Key      crypto.Signer
+	CertPath string
+	KeyPath  string
+	certDER  []byte
+}
+
+// caValidity is how long a CA made by robotsgate is valid.
+const caValidity = 10 * 365 * 24 * time.Hour
+
+// CAPaths returns the CA certificate and key paths of cfg: [tls] ca_cert
+// and ca_key, or ca.pem and ca-key.pem in the state directory.
+func CAPaths(cfg *Config) (certPath, keyPath string, err error) {
+	if cfg.TLS.CACert != "" {
+		return cfg.TLS.CACert, cfg.TLS.CAKey, nil
+	}
+	dir, err := cfg.StateDir()
+	if err != nil {
+		return "", "", err
+	}
+	return filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"), nil
+}
+
+// LoadOrCreateCA loads the CA of cfg, or, when neither file exists and the
+// paths are the state directory's, creates one: ECDSA P-256, named for
+// robotsgate and this host, the key written with mode 0600. It refuses a
+// certificate and key that do not match, an expired CA, a certificate that
+// is not a CA, and a key file that others can read.
+func LoadOrCreateCA(cfg *Config, now time.Time) (*CA, error) {
+	certPath, keyPath, err := CAPaths(cfg)
+	if err != nil {
+		return nil, err
+	}
+	_, certErr := os.Stat(certPath)
+	_, keyErr := os.Stat(keyPath)
+	switch {
+	case errors.Is(certErr, os.ErrNotExist) && errors.Is(keyErr, os.ErrNotExist) && cfg.TLS.CACert == "":
+		return createCA(certPath, keyPath, now)
+	case certErr != nil:
+		return nil, fmt.Errorf("CA certificate %s: %w", certPath, certErr)
+	case keyErr != nil:
+		return nil, fmt.Errorf("CA key %s: %w", keyPath, keyErr)
+	}
+	return loadCA(certPath, keyPath, now)
+}
+
+func createCA(certPath, keyPath string, now time.Time) (*CA, error) {
+	for _, dir := range []string{filepath.Dir(certPath), filepath.Dir(keyPath)} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create CA directory: %w", err)
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown host"
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("CA serial: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "robotsgate CA (" + host + ")", Organization: []string{"robotsgate"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("create CA certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode CA key: %w", err)
+	}
+	// The key first, created exclusively with mode 0600: never a moment
+	// when it is readable by others.
+	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, fmt.Errorf("write CA key: %w", err)
+	}
+	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		os.Remove(keyPath)
+		return nil, fmt.Errorf("write CA certificate: %w", err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &CA{Cert: cert, Key: key, CertPath: certPath, KeyPath: keyPath, certDER: der}, nil
+}
+
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func loadCA(certPath, keyPath string, now time.Time) (*CA, error) {
+	fi, err := os.Stat(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("CA key: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("CA key %s is readable by others (mode %#o): run chmod 600 %s", keyPath, fi.Mode().Perm(), keyPath)
+	}
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, fmt.Errorf("read CA certificate: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("read CA key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate %s and key %s: %w", certPath, keyPath, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parse CA certificate %s: %w", certPath, err)
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("%s is not a CA certificate (it cannot sign certificates)", certPath)
+	}
+	if now.After(cert.NotAfter) || now.Before(cert.NotBefore) {
+		return nil, fmt.Errorf("CA certificate %s is not valid now (valid %s to %s)", certPath, cert.NotBefore.Format(time.DateOnly), cert.NotAfter.Format(time.DateOnly))
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key %s cannot sign", keyPath)
+	}
+	return &CA{Cert: cert, Key: signer, CertPath: certPath, KeyPath: keyPath, certDER: pair.Certificate[0]}, nil
+}
+
+// TrustHelp explains how to make clients trust the CA at certPath.
+func TrustHelp(certPath, keyPath string) string {
+	return fmt.Sprintf(`robotsgate decrypts HTTPS with its own CA; clients must trust it:
+
+  curl:             curl --cacert %[1]s -x http://127.0.0.1:8080 https://example.com/
+  Python requests:  export REQUESTS_CA_BUNDLE=%[1]s   (or verify="%[1]s")
+  OpenSSL-based:    export SSL_CERT_FILE=%[1]s
+  Scrapy:           export SSL_CERT_FILE=%[1]s, or a DOWNLOADER_CLIENTCONTEXTFACTORY that loads it
+  Go:               append it to x509.SystemCertPool() in tls.Config.RootCAs, or SSL_CERT_FILE=%[1]s
+  Node.js:          export NODE_EXTRA_CA_CERTS=%[1]s
+  Debian/Ubuntu:    sudo cp %[1]s /usr/local/share/ca-certificates/robotsgate.crt && sudo update-ca-certificates
+  Dockerfile:       COPY robotsgate-ca.pem /usr/local/share/ca-certificates/robotsgate.crt
+                    RUN update-ca-certificates
+
+Anyone with the key (%[2]s) can impersonate any site to these clients: keep it private.
+`, certPath, keyPath)
+}
+
+// leafValidity is how long a leaf certificate is valid; leaves are
+// reissued once less than leafRenew of that is left.
+const (
+	leafValidity = 7 * 24 * time.Hour
+	leafRenew    = 24 * time.Hour
+	leafMax      = 10000
+)
+
+// leafCache signs and keeps the leaf certificates presented to clients,
+// one per host, so that a host costs one signature, not one per
+// connection. All leaves share one ECDSA key, made at start.
+type leafCache struct {
+	ca  *CA
+	key *ecdsa.PrivateKey
+	now func() time.Time
+
+	mu    sync.Mutex
+	byKey map[string]*list.Element // of *leaf
+	lru   *list.List
+}
+
+type leaf struct {
+	host string
+	cert *tls.Certificate
+}
+
+func newLeafCache(ca *CA, now func() time.Time) (*leafCache, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate leaf key: %w", err)
+	}
+	return &leafCache{ca: ca, key: key, now: now, byKey: map[string]*list.Element{}, lru: list.New()}, nil
+}
+
+// get returns a leaf certificate for host (a DNS name or an IP address),
+// signing one if none is cached or the cached one is near its end.
+func (c *leafCache) get(host string) (*tls.Certificate, error) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[host]; ok {
+		l := el.Value.(*leaf)
+		if now.Add(leafRenew).Before(l.cert.Leaf.NotAfter) {
+			c.lru.MoveToFront(el)
+			return l.cert, nil
+		}
+		c.lru.Remove(el)
+		delete(c.byKey, host)
+	}
+	cert, err := c.sign(host, now)
+	if err != nil {
+		return nil, err
+	}
+	c.byKey[host] = c.lru.PushFront(&leaf{host: host, cert: cert})
+	for c.lru.Len() > leafMax {
+		old := c.lru.Remove(c.lru.Back()).(*leaf)
+		delete(c.byKey, old.host)
+	}
+	return cert, nil
+}
+
+func (c *leafCache) sign(host string, now time.Time) (*tls.Certificate, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	notAfter := now.Add(leafValidity)
+	if notAfter.After(c.ca.Cert.NotAfter) {
+		notAfter = c.ca.Cert.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: host, Organization: []string{"robotsgate"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, a.AsSlice())
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca.Cert, &c.key.PublicKey, c.ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("sign certificate for %s: %w", host, err)
+	}
+	parsed, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Certificate{Certificate: [][]byte{der, c.ca.certDER}, PrivateKey: c.key, Leaf: parsed}, nil
+}
+
+// certPEM returns the CA certificate in PEM.
+func (ca *CA) certPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.certDER})
+}

@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func caConfig(dir string) *Config {
+	cfg := Default()
+	cfg.TLS.StateDir = dir
+	return cfg
+}
+
+func TestCACreateAndReload(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	now := time.Now()
+	ca, err := LoadOrCreateCA(caConfig(dir), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.CertPath != filepath.Join(dir, "ca.pem") || ca.KeyPath != filepath.Join(dir, "ca-key.pem") {
+		t.Errorf("paths %s, %s", ca.CertPath, ca.KeyPath)
+	}
+	for path, want := range map[string]os.FileMode{ca.KeyPath: 0o600, ca.CertPath: 0o644, dir: 0o700} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s mode %#o; want %#o", path, got, want)
+		}
+	}
+	if _, ok := ca.Key.(*ecdsa.PrivateKey); !ok || !ca.Cert.IsCA || !strings.Contains(ca.Cert.Subject.CommonName, "robotsgate") {
+		t.Errorf("CA: key %T, IsCA %v, name %q", ca.Key, ca.Cert.IsCA, ca.Cert.Subject.CommonName)
+	}
+	again, err := LoadOrCreateCA(caConfig(dir), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Cert.SerialNumber.Cmp(ca.Cert.SerialNumber) != 0 {
+		t.Error("second start made a new CA; want the same one loaded")
+	}
+}
+
+func TestCARefusals(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	make := func(t *testing.T) (string, *CA) {
+		dir := t.TempDir()
+		ca, err := LoadOrCreateCA(caConfig(dir), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir, ca
+	}
+	t.Run("key readable by others", func(t *testing.T) {
+		t.Parallel()
+		dir, ca := make(t)
+		os.Chmod(ca.KeyPath, 0o644)
+		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("err = %v; want a refusal naming chmod 600", err)
+		}
+	})
+	t.Run("mismatched pair", func(t *testing.T) {
+		t.Parallel()
+		dir, ca := make(t)
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		der, _ := x509.MarshalPKCS8PrivateKey(key)
+		os.WriteFile(ca.KeyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+			t.Errorf("err = %v; want a mismatch", err)
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		t.Parallel()
+		dir, _ := make(t)
+		if _, err := LoadOrCreateCA(caConfig(dir), now.Add(11*365*24*time.Hour)); err == nil || !strings.Contains(err.Error(), "not valid now") {
+			t.Errorf("err = %v; want expired", err)
+		}
+	})
+	t.Run("only one file", func(t *testing.T) {
+		t.Parallel()
+		dir, ca := make(t)
+		os.Remove(ca.KeyPath)
+		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil {
+			t.Error("a certificate without its key was accepted (or replaced)")
+		}
+	})
+	t.Run("given paths are never created", func(t *testing.T) {
+		t.Parallel()
+		cfg := Default()
+		cfg.TLS.CACert, cfg.TLS.CAKey = filepath.Join(t.TempDir(), "mine.pem"), filepath.Join(t.TempDir(), "mine-key.pem")
+		if _, err := LoadOrCreateCA(cfg, now); err == nil {
+			t.Error("missing ca_cert/ca_key were created; want an error")
+		}
+	})
+}
+
+func TestLeafCacheRenews(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	ca, err := LoadOrCreateCA(caConfig(t.TempDir()), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := newLeafCache(ca, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := lc.get("a.example")
+	if same, _ := lc.get("a.example"); same != first {
+		t.Error("cached leaf not reused")
+	}
+	now = now.Add(leafValidity - leafRenew + time.Minute) // less than a day left
+	renewed, _ := lc.get("a.example")
+	if renewed == first || !renewed.Leaf.NotAfter.After(first.Leaf.NotAfter) {
+		t.Error("leaf near its end was not reissued")
+	}
+	if err := renewed.Leaf.CheckSignatureFrom(ca.Cert); err != nil {
+		t.Errorf("leaf not signed by the CA: %v", err)
+	}
+	for i := range leafMax + 10 {
+		lc.get("h" + string(rune('a'+i%26)) + strings.Repeat("x", i/26) + ".example")
+	}
+	if n := lc.lru.Len(); n > leafMax {
+		t.Errorf("leaf cache holds %d; bound is %d", n, leafMax)
+	}
+}
