@@ -34,7 +34,7 @@ type testPKI struct {
 	pemPath string
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
@@ -55,7 +55,7 @@ func newTestPKI(t *testing.T) *testPKI {
 }
 
 // serverCert issues a certificate for names (DNS names or IPs).
-func (p *testPKI) serverCert(t *testing.T, names ...string) tls.Certificate {
+func (p *testPKI) serverCert(t testing.TB, names ...string) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
@@ -78,7 +78,7 @@ func (p *testPKI) serverCert(t *testing.T, names ...string) tls.Certificate {
 }
 
 // tlsOrigin is an HTTPS test origin with a certificate from pki.
-func tlsOrigin(t *testing.T, pki *testPKI, robotsTxt string, names ...string) (*testOrigin, string) {
+func tlsOrigin(t testing.TB, pki *testPKI, robotsTxt string, names ...string) (*testOrigin, string) {
 	t.Helper()
 	o := &testOrigin{}
 	o.robots.Store(robotsTxt)
@@ -534,4 +534,49 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		t.Error("idle tunnel still open after its timeout")
 	}
 	_ = idle
+}
+
+func TestMITMWebSocket(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			io.WriteString(w, "User-agent: *\nDisallow: /ws-private\n")
+			return
+		}
+		c, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		buf.Flush()
+		line, _ := buf.ReadString('\n')
+		io.WriteString(c, "echo: "+line)
+	}))
+	o.TLS = &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, "ws.example")}}
+	o.StartTLS()
+	t.Cleanup(o.Close)
+	_, port, _ := net.SplitHostPort(o.Listener.Addr().String())
+	p := startMITM(t, pki, nil)
+	upgrade := func(path string) (*http.Response, net.Conn, *bufio.Reader) {
+		c, br := p.rawTunnel(t, "ws.example:"+port, "ws.example", false)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: ws.example:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, port)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, c, br
+	}
+	if resp, _, _ := upgrade("/ws-private"); resp.StatusCode != 403 {
+		t.Errorf("blocked upgrade in a tunnel: %d; want 403", resp.StatusCode)
+	}
+	resp, c, br := upgrade("/ws")
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("allowed upgrade in a tunnel: %d; want 101", resp.StatusCode)
+	}
+	io.WriteString(c, "hi\n")
+	if line, _ := br.ReadString('\n'); line != "echo: hi\n" {
+		t.Errorf("relayed %q; want the echo", line)
+	}
 }
