@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -10,12 +11,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/term"
 
 	"github.com/robotsgate/robotsgate/proxy"
 )
@@ -27,7 +32,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
-		stop() // the first signal starts a graceful stop; a second one kills
+		// The first signal starts a graceful stop; a second one exits at
+		// once. (Restoring the default disposition is not enough: a process
+		// started in the background inherits SIGINT ignored.)
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		stop()
+		<-again
+		fmt.Fprintln(os.Stderr, "robotsgate: second signal: exiting now")
+		os.Exit(130)
 	}()
 	code := runMain(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -70,6 +83,7 @@ const usage = `usage:
   robotsgate check [-config FILE] [-robots FILE|-] [-agent TOKEN | -user-agent UA] [-exact] [-json] URL...
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
+  robotsgate hash-password            (reads one password line on stdin)
   robotsgate version
 `
 
@@ -96,6 +110,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runValidate(args, stdout, stderr)
 	case "ca":
 		return runCA(args, stdout, stderr)
+	case "hash-password":
+		return runHashPassword(args, stdin, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -177,6 +193,49 @@ func runCA(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// bcryptCost is the cost of hashes made by hash-password.
+const bcryptCost = 12
+
+// runHashPassword reads one password line on stdin (without echo on a
+// terminal) and prints its bcrypt hash, for [[auth.users]] password_hash.
+func runHashPassword(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("hash-password", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: hash-password reads the password on stdin, not as an argument", errUsage)
+	}
+	var pw []byte
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "password: ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return fmt.Errorf("read password: %w", err)
+		}
+		pw = b
+	} else {
+		line, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read password: %w", err)
+		}
+		pw = []byte(strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r"))
+	}
+	switch {
+	case len(pw) == 0:
+		return fmt.Errorf("%w: empty password", errUsage)
+	case len(pw) > 72:
+		return fmt.Errorf("%w: password longer than 72 bytes (bcrypt reads no further)", errUsage)
+	}
+	hash, err := bcrypt.GenerateFromPassword(pw, bcryptCost)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", hash)
+	return err
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	path := fs.String("config", "", "config `FILE`; none: the built-in defaults")
@@ -222,6 +281,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		audit = "stdout"
 	}
 	addr := ln.Addr().String()
+	if ap, err := netip.ParseAddrPort(addr); err == nil && !ap.Addr().IsLoopback() && len(cfg.Auth.Users) == 0 {
+		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
+	}
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
 	logger.Info("point clients at it", "HTTP_PROXY", "http://"+addr, "HTTPS_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
 	if ca := s.CA(); ca != nil {
@@ -240,6 +302,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case <-hup:
 			cfg, err := load()
 			if err != nil {
+				s.ReloadFailed()
 				logger.Error("reload failed: keeping the running config", "err", err)
 				continue
 			}

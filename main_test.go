@@ -276,7 +276,7 @@ func TestCheckLive(t *testing.T) {
 		"disallowed\t" + origin.URL + "/private/a\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; " + origin.URL + "/robots.txt fetched 200 age 0s; crawl-delay 1.5",
 		"allowed\t" + origin.URL + "/public\tno rule matches; " + origin.URL + "/robots.txt fetched 200 age 0s; crawl-delay 1.5",
 		"allowed\t" + missing.URL + "/private\trobots.txt unavailable: no restrictions; " + missing.URL + "/robots.txt unavailable 404 age 0s",
-		"unreachable\t" + down.URL + "/x\trobots.txt unreachable and no copy held: disallowing all; " + down.URL + "/robots.txt unreachable 503 (status 503)",
+		"unreachable\t" + down.URL + "/x\trobots.txt unreachable and no copy held: disallowing all (status 503); " + down.URL + "/robots.txt unreachable 503",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines; want %d:\n%s", len(lines), len(want), out)

@@ -43,7 +43,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	tr, err := newUpstreamTransport(cfg, net.DefaultResolver.LookupNetIP)
+	tr, err := newUpstreamTransport(cfg, net.DefaultResolver.LookupNetIP, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*robots.Cache, error) 
 	if exact {
 		c.Robots.MaxBytes = exactMaxBytes
 	}
-	tr, err := newUpstreamTransport(&c, net.DefaultResolver.LookupNetIP)
+	tr, err := newUpstreamTransport(&c, net.DefaultResolver.LookupNetIP, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*robots.Cache, error) 
 	if !exact {
 		parse = append(parse, robots.WithNormalization())
 	}
-	return newRobotsCache(&c, tr, version, time.Now, parse)
+	return newRobotsCache(&c, tr, version, time.Now, parse, nil)
 }
 
 // checkLine is one JSON Lines record of check's output.
@@ -316,7 +316,7 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 		if f.Stale {
 			s += " (stale)"
 		}
-		if f.Error != "" {
+		if f.Error != "" && !strings.Contains(d.Reason, f.Error) {
 			s += " (" + f.Error + ")"
 		}
 		why = append(why, s)

@@ -658,16 +658,17 @@ func siteHost(h string) (string, error) {
 	if h == "" {
 		return "", errors.New("must not be empty")
 	}
+	orig := h
 	wild := strings.HasPrefix(h, "*.")
 	if wild {
 		h = h[2:]
 	}
 	if strings.ContainsAny(h, "*/:") && !strings.HasPrefix(h, "[") {
-		return "", fmt.Errorf("%q is not a host or \"*.\" and a domain", h)
+		return "", fmt.Errorf("%q is not a host or \"*.\" and a domain", orig)
 	}
 	o, err := robots.OriginOf("http", h)
 	if err != nil {
-		return "", fmt.Errorf("%q is not a host: %v", h, err)
+		return "", fmt.Errorf("%q is not a host: %v", orig, err)
 	}
 	if wild {
 		return "." + o.Host, nil

@@ -55,6 +55,7 @@ type Decision struct {
 	Fetch      *FetchInfo     // how the rules were obtained; nil when no robots.txt was used
 	Site       *SiteRule      // the [[sites]] rule that matched, if any
 	Blocked    string         // in report mode, the action that was not taken
+	User       string         // the authenticated proxy user; "" if none
 
 	fetch    FetchInfo // Fetch points here: no allocation of its own
 	agentBuf [1]string // Agents for the common single token
@@ -103,6 +104,9 @@ func decideAnswer(d *Decision, a robots.Answer, target string, now time.Time) {
 	switch e := a.Entry; {
 	case a.Unreachable:
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
+		if a.LastError != "" {
+			d.Reason += " (" + a.LastError + ")"
+		}
 	case a.LimitPassed:
 		d.Action, d.Reason = ActionAllowed, reasonLimit
 	case e.DisallowAll:

@@ -67,7 +67,7 @@ func newMITMBench(b *testing.B) *mitmBench {
 	b.Cleanup(func() { rg.Shutdown(b.Context()) })
 
 	newGoproxy := func(store goproxy.CertStorage) *url.URL {
-		tr, err := newUpstreamTransport(cfg, loopbackLookup)
+		tr, err := newUpstreamTransport(cfg, loopbackLookup, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

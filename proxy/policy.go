@@ -38,13 +38,14 @@ type rulesSource func(ctx context.Context, o robots.Origin) (robots.Answer, erro
 // compiled. A policy is immutable; a reload swaps in a new one.
 type policy struct {
 	cfg      *Config
-	resolver *privateCache // step 2's lookups; unused when block_private is off
+	auth     *authenticator // nil: no [auth] users
+	resolver *privateCache  // step 2's lookups; unused when block_private is off
 	now      func() time.Time
 }
 
 // decide runs DESIGN.md's steps 1 to 7 for one request, into d.
 func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d *Decision) {
-	d.CrawlDelay = -1
+	d.CrawlDelay, d.User = -1, r.user
 	// 1. Origin.
 	o, err := robots.OriginOf(r.scheme, r.authority)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,14 @@ type Server struct {
 	mitmCA *CA
 	leaves *leafCache
 	mitm   *goproxy.ConnectAction
+	// metrics are served at /metrics.
+	metrics *metrics
+	// upstream holds the connections to origins, closed at shutdown.
+	upstream *connSet
+	// stopping ends when a shutdown's drain time is up: requests still
+	// waiting on an origin are then answered 503 rather than cut.
+	stopping context.Context
+	stop     context.CancelFunc
 
 	// Read once at start: a change needs a restart.
 	listen        string
@@ -83,12 +92,10 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	if o.LookupNetIP == nil {
 		o.LookupNetIP = net.DefaultResolver.LookupNetIP
 	}
-	if len(cfg.Auth.Users) > 0 {
-		// Accepting the config and not checking passwords would be worse
-		// than refusing it.
-		return nil, errors.New("proxy authentication ([auth]) is not built yet: remove [[auth.users]] or wait for it")
-	}
+	stopping, stop := context.WithCancel(context.Background())
 	s := &Server{
+		stopping:      stopping,
+		stop:          stop,
 		log:           o.Logger,
 		opts:          o,
 		closed:        make(chan struct{}),
@@ -96,12 +103,19 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		tlsConfig:     cfg.TLS,
 		cacheMaxBytes: cfg.Robots.CacheMaxBytes,
 	}
-	tr, err := newUpstreamTransport(cfg, o.LookupNetIP)
+	s.upstream = &connSet{m: map[*setConn]struct{}{}}
+	tr, err := newUpstreamTransport(cfg, o.LookupNetIP, s.upstream)
 	if err != nil {
 		return nil, err
 	}
 	s.tr = tr
-	cache, err := newRobotsCache(cfg, tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()})
+	var onFetch func(robots.Origin, *robots.FetchResult)
+	onFetch = func(o robots.Origin, r *robots.FetchResult) {
+		if s.metrics != nil {
+			s.metrics.observeFetch(o, r)
+		}
+	}
+	cache, err := newRobotsCache(cfg, tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, onFetch)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +128,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.audit = audit
 	s.private = newPrivateCache(o.LookupNetIP, o.Now)
 	s.rt = goproxy.RoundTripperFunc(s.roundTrip)
-	s.pol.Store(&policy{cfg: cfg, resolver: s.private, now: o.Now})
+	s.pol.Store(s.newPolicy(cfg))
 	if p := cfg.Politeness; p.CrawlDelay || p.MinInterval > 0 {
 		o.Logger.Warn("pacing is not built yet: [politeness] is ignored")
 	}
@@ -159,6 +173,13 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.gp = gp
 
 	s.conns = newConnTracker(cfg.Limits.MaxConnections)
+	s.conns.overloaded = func(remote net.Addr) {
+		s.metrics.countRequest(ActionOverloaded, "http")
+		d := &Decision{Action: ActionOverloaded, Reason: "too many connections", CrawlDelay: -1}
+		r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{}}
+		s.record(r, d, http.StatusServiceUnavailable, "")
+	}
+	s.metrics = newMetrics(cache, s.conns)
 	tunnelIdle := cfg.Limits.TunnelIdleTimeout
 	s.srv = &http.Server{
 		Handler: s,
@@ -168,6 +189,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			// traffic either way.
 			if tc, ok := c.(*trackedConn); ok && st == http.StateHijacked {
 				tc.idle.Store(int64(tunnelIdle))
+				tc.t.tunnels.Add(1)
 				tc.Conn.SetDeadline(time.Now().Add(tunnelIdle))
 			}
 		},
@@ -182,7 +204,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
 // fetcher dials with tr's dialer (block_private, upstream.proxy) and
 // trusts the same roots.
-func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() time.Time, parse []robots.Option) (*robots.Cache, error) {
+func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(robots.Origin, *robots.FetchResult)) (*robots.Cache, error) {
 	redirects := cfg.Robots.MaxRedirects
 	if redirects == 0 {
 		redirects = -1 // FetchOptions: 0 is the default, negative is none
@@ -208,6 +230,7 @@ func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() 
 		RetryAfter:       cfg.Robots.RetryAfter,
 		MaxBytes:         cfg.Robots.CacheMaxBytes,
 		Now:              now,
+		OnFetch:          onFetch,
 	})
 }
 
@@ -225,6 +248,17 @@ func (s *Server) Serve(l net.Listener) error {
 // included, which http.Server.Shutdown does not track.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		// Drain time is up: requests still waiting on an origin are
+		// answered 503 instead of being cut (closing their upstream
+		// connections ends their wait); give them a moment to write.
+		s.stop()
+		s.upstream.closeAll()
+		grace, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.srv.Shutdown(grace)
+		cancel()
+	}
+	s.stop()
 	s.conns.closeAll()
 	s.cache.Close()
 	s.tr.CloseIdleConnections()
@@ -251,20 +285,23 @@ func (s *Server) Reload(cfg *Config) error {
 	if cfg.Audit.File != old.cfg.Audit.File {
 		a, err := newAudit(cfg.Audit.File, s.opts.AuditOut, s.log, s.opts.Now)
 		if err != nil {
+			s.ReloadFailed()
 			return err
 		}
 		prev := s.audit
 		s.audit = a
 		prev.Close()
 	} else if err := s.audit.Reopen(); err != nil {
+		s.ReloadFailed()
 		return err
 	}
-	if len(cfg.Auth.Users) > 0 {
-		return errors.New("proxy authentication ([auth]) is not built yet: remove [[auth.users]]")
-	}
-	s.pol.Store(&policy{cfg: cfg, resolver: s.private, now: s.opts.Now})
+	s.pol.Store(s.newPolicy(cfg))
+	s.metrics.reloads.WithLabelValues("success").Inc()
 	return nil
 }
+
+// ReloadFailed counts a reload that did not happen (a bad new config).
+func (s *Server) ReloadFailed() { s.metrics.reloads.WithLabelValues("failure").Inc() }
 
 // ServeHTTP serves one request on the proxy's listener.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -311,17 +348,48 @@ func (w *respWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// ReadFrom keeps net/http's pooled copy: without it io.Copy allocates a
-// buffer for every response.
+// ReadFrom copies a forwarded body as it arrives: each piece read from the
+// origin is written and flushed at once, so that a slow or stalling
+// origin's bytes (and the headers before them) are not held back in
+// net/http's buffer. The buffer is pooled, not allocated per response.
 func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	length := int64(-1)
+	if cl := w.Header().Get("Content-Length"); cl != "" {
+		length, _ = strconv.ParseInt(cl, 10, 64)
 	}
-	return io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+	var n int64
+	for {
+		nr, rerr := r.Read(buf)
+		if nr > 0 {
+			nw, werr := w.ResponseWriter.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			// More to come (a streamed body, or part of a sized one): send
+			// what is here now. A complete body is sent when the handler
+			// ends, in one write with its headers.
+			if length < 0 || n < length {
+				w.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
 }
+
+// copyBufs are the buffers of respWriter.ReadFrom.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func (w *respWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
@@ -349,12 +417,18 @@ type reqState struct {
 	forwarded bool
 }
 
+// newPolicy compiles the reloadable part of cfg.
+func (s *Server) newPolicy(cfg *Config) *policy {
+	return &policy{cfg: cfg, resolver: s.private, now: s.opts.Now, auth: newAuthenticator(cfg.Auth.Users, s.opts.Now)}
+}
+
 // CA returns the MITM CA; nil in tunnel mode.
 func (s *Server) CA() *CA { return s.mitmCA }
 
 // connectInfo is what inner requests of a MITM tunnel know of their CONNECT.
 type connectInfo struct {
 	authority string // the CONNECT target, host:port as sent
+	user      string // the CONNECT's authenticated user
 }
 
 // onConnect decides a CONNECT (DESIGN step 9): the private-address check
@@ -364,17 +438,26 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	r := ctx.Req
 	p := s.pol.Load()
 	d := &Decision{CrawlDelay: -1}
+	user, authed := "", true
+	if p.auth != nil {
+		user, authed = p.auth.check(r, false)
+	}
 	o, err := robots.OriginOf("https", host)
 	switch {
+	case !authed:
+		d.Action, d.Reason = ActionAuth, "proxy authentication required"
+		ctx.Resp = s.authRequired(r)
+		s.record(r, d, ctx.Resp.StatusCode, host)
+		return goproxy.RejectConnect, host
 	case err != nil:
 		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
 	case p.cfg.Upstream.BlockPrivate && p.private(r.Context(), o.Host):
 		d.Origin, d.Action, d.Reason = o, ActionPrivate, reasonPrivate
 	case s.mitm != nil:
-		ctx.UserData = &connectInfo{authority: host}
+		ctx.UserData = &connectInfo{authority: host, user: user}
 		return s.mitm, host
 	default:
-		return s.decideTunnel(p, r, ctx, host, o)
+		return s.decideTunnel(p, r, ctx, host, o, user)
 	}
 	ctx.Resp = s.respond(r, d)
 	s.record(r, d, ctx.Resp.StatusCode, host)
@@ -384,11 +467,11 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 // decideTunnel decides a CONNECT in tunnel mode, where paths cannot be
 // seen: refused when a site rule denies it, when robots.txt shuts out the
 // whole origin for an obeyed token, or when it is unreachable with no copy.
-func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o robots.Origin) (*goproxy.ConnectAction, string) {
+func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o robots.Origin, user string) (*goproxy.ConnectAction, string) {
 	if o.Port == 80 {
 		o.Scheme = "http"
 	}
-	req := &request{scheme: o.Scheme, authority: o.HostPort(), target: "/", userAgent: r.Header.Get("User-Agent"), client: clientAddr(r)}
+	req := &request{scheme: o.Scheme, authority: o.HostPort(), target: "/", userAgent: r.Header.Get("User-Agent"), client: clientAddr(r), user: user}
 	d := &Decision{}
 	p.decide(r.Context(), s.cache.Get, req, d)
 	if (d.Action == ActionAllowed || d.Action == ActionDisallowed) && d.Site == nil && d.Fetch != nil {
@@ -439,7 +522,22 @@ func (s *Server) mitmTLS(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) 
 
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	p := s.pol.Load()
-	if ci, ok := ctx.UserData.(*connectInfo); ok {
+	user := ""
+	ci, inTunnel := ctx.UserData.(*connectInfo)
+	switch {
+	case inTunnel:
+		user = ci.user // the CONNECT was authenticated
+	case p.auth != nil:
+		u, ok := p.auth.check(r, false)
+		if !ok {
+			d := &Decision{Action: ActionAuth, Reason: "proxy authentication required", CrawlDelay: -1}
+			resp := s.authRequired(r)
+			s.record(r, d, resp.StatusCode, "")
+			return r, resp
+		}
+		user = u
+	}
+	if inTunnel {
 		// Inside a MITM tunnel: the request goes to the CONNECT authority
 		// only; one naming another origin is misdirected.
 		want, err1 := robots.OriginOf(r.URL.Scheme, ci.authority)
@@ -458,6 +556,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		target:    requestTarget(r.RequestURI),
 		userAgent: r.Header.Get("User-Agent"),
 		client:    clientAddr(r),
+		user:      user,
 	}}
 	st.d = &st.dec
 	d := st.d
@@ -470,11 +569,15 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		}
 	}
 	if resp := s.respond(r, d); resp != nil {
+		s.metrics.countRequest(d.Action, r.URL.Scheme)
 		s.record(r, d, resp.StatusCode, "")
 		return r, resp
 	}
 	st.forwarded = true
 	removeHopByHop(r.Header)
+	if _, ok := r.Header["User-Agent"]; !ok {
+		r.Header["User-Agent"] = []string{""} // send none, not Go's default
+	}
 	ctx.RoundTripper = s.rt
 	return r, nil
 }
@@ -484,24 +587,36 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 	if !ok || !st.forwarded || resp == nil {
 		return resp
 	}
-	if st.d.Action == ActionWouldBlock {
+	ours := resp.Header.Get("X-Robots-Gate") != "" // an upstream error made here
+	if st.d.Action == ActionWouldBlock && !ours {
 		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
+		if st.d.Verdict.Line > 0 {
+			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(st.d.Verdict.Rule, st.d.Verdict.Line))
+		}
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		removeHopByHop(resp.Header)
 	}
-	if resp.Header.Get("X-Robots-Gate") != ActionUpstream {
-		s.record(ctx.Req, st.d, resp.StatusCode, "")
+	decision := st.d.Action
+	if ours {
+		decision = resp.Header.Get("X-Robots-Gate")
 	}
+	s.metrics.countRequest(decision, ctx.Req.URL.Scheme)
+	s.record(ctx.Req, st.d, resp.StatusCode, "")
 	return resp
 }
 
 // roundTrip sends a request upstream and turns a failure into a response:
 // goproxy would answer 500 with Go's error text, or close a MITM tunnel.
 func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
 	if err == nil {
+		s.metrics.upstream.Observe(since(start))
 		return resp, nil
+	}
+	if s.stopping.Err() != nil { // Shutdown closed the upstream connections
+		return s.answer(r, http.StatusServiceUnavailable, ActionOverloaded, "robotsgate: shutting down before the origin answered; retry\n"), nil
 	}
 	if errors.Is(err, errPrivateAddress) {
 		// The name resolved inward at dial time (DNS rebinding, or the
@@ -640,6 +755,7 @@ func (s *Server) record(r *http.Request, d *Decision, status int, connectHost st
 	}
 	rec := &auditRecord{
 		msg:       msg,
+		user:      d.User,
 		client:    clientAddr(r),
 		method:    r.Method,
 		url:       displayURL(r),
@@ -683,17 +799,24 @@ func auditMsg(d *Decision) string {
 	return "refused"
 }
 
-// displayURL is the request's URL with any userinfo removed.
+// displayURL is the request's URL as sent, with any userinfo removed and
+// the host not percent-encoded.
 func displayURL(r *http.Request) string {
 	if r.URL == nil {
 		return ""
 	}
-	u := *r.URL
-	u.User = nil
-	if u.Host == "" {
-		u.Host = r.Host
+	host := r.URL.Host
+	if host == "" {
+		host = r.Host
 	}
-	return u.String()
+	if host == "" {
+		return ""
+	}
+	target := r.URL.RequestURI()
+	if r.RequestURI != "" {
+		target = requestTarget(r.RequestURI)
+	}
+	return r.URL.Scheme + "://" + host + target
 }
 
 func displayHost(r *http.Request) string {
@@ -755,11 +878,18 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
+		s.metrics.handler.ServeHTTP(w, r)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
 		s.serveRobotsEntry(w, r)
 	case r.URL.Path == "/robots/purge" && r.Method == http.MethodPost:
-		if c := clientAddr(r); !c.IsLoopback() {
-			http.Error(w, "robotsgate: purge is only for loopback clients", http.StatusForbidden)
+		p := s.pol.Load()
+		authed := false
+		if p.auth != nil {
+			_, authed = p.auth.check(r, true)
+		}
+		if c := clientAddr(r); !c.IsLoopback() && !authed {
+			http.Error(w, "robotsgate: purge is only for loopback clients and authenticated users", http.StatusForbidden)
 			return
 		}
 		o, err := robots.ParseOrigin(r.URL.Query().Get("origin"))
@@ -858,10 +988,13 @@ func (w slogWriter) Write(p []byte) (int, error) {
 // connTracker tracks the proxy's client connections: their number is
 // bounded, and Shutdown closes those left, hijacked ones included.
 type connTracker struct {
-	max   int
-	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
-	count atomic.Int64
+	max     int
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
+	count   atomic.Int64 // open client connections
+	tunnels atomic.Int64 // of which hijacked: tunnels, WebSockets
+	// overloaded is called for each connection turned away.
+	overloaded func(remote net.Addr)
 }
 
 func newConnTracker(max int) *connTracker {
@@ -904,6 +1037,9 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 				io.WriteString(c, overloadedResponse)
 				c.Close()
 			}()
+			if l.t.overloaded != nil {
+				l.t.overloaded(c.RemoteAddr())
+			}
 			continue
 		}
 		tc := &trackedConn{Conn: c, t: l.t}
@@ -948,6 +1084,9 @@ func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.t.count.Add(-1)
+		if c.idle.Load() > 0 {
+			c.t.tunnels.Add(-1)
+		}
 		c.t.mu.Lock()
 		delete(c.t.conns, c)
 		c.t.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -18,11 +19,22 @@ import (
 // private, link-local or unspecified address under block_private.
 var errPrivateAddress = errors.New("private address")
 
-// isPrivate reports whether a is an address block_private refuses.
+// sharedSpace is 100.64.0.0/10 (RFC 6598), carrier-grade NAT and the
+// like: not on the Internet, often inside a provider's network.
+var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+// thisNetwork is 0.0.0.0/8, which some systems route to the host itself.
+var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+
+// isPrivate reports whether a is an address block_private refuses:
+// loopback, private (RFC 1918, ULA), link-local, unspecified, and the
+// other ranges that never belong to a public site (shared address space,
+// "this network", multicast).
 func isPrivate(a netip.Addr) bool {
 	a = a.Unmap()
 	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsUnspecified()
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() ||
+		sharedSpace.Contains(a) || thisNetwork.Contains(a)
 }
 
 // lookupFunc resolves a host name, as net.Resolver.LookupNetIP.
@@ -33,7 +45,7 @@ type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, e
 // the addresses actually dialled, after DNS, so a name that resolves inward
 // is caught even if it did not at step 2. exempt is the one host:port
 // allowed anyway (the upstream proxy).
-func guardedDialer(timeout time.Duration, block bool, exempt string, lookup lookupFunc) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func guardedDialer(timeout time.Duration, block bool, exempt string, lookup lookupFunc, set *connSet) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if block {
 		// A last check on the socket's own address, whatever dialled it.
@@ -47,7 +59,11 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup look
 	open := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if exempt != "" && addr == exempt {
-			return open.DialContext(ctx, network, addr)
+			c, err := open.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return set.add(c), nil
 		}
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -75,7 +91,7 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup look
 		for _, ip := range ips {
 			c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
 			if err == nil {
-				return c, nil
+				return set.add(c), nil
 			}
 			if firstErr == nil {
 				firstErr = err
@@ -116,7 +132,7 @@ func readPool(path string) (*x509.CertPool, error) {
 // with the system roots and upstream.ca, upstream.proxy or a direct
 // connection, and never the environment's proxy variables, which would
 // point back at robotsgate. Compression is left to the client and origin.
-func newUpstreamTransport(c *Config, lookup lookupFunc) (*http.Transport, error) {
+func newUpstreamTransport(c *Config, lookup lookupFunc, set *connSet) (*http.Transport, error) {
 	pool, err := readPool(c.Upstream.CA)
 	if err != nil {
 		return nil, err
@@ -129,7 +145,7 @@ func newUpstreamTransport(c *Config, lookup lookupFunc) (*http.Transport, error)
 		}
 	}
 	t := &http.Transport{
-		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt, lookup),
+		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt, lookup, set),
 		TLSClientConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    c.Upstream.Timeout,
 		ResponseHeaderTimeout:  c.Upstream.Timeout,
@@ -145,4 +161,53 @@ func newUpstreamTransport(c *Config, lookup lookupFunc) (*http.Transport, error)
 		t.Proxy = http.ProxyURL(u)
 	}
 	return t, nil
+}
+
+// connSet tracks open connections so that they can all be closed at once.
+// A nil *connSet tracks nothing.
+type connSet struct {
+	mu sync.Mutex
+	m  map[*setConn]struct{}
+}
+
+type setConn struct {
+	net.Conn
+	set  *connSet
+	once sync.Once
+}
+
+func (s *connSet) add(c net.Conn) net.Conn {
+	if s == nil {
+		return c
+	}
+	sc := &setConn{Conn: c, set: s}
+	s.mu.Lock()
+	s.m[sc] = struct{}{}
+	s.mu.Unlock()
+	return sc
+}
+
+func (c *setConn) Close() error {
+	c.once.Do(func() {
+		c.set.mu.Lock()
+		delete(c.set.m, c)
+		c.set.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// closeAll closes every connection in the set.
+func (s *connSet) closeAll() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	conns := make([]*setConn, 0, len(s.m))
+	for c := range s.m {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }

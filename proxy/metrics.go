@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// metrics are DESIGN.md's Prometheus metrics, in a registry of the
+// server's own. Label values are bounded: decisions, schemes, outcomes and
+// results, never a URL, host or token.
+type metrics struct {
+	reg           *prometheus.Registry
+	requests      *prometheus.CounterVec
+	fetches       *prometheus.CounterVec
+	fetchDuration prometheus.Histogram
+	upstream      prometheus.Histogram
+	pacedWait     prometheus.Histogram
+	reloads       *prometheus.CounterVec
+	handler       http.Handler
+	// byDecision holds the requests counter of each decision for http
+	// and https, resolved once: a label lookup per request costs.
+	byDecision map[string]*[2]prometheus.Counter
+}
+
+func newMetrics(cache *robots.Cache, conns *connTracker) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_requests_total",
+		Help: "Requests decided, by decision (allowed or the X-Robots-Gate value) and scheme.",
+	}, []string{"decision", "scheme"})
+	m.fetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_robots_fetches_total",
+		Help: "robots.txt fetches, by outcome (fetched, unavailable, unreachable).",
+	}, []string{"outcome"})
+	m.fetchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "robotsgate_robots_fetch_duration_seconds",
+		Help:    "Time to fetch a robots.txt, redirects and body included.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	})
+	m.upstream = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "robotsgate_upstream_duration_seconds",
+		Help:    "Time from sending a proxied request upstream to its response headers.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	m.pacedWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "robotsgate_paced_wait_seconds",
+		Help:    "Time requests waited for their origin's pacing slot.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+	})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_config_reloads_total",
+		Help: "Config reloads (SIGHUP), by result (success, failure).",
+	}, []string{"result"})
+	stat := func(f func(robots.CacheStats) float64) func() float64 {
+		return func() float64 { return f(cache.Stats()) }
+	}
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
+			stat(func(s robots.CacheStats) float64 { return float64(s.Hits) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_misses_total", Help: "Lookups that needed the state or a fetch."},
+			stat(func(s robots.CacheStats) float64 { return float64(s.Misses) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_evictions_total", Help: "Cached rules evicted for room."},
+			stat(func(s robots.CacheStats) float64 { return float64(s.Evictions) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_cache_bytes", Help: "Bytes held by cached rules (estimated)."},
+			stat(func(s robots.CacheStats) float64 { return float64(s.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_connections", Help: "Client connections open."},
+			func() float64 { return float64(conns.count.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_tunnels", Help: "CONNECT tunnels and WebSockets open."},
+			func() float64 { return float64(conns.tunnels.Load()) }),
+	)
+	m.byDecision = map[string]*[2]prometheus.Counter{}
+	for _, d := range []string{ActionAllowed, ActionDisallowed, ActionDenied, ActionPrivate, ActionUnreachable, ActionPaced,
+		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded} {
+		m.byDecision[d] = &[2]prometheus.Counter{m.requests.WithLabelValues(d, "http"), m.requests.WithLabelValues(d, "https")}
+	}
+	for _, o := range []robots.Outcome{robots.Fetched, robots.Unavailable, robots.Unreachable} {
+		m.fetches.WithLabelValues(string(o))
+	}
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// observeFetch records one robots.txt fetch.
+func (m *metrics) observeFetch(_ robots.Origin, r *robots.FetchResult) {
+	m.fetches.WithLabelValues(string(r.Outcome)).Inc()
+	m.fetchDuration.Observe(r.Duration.Seconds())
+}
+
+// countRequest counts a decided request.
+func (m *metrics) countRequest(decision, scheme string) {
+	c, ok := m.byDecision[decision]
+	if !ok {
+		return
+	}
+	i := 0
+	if scheme == "https" {
+		i = 1
+	}
+	c[i].Inc()
+}
+
+func since(t time.Time) float64 { return time.Since(t).Seconds() }
