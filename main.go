@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -57,6 +58,10 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitCode(err)
 }
 
+// errUnhealthy is healthcheck's failure: exit 1, as Docker's HEALTHCHECK
+// expects (2 is reserved there).
+var errUnhealthy = errors.New("unhealthy")
+
 // errUsage is a usage error; errUsageShown one whose message the flag
 // package has already printed.
 var errUsage = errors.New("usage")
@@ -70,7 +75,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, proxy.ErrNotAllowed):
+	case errors.Is(err, proxy.ErrNotAllowed), errors.Is(err, errUnhealthy):
 		return 1
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -84,6 +89,7 @@ const usage = `usage:
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
   robotsgate hash-password            (reads one password line on stdin)
+  robotsgate healthcheck [-url URL] [-config FILE]
   robotsgate version
 `
 
@@ -112,6 +118,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCA(args, stdout, stderr)
 	case "hash-password":
 		return runHashPassword(args, stdin, stdout, stderr)
+	case "healthcheck":
+		return runHealthcheck(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -190,6 +198,52 @@ func runCA(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	_, err = fmt.Fprint(stderr, proxy.TrustHelp(ca.CertPath, ca.KeyPath))
+	return err
+}
+
+// runHealthcheck exits 0 if URL (by default the configured listener's
+// /healthz) answers 200 within 2 seconds: the Docker HEALTHCHECK, which
+// needs no shell or curl in the image.
+func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("healthcheck", stderr)
+	target := fs.String("url", "", "`URL` to check; default http://<listen>/healthz of the config")
+	path := fs.String("config", "", "config `FILE` whose listen address to check")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *target == "" {
+		cfg, err := loadConfig(*path)
+		if err != nil {
+			return err
+		}
+		host, port, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen %q: %w", cfg.Listen, err)
+		}
+		if a, err := netip.ParseAddr(host); host == "" || err == nil && a.IsUnspecified() {
+			host = "127.0.0.1" // listening everywhere: ask on loopback
+			if err == nil && a.Is6() && !a.Is4In6() {
+				host = "::1"
+			}
+		}
+		*target = "http://" + net.JoinHostPort(host, port) + "/healthz"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *target, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}} // never the environment's proxy
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", errUnhealthy, *target, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: %s answered %s", errUnhealthy, *target, resp.Status)
+	}
+	_, err = fmt.Fprintf(stdout, "ok: %s\n", *target)
 	return err
 }
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // runCmd runs the command line args with stdin and returns its outputs and
@@ -433,5 +435,59 @@ func TestValidate(t *testing.T) {
 	}
 	if _, _, code := runCmd(t, "", "serve", "-mode", "sometimes", "-listen", "127.0.0.1:0"); code != 2 {
 		t.Errorf("serve -mode sometimes: exit %d; want 2", code)
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	t.Parallel()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			fmt.Fprint(w, "ok\n")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(ok.Close)
+	if out, errOut, code := runCmd(t, "", "healthcheck", "-url", ok.URL+"/healthz"); code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("healthy: %q %q exit %d", out, errOut, code)
+	}
+	if _, errOut, code := runCmd(t, "", "healthcheck", "-url", ok.URL+"/nope"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("404: exit %d %q; want 1 (Docker's unhealthy)", code, errOut)
+	}
+	if _, _, code := runCmd(t, "", "healthcheck", "-url", "http://127.0.0.1:1/healthz"); code != 1 {
+		t.Errorf("nothing listening: exit %d; want 1", code)
+	}
+}
+
+func TestHashPassword(t *testing.T) {
+	t.Parallel()
+	out, _, code := runCmd(t, "secret\r\n", "hash-password")
+	hash := strings.TrimSpace(out)
+	if code != 0 || bcrypt.CompareHashAndPassword([]byte(hash), []byte("secret")) != nil {
+		t.Fatalf("hash-password: %q exit %d", out, code)
+	}
+	if cost, _ := bcrypt.Cost([]byte(hash)); cost != 12 {
+		t.Errorf("cost %d; want 12", cost)
+	}
+	for _, in := range []string{"", "\n", strings.Repeat("x", 73) + "\n"} {
+		if _, _, code := runCmd(t, in, "hash-password"); code != 2 {
+			t.Errorf("hash-password with %q: exit %d; want 2", in, code)
+		}
+	}
+}
+
+func TestCACommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := dir + "/c.toml"
+	os.WriteFile(cfg, []byte("[tls]\nstate_dir = \""+dir+"/state\"\n"), 0o644)
+	out, errOut, code := runCmd(t, "", "ca", "-config", cfg)
+	if code != 0 || out != dir+"/state/ca.pem\n" {
+		t.Fatalf("ca: %q exit %d", out, code)
+	}
+	for _, want := range []string{"curl --cacert", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "update-ca-certificates", "Dockerfile"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("trust help lacks %q", want)
+		}
 	}
 }

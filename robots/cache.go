@@ -165,8 +165,15 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 	return c, nil
 }
 
-// Close stops the cache's background work.
-func (c *Cache) Close() { c.rc.Close() }
+// Close stops the cache's background work and closes its fetcher's idle
+// connections.
+func (c *Cache) Close() {
+	c.rc.Close()
+	c.opts.Fetcher.CloseIdleConnections()
+}
+
+// CloseIdleConnections closes the fetcher's kept-alive connections.
+func (c *Cache) CloseIdleConnections() { c.opts.Fetcher.CloseIdleConnections() }
 
 // key hashes an origin without allocating. Entries carry their origin, so
 // a collision is a miss, never a wrong answer.

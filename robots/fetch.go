@@ -104,6 +104,9 @@ func NewFetcher(opts FetchOptions) *Fetcher {
 	}
 }
 
+// CloseIdleConnections closes the fetcher's kept-alive connections.
+func (f *Fetcher) CloseIdleConnections() { f.client.CloseIdleConnections() }
+
 // TransportOptions configures NewTransport.
 type TransportOptions struct {
 	// Proxy is the next-hop proxy; nil dials directly. The environment's
