@@ -56,6 +56,7 @@ type Decision struct {
 	Site       *SiteRule      // the [[sites]] rule that matched, if any
 	Blocked    string         // in report mode, the action that was not taken
 	User       string         // the authenticated proxy user; "" if none
+	PacedWait  time.Duration  // for ActionPaced: the wait that was refused
 
 	fetch    FetchInfo // Fetch points here: no allocation of its own
 	agentBuf [1]string // Agents for the common single token

@@ -39,6 +39,7 @@ type rulesSource func(ctx context.Context, o robots.Origin) (robots.Answer, erro
 type policy struct {
 	cfg      *Config
 	auth     *authenticator // nil: no [auth] users
+	pacing   bool           // [politeness] is active
 	resolver *privateCache  // step 2's lookups; unused when block_private is off
 	now      func() time.Time
 }

@@ -67,6 +67,8 @@ type Server struct {
 	metrics *metrics
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *connSet
+	// pacer spaces request starts per origin ([politeness]).
+	pacer *pacer
 	// stopping ends when a shutdown's drain time is up: requests still
 	// waiting on an origin are then answered 503 rather than cut.
 	stopping context.Context
@@ -127,11 +129,9 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	}
 	s.audit = audit
 	s.private = newPrivateCache(o.LookupNetIP, o.Now)
+	s.pacer = newPacer(o.Now, cfg.Politeness)
 	s.rt = goproxy.RoundTripperFunc(s.roundTrip)
 	s.pol.Store(s.newPolicy(cfg))
-	if p := cfg.Politeness; p.CrawlDelay || p.MinInterval > 0 {
-		o.Logger.Warn("pacing is not built yet: [politeness] is ignored")
-	}
 
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = log.New(slogWriter{o.Logger}, "", 0)
@@ -296,6 +296,7 @@ func (s *Server) Reload(cfg *Config) error {
 		return err
 	}
 	s.pol.Store(s.newPolicy(cfg))
+	s.pacer.configure(cfg.Politeness)
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	return nil
 }
@@ -419,7 +420,7 @@ type reqState struct {
 
 // newPolicy compiles the reloadable part of cfg.
 func (s *Server) newPolicy(cfg *Config) *policy {
-	return &policy{cfg: cfg, resolver: s.private, now: s.opts.Now, auth: newAuthenticator(cfg.Auth.Users, s.opts.Now)}
+	return &policy{cfg: cfg, resolver: s.private, now: s.opts.Now, auth: newAuthenticator(cfg.Auth.Users, s.opts.Now), pacing: pacingActive(cfg)}
 }
 
 // CA returns the MITM CA; nil in tunnel mode.
@@ -500,9 +501,34 @@ func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx,
 		return goproxy.RejectConnect, host
 	}
 	if d.Action == ActionAllowed {
+		if s.pace(r.Context(), p, d); d.Action == ActionPaced {
+			ctx.Resp = s.respond(r, d)
+			s.record(r, d, ctx.Resp.StatusCode, host)
+			return goproxy.RejectConnect, host
+		}
 		s.record(r, d, http.StatusOK, host)
 	}
 	return goproxy.OkConnect, host
+}
+
+// pace waits for the request's turn at its origin when [politeness] is
+// active; a request that would wait longer than max_wait, or whose client
+// gave up, becomes a "paced" decision.
+func (s *Server) pace(ctx context.Context, p *policy, d *Decision) {
+	if !p.pacing || d.Origin.IsZero() {
+		return
+	}
+	gap := paceGap(p.cfg, d)
+	waited, err := s.pacer.wait(ctx, d.Origin, gap)
+	var pe *pacedError
+	switch {
+	case err == nil:
+		s.metrics.pacedWait.Observe(waited.Seconds())
+	case errors.As(err, &pe):
+		d.Action, d.Reason, d.PacedWait = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.wait.Round(time.Millisecond), gap), pe.wait
+	default: // the client gave up waiting
+		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+	}
 }
 
 // mitmTLS is the TLS config presented to a client in a MITM tunnel: a leaf
@@ -567,6 +593,9 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		case ActionDisallowed, ActionDenied, ActionUnreachable:
 			d.Blocked, d.Action = d.Action, ActionWouldBlock
 		}
+	}
+	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {
+		s.pace(r.Context(), p, d)
 	}
 	if resp := s.respond(r, d); resp != nil {
 		s.metrics.countRequest(d.Action, r.URL.Scheme)
@@ -668,6 +697,10 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionMisdirected:
 		return s.answer(r, http.StatusMisdirectedRequest, d.Action, "robotsgate: "+d.Reason+"\n")
+	case ActionPaced:
+		resp := s.answer(r, http.StatusTooManyRequests, d.Action, fmt.Sprintf("robotsgate: %s is %s\n", displayURL(r), d.Reason))
+		resp.Header.Set("Retry-After", strconv.Itoa(max(1, int((d.PacedWait+time.Second-1)/time.Second))))
+		return resp
 	}
 	return s.answer(r, http.StatusInternalServerError, d.Action, "robotsgate: "+d.Reason+"\n")
 }

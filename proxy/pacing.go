@@ -1,0 +1,244 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// errPaced is returned by pacer.wait when a request would wait longer than
+// max_wait; waitPaced carries how long.
+var errPaced = errors.New("paced beyond max_wait")
+
+// pacedError says how long a refused request would have waited.
+type pacedError struct{ wait time.Duration }
+
+func (e *pacedError) Error() string { return "would wait " + e.wait.String() + " for its turn" }
+func (e *pacedError) Unwrap() error { return errPaced }
+
+// pacer spaces the starts of requests to each origin (DESIGN step 8): one
+// FIFO queue per origin, where each request starts its own gap after the
+// start before it. A request that would wait longer than maxWait is
+// refused at once; one whose client gives up leaves the queue, and those
+// behind it move up. No lock is held while a request waits, and an origin
+// with an empty queue and no recent start is forgotten.
+type pacer struct {
+	now func() time.Time
+
+	// Set from [politeness] at start and on reload, under mu.
+	maxWait  time.Duration
+	maxDelay time.Duration
+
+	mu      sync.Mutex
+	origins map[robots.Origin]*paceQueue
+	ops     int // acquisitions since the last sweep of idle origins
+}
+
+type paceQueue struct {
+	lastStart time.Time     // when the last request started
+	waiters   []*paceWaiter // in arrival order; waiters[0] is next
+	tail      time.Time     // projected start of the last waiter (lastStart when none)
+	timer     *time.Timer   // wakes waiters[0]
+}
+
+type paceWaiter struct {
+	gap   time.Duration
+	ready chan struct{} // closed when the request may start
+}
+
+// paceSweepEvery is how many acquisitions pass between sweeps of idle
+// origins. An idle origin is forgotten max_delay after its last start: no
+// gap is longer, so an older start can no longer delay anything.
+const paceSweepEvery = 1024
+
+func newPacer(now func() time.Time, pc PolitenessConfig) *pacer {
+	p := &pacer{now: now, origins: map[robots.Origin]*paceQueue{}}
+	p.configure(pc)
+	return p
+}
+
+// configure applies [politeness] limits (on reload); queues are kept.
+func (p *pacer) configure(pc PolitenessConfig) {
+	p.mu.Lock()
+	p.maxWait, p.maxDelay = pc.MaxWait, pc.MaxDelay
+	p.mu.Unlock()
+}
+
+// wait blocks until a request to o may start, gap after the start before
+// it. It returns how long it waited, a *pacedError (wrapping errPaced) if
+// the wait would exceed maxWait, or ctx's error if the client gave up.
+func (p *pacer) wait(ctx context.Context, o robots.Origin, gap time.Duration) (time.Duration, error) {
+	now := p.now()
+	p.mu.Lock()
+	q := p.origins[o]
+	if q == nil {
+		q = &paceQueue{}
+		p.origins[o] = q
+	}
+	if p.ops++; p.ops >= paceSweepEvery {
+		p.sweep(now)
+	}
+	base := q.tail
+	if len(q.waiters) == 0 {
+		base = q.lastStart
+	}
+	start := now
+	if !base.IsZero() {
+		start = later(now, base.Add(gap))
+	}
+	if w := start.Sub(now); w > p.maxWait {
+		p.mu.Unlock()
+		return 0, &pacedError{wait: w}
+	}
+	if len(q.waiters) == 0 && !start.After(now) {
+		q.lastStart, q.tail = now, now // nobody ahead, no gap to keep
+		p.mu.Unlock()
+		return 0, nil
+	}
+	w := &paceWaiter{gap: gap, ready: make(chan struct{})}
+	q.waiters = append(q.waiters, w)
+	q.tail = start
+	if len(q.waiters) == 1 {
+		p.schedule(o, q, now)
+	}
+	p.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return p.now().Sub(now), nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		select {
+		case <-w.ready: // started meanwhile: the slot is used
+			p.mu.Unlock()
+			return p.now().Sub(now), nil
+		default:
+		}
+		p.leave(o, q, w)
+		p.mu.Unlock()
+		return 0, context.Cause(ctx)
+	}
+}
+
+// schedule arms the timer for the head of q. p.mu is held.
+func (p *pacer) schedule(o robots.Origin, q *paceQueue, now time.Time) {
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	if len(q.waiters) == 0 {
+		return
+	}
+	head := q.waiters[0]
+	start := now
+	if !q.lastStart.IsZero() {
+		start = later(now, q.lastStart.Add(head.gap))
+	}
+	q.timer = time.AfterFunc(start.Sub(now), func() { p.release(o, q, head) })
+}
+
+// release lets head start, then schedules the next waiter.
+func (p *pacer) release(o robots.Origin, q *paceQueue, head *paceWaiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(q.waiters) == 0 || q.waiters[0] != head {
+		return // left, or released already
+	}
+	now := p.now()
+	q.lastStart = now
+	q.waiters[0] = nil
+	q.waiters = q.waiters[1:]
+	close(head.ready)
+	q.timer = nil
+	if len(q.waiters) == 0 {
+		q.tail = now
+	}
+	p.schedule(o, q, now)
+}
+
+// leave takes w out of q; those behind it move up. p.mu is held.
+func (p *pacer) leave(o robots.Origin, q *paceQueue, w *paceWaiter) {
+	for i, x := range q.waiters {
+		if x != w {
+			continue
+		}
+		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+		now := p.now()
+		// The projected tail is recomputed from the last start.
+		t := q.lastStart
+		for _, x := range q.waiters {
+			if t.IsZero() {
+				t = now
+			} else {
+				t = later(now, t.Add(x.gap))
+			}
+		}
+		if len(q.waiters) == 0 {
+			t = q.lastStart
+		}
+		q.tail = t
+		if i == 0 {
+			p.schedule(o, q, now)
+		}
+		return
+	}
+}
+
+// sweep forgets origins with no waiters whose last start can no longer
+// delay a request. p.mu is held.
+func (p *pacer) sweep(now time.Time) {
+	p.ops = 0
+	for o, q := range p.origins {
+		if len(q.waiters) == 0 && now.Sub(q.lastStart) > p.maxDelay {
+			delete(p.origins, o)
+		}
+	}
+}
+
+// size is the number of origins remembered.
+func (p *pacer) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.origins)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// paceGap returns a request's gap after the previous start to its origin
+// (DESIGN step 8): its site's min_interval if set, else min_interval, or
+// the largest Crawl-delay of its tokens' groups if larger (with
+// crawl_delay on, and not for a site allow), at most max_delay; 0 when
+// pacing is off.
+func paceGap(cfg *Config, d *Decision) time.Duration {
+	pc := cfg.Politeness
+	base := pc.MinInterval
+	if d.Site != nil && d.Site.MinInterval > 0 {
+		base = d.Site.MinInterval
+	}
+	gap := base
+	if pc.CrawlDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == "allow") {
+		gap = max(gap, time.Duration(d.CrawlDelay*float64(time.Second)))
+	}
+	return min(gap, pc.MaxDelay)
+}
+
+// pacingActive reports whether cfg paces any request.
+func pacingActive(cfg *Config) bool {
+	if cfg.Politeness.CrawlDelay || cfg.Politeness.MinInterval > 0 {
+		return true
+	}
+	for _, s := range cfg.Sites {
+		if s.MinInterval > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// stampOrigin records the time of every request but robots.txt.
+type stampOrigin struct {
+	*testOrigin
+	mu     sync.Mutex
+	stamps []time.Time
+}
+
+func newStampOrigin(t *testing.T, robotsTxt string) *stampOrigin {
+	t.Helper()
+	s := &stampOrigin{}
+	s.testOrigin = newTestOrigin(t, robotsTxt, func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.stamps = append(s.stamps, time.Now())
+		s.mu.Unlock()
+	})
+	return s
+}
+
+// gaps returns the gaps between request starts, as the origin saw them.
+func (s *stampOrigin) gaps() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := slices.Clone(s.stamps)
+	slices.SortFunc(st, func(a, b time.Time) int { return a.Compare(b) })
+	var g []time.Duration
+	for i := 1; i < len(st); i++ {
+		g = append(g, st[i].Sub(st[i-1]))
+	}
+	return g
+}
+
+// checkGaps asserts every gap is want, within -10 ms and +tol.
+func checkGaps(t *testing.T, gaps []time.Duration, n int, want, tol time.Duration) {
+	t.Helper()
+	if len(gaps) != n {
+		t.Fatalf("%d gaps; want %d", len(gaps), n)
+	}
+	for i, g := range gaps {
+		if g < want-10*time.Millisecond || g > want+tol {
+			t.Errorf("gap %d = %v; want %v (-10ms, +%v)", i, g, want, tol)
+		}
+	}
+}
+
+func pacedConfig(mutate func(*PolitenessConfig)) *Config {
+	cfg := loopbackConfig()
+	mutate(&cfg.Politeness)
+	return cfg
+}
+
+// fire sends n concurrent GETs of path and returns their statuses.
+func fire(t *testing.T, c *http.Client, url string, n int) []int {
+	t.Helper()
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(url)
+			if err != nil {
+				codes[i] = -1
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	return codes
+}
+
+func TestPacingMinInterval(t *testing.T) {
+	t.Parallel()
+	o := newStampOrigin(t, "User-agent: *\nAllow: /\n")
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval = 150 * time.Millisecond }))
+	codes := fire(t, p.client(), o.URL+"/page", 8)
+	for _, c := range codes {
+		if c != 200 {
+			t.Fatalf("statuses %v; want all 200", codes)
+		}
+	}
+	checkGaps(t, o.gaps(), 7, 150*time.Millisecond, 150*time.Millisecond)
+}
+
+func TestPacingFractionalCrawlDelay(t *testing.T) {
+	t.Parallel()
+	o := newStampOrigin(t, "User-agent: *\nCrawl-delay: 0.25\nDisallow: /private\n")
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.CrawlDelay = true }))
+	fire(t, p.client(), o.URL+"/page", 4)
+	checkGaps(t, o.gaps(), 3, 250*time.Millisecond, 150*time.Millisecond)
+}
+
+func TestPacingCrawlDelayCapped(t *testing.T) {
+	t.Parallel()
+	o := newStampOrigin(t, "User-agent: *\nCrawl-delay: 86400\n")
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) {
+		pc.CrawlDelay, pc.MaxDelay, pc.MaxWait = true, 200*time.Millisecond, 5*time.Second
+	}))
+	fire(t, p.client(), o.URL+"/page", 3)
+	checkGaps(t, o.gaps(), 2, 200*time.Millisecond, 150*time.Millisecond)
+}
+
+func TestPacing429(t *testing.T) {
+	t.Parallel()
+	o := newStampOrigin(t, "User-agent: *\nAllow: /\n")
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval, pc.MaxWait = 2500*time.Millisecond, time.Second }))
+	if resp, _ := get(t, p.client(), o.URL+"/first"); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	resp, body := get(t, p.client(), o.URL+"/second")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Robots-Gate") != "paced" {
+		t.Fatalf("second: %d %q; want 429 paced", resp.StatusCode, resp.Header.Get("X-Robots-Gate"))
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "3" { // 2.5 s, rounded up
+		t.Errorf("Retry-After = %q; want 3", ra)
+	}
+	if !strings.Contains(body, "paced") || o.count("/second") != 0 {
+		t.Errorf("body %q, origin hits %d", body, o.count("/second"))
+	}
+	if rec := p.lastAudit(t); rec["msg"] != "paced" || rec["status"] != 429.0 {
+		t.Errorf("audit = %v", rec)
+	}
+}
+
+// TestPacingCancelledWaiter: a client that gives up frees its place, and
+// the request behind it moves up.
+func TestPacingCancelledWaiter(t *testing.T) {
+	t.Parallel()
+	now := time.Now
+	pc := newPacer(now, PolitenessConfig{MaxWait: 10 * time.Second, MaxDelay: 10 * time.Second})
+	o := robots.Origin{Scheme: "https", Host: "a.example", Port: 443}
+	gap := 300 * time.Millisecond
+	if _, err := pc.wait(context.Background(), o, gap); err != nil { // starts at once
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { _, err := pc.wait(ctx, o, gap); gaveUp <- err }() // second: would start at +300ms
+	third := make(chan time.Duration, 1)
+	waitQueued(t, pc, o, 1) // the second queues first: arrival order is the point
+	go func() {
+		pc.wait(context.Background(), o, gap) // third: +600ms, or +300ms once the second leaves
+		third <- time.Since(start)
+	}()
+	waitQueued(t, pc, o, 2)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled waiter: %v", err)
+	}
+	if d := <-third; d < 280*time.Millisecond || d > 450*time.Millisecond {
+		t.Errorf("third request started after %v; want about 300ms (the second left the queue)", d)
+	}
+}
+
+// waitQueued polls, bounded, until n requests wait for o.
+func waitQueued(t *testing.T, pc *pacer, o robots.Origin, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		pc.mu.Lock()
+		q := pc.origins[o]
+		got := 0
+		if q != nil {
+			got = len(q.waiters)
+		}
+		pc.mu.Unlock()
+		if got == n {
+			return
+		}
+	}
+	t.Fatalf("never %d waiting", n)
+}
+
+// TestPacerUnderLoad: thousands of concurrent requests to one origin and
+// to many, their starts (as the pacer lets them go) spaced by the gap, in
+// a bounded time.
+func TestPacerUnderLoad(t *testing.T) {
+	t.Parallel()
+	pc := newPacer(time.Now, PolitenessConfig{MaxWait: 30 * time.Second, MaxDelay: 30 * time.Second})
+	run := func(origins, perOrigin int, gap time.Duration) map[robots.Origin][]time.Time {
+		var mu sync.Mutex
+		starts := map[robots.Origin][]time.Time{}
+		var wg sync.WaitGroup
+		for i := range origins {
+			o := robots.Origin{Scheme: "https", Host: "load" + strings.Repeat("x", i) + ".example", Port: 443}
+			for range perOrigin {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := pc.wait(context.Background(), o, gap); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					starts[o] = append(starts[o], time.Now())
+					mu.Unlock()
+				}()
+			}
+		}
+		wg.Wait()
+		return starts
+	}
+	check := func(starts map[robots.Origin][]time.Time, gap time.Duration) {
+		for o, st := range starts {
+			slices.SortFunc(st, func(a, b time.Time) int { return a.Compare(b) })
+			for i := 1; i < len(st); i++ {
+				if g := st[i].Sub(st[i-1]); g < gap-time.Millisecond {
+					t.Fatalf("%s: start %d came %v after the one before; gap is %v", o.Host, i, g, gap)
+				}
+			}
+		}
+	}
+	begin := time.Now()
+	check(run(1, 2000, time.Millisecond), time.Millisecond)       // one origin: about 2 s
+	check(run(200, 10, 20*time.Millisecond), 20*time.Millisecond) // many: about 200 ms, in parallel
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("load took %v", d)
+	}
+}
+
+func TestPacingPerSiteOverride(t *testing.T) {
+	t.Parallel()
+	paced := newStampOrigin(t, "User-agent: *\nAllow: /\n")
+	free := newStampOrigin(t, "User-agent: *\nAllow: /\n")
+	cfg := loopbackConfig()
+	cfg.Sites = []SiteRule{{Host: "localhost", Policy: "robots", MinInterval: 200 * time.Millisecond}}
+	p := startProxy(t, cfg)
+	pacedURL := strings.Replace(paced.URL, "127.0.0.1", "localhost", 1)
+	start := time.Now()
+	fire(t, p.client(), free.URL+"/x", 4)
+	if d := time.Since(start); d > 150*time.Millisecond {
+		t.Errorf("an origin without min_interval took %v for 4 requests", d)
+	}
+	fire(t, p.client(), pacedURL+"/x", 3)
+	checkGaps(t, paced.gaps(), 2, 200*time.Millisecond, 150*time.Millisecond)
+}
+
+func TestPacingOriginsInParallel(t *testing.T) {
+	t.Parallel()
+	var origins []*stampOrigin
+	for range 10 {
+		origins = append(origins, newStampOrigin(t, "User-agent: *\nAllow: /\n"))
+	}
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval = 200 * time.Millisecond }))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, o := range origins {
+		wg.Add(1)
+		go func() { defer wg.Done(); fire(t, p.client(), o.URL+"/x", 3) }()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 900*time.Millisecond {
+		t.Errorf("10 origins × 3 requests at 200ms took %v; want about 400ms (origins do not wait on each other)", d)
+	}
+	for _, o := range origins {
+		checkGaps(t, o.gaps(), 2, 200*time.Millisecond, 150*time.Millisecond)
+	}
+}
+
+func TestPacerForgetsIdleOrigins(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	pc := newPacer(now, PolitenessConfig{MaxWait: time.Second, MaxDelay: time.Second})
+	for i := range paceSweepEvery - 1 {
+		pc.wait(context.Background(), robots.Origin{Scheme: "http", Host: "h" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Port: 80}, 0)
+	}
+	if n := pc.size(); n != paceSweepEvery-1 {
+		t.Fatalf("%d origins remembered; want %d", n, paceSweepEvery-1)
+	}
+	mu.Lock()
+	clock = clock.Add(2 * time.Second) // past max_delay
+	mu.Unlock()
+	pc.wait(context.Background(), robots.Origin{Scheme: "http", Host: "last", Port: 80}, 0) // triggers a sweep
+	if n := pc.size(); n > 1 {
+		t.Errorf("%d origins remembered after they went idle; want at most 1", n)
+	}
+}
