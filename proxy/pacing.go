@@ -73,13 +73,15 @@ func (p *pacer) configure(pc PolitenessConfig) {
 func (p *pacer) wait(ctx context.Context, o robots.Origin, gap time.Duration) (time.Duration, error) {
 	now := p.now()
 	p.mu.Lock()
+	// Sweep before the lookup: a sweep must never drop the queue this
+	// request is about to join.
+	if p.ops++; p.ops >= paceSweepEvery {
+		p.sweep(now)
+	}
 	q := p.origins[o]
 	if q == nil {
 		q = &paceQueue{}
 		p.origins[o] = q
-	}
-	if p.ops++; p.ops >= paceSweepEvery {
-		p.sweep(now)
 	}
 	base := q.tail
 	if len(q.waiters) == 0 {
