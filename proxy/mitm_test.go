@@ -391,9 +391,9 @@ func TestMITMIDNHost(t *testing.T) {
 		if resp.StatusCode != 403 {
 			t.Errorf("CONNECT %s, /private: %d; want 403", host, resp.StatusCode)
 		}
-		resp, body := roundTripRaw(t, c, br, "GET /ok HTTP/1.1\r\nHost: müller.test:"+port+"\r\n\r\n")
+		resp, body := roundTripRaw(t, c, br, "GET /ok HTTP/1.1\r\nHost: XN--MLLER-KVA.test:"+port+"\r\n\r\n")
 		if resp.StatusCode != 200 {
-			t.Errorf("CONNECT %s, /ok with a Unicode Host: %d %q; want 200", host, resp.StatusCode, body)
+			t.Errorf("CONNECT %s, /ok with the Host in capitals: %d %q; want 200", host, resp.StatusCode, body)
 		}
 		if rec := p.lastAudit(t); rec["origin"] != "https://xn--mller-kva.test:"+port {
 			t.Errorf("CONNECT %s: origin %v", host, rec["origin"])
@@ -401,6 +401,11 @@ func TestMITMIDNHost(t *testing.T) {
 	}
 	if n := o.count("/robots.txt"); n != 1 {
 		t.Errorf("robots.txt fetched %d times for one origin under three spellings; want 1", n)
+	}
+	// A Host that is not ASCII is malformed HTTP (clients send punycode).
+	c, br := p.rawTunnel(t, "xn--mller-kva.test:"+port, "xn--mller-kva.test", false)
+	if resp, _ := roundTripRaw(t, c, br, "GET /ok HTTP/1.1\r\nHost: müller.test:"+port+"\r\n\r\n"); resp.StatusCode != 400 {
+		t.Errorf("Unicode Host inside a tunnel: %d; want 400", resp.StatusCode)
 	}
 }
 

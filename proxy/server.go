@@ -168,7 +168,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			return nil, err
 		}
 		s.mitmCA, s.leaves = ca, leaves
-		s.mitm = &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: s.mitmTLS}
+		s.mitm = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
 	}
 	s.gp = gp
 
@@ -549,7 +549,7 @@ func (s *Server) mitmTLS(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) 
 func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	p := s.pol.Load()
 	user := ""
-	ci, inTunnel := ctx.UserData.(*connectInfo)
+	ci, inTunnel := r.Context().Value(connectKey{}).(*connectInfo)
 	switch {
 	case inTunnel:
 		user = ci.user // the CONNECT was authenticated

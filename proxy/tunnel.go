@@ -1,0 +1,167 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+)
+
+// connectKey marks the context of a request read inside a MITM tunnel.
+type connectKey struct{}
+
+// serveTunnel serves a MITM tunnel (goproxy's ConnectHijack): it confirms
+// the CONNECT, terminates TLS with a leaf for the CONNECT host (or takes
+// plain HTTP as is), and serves the requests inside with an http.Server of
+// its own, so that they get the same header timeout, header size limit and
+// idle timeout as requests to the proxy itself, and malformed ones a 400.
+// Each request then goes through the proxy's one decision path, bound to
+// the CONNECT authority.
+func (s *Server) serveTunnel(r *http.Request, client net.Conn, ctx *goproxy.ProxyCtx) {
+	defer client.Close()
+	ci, _ := ctx.UserData.(*connectInfo)
+	if ci == nil {
+		return
+	}
+	p := s.pol.Load()
+	lim := p.cfg.Limits
+	tc, _ := client.(*trackedConn)
+	if tc != nil {
+		// The tunnel's own server keeps its deadlines from here on.
+		tc.idle.Store(0)
+		tc.Conn.SetDeadline(time.Time{})
+	}
+	major, minor := r.ProtoMajor, r.ProtoMinor
+	if major == 0 {
+		major, minor = 1, 1
+	}
+	if _, err := fmt.Fprintf(client, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
+		return
+	}
+
+	client.SetReadDeadline(time.Now().Add(lim.ReadHeaderTimeout))
+	br := bufio.NewReader(client)
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	var conn net.Conn = &peekedConn{Conn: client, r: br}
+	scheme := "http"
+	switch {
+	case first[0] == 0x16: // a TLS handshake record
+		cfg, err := s.mitmTLS(ci.authority, ctx)
+		if err != nil {
+			s.log.Warn("tunnel: no certificate", "authority", ci.authority, "err", err)
+			return
+		}
+		t := tls.Server(conn, cfg)
+		hctx, cancel := context.WithTimeout(context.Background(), lim.ReadHeaderTimeout)
+		err = t.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("tunnel: client TLS handshake failed", "authority", ci.authority, "err", err)
+			return
+		}
+		conn, scheme = t, "https"
+	case first[0] < 'A' || first[0] > 'Z':
+		s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.authority, "client", clientAddr(r))
+		return
+	}
+	client.SetReadDeadline(time.Time{})
+
+	ln := newOneConnListener(conn)
+	var hijacked atomic.Bool
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+			// A hijacked request (a WebSocket) is relayed by this handler:
+			// the tunnel ends when it returns.
+			defer func() {
+				if hijacked.Load() {
+					ln.Close()
+				}
+			}()
+			in.URL.Scheme = scheme
+			if in.URL.Host == "" {
+				in.URL.Host = in.Host
+			}
+			if in.URL.Host == "" {
+				in.URL.Host = ci.authority
+			}
+			in.RemoteAddr = r.RemoteAddr
+			s.ServeHTTP(w, in.WithContext(context.WithValue(in.Context(), connectKey{}, ci)))
+		}),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		IdleTimeout:       lim.TunnelIdleTimeout,
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // HTTP/1.1 only
+		ErrorLog:          log.New(slogWriter{s.log}, "", 0),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateHijacked:
+				// A WebSocket inside the tunnel: idle-timed like a tunnel.
+				hijacked.Store(true)
+				if tc != nil {
+					tc.idle.Store(int64(lim.TunnelIdleTimeout))
+					tc.Conn.SetDeadline(time.Now().Add(lim.TunnelIdleTimeout))
+				}
+			case http.StateClosed:
+				ln.Close()
+			}
+		},
+	}
+	srv.Serve(ln)
+	ln.wait()
+}
+
+// peekedConn reads first what a bufio.Reader has already taken from Conn.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// oneConnListener hands one connection to an http.Server, then blocks
+// Accept until it is closed.
+type oneConnListener struct {
+	conn   net.Conn
+	once   sync.Once
+	closed chan struct{}
+	mu     sync.Mutex
+	served bool
+	done   chan struct{} // closed when the connection's serving has ended
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	return &oneConnListener{conn: c, closed: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if !l.served {
+		l.served = true
+		l.mu.Unlock()
+		return l.conn, nil
+	}
+	l.mu.Unlock()
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.closed); close(l.done) })
+	return nil
+}
+
+// wait blocks until the connection is done with (closed or hijacked).
+func (l *oneConnListener) wait() { <-l.done }
+
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
