@@ -122,6 +122,12 @@ func driveProxy(b *testing.B, proxy *url.URL, target string, n int) time.Duratio
 		MaxIdleConnsPerHost: benchConns,
 		DisableCompression:  true,
 	}}
+	return driveClient(b, client, target, n)
+}
+
+// driveClient sends n GETs for target with client from benchConns workers,
+// as a python-requests scraper, and returns how long they took.
+func driveClient(b *testing.B, client *http.Client, target string, n int) time.Duration {
 	defer client.CloseIdleConnections()
 	var wg sync.WaitGroup
 	start := time.Now()

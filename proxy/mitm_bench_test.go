@@ -93,37 +93,13 @@ func newMITMBench(b *testing.B) *mitmBench {
 // drive sends n GETs through proxy over benchConns workers; keepAlive
 // false makes every request a new CONNECT and TLS handshake.
 func (m *mitmBench) drive(b *testing.B, proxy *url.URL, n int, keepAlive bool) time.Duration {
-	client := &http.Client{Transport: &http.Transport{
+	return driveClient(b, &http.Client{Transport: &http.Transport{
 		Proxy:               http.ProxyURL(proxy),
 		TLSClientConfig:     &tls.Config{RootCAs: m.pool},
 		MaxIdleConnsPerHost: benchConns,
 		DisableKeepAlives:   !keepAlive,
 		DisableCompression:  true,
-	}}
-	defer client.CloseIdleConnections()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range benchConns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += benchConns {
-				resp, err := client.Get(m.target)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start)
+	}}, m.target, n)
 }
 
 // BenchmarkMITMThroughput: requests per second through robotsgate MITM on
