@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -227,6 +228,9 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 			}
 		}
 		*target = "http://" + net.JoinHostPort(host, port) + "/healthz"
+	}
+	if u, err := url.Parse(*target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: healthcheck: -url %q is not an http:// or https:// URL", errUsage, *target)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -491,3 +491,20 @@ func TestCACommand(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthcheckConfig is the image's HEALTHCHECK form: the config's
+// listen address, 0.0.0.0 asked on loopback.
+func TestHealthcheckConfig(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok\n") }))
+	t.Cleanup(srv.Close)
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	cfg := t.TempDir() + "/c.toml"
+	os.WriteFile(cfg, []byte("listen = \"0.0.0.0:"+port+"\"\n"), 0o644)
+	if out, errOut, code := runCmd(t, "", "healthcheck", "-config", cfg); code != 0 || out != "ok: http://127.0.0.1:"+port+"/healthz\n" {
+		t.Errorf("healthcheck -config: %q %q exit %d", out, errOut, code)
+	}
+	if _, _, code := runCmd(t, "", "healthcheck", "-url", "not a url"); code != 2 {
+		t.Errorf("healthcheck -url 'not a url': exit %d; want 2", code)
+	}
+}

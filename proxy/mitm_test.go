@@ -585,3 +585,23 @@ func TestMITMWebSocket(t *testing.T) {
 		t.Errorf("relayed %q; want the echo", line)
 	}
 }
+
+// TestOpenTunnelsGauge: the tunnels gauge goes back to 0 when MITM and
+// plain tunnels close.
+func TestOpenTunnelsGauge(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, "User-agent: *\nAllow: /\n", "a.example")
+	p := startMITM(t, pki, nil)
+	for range 3 {
+		c, br := p.rawTunnel(t, "a.example:"+port, "a.example", false)
+		roundTripRaw(t, c, br, "GET /x HTTP/1.1\r\nHost: a.example:"+port+"\r\nConnection: close\r\n\r\n")
+		c.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if p.srv.conns.tunnels.Load() == 0 && p.srv.conns.count.Load() == 0 {
+			return
+		}
+	}
+	t.Errorf("after the tunnels closed: open_tunnels %d, open_connections %d; want 0, 0", p.srv.conns.tunnels.Load(), p.srv.conns.count.Load())
+}

@@ -189,6 +189,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			// traffic either way.
 			if tc, ok := c.(*trackedConn); ok && st == http.StateHijacked {
 				tc.idle.Store(int64(tunnelIdle))
+				tc.hijacked.Store(true)
 				tc.t.tunnels.Add(1)
 				tc.Conn.SetDeadline(time.Now().Add(tunnelIdle))
 			}
@@ -1086,9 +1087,10 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 
 type trackedConn struct {
 	net.Conn
-	t    *connTracker
-	once sync.Once
-	idle atomic.Int64 // once hijacked: the idle timeout, extended by every read and write
+	t        *connTracker
+	once     sync.Once
+	idle     atomic.Int64 // once hijacked: the idle timeout, extended by every read and write
+	hijacked atomic.Bool  // a tunnel or WebSocket: counted in open_tunnels
 }
 
 func (c *trackedConn) touch() {
@@ -1117,7 +1119,7 @@ func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.t.count.Add(-1)
-		if c.idle.Load() > 0 {
+		if c.hijacked.Load() {
 			c.t.tunnels.Add(-1)
 		}
 		c.t.mu.Lock()
