@@ -111,8 +111,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.tr = tr
-	var onFetch func(robots.Origin, *robots.FetchResult)
-	onFetch = func(o robots.Origin, r *robots.FetchResult) {
+	onFetch := func(o robots.Origin, r *robots.FetchResult) {
 		if s.metrics != nil {
 			s.metrics.observeFetch(o, r)
 		}

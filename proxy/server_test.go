@@ -45,7 +45,6 @@ type testOrigin struct {
 	robots  atomic.Value // string
 	hits    sync.Map     // path → *atomic.Int64
 	handler http.HandlerFunc
-	seen    chan *http.Request // requests other than /robots.txt, if not nil
 }
 
 func newTestOrigin(t *testing.T, robotsTxt string, handler http.HandlerFunc) *testOrigin {
