@@ -125,7 +125,7 @@ func normalizeHost(host string) (string, error) {
 // checkHost refuses hosts with empty labels or characters no host has.
 func checkHost(ascii, host string) (string, error) {
 	ascii = strings.TrimSuffix(ascii, ".")
-	if ascii == "" || strings.HasPrefix(ascii, ".") || strings.Contains(ascii, "..") || strings.ContainsAny(ascii, " /\\?#@[]%") {
+	if ascii == "" || strings.HasPrefix(ascii, ".") || strings.HasSuffix(ascii, ".") || strings.Contains(ascii, "..") || strings.ContainsAny(ascii, " /\\?#@[]%") {
 		return "", fmt.Errorf("%w: bad host %q", ErrBadOrigin, host)
 	}
 	return ascii, nil
