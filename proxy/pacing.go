@@ -35,6 +35,10 @@ type pacer struct {
 	mu      sync.Mutex
 	origins map[robots.Origin]*paceQueue
 	ops     int // acquisitions since the last sweep of idle origins
+
+	// started, if set, is called (with mu held) at each start, with the
+	// time the pacer recorded: for tests.
+	started func(o robots.Origin, at time.Time)
 }
 
 type paceQueue struct {
@@ -97,6 +101,9 @@ func (p *pacer) wait(ctx context.Context, o robots.Origin, gap time.Duration) (t
 	}
 	if len(q.waiters) == 0 && !start.After(now) {
 		q.lastStart, q.tail = now, now // nobody ahead, no gap to keep
+		if p.started != nil {
+			p.started(o, now)
+		}
 		p.mu.Unlock()
 		return 0, nil
 	}
@@ -151,6 +158,9 @@ func (p *pacer) release(o robots.Origin, q *paceQueue, head *paceWaiter) {
 	}
 	now := p.now()
 	q.lastStart = now
+	if p.started != nil {
+		p.started(o, now)
+	}
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
 	close(head.ready)
