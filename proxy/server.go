@@ -1036,17 +1036,7 @@ func newConnTracker(max int) *connTracker {
 
 func (t *connTracker) wrap(l net.Listener) net.Listener { return &trackingListener{Listener: l, t: t} }
 
-func (t *connTracker) closeAll() {
-	t.mu.Lock()
-	conns := make([]*trackedConn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
-}
+func (t *connTracker) closeAll() { closeAll(&t.mu, t.conns) }
 
 type trackingListener struct {
 	net.Listener

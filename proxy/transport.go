@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -198,15 +199,23 @@ func (c *setConn) Close() error {
 
 // closeAll closes every connection in the set.
 func (s *connSet) closeAll() {
-	if s == nil {
-		return
+	if s != nil {
+		closeAll(&s.mu, s.m)
 	}
-	s.mu.Lock()
-	conns := make([]*setConn, 0, len(s.m))
-	for c := range s.m {
+}
+
+// closeAll closes every connection of a set guarded by mu. The set is
+// copied first: each Close removes itself from it under mu.
+func closeAll[C interface {
+	comparable
+	io.Closer
+}](mu *sync.Mutex, set map[C]struct{}) {
+	mu.Lock()
+	conns := make([]C, 0, len(set))
+	for c := range set {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
+	mu.Unlock()
 	for _, c := range conns {
 		c.Close()
 	}
