@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // benchPaths are request paths of the kinds scrapers send to the sites the
@@ -133,4 +134,34 @@ func BenchmarkParseAndTest(b *testing.B) {
 	for b.Loop() {
 		Parse(body).Group("Scrapy").Test("/search?q=robots&sort=date")
 	}
+}
+
+// BenchmarkTestVsReference decides the same paths on the same file with
+// the indexed matcher (parsed once) and with the naive transliteration of
+// Google's reference used as the tests' oracle (which, like grobotstxt,
+// parses the file for every decision), in one run, and reports the ratio.
+func BenchmarkTestVsReference(b *testing.B) {
+	body := readBench(b, "bench/realistic-5k.txt")
+	g := Parse(body).Group("Scrapy")
+	var tOurs, tRef time.Duration
+	const perRound = 200
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		for k := range perRound {
+			g.Test(benchPaths[(i+k)%len(benchPaths)])
+		}
+		tOurs += time.Since(start)
+		start = time.Now()
+		for k := range perRound / 20 { // the reference is slow: fewer, scaled below
+			refAllowed(string(body), "Scrapy", "http://example.com"+benchPaths[(i+k)%len(benchPaths)])
+		}
+		tRef += time.Since(start) * 20
+		i++
+	}
+	n := float64(b.N * perRound)
+	b.ReportMetric(float64(tOurs.Nanoseconds())/n, "ns/decision")
+	b.ReportMetric(float64(tRef.Nanoseconds())/n, "reference-ns/decision")
+	b.ReportMetric(float64(tRef)/float64(tOurs), "speedup")
 }
