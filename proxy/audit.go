@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"sync"
@@ -120,4 +121,57 @@ func (a *Audit) write(r *auditRecord) {
 	if err != nil {
 		a.log.Error("audit log write failed", "err", err, "msg", r.msg, "url", r.url)
 	}
+}
+
+// record writes the audit line for a decision, when it is to be logged.
+func (s *Server) record(r *http.Request, d *Decision, status int, connectHost string) {
+	p := s.pol.Load()
+	msg := auditMsg(d)
+	if msg == "allowed" && !p.cfg.Audit.LogAllowed {
+		return
+	}
+	rec := &auditRecord{
+		msg:       msg,
+		user:      d.User,
+		client:    clientAddr(r),
+		method:    r.Method,
+		url:       displayURL(r),
+		userAgent: r.Header.Get("User-Agent"),
+		agents:    d.Agents,
+		robotsURL: d.RobotsURL,
+		rule:      d.Verdict.Rule,
+		line:      d.Verdict.Line,
+		status:    status,
+		decision:  d.Action,
+		reason:    d.Reason,
+	}
+	if connectHost != "" {
+		rec.url = connectHost
+	}
+	if !d.Origin.IsZero() {
+		rec.origin = d.Origin.String()
+	}
+	s.audit.write(rec)
+}
+
+// auditMsg is the audit log's msg for a decision.
+func auditMsg(d *Decision) string {
+	switch d.Action {
+	case ActionDisallowed:
+		return "blocked"
+	case ActionDenied:
+		return "override"
+	case ActionUnreachable:
+		return "unreachable"
+	case ActionWouldBlock:
+		return "would-block"
+	case ActionPaced:
+		return "paced"
+	case ActionAllowed:
+		if d.Site != nil && d.Site.Policy == "allow" {
+			return "override"
+		}
+		return "allowed"
+	}
+	return "refused"
 }

@@ -8,11 +8,13 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/robotsgate/robotsgate/robots"
 )
 
 // connectKey marks the context of a request read inside a MITM tunnel.
@@ -165,3 +167,103 @@ func (l *oneConnListener) Close() error {
 func (l *oneConnListener) wait() { <-l.done }
 
 func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// connectInfo is what inner requests of a MITM tunnel know of their CONNECT.
+type connectInfo struct {
+	authority string // the CONNECT target, host:port as sent
+	user      string // the CONNECT's authenticated user
+}
+
+// onConnect decides a CONNECT (DESIGN step 9): the private-address check
+// in both modes; in MITM mode nothing more (every inner request is decided
+// on its own); in tunnel mode the whole origin.
+func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	r := ctx.Req
+	p := s.pol.Load()
+	d := &Decision{CrawlDelay: -1}
+	user, authed := "", true
+	if p.auth != nil {
+		user, authed = p.auth.check(r, false)
+	}
+	o, err := robots.OriginOf("https", host)
+	switch {
+	case !authed:
+		d.Action, d.Reason = ActionAuth, "proxy authentication required"
+		ctx.Resp = s.authRequired(r)
+		s.record(r, d, ctx.Resp.StatusCode, host)
+		return goproxy.RejectConnect, host
+	case err != nil:
+		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
+	case p.cfg.Upstream.BlockPrivate && p.private(r.Context(), o.Host):
+		d.Origin, d.Action, d.Reason = o, ActionPrivate, reasonPrivate
+	case s.mitm != nil:
+		ctx.UserData = &connectInfo{authority: host, user: user}
+		return s.mitm, host
+	default:
+		return s.decideTunnel(p, r, ctx, host, o, user)
+	}
+	ctx.Resp = s.respond(r, d)
+	s.record(r, d, ctx.Resp.StatusCode, host)
+	return goproxy.RejectConnect, host
+}
+
+// decideTunnel decides a CONNECT in tunnel mode, where paths cannot be
+// seen: refused when a site rule denies it, when robots.txt shuts out the
+// whole origin for an obeyed token, or when it is unreachable with no copy.
+func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o robots.Origin, user string) (*goproxy.ConnectAction, string) {
+	if o.Port == 80 {
+		o.Scheme = "http"
+	}
+	req := &request{scheme: o.Scheme, authority: o.HostPort(), target: "/", userAgent: r.Header.Get("User-Agent"), client: clientAddr(r), user: user}
+	d := &Decision{}
+	p.decide(r.Context(), s.cache.Get, req, d)
+	if (d.Action == ActionAllowed || d.Action == ActionDisallowed) && d.Site == nil && d.Fetch != nil {
+		// The rules decided "/"; a tunnel is refused only when they shut
+		// out every path for some obeyed token.
+		d.Action, d.Reason, d.Verdict = ActionAllowed, "robots.txt allows some paths; tunnel mode cannot see which", robots.Verdict{}
+		if a, err := s.cache.Get(r.Context(), o); err == nil && a.Entry != nil && a.Entry.Rules != nil {
+			for _, tok := range d.Agents {
+				if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
+					d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, "robots.txt disallows every path", tok, g.Test("/")
+					break
+				}
+			}
+		}
+	}
+	if p.cfg.Mode == "report" {
+		switch d.Action {
+		case ActionDisallowed, ActionDenied, ActionUnreachable:
+			d.Blocked, d.Action = d.Action, ActionWouldBlock
+			s.record(r, d, http.StatusOK, host)
+		}
+	}
+	if resp := s.respond(r, d); resp != nil {
+		ctx.Resp = resp
+		s.record(r, d, resp.StatusCode, host)
+		return goproxy.RejectConnect, host
+	}
+	if d.Action == ActionAllowed {
+		if s.pace(r.Context(), p, d); d.Action == ActionPaced {
+			ctx.Resp = s.respond(r, d)
+			s.record(r, d, ctx.Resp.StatusCode, host)
+			return goproxy.RejectConnect, host
+		}
+		s.record(r, d, http.StatusOK, host)
+	}
+	return goproxy.OkConnect, host
+}
+
+// mitmTLS is the TLS config presented to a client in a MITM tunnel: a leaf
+// for the CONNECT host, signed by robotsgate's CA, and HTTP/1.1 only, so
+// that no HTTP/2 stream can be routed by its own :authority.
+func (s *Server) mitmTLS(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
+	o, err := robots.OriginOf("https", host) // the normal form: punycode, no trailing dot
+	if err != nil {
+		return nil, err
+	}
+	cert, err := s.leaves.get(o.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}

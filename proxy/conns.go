@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// connTracker tracks the proxy's client connections: their number is
+// bounded, and Shutdown closes those left, hijacked ones included.
+type connTracker struct {
+	max     int
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
+	count   atomic.Int64 // open client connections
+	tunnels atomic.Int64 // of which hijacked: tunnels, WebSockets
+	// overloaded is called for each connection turned away.
+	overloaded func(remote net.Addr)
+}
+
+func newConnTracker(max int) *connTracker {
+	return &connTracker{max: max, conns: map[*trackedConn]struct{}{}}
+}
+
+func (t *connTracker) wrap(l net.Listener) net.Listener { return &trackingListener{Listener: l, t: t} }
+
+func (t *connTracker) closeAll() { closeAll(&t.mu, t.conns) }
+
+type trackingListener struct {
+	net.Listener
+	t *connTracker
+}
+
+// overloadedResponse answers a connection past max_connections.
+const overloadedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"X-Robots-Gate: overloaded\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 39\r\n\r\n" +
+	"robotsgate: too many connections, retry"
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if int(l.t.count.Load()) >= l.t.max {
+			go func() {
+				c.SetWriteDeadline(time.Now().Add(time.Second))
+				io.WriteString(c, overloadedResponse)
+				c.Close()
+			}()
+			if l.t.overloaded != nil {
+				l.t.overloaded(c.RemoteAddr())
+			}
+			continue
+		}
+		tc := &trackedConn{Conn: c, t: l.t}
+		l.t.count.Add(1)
+		l.t.mu.Lock()
+		l.t.conns[tc] = struct{}{}
+		l.t.mu.Unlock()
+		return tc, nil
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	t        *connTracker
+	once     sync.Once
+	idle     atomic.Int64 // once hijacked: the idle timeout, extended by every read and write
+	hijacked atomic.Bool  // a tunnel or WebSocket: counted in open_tunnels
+}
+
+func (c *trackedConn) touch() {
+	if idle := time.Duration(c.idle.Load()); idle > 0 {
+		c.Conn.SetDeadline(time.Now().Add(idle))
+	}
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.t.count.Add(-1)
+		if c.hijacked.Load() {
+			c.t.tunnels.Add(-1)
+		}
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
+	})
+	return err
+}
