@@ -549,41 +549,22 @@ func TestMITMWebSocket(t *testing.T) {
 			io.WriteString(w, "User-agent: *\nDisallow: /ws-private\n")
 			return
 		}
-		c, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		buf.Flush()
-		line, _ := buf.ReadString('\n')
-		io.WriteString(c, "echo: "+line)
+		wsEcho(w, r)
 	}))
 	o.TLS = &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, "ws.example")}}
 	o.StartTLS()
 	t.Cleanup(o.Close)
 	_, port, _ := net.SplitHostPort(o.Listener.Addr().String())
 	p := startMITM(t, pki, nil)
-	upgrade := func(path string) (*http.Response, net.Conn, *bufio.Reader) {
+	checkWebSocket(t, func(path string) (net.Conn, *bufio.Reader, *http.Response) {
 		c, br := p.rawTunnel(t, "ws.example:"+port, "ws.example", false)
-		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: ws.example:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, port)
+		fmt.Fprintf(c, wsUpgrade, path, "ws.example:"+port)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp, c, br
-	}
-	if resp, _, _ := upgrade("/ws-private"); resp.StatusCode != 403 {
-		t.Errorf("blocked upgrade in a tunnel: %d; want 403", resp.StatusCode)
-	}
-	resp, c, br := upgrade("/ws")
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("allowed upgrade in a tunnel: %d; want 101", resp.StatusCode)
-	}
-	io.WriteString(c, "hi\n")
-	if line, _ := br.ReadString('\n'); line != "echo: hi\n" {
-		t.Errorf("relayed %q; want the echo", line)
-	}
+		return c, br, resp
+	})
 }
 
 // TestOpenTunnelsGauge: the tunnels gauge goes back to 0 when MITM and

@@ -634,40 +634,32 @@ func TestProxyIgnoresProxyEnvironment(t *testing.T) {
 	}
 }
 
-// TestProxyWebSocket decides an upgrade on its path and relays an allowed one.
-func TestProxyWebSocket(t *testing.T) {
-	t.Parallel()
-	o := newTestOrigin(t, "User-agent: *\nDisallow: /ws-private\n", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "websocket" {
-			http.Error(w, "not an upgrade", 400)
-			return
-		}
-		c, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		buf.Flush()
-		line, _ := buf.ReadString('\n') // echo one line
-		io.WriteString(c, "echo: "+line)
-	})
-	p := startProxy(t, loopbackConfig())
-	host := strings.TrimPrefix(o.URL, "http://")
-	upgrade := func(path string) (net.Conn, *bufio.Reader, *http.Response) {
-		c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", o.URL, path, host)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, br, resp
+// wsUpgrade is a WebSocket upgrade request for target (as written in the
+// request line) and host.
+const wsUpgrade = "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+// wsEcho answers a WebSocket upgrade with 101, then echoes one line.
+func wsEcho(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != "websocket" {
+		http.Error(w, "not an upgrade", 400)
+		return
 	}
+	c, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	buf.Flush()
+	line, _ := buf.ReadString('\n')
+	io.WriteString(c, "echo: "+line)
+}
+
+// checkWebSocket sends upgrades for /ws-private (disallowed by the test
+// robots.txt: 403) and /ws (101, then relayed both ways).
+func checkWebSocket(t *testing.T, upgrade func(path string) (net.Conn, *bufio.Reader, *http.Response)) {
+	t.Helper()
 	c, _, resp := upgrade("/ws-private")
 	c.Close()
 	if resp.StatusCode != 403 {
@@ -682,6 +674,28 @@ func TestProxyWebSocket(t *testing.T) {
 	if line, _ := br.ReadString('\n'); line != "echo: hello\n" {
 		t.Errorf("relayed %q; want the echo", line)
 	}
+}
+
+// TestProxyWebSocket decides an upgrade on its path and relays an allowed one.
+func TestProxyWebSocket(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /ws-private\n", wsEcho)
+	p := startProxy(t, loopbackConfig())
+	host := strings.TrimPrefix(o.URL, "http://")
+	checkWebSocket(t, func(path string) (net.Conn, *bufio.Reader, *http.Response) {
+		c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, wsUpgrade, o.URL+path, host)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, br, resp
+	})
 }
 
 func TestProxyAdminEndpoints(t *testing.T) {
