@@ -138,7 +138,7 @@ func (s *Server) record(r *http.Request, d *Decision, status int, connectHost st
 		url:       displayURL(r),
 		userAgent: r.Header.Get("User-Agent"),
 		agents:    d.Agents,
-		robotsURL: d.RobotsURL,
+		robotsURL: d.RobotsURL(),
 		rule:      d.Verdict.Rule,
 		line:      d.Verdict.Line,
 		status:    status,

@@ -226,7 +226,7 @@ func (c *Checker) decideExact(ctx context.Context, p *policy, rulesFor rulesSour
 		d.Agents = p.agents(req, &d.agentBuf)
 	}
 	if originErr == nil {
-		d.Origin, d.RobotsURL = origin, origin.RobotsURL()
+		d.Origin = origin
 	} else if c.Robots == nil {
 		return nil, fmt.Errorf("%q: %w", u, originErr)
 	}
@@ -269,7 +269,7 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 			Allowed:   d.Allowed(),
 			Decision:  d.Action,
 			Reason:    d.Reason,
-			RobotsURL: d.RobotsURL,
+			RobotsURL: d.RobotsURL(),
 			Rule:      d.Verdict.Rule,
 			Line:      d.Verdict.Line,
 		}
@@ -306,7 +306,7 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 		why = append(why, fmt.Sprintf("rule %q line %d", d.Verdict.Rule, d.Verdict.Line))
 	}
 	if f := d.Fetch; f != nil {
-		s := fmt.Sprintf("%s %s", d.RobotsURL, f.Outcome)
+		s := fmt.Sprintf("%s %s", d.RobotsURL(), f.Outcome)
 		if f.Status != 0 {
 			s += " " + strconv.Itoa(f.Status)
 		}

@@ -49,7 +49,7 @@ type Decision struct {
 	Origin     robots.Origin  // zero when the URL has none
 	Agents     []string       // the tokens obeyed
 	Token      string         // the token whose verdict decided (the first blocking one)
-	RobotsURL  string         // the robots.txt that applied; "" when none did
+	noRobots   bool           // a site rule decided: no robots.txt applied
 	Verdict    robots.Verdict // the deciding verdict
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds; -1 if none
 	Fetch      *FetchInfo     // how the rules were obtained; nil when no robots.txt was used
@@ -117,6 +117,16 @@ func decideAnswer(d *Decision, a robots.Answer, target string, now time.Time) {
 	default:
 		decideRules(d, e.Rules, target)
 	}
+}
+
+// RobotsURL returns the URL of the robots.txt that applied, "" when none
+// did (no origin, or a site rule decided). It is made when asked for: most
+// requests never print it.
+func (d *Decision) RobotsURL() string {
+	if d.noRobots || d.Origin.IsZero() {
+		return ""
+	}
+	return d.Origin.RobotsURL()
 }
 
 // Allowed reports whether the request goes to its origin.

@@ -53,7 +53,7 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 		d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
 		return
 	}
-	d.Origin, d.RobotsURL = o, o.RobotsURL()
+	d.Origin = o
 	// 2. Private targets.
 	if p.cfg.Upstream.BlockPrivate && p.private(ctx, o.Host) {
 		d.Action, d.Reason = ActionPrivate, reasonPrivate
@@ -73,10 +73,10 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 		d.Site = s
 		switch s.Policy {
 		case "allow":
-			d.Action, d.Reason, d.RobotsURL = ActionAllowed, fmt.Sprintf(reasonSiteAllow, s.Reason), ""
+			d.Action, d.Reason, d.noRobots = ActionAllowed, fmt.Sprintf(reasonSiteAllow, s.Reason), true
 			return
 		case "deny":
-			d.Action, d.Reason, d.RobotsURL = ActionDenied, fmt.Sprintf(reasonSiteDeny, s.Reason), ""
+			d.Action, d.Reason, d.noRobots = ActionDenied, fmt.Sprintf(reasonSiteDeny, s.Reason), true
 			return
 		}
 	}

@@ -170,7 +170,7 @@ func blockBody(r *http.Request, d *Decision) string {
 	if d.Token != "" && len(d.Agents) > 1 {
 		fmt.Fprintf(&b, "blocked for: %s\n", d.Token)
 	}
-	fmt.Fprintf(&b, "robots.txt: %s", d.RobotsURL)
+	fmt.Fprintf(&b, "robots.txt: %s", d.RobotsURL())
 	if f := d.Fetch; f != nil {
 		fmt.Fprintf(&b, " (%s", f.Outcome)
 		if f.Status != 0 {
