@@ -60,17 +60,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
 	})
 
-	rg, err := NewServer(cfg, Options{Version: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go rg.Serve(ln)
-	b.Cleanup(func() { rg.Shutdown(b.Context()) })
-	rgURL := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	_, rgURL := serveRobotsgate(b, cfg, Options{Version: "bench"})
 
 	target := origin.URL + "/articles/2026/robots-and-proxies?page=2"
 	run := func(proxy *url.URL) time.Duration {
@@ -101,6 +91,22 @@ func BenchmarkProxyThroughput(b *testing.B) {
 	b.ReportMetric(rgRPS, "robotsgate-req/s")
 	b.ReportMetric(rgRPS/plainRPS, "ratio")
 	b.ReportMetric(rgRPS/limitedRPS, "ratio-limits")
+}
+
+// serveRobotsgate runs robotsgate with cfg on a loopback port.
+func serveRobotsgate(b *testing.B, cfg *Config, o Options) (*Server, *url.URL) {
+	b.Helper()
+	rg, err := NewServer(cfg, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go rg.Serve(ln)
+	b.Cleanup(func() { rg.Shutdown(b.Context()) })
+	return rg, &url.URL{Scheme: "http", Host: ln.Addr().String()}
 }
 
 func serveBench(b *testing.B, srv *http.Server) *url.URL {

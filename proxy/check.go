@@ -250,14 +250,7 @@ func (c *Checker) decideExact(ctx context.Context, p *policy, rulesFor rulesSour
 	if cd, ok := rules.Group(d.Token).CrawlDelay(); ok {
 		d.CrawlDelay = cd
 	}
-	switch {
-	case !d.Verdict.Allowed:
-		d.Action, d.Reason = ActionDisallowed, reasonDisallowed
-	case d.Verdict.Line > 0:
-		d.Action, d.Reason = ActionAllowed, reasonAllowed
-	default:
-		d.Action, d.Reason = ActionAllowed, reasonNoRule
-	}
+	d.setVerdictAction(false)
 	return d, nil
 }
 

@@ -5,7 +5,6 @@ package proxy
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
@@ -54,7 +53,6 @@ type Decision struct {
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds; -1 if none
 	Fetch      *FetchInfo     // how the rules were obtained; nil when no robots.txt was used
 	Site       *SiteRule      // the [[sites]] rule that matched, if any
-	Blocked    string         // in report mode, the action that was not taken
 	User       string         // the authenticated proxy user; "" if none
 	PacedWait  time.Duration  // for ActionPaced: the wait that was refused
 
@@ -94,14 +92,10 @@ func fetchInfo(a robots.Answer, now time.Time) FetchInfo {
 }
 
 // decideAnswer decides target, a normalised request target, under what the
-// cache answered for the request's origin (DESIGN step 6, then steps 4 and 7).
+// cache answered for the request's origin (DESIGN steps 6 and 7; the caller
+// has taken care of step 4, /robots.txt).
 func decideAnswer(d *Decision, a robots.Answer, target string, now time.Time) {
 	d.setFetch(a, now)
-	d.CrawlDelay = -1
-	if path, _, _ := strings.Cut(target, "?"); path == "/robots.txt" {
-		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
-		return
-	}
 	switch e := a.Entry; {
 	case a.Unreachable:
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
@@ -133,29 +127,31 @@ func (d *Decision) RobotsURL() string {
 func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 
 // decideRules decides target, a normalised request target, under rules for
-// every agent token (DESIGN steps 4 and 7): the request is blocked if any
-// token's verdict blocks it, and the first blocking token is the evidence.
+// every agent token (DESIGN step 7): the request is blocked if any token's
+// verdict blocks it, and the first blocking token is the evidence.
 func decideRules(d *Decision, rules *robots.Robots, target string) {
-	d.CrawlDelay = -1
-	if path, _, _ := strings.Cut(target, "?"); path == "/robots.txt" {
-		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
-		return
-	}
+	noGroup := false
 	for i, tok := range d.Agents {
 		g := rules.Group(tok)
 		if cd, ok := g.CrawlDelay(); ok && cd > d.CrawlDelay {
 			d.CrawlDelay = cd
 		}
 		if v := g.Test(target); i == 0 || !v.Allowed && d.Verdict.Allowed {
-			d.Verdict, d.Token = v, tok
+			d.Verdict, d.Token, noGroup = v, tok, g.Empty()
 		}
 	}
+	d.setVerdictAction(noGroup)
+}
+
+// setVerdictAction sets the action and reason that d.Verdict calls for;
+// noGroup says that no group applied to the deciding token.
+func (d *Decision) setVerdictAction(noGroup bool) {
 	switch {
 	case !d.Verdict.Allowed:
 		d.Action, d.Reason = ActionDisallowed, reasonDisallowed
 	case d.Verdict.Line > 0:
 		d.Action, d.Reason = ActionAllowed, reasonAllowed
-	case rules.Group(d.Token).Empty():
+	case noGroup:
 		d.Action, d.Reason = ActionAllowed, reasonNoGroup
 	default:
 		d.Action, d.Reason = ActionAllowed, reasonNoRule

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -105,5 +104,3 @@ func (m *metrics) countRequest(decision, scheme string) {
 	}
 	c[i].Inc()
 }
-
-func since(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -55,16 +54,7 @@ func newMITMBench(b *testing.B) *mitmBench {
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	rg, err := NewServer(cfg, Options{LookupNetIP: loopbackLookup})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go rg.Serve(ln)
-	b.Cleanup(func() { rg.Shutdown(b.Context()) })
+	rg, rgURL := serveRobotsgate(b, cfg, Options{LookupNetIP: loopbackLookup})
 
 	newGoproxy := func(store goproxy.CertStorage) *url.URL {
 		tr, err := newUpstreamTransport(cfg, loopbackLookup, nil)
@@ -83,7 +73,7 @@ func newMITMBench(b *testing.B) *mitmBench {
 	pool.AddCert(goproxy.GoproxyCa.Leaf)
 	return &mitmBench{
 		target:       "https://shop.example:" + port + "/articles/2026/robots?page=2",
-		rg:           &url.URL{Scheme: "http", Host: ln.Addr().String()},
+		rg:           rgURL,
 		goproxyStore: newGoproxy(&mapCertStore{m: map[string]*tls.Certificate{}}),
 		plain:        newGoproxy(nil),
 		pool:         pool,

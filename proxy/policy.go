@@ -89,6 +89,21 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 	decideAnswer(d, a, robots.Normalize(r.target), p.now())
 }
 
+// report applies report mode to d: a block by robots.txt or a site rule,
+// or for an unreachable robots.txt, becomes "would-block" and goes through.
+// It reports whether d changed.
+func (p *policy) report(d *Decision) bool {
+	if p.cfg.Mode != "report" {
+		return false
+	}
+	switch d.Action {
+	case ActionDisallowed, ActionDenied, ActionUnreachable:
+		d.Action = ActionWouldBlock
+		return true
+	}
+	return false
+}
+
 // private reports whether host resolves to a private address.
 func (p *policy) private(ctx context.Context, host string) bool {
 	if a, err := netip.ParseAddr(host); err == nil {

@@ -50,9 +50,8 @@ type Server struct {
 	private *privateCache
 	// rt sends forwarded requests upstream (made once: a method value
 	// allocates at every use).
-	rt     goproxy.RoundTripper
-	srv    *http.Server
-	closed chan struct{}
+	rt  goproxy.RoundTripper
+	srv *http.Server
 	// MITM: the CA, its leaf certificates, and the action for a CONNECT;
 	// nil in tunnel mode.
 	mitmCA *CA
@@ -95,7 +94,6 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		stop:          stop,
 		log:           o.Logger,
 		opts:          o,
-		closed:        make(chan struct{}),
 		listen:        cfg.Listen,
 		tlsConfig:     cfg.TLS,
 		cacheMaxBytes: cfg.Robots.CacheMaxBytes,
@@ -321,7 +319,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type reqState struct {
 	dec       Decision
 	req       request
-	d         *Decision // &dec
 	forwarded bool
 }
 
@@ -391,16 +388,10 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		client:    clientAddr(r),
 		user:      user,
 	}}
-	st.d = &st.dec
-	d := st.d
+	d := &st.dec
 	p.decide(r.Context(), s.cache.Get, &st.req, d)
 	ctx.UserData = st
-	if p.cfg.Mode == "report" {
-		switch d.Action {
-		case ActionDisallowed, ActionDenied, ActionUnreachable:
-			d.Blocked, d.Action = d.Action, ActionWouldBlock
-		}
-	}
+	p.report(d)
 	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {
 		s.pace(r.Context(), p, d)
 	}
@@ -424,21 +415,21 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 		return resp
 	}
 	ours := resp.Header.Get("X-Robots-Gate") != "" // an upstream error made here
-	if st.d.Action == ActionWouldBlock && !ours {
+	if st.dec.Action == ActionWouldBlock && !ours {
 		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
-		if st.d.Verdict.Line > 0 {
-			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(st.d.Verdict.Rule, st.d.Verdict.Line))
+		if st.dec.Verdict.Line > 0 {
+			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(st.dec.Verdict.Rule, st.dec.Verdict.Line))
 		}
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		removeHopByHop(resp.Header)
 	}
-	decision := st.d.Action
+	decision := st.dec.Action
 	if ours {
 		decision = resp.Header.Get("X-Robots-Gate")
 	}
 	s.metrics.countRequest(decision, ctx.Req.URL.Scheme)
-	s.record(ctx.Req, st.d, resp.StatusCode, "")
+	s.record(ctx.Req, &st.dec, resp.StatusCode, "")
 	return resp
 }
 
@@ -448,7 +439,7 @@ func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
 	if err == nil {
-		s.metrics.upstream.Observe(since(start))
+		s.metrics.upstream.Observe(time.Since(start).Seconds())
 		return resp, nil
 	}
 	if s.stopping.Err() != nil { // Shutdown closed the upstream connections

@@ -230,12 +230,8 @@ func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx,
 			}
 		}
 	}
-	if p.cfg.Mode == "report" {
-		switch d.Action {
-		case ActionDisallowed, ActionDenied, ActionUnreachable:
-			d.Blocked, d.Action = d.Action, ActionWouldBlock
-			s.record(r, d, http.StatusOK, host)
-		}
+	if p.report(d) {
+		s.record(r, d, http.StatusOK, host) // a tunnel-mode CONNECT is only logged
 	}
 	if resp := s.respond(r, d); resp != nil {
 		ctx.Resp = resp
