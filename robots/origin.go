@@ -17,7 +17,7 @@ import (
 // Origins are equal, so an Origin is also the cache key.
 type Origin struct {
 	Scheme string // "http" or "https"
-	Host   string // lower-case ASCII (IDNA punycode), no trailing dot; IPv6 without brackets
+	Host   string // lower-case ASCII (IDNA punycode), no trailing dot; IPv4 in dotted decimal; IPv6 without brackets
 	Port   int    // always set: 80 and 443 are explicit
 }
 
@@ -43,7 +43,11 @@ func ParseOrigin(rawURL string) (Origin, error) {
 // an authority ("host", "host:port", "[v6]:port"), as in a URL or a CONNECT
 // request. The host is mapped to ASCII with IDNA's lookup profile and
 // lower-cased; an ASCII host that IDNA rejects (such as "foo_bar.example")
-// is kept as it is, lower-cased.
+// is kept as it is, lower-cased. A host whose last label is a number is read
+// as the WHATWG URL Standard's IPv4 parser reads it, as browsers do:
+// "127.1", "2130706433", "0x7f000001", "0177.0.0.1" and "127.0.0.1." are all
+// "127.0.0.1", and one that is no address (such as "999.1.1.1" or "a.1") is
+// an error, never a domain name.
 func OriginOf(scheme, authority string) (Origin, error) {
 	var o Origin
 	switch strings.ToLower(scheme) {
@@ -94,19 +98,15 @@ func OriginOf(scheme, authority string) (Origin, error) {
 	return o, nil
 }
 
+// normalizeHost returns the normal form of a host that is not an IPv6
+// literal: a numeric IPv4 host in dotted decimal, any other host in lower-case
+// ASCII, with no trailing dot.
 func normalizeHost(host string) (string, error) {
-	host = strings.TrimSuffix(host, ".")
-	if host == "" {
-		return "", fmt.Errorf("%w: empty host", ErrBadOrigin)
-	}
-	if a, err := netip.ParseAddr(host); err == nil && a.Is4() {
-		return a.String(), nil
-	}
 	if isPrintableASCII(host) {
 		// IDNA maps an ASCII host to itself, lower-cased, or rejects it
 		// (as "foo_bar.example"), when it is used lower-cased as it is:
 		// the same answer either way, without IDNA's cost on every request.
-		return checkHost(strings.ToLower(host), host)
+		return asciiHost(strings.ToLower(host), host)
 	}
 	if !utf8.ValidString(host) {
 		// IDNA would map the bad bytes to U+FFFD and encode that.
@@ -114,17 +114,129 @@ func normalizeHost(host string) (string, error) {
 	}
 	ascii, err := idna.Lookup.ToASCII(host)
 	if err != nil {
-		if !isPrintableASCII(host) {
-			return "", fmt.Errorf("%w: host %q: %v", ErrBadOrigin, host, err)
-		}
-		ascii = host // e.g. "foo_bar.example": used as it is
+		return "", fmt.Errorf("%w: host %q: %v", ErrBadOrigin, host, err)
 	}
-	return checkHost(strings.ToLower(ascii), host)
+	// IDNA maps full-width digits and dots to ASCII ones first, as in the
+	// URL Standard: "１２７。１" is a number too.
+	return asciiHost(strings.ToLower(ascii), host)
+}
+
+// asciiHost returns the normal form of a lower-case ASCII host (orig is the
+// host as given, for errors): without its one trailing dot, and in dotted
+// decimal if it ends in a number.
+func asciiHost(ascii, orig string) (string, error) {
+	ascii = strings.TrimSuffix(ascii, ".")
+	if ascii == "" {
+		return "", fmt.Errorf("%w: empty host", ErrBadOrigin)
+	}
+	if endsInNumber(ascii) {
+		return parseIPv4(ascii, orig)
+	}
+	return checkHost(ascii, orig)
+}
+
+// endsInNumber reports whether a host, lower-cased and without its trailing
+// dot, must be read as an IPv4 address: whether its last label is decimal
+// digits, or "0x" and hex digits (the URL Standard's "ends in a number
+// checker"). Such a host is an address or an error, never a domain name.
+func endsInNumber(host string) bool {
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if last == "" {
+		return false
+	}
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		last = hex
+		for i := 0; i < len(last); i++ {
+			if !isHex(last[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(last); i++ {
+		if last[i] < '0' || last[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIPv4 reads a host that ends in a number, lower-cased and without its
+// trailing dot, as the URL Standard's "IPv4 parser" does, and returns the
+// address in dotted decimal: "127.1", "0x7f000001", "017700000001" and
+// "0x7f.0.0.1" are all "127.0.0.1". It returns host itself when that is
+// already the dotted decimal form.
+func parseIPv4(host, orig string) (string, error) {
+	var nums [4]uint64
+	n := 0
+	canonical := true
+	for rest := host; ; {
+		part, tail, more := strings.Cut(rest, ".")
+		if n == len(nums) {
+			return "", fmt.Errorf("%w: host %q: an IPv4 address has at most 4 parts", ErrBadOrigin, orig)
+		}
+		v, decimal, ok := parseIPv4Number(part)
+		if !ok {
+			return "", fmt.Errorf("%w: host %q: %q is not an IPv4 number", ErrBadOrigin, orig, part)
+		}
+		canonical = canonical && decimal
+		nums[n] = v
+		n++
+		if !more {
+			break
+		}
+		rest = tail
+	}
+	for _, v := range nums[:n-1] {
+		if v > 255 {
+			return "", fmt.Errorf("%w: host %q: IPv4 part out of range", ErrBadOrigin, orig)
+		}
+	}
+	addr := nums[n-1]
+	if addr >= 1<<(8*(5-n)) {
+		return "", fmt.Errorf("%w: host %q: IPv4 address out of range", ErrBadOrigin, orig)
+	}
+	for i, v := range nums[:n-1] {
+		addr |= v << (8 * (3 - i))
+	}
+	if canonical && n == 4 {
+		return host, nil // already "a.b.c.d", each part decimal in 0-255
+	}
+	return netip.AddrFrom4([4]byte{byte(addr >> 24), byte(addr >> 16), byte(addr >> 8), byte(addr)}).String(), nil
+}
+
+// parseIPv4Number reads one part of an IPv4 host as the URL Standard's "IPv4
+// number parser" does: "0x" and hex digits ("0x" alone is 0), "0" and octal
+// digits, or decimal digits. Values above 2³² are reported as 2³² + 1, which
+// is out of range wherever it is. decimal reports whether s is the part's
+// dotted decimal spelling: decimal digits without a leading zero.
+func parseIPv4Number(s string) (v uint64, decimal, ok bool) {
+	if s == "" {
+		return 0, false, false
+	}
+	base := uint64(10)
+	switch {
+	case len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		base, s = 16, s[2:]
+	case len(s) >= 2 && s[0] == '0':
+		base, s = 8, s[1:]
+	default:
+		decimal = true
+	}
+	for i := 0; i < len(s); i++ {
+		d := uint64(unhex(s[i]))
+		if !isHex(s[i]) || d >= base {
+			return 0, false, false
+		}
+		if v = v*base + d; v > 1<<32 {
+			v = 1<<32 + 1 // stays too large; no overflow
+		}
+	}
+	return v, decimal, true
 }
 
 // checkHost refuses hosts with empty labels or characters no host has.
 func checkHost(ascii, host string) (string, error) {
-	ascii = strings.TrimSuffix(ascii, ".")
 	if ascii == "" || strings.HasPrefix(ascii, ".") || strings.HasSuffix(ascii, ".") || strings.Contains(ascii, "..") || strings.ContainsAny(ascii, " /\\?#@[]%") {
 		return "", fmt.Errorf("%w: bad host %q", ErrBadOrigin, host)
 	}

@@ -305,6 +305,9 @@ func TestOriginOfErrors(t *testing.T) {
 		{"http", "example.com/x"},
 		{"http", "example.com?x"},
 		{"http", "user@example.com"},
+		{"http", "example.com.."}, // one trailing dot is the root; two are an empty label
+		{"http", "example.com..:80"},
+		{"http", "127.1.."},
 	}
 	for _, tt := range tests {
 		got, err := OriginOf(tt.scheme, tt.authority)
@@ -333,6 +336,13 @@ func TestOriginEquality(t *testing.T) {
 		{"http://example.com/", "http://example.com:80/", true},
 		{"https://user:pw@example.com/", "https://example.com/", true},
 		{"http://[::1]:8080/", "http://[0:0::1]:8080/", true},
+		{"http://127.0.0.1/", "http://127.1/", true},
+		{"http://127.0.0.1/", "http://2130706433/", true},
+		{"http://127.0.0.1/", "http://0x7f000001/", true},
+		{"http://127.0.0.1/", "http://017700000001/", true},
+		{"http://127.0.0.1:80/", "http://0x7F.0.0.1./", true},
+		{"http://127.0.0.1/", "http://0177.0.0.1/", true},
+		{"http://127.0.0.1/", "http://127.0.0.2/", false},
 		{"http://example.com/", "https://example.com/", false},
 		{"http://example.com:80/", "https://example.com:80/", false},
 		{"https://example.com/", "https://example.com:8443/", false},
@@ -391,4 +401,166 @@ func FuzzParseOrigin(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOriginOfIPv4 checks that numeric hosts are read as the URL Standard's
+// IPv4 parser reads them (as browsers, curl and many servers do), so that
+// every spelling of an address gives one origin.
+func TestOriginOfIPv4(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		authority, host string
+	}{
+		{"127.0.0.1", "127.0.0.1"},
+		{"127.1", "127.0.0.1"},
+		{"127.0.1", "127.0.0.1"},
+		{"2130706433", "127.0.0.1"},
+		{"0x7f000001", "127.0.0.1"},
+		{"0X7F000001", "127.0.0.1"},
+		{"017700000001", "127.0.0.1"},
+		{"0x7f.1", "127.0.0.1"},
+		{"127.0.0.1.", "127.0.0.1"},
+		{"0x7F.0.0.1", "127.0.0.1"},
+		{"0177.0.0.1", "127.0.0.1"},
+		{"0177.0.0.01", "127.0.0.1"},
+		{"0x7f.0x0.0x0.0x1", "127.0.0.1"},
+		{"127.0x0.0.1.", "127.0.0.1"},
+		{"0x7f.0.1:8080", "127.0.0.1"},
+		{"0", "0.0.0.0"},
+		{"0x", "0.0.0.0"},
+		{"0x.0x.0x.0x", "0.0.0.0"},
+		{"00", "0.0.0.0"},
+		{"0.0.0.0", "0.0.0.0"},
+		{"4294967295", "255.255.255.255"},
+		{"0xffffffff", "255.255.255.255"},
+		{"037777777777", "255.255.255.255"},
+		{"255.16777215", "255.255.255.255"},
+		{"255.255.65535", "255.255.255.255"},
+		{"10.1", "10.0.0.1"},
+		{"192.168.257", "192.168.1.1"},
+		{"0x0a.0x000000001", "10.0.0.1"},
+		{"0000000000000000000010.1", "8.0.0.1"},
+		{"169.254.169.254", "169.254.169.254"},
+		{"2852039166", "169.254.169.254"},
+		{"1.2.3.4", "1.2.3.4"},
+		// IDNA maps full-width digits and dots first, as in the URL Standard.
+		{"１２７.０.０.１", "127.0.0.1"},
+		{"０x7f.1", "127.0.0.1"},
+		{"127。0。0。1", "127.0.0.1"},
+		{"127。1。", "127.0.0.1"},
+		{"０Ｘ7F.1", "127.0.0.1"},
+	}
+	for _, tt := range tests {
+		got, err := OriginOf("http", tt.authority)
+		if err != nil {
+			t.Errorf("OriginOf(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
+			continue
+		}
+		if got.Host != tt.host {
+			t.Errorf("OriginOf(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
+		}
+	}
+}
+
+// TestOriginOfIPv4Errors checks that a host whose last label is a number is
+// an IPv4 address or an error, never a domain name.
+func TestOriginOfIPv4Errors(t *testing.T) {
+	t.Parallel()
+	for _, authority := range []string{
+		"999.1.1.1",
+		"256.0.0.0",
+		"1.256.0.0",
+		"1.2.3.256",
+		"1.2.3.4.5",
+		"1.2.3.4.5.",
+		"0.0.0.0.0",
+		"1..2",
+		"1.2..3",
+		".1.2.3",
+		"1.2.3.4..",
+		"4294967296",
+		"0x100000000",
+		"040000000000",
+		"1.16777216",
+		"1.1.65536",
+		"99999999999999999999999",
+		"0x99999999999999999999999",
+		"09",
+		"08.1.1.1",
+		"1.2.3.09",
+		"0x7g.1",
+		"a.1",
+		"example.com.1",
+		"example.0x",
+		"example.0x1f",
+		"1.2.3.4:80:80",
+		"１２７.０.０.２５６",
+	} {
+		got, err := OriginOf("http", authority)
+		if err == nil {
+			t.Errorf("OriginOf(%q, %q) = %+v; want an error", "http", authority, got)
+			continue
+		}
+		if !errors.Is(err, ErrBadOrigin) {
+			t.Errorf("OriginOf(%q, %q) error %v does not wrap ErrBadOrigin", "http", authority, err)
+		}
+	}
+}
+
+// TestOriginOfNumericLookingNames checks that a host whose last label is
+// not a number is a domain name, however numeric the rest of it looks.
+func TestOriginOfNumericLookingNames(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		authority, host string
+	}{
+		{"1.2.3.example", "1.2.3.example"},
+		{"0x7f.example.com", "0x7f.example.com"},
+		{"123abc", "123abc"},
+		{"0x1g", "0x1g"},
+		{"1.2.3.4a", "1.2.3.4a"},
+		{"1.2.3.0xg", "1.2.3.0xg"},
+		{"127.0.0.1x", "127.0.0.1x"},
+		{"1e3", "1e3"},
+		{"0b101", "0b101"},
+		{"1.2.3.4-5", "1.2.3.4-5"},
+		{"x0x7f", "x0x7f"},
+		{"123.example.", "123.example"},
+		{"1.2.3.Example", "1.2.3.example"},
+	} {
+		got, err := OriginOf("http", tt.authority)
+		if err != nil {
+			t.Errorf("OriginOf(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
+			continue
+		}
+		if got.Host != tt.host {
+			t.Errorf("OriginOf(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
+		}
+	}
+}
+
+// TestOriginOfNoAlloc checks that the origin of an ordinary lower-case name
+// or dotted-decimal address is found without allocating. It is not parallel:
+// AllocsPerRun counts every allocation in the process.
+func TestOriginOfNoAlloc(t *testing.T) {
+	for _, authority := range []string{"example.com", "www.example.com:8443", "127.0.0.1:8080", "foo_bar.example"} {
+		var sink Origin
+		if n := testing.AllocsPerRun(100, func() { sink, _ = OriginOf("https", authority) }); n != 0 {
+			t.Errorf("OriginOf(%q, %q) allocates %v times; want 0", "https", authority, n)
+		}
+		_ = sink
+	}
+}
+
+// BenchmarkOriginOf is step 1 of every decision: the origin of a request's
+// scheme and authority.
+func BenchmarkOriginOf(b *testing.B) {
+	for _, authority := range []string{"example.com", "www.example.com:8443", "Example.COM", "127.0.0.1:8080", "0x7f.1", "www.müller.eu"} {
+		b.Run(authority, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				OriginOf("https", authority)
+			}
+		})
+	}
 }

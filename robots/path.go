@@ -213,3 +213,115 @@ func hasDotSegment(p []byte) bool {
 	}
 	return false
 }
+
+// Lenient returns the path a lenient origin server would serve for target, a
+// request target already in [Normalize]'s form, in that same form, so that it
+// can be decided by a file parsed with [WithNormalization]. It models what
+// servers such as nginx, Apache httpd, Tomcat, IIS and Python's http.server do
+// with the path (the query is kept byte for byte), in this order: "%2F",
+// "%5C" and "%3B" are decoded (one pass: "%252F" stays), "\" is read as "/", ";params"
+// are dropped from every segment ("/..;/" is "/../"), runs of "/" are merged,
+// and dot segments are resolved (RFC 3986 section 5.2.4). So
+// "/public/..%2Fprivate/x", "/public/..\private/x", "/public/..;/private/x"
+// and "//private/x" all give "/private/x". The result always starts with "/".
+//
+// This is not Google's matching, which takes the path as sent: [Group.Test],
+// [Robots.TestURL] and robotsgate's "check -exact" never use Lenient. The
+// proxy decides both readings of a request and blocks it when either is
+// disallowed (DESIGN.md, "Deciding a request", step 7): a path that one server
+// would read as a disallowed one is ambiguous.
+//
+// Lenient is idempotent, its result is in Normalize's form, and it returns
+// target itself, without allocating, when nothing changes.
+func Lenient(target string) string {
+	path, query := target, ""
+	if q := strings.IndexByte(target, '?'); q >= 0 {
+		path, query = target[:q], target[q:]
+	}
+	if !needsLenient(path) {
+		return target
+	}
+	b := make([]byte, 1, len(target)+1)
+	b[0] = '/' // the result starts with "/"; a "/" that follows is merged
+	params := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c == '%' {
+			if d := escapedSeparator(path, i); d != 0 {
+				c = d
+				i += 2
+			}
+		}
+		if c == '\\' {
+			c = '/'
+		}
+		switch {
+		case c == '/':
+			params = false
+			if b[len(b)-1] == '/' {
+				continue
+			}
+		case c == ';':
+			params = true
+		}
+		if !params {
+			b = append(b, c)
+		}
+	}
+	b = removeDotSegments(b)
+	return string(append(b, query...))
+}
+
+// needsLenient reports whether Lenient would change a path: whether it does
+// not start with "/", or has a "\", ";", "//", escaped "/", "\" or ";", or a
+// dot segment.
+func needsLenient(path string) bool {
+	if path == "" || path[0] != '/' {
+		return true
+	}
+	for i := 0; i < len(path); i++ {
+		switch path[i] {
+		case '\\', ';':
+			return true
+		case '/':
+			if i+1 < len(path) && path[i+1] == '/' {
+				return true
+			}
+		case '%':
+			if escapedSeparator(path, i) != 0 {
+				return true
+			}
+		case '.':
+			if path[i-1] != '/' { // path[0] is "/"
+				continue
+			}
+			j := i + 1
+			if j < len(path) && path[j] == '.' {
+				j++
+			}
+			if j == len(path) || path[j] == '/' {
+				return true // a dot segment: not in Normalize's form, resolved all the same
+			}
+		}
+	}
+	return false
+}
+
+// escapedSeparator returns the separator that s[i:] escapes, in either
+// case: '/' for "%2F", '\\' for "%5C", ';' for "%3B" (decoded before
+// Tomcat-style ";params" are dropped, as some frameworks do); 0 for any
+// other escape.
+func escapedSeparator(s string, i int) byte {
+	if i+2 >= len(s) {
+		return 0
+	}
+	switch lo := s[i+2] | 0x20; {
+	case s[i+1] == '2' && lo == 'f':
+		return '/'
+	case s[i+1] == '5' && lo == 'c':
+		return '\\'
+	case s[i+1] == '3' && lo == 'b':
+		return ';'
+	}
+	return 0
+}

@@ -169,3 +169,150 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// lenientTests are request targets, as a client sends them, and the path a
+// lenient server would serve, in Normalize's form (DESIGN.md, "Deciding a
+// request", step 7, lenient reading). Lenient is given Normalize(in).
+var lenientTests = []struct {
+	in, want string
+}{
+	// The spellings of "/private/x" that reached disallowed files.
+	{"/public/..%2Fprivate/x", "/private/x"},
+	{"/public/..%2fprivate/x", "/private/x"},
+	{"/public%2F..%2Fprivate%2Fx", "/private/x"},
+	{`/public/..\private/x`, "/private/x"},
+	{`/public\..\private\x`, "/private/x"},
+	{"/public/..%5Cprivate/x", "/private/x"},
+	{"/public/..%5cprivate/x", "/private/x"},
+	{"//private/x", "/private/x"},
+	{"///private//x", "/private/x"},
+	{"/public/..;/private/x", "/private/x"},
+	{"/public;a=b/..;c=d/private;e/x", "/private/x"},
+	{"/public/..%3B/private/x", "/private/x"},
+	{"/public/..%3b/private/x", "/private/x"},
+	{"/a.secret%3Bv=1", "/a.secret"},
+	{"/public/%2e%2e%2fprivate", "/private"},
+	{"/public/%2E%2E%2Fprivate", "/private"},
+	{"/public/.%2e/private/x", "/private/x"},
+	{"/public/%2e%2e/private/x", "/private/x"},
+	{"/public/..%2F..%2F..%2Fprivate/x", "/private/x"},
+	{"/x/%2F%2Fprivate", "/x/private"},
+	{"/%2Fprivate", "/private"},
+	{"/.%2Fprivate", "/private"},
+	{"/public/..%2F/private", "/private"},
+
+	// Decoding is one pass: a double-encoded "/" stays encoded.
+	{"/public/..%252Fprivate/x", "/public/..%252Fprivate/x"},
+	{"/public/..%255Cprivate/x", "/public/..%255Cprivate/x"},
+
+	// ";params" are dropped from every segment; "/" ends them, decoded or not.
+	{"/a;x=1/b", "/a/b"},
+	{"/a;", "/a"},
+	{"/a;/", "/a/"},
+	{"/;x/b", "/b"},
+	{"/a;x%2Fb", "/a/b"},
+	{`/a;x\b`, "/a/b"},
+	{"/a;x=1", "/a"},
+	{"/a;jsessionid=123?q=1", "/a?q=1"},
+
+	// The query is kept byte for byte.
+	{"/a//b?x=//y%2F..;z\\", "/a/b?x=//y%2F..;z\\"},
+	{"/a?b/../c", "/a?b/../c"},
+
+	// The result starts with "/".
+	{"", "/"},
+	{"?q", "/?q"},
+	{";x", "/"},
+	{"%2F", "/"},
+	{"\\", "/"},
+	{"/..%2F..%2F", "/"},
+	{"/a/..%2F", "/"},
+	{"/a/..;", "/"},
+	{"/a/.;", "/a/"},
+	{"//", "/"},
+	{"//?", "/?"},
+}
+
+func TestLenient(t *testing.T) {
+	t.Parallel()
+	for _, tt := range lenientTests {
+		n := Normalize(tt.in)
+		if got := Lenient(n); got != tt.want {
+			t.Errorf("Lenient(%q) = %q; want %q", n, got, tt.want)
+		}
+	}
+}
+
+// TestLenientNoChange checks that a target with nothing for a lenient server
+// to read differently is returned itself, without allocating. Like
+// TestNormalizeNoChange it is not parallel, for AllocsPerRun.
+func TestLenientNoChange(t *testing.T) {
+	for _, in := range []string{
+		"/", "/a/b/c.html?x=1", "/plain/path", "/a%252Fb", "/a%255C", "/a%3Fb", "/a%2A%5B",
+		"/a..b/c.", "/.a/..b", "/A/B", "/*$", "/caf%C3%A9", "/x?q=//a;b\\c%2F../",
+		"/index.html?", "/a-b_c~d",
+	} {
+		got := Lenient(in)
+		if got != in {
+			t.Errorf("Lenient(%q) = %q; want %q", in, got, in)
+		}
+		if unsafe.StringData(got) != unsafe.StringData(in) {
+			t.Errorf("Lenient(%q) returned a copy; want the same string", in)
+		}
+	}
+	const in = "/a/b/c.html?x=1"
+	var sink string
+	if n := testing.AllocsPerRun(100, func() { sink = Lenient(in) }); n != 0 {
+		t.Errorf("Lenient(%q) allocates %v times; want 0", in, n)
+	}
+	_ = sink
+}
+
+// TestLenientDecides shows the intended use: a target that Google's
+// matching allows, because the path as sent does not start with "/private",
+// and that a lenient server would serve from "/private", is disallowed in its
+// lenient reading.
+func TestLenientDecides(t *testing.T) {
+	t.Parallel()
+	g := Parse([]byte("User-agent: *\nDisallow: /private\n"), WithNormalization()).Group("*")
+	tests := []struct {
+		target         string
+		exact, lenient bool // allowed as sent; allowed as a lenient server reads it
+	}{
+		{"/public/..%2Fprivate/x", true, false},
+		{"/public%2F..%2Fprivate%2Fx", true, false},
+		{`/public/..\private/x`, true, false},
+		{"//private/x", true, false},
+		{"/public/..;/private/x", true, false},
+		{"/public/%2e%2e%2fprivate", true, false},
+		{"/private;x/y", false, false},
+		{"/%70rivate", false, false},
+		{"/public/../private", false, false},
+		{"/public/x", true, true},
+		{"/public/..%252Fprivate/x", true, true},
+		{"/public?next=/../private", true, true},
+	}
+	for _, tt := range tests {
+		n := Normalize(tt.target)
+		if got := g.Test(n).Allowed; got != tt.exact {
+			t.Errorf("Test(Normalize(%q)) allowed = %v; want %v", tt.target, got, tt.exact)
+		}
+		l := Lenient(n)
+		if got := g.Test(l).Allowed; got != tt.lenient {
+			t.Errorf("Test(Lenient(Normalize(%q))) = Test(%q) allowed = %v; want %v", tt.target, l, got, tt.lenient)
+		}
+	}
+}
+
+// BenchmarkLenient is the lenient reading of a target, done for every
+// request: a plain one, which is returned as it is, and one to rewrite.
+func BenchmarkLenient(b *testing.B) {
+	for _, in := range []string{"/a/b/c.html?x=1", "/public/..%2Fprivate/x?y=1"} {
+		b.Run(in, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Lenient(in)
+			}
+		})
+	}
+}
