@@ -209,7 +209,9 @@ func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", u, err)
 	}
-	req.scheme, req.authority, req.target = origin.Scheme, origin.HostPort(), requestTarget(u)
+	// A URL's fragment is the client's own: it is never sent.
+	noFragment, _, _ := strings.Cut(u, "#")
+	req.scheme, req.authority, req.target = origin.Scheme, origin.HostPort(), requestTarget(noFragment)
 	d := &Decision{}
 	p.decide(ctx, rulesFor, req, d)
 	if c.Robots != nil {

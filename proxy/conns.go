@@ -18,10 +18,13 @@ type connTracker struct {
 	tunnels atomic.Int64 // of which hijacked: tunnels, WebSockets
 	// overloaded is called for each connection turned away.
 	overloaded func(remote net.Addr)
+	// epoch is the base of trackedConn.last: a monotonic clock in one
+	// integer.
+	epoch time.Time
 }
 
 func newConnTracker(max int) *connTracker {
-	return &connTracker{max: max, conns: map[*trackedConn]struct{}{}}
+	return &connTracker{max: max, conns: map[*trackedConn]struct{}{}, epoch: time.Now()}
 }
 
 func (t *connTracker) wrap(l net.Listener) net.Listener { return &trackingListener{Listener: l, t: t} }
@@ -68,13 +71,54 @@ type trackedConn struct {
 	net.Conn
 	t        *connTracker
 	once     sync.Once
-	idle     atomic.Int64 // once hijacked: the idle timeout, extended by every read and write
-	hijacked atomic.Bool  // a tunnel or WebSocket: counted in open_tunnels
+	hijacked atomic.Bool // a tunnel or WebSocket: counted in open_tunnels
+
+	// Once hijacked, nothing reads the connection on a schedule, so a
+	// deadline alone would close nothing: a watchdog timer closes it when
+	// idle has passed with no read or write either way.
+	idle     atomic.Int64 // the idle timeout; 0: none (the connection's server keeps time)
+	last     atomic.Int64 // when it was last read or written, as time.Since(t.epoch)
+	timerMu  sync.Mutex
+	watchdog *time.Timer
+}
+
+// setIdle makes the connection close itself after d with no traffic
+// either way; 0 hands timekeeping back to whoever serves it.
+func (c *trackedConn) setIdle(d time.Duration) {
+	c.last.Store(int64(time.Since(c.t.epoch)))
+	c.idle.Store(int64(d))
+	if d <= 0 {
+		return
+	}
+	c.timerMu.Lock()
+	if c.watchdog == nil {
+		c.watchdog = time.AfterFunc(d, c.checkIdle)
+	} else {
+		c.watchdog.Reset(d)
+	}
+	c.timerMu.Unlock()
+}
+
+// checkIdle closes the connection if it has been idle long enough, or
+// looks again when it would be.
+func (c *trackedConn) checkIdle() {
+	idle := time.Duration(c.idle.Load())
+	if idle <= 0 {
+		return
+	}
+	quiet := time.Since(c.t.epoch) - time.Duration(c.last.Load())
+	if quiet >= idle {
+		c.Close()
+		return
+	}
+	c.timerMu.Lock()
+	c.watchdog.Reset(idle - quiet)
+	c.timerMu.Unlock()
 }
 
 func (c *trackedConn) touch() {
-	if idle := time.Duration(c.idle.Load()); idle > 0 {
-		c.Conn.SetDeadline(time.Now().Add(idle))
+	if c.idle.Load() > 0 {
+		c.last.Store(int64(time.Since(c.t.epoch)))
 	}
 }
 
@@ -97,6 +141,12 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
+		c.idle.Store(0)
+		c.timerMu.Lock()
+		if c.watchdog != nil {
+			c.watchdog.Stop()
+		}
+		c.timerMu.Unlock()
 		c.t.count.Add(-1)
 		if c.hijacked.Load() {
 			c.t.tunnels.Add(-1)

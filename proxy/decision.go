@@ -38,6 +38,7 @@ const (
 	reasonAuthDeny   = "robots.txt refused with %d: disallowing all (auth_errors = \"disallow\")"
 	reasonNoCopy     = "robots.txt unreachable and no copy held: disallowing all"
 	reasonLimit      = "robots.txt unreachable longer than unreachable_limit: no restrictions"
+	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
 )
 
 // Decision is the proxy's answer for one request: the robots.txt verdict
@@ -128,19 +129,33 @@ func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 
 // decideRules decides target, a normalised request target, under rules for
 // every agent token (DESIGN step 7): the request is blocked if any token's
-// verdict blocks it, and the first blocking token is the evidence.
+// verdict blocks it, and the first blocking token is the evidence. Each
+// token's verdict is taken on two readings of the target: the exact one
+// (Google's matching) and the path a lenient server would serve
+// (robots.Lenient); an allowed exact reading whose lenient reading is
+// disallowed is blocked as ambiguous, with the lenient verdict as evidence.
 func decideRules(d *Decision, rules *robots.Robots, target string) {
-	noGroup := false
+	lenient := robots.Lenient(target) // target itself, not a copy, when unambiguous
+	noGroup, ambiguous := false, false
 	for i, tok := range d.Agents {
 		g := rules.Group(tok)
 		if cd, ok := g.CrawlDelay(); ok && cd > d.CrawlDelay {
 			d.CrawlDelay = cd
 		}
-		if v := g.Test(target); i == 0 || !v.Allowed && d.Verdict.Allowed {
-			d.Verdict, d.Token, noGroup = v, tok, g.Empty()
+		v, amb := g.Test(target), false
+		if v.Allowed && lenient != target {
+			if lv := g.Test(lenient); !lv.Allowed {
+				v, amb = lv, true
+			}
+		}
+		if i == 0 || !v.Allowed && d.Verdict.Allowed {
+			d.Verdict, d.Token, noGroup, ambiguous = v, tok, g.Empty(), amb
 		}
 	}
 	d.setVerdictAction(noGroup)
+	if ambiguous {
+		d.Reason = fmt.Sprintf(reasonAmbiguous, lenient)
+	}
 }
 
 // setVerdictAction sets the action and reason that d.Verdict calls for;

@@ -11,14 +11,15 @@ import (
 )
 
 // FuzzRequestTarget: any request-line URI gives a target that starts with
-// "/" and holds no fragment.
+// "/" and is the URI's own tail (after one added "/" at most): nothing in
+// it is decoded, cut or rewritten.
 func FuzzRequestTarget(f *testing.F) {
-	for _, s := range []string{"http://h/p?q#f", "/a", "https://h", "h?x", "", "*", "http://h:1#x/y"} {
+	for _, s := range []string{"http://h/p?q#f", "/a", "https://h", "h?x", "", "*", "http://h:1#x/y", "http://h?q/x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, uri string) {
 		got := requestTarget(uri)
-		if !strings.HasPrefix(got, "/") || strings.Contains(got, "#") {
+		if !strings.HasPrefix(got, "/") || !strings.HasSuffix(uri, got) && !strings.HasSuffix(uri, got[1:]) {
 			t.Fatalf("requestTarget(%q) = %q", uri, got)
 		}
 	})
@@ -37,6 +38,39 @@ func FuzzProxyAuthorization(f *testing.F) {
 		raw, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(h, "Basic"), "basic")))
 		if user, ok := a.check(r, false); ok && string(raw) != "u:right" {
 			t.Fatalf("%q authenticated as %q", h, user)
+		}
+	})
+}
+
+// FuzzProxyTarget sends request-targets through the real proxy to a
+// lenient origin (see lenientOrigin) and fails if the origin serves a file
+// that robots.txt disallows, or receives a target other than the one the
+// client sent.
+func FuzzProxyTarget(f *testing.F) {
+	for _, tt := range redTeamTargets {
+		f.Add(tt.target)
+	}
+	for _, s := range []string{"/", "/private/open", "/p/./../private", "/%2e%2e/private", "/private%2F", "/x/%2E%2E%5Cprivate", "/;/private", "/.secret"} {
+		f.Add(s)
+	}
+	o := newLenientOrigin(f, nil, nil)
+	p := startProxy(f, loopbackConfig())
+	host := strings.TrimPrefix(o.URL, "http://")
+	f.Fuzz(func(t *testing.T, target string) {
+		if !strings.HasPrefix(target, "/") || strings.ContainsFunc(target, func(r rune) bool { return r <= ' ' || r == 0x7F }) {
+			return // not something a request line can carry
+		}
+		_, _, before := o.last()
+		resp, _ := p.raw(t, "GET http://"+host+target+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		if l := o.leakedSince(before); len(l) > 0 {
+			t.Fatalf("proxy answered %d, and the origin served disallowed files:\n%s", resp.StatusCode, strings.Join(l, "\n"))
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, got := range o.targets[before:] {
+			if got != target && got != "/robots.txt" {
+				t.Fatalf("sent %q; the origin received %q", target, got)
+			}
 		}
 	})
 }

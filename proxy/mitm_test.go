@@ -486,10 +486,12 @@ func TestCONNECTPrivateAddress(t *testing.T) {
 }
 
 // TestTunnelIdleTimeout: an idle tunnel is closed after
-// tunnel_idle_timeout; one with traffic keeps going past it.
+// tunnel_idle_timeout; one with traffic keeps going past it. (Tunnel mode
+// relays TLS only: plain HTTP in a tunnel is decided request by request.)
 func TestTunnelIdleTimeout(t *testing.T) {
 	t.Parallel()
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	pki := newTestPKI(t)
+	echo, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, "127.0.0.1")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +525,13 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("CONNECT: %v %v", resp, err)
 		}
-		return c, br
+		pool := x509.NewCertPool()
+		pool.AddCert(pki.cert)
+		tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("TLS through the tunnel: %v", err)
+		}
+		return tc, bufio.NewReader(tc)
 	}
 	busy, busyR := open()
 	idle, idleR := open()

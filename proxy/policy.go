@@ -14,6 +14,7 @@ import (
 // More reasons, for the steps before the rules.
 const (
 	reasonBadRequest = "bad request URL"
+	reasonFragment   = "bad request URL: a request-target cannot hold a fragment (\"#\")"
 	reasonPrivate    = "target resolves to a private address"
 	reasonSiteAllow  = "site allow %q"
 	reasonSiteDeny   = "site deny %q"
@@ -47,6 +48,13 @@ type policy struct {
 // decide runs DESIGN.md's steps 1 to 7 for one request, into d.
 func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d *Decision) {
 	d.CrawlDelay, d.User = -1, r.user
+	// A fragment is never part of a request-target (RFC 9112 section
+	// 3.2): what follows "#" would be decided on one reading and served on
+	// another.
+	if strings.IndexByte(r.target, '#') >= 0 {
+		d.Action, d.Reason = ActionBadRequest, reasonFragment
+		return
+	}
 	// 1. Origin.
 	o, err := robots.OriginOf(r.scheme, r.authority)
 	if err != nil {
@@ -238,11 +246,9 @@ func anyFold(a, b []string) bool {
 
 // requestTarget returns the raw request target of a request line's URI,
 // absolute ("http://h/p?q") or origin-form ("/p?q"): path, params and
-// query, "/" when empty, without a fragment.
+// query, "/" when empty. Nothing is cut or decoded: a "#" stays, for the
+// decision to refuse.
 func requestTarget(uri string) string {
-	if i := strings.IndexByte(uri, '#'); i >= 0 {
-		uri = uri[:i]
-	}
 	if strings.HasPrefix(uri, "/") {
 		return uri
 	}

@@ -18,7 +18,8 @@ import (
 // forwarded response that had none: allowed traffic passes unchanged.
 type respWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote    bool
+	hijacked net.Conn // the connection taken over, closed when the request is done
 }
 
 func (w *respWriter) WriteHeader(code int) {
@@ -96,7 +97,11 @@ func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if !ok {
 		return nil, nil, errors.New("hijack not supported")
 	}
-	return h.Hijack()
+	c, rw, err := h.Hijack()
+	if err == nil {
+		w.hijacked = c
+	}
+	return c, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -224,10 +229,11 @@ func displayURL(r *http.Request) string {
 	if host == "" {
 		return ""
 	}
-	target := r.URL.RequestURI()
-	if r.RequestURI != "" {
-		target = requestTarget(r.RequestURI)
+	uri := r.RequestURI
+	if uri == "" { // a forwarded request: goproxy cleared it
+		uri = r.URL.RequestURI()
 	}
+	target := requestTarget(uri)
 	return r.URL.Scheme + "://" + host + target
 }
 
@@ -248,12 +254,13 @@ func clientAddr(r *http.Request) netip.Addr {
 }
 
 // removeHopByHop deletes the hop-by-hop headers that must not be forwarded
-// (RFC 9110 section 7.6.1), and those named in Connection, keeping a
-// WebSocket upgrade's Connection and Upgrade.
-func removeHopByHop(h http.Header) {
-	conn := h["Connection"]
-	upgrade := len(conn) > 0 && headerHas(h, "Connection", "upgrade") && len(h["Upgrade"]) > 0
-	for _, v := range conn {
+// (RFC 9110 section 7.6.1), and those named in Connection. With upgrade (a
+// WebSocket upgrade request, or a 101 answer to one) Connection and
+// Upgrade are kept; without it they go too, so that no other protocol is
+// switched to and no client is left holding a connection that was never
+// upgraded.
+func removeHopByHop(h http.Header, upgrade bool) {
+	for _, v := range h["Connection"] {
 		for _, name := range strings.Split(v, ",") {
 			name = strings.TrimSpace(name)
 			if name != "" && !(upgrade && strings.EqualFold(name, "Upgrade")) {
@@ -270,6 +277,12 @@ func removeHopByHop(h http.Header) {
 		delete(h, "Connection")
 		delete(h, "Upgrade")
 	}
+}
+
+// isWebSocketUpgrade reports whether h asks for (or, on a 101, agrees to)
+// a WebSocket upgrade: the one protocol switch robotsgate relays.
+func isWebSocketUpgrade(h http.Header) bool {
+	return len(h["Connection"]) > 0 && headerHas(h, "Connection", "upgrade") && headerHas(h, "Upgrade", "websocket")
 }
 
 func headerHas(h http.Header, name, token string) bool {

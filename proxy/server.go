@@ -57,6 +57,8 @@ type Server struct {
 	mitmCA *CA
 	leaves *leafCache
 	mitm   *goproxy.ConnectAction
+	// tunnel serves an accepted CONNECT (serveTunnel), in either mode.
+	tunnel *goproxy.ConnectAction
 	// metrics are served at /metrics.
 	metrics *metrics
 	// upstream holds the connections to origins, closed at shutdown.
@@ -160,7 +162,10 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			return nil, err
 		}
 		s.mitmCA, s.leaves = ca, leaves
-		s.mitm = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
+	}
+	s.tunnel = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
+	if cfg.TLS.Mode == "mitm" {
+		s.mitm = s.tunnel
 	}
 	s.gp = gp
 
@@ -180,10 +185,9 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			// server's: it times out after tunnel_idle_timeout with no
 			// traffic either way.
 			if tc, ok := c.(*trackedConn); ok && st == http.StateHijacked {
-				tc.idle.Store(int64(tunnelIdle))
 				tc.hijacked.Store(true)
 				tc.t.tunnels.Add(1)
-				tc.Conn.SetDeadline(time.Now().Add(tunnelIdle))
+				tc.setIdle(tunnelIdle)
 			}
 		},
 		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
@@ -300,6 +304,7 @@ func (s *Server) ReloadFailed() { s.metrics.reloads.WithLabelValues("failure").I
 // ServeHTTP serves one request on the proxy's listener.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ww := &respWriter{ResponseWriter: w}
+	defer ww.closeHijacked() // every handler below is done with it by then
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -312,6 +317,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s.gp.ServeHTTP(ww, r)
+}
+
+// closeHijacked closes a connection taken over during a request (a
+// WebSocket, a tunnel) once its handler has returned: goproxy's WebSocket
+// relay returns when one side ends and leaves the client's side open.
+func (w *respWriter) closeHijacked() {
+	if w.hijacked != nil {
+		w.hijacked.Close()
+	}
 }
 
 // reqState travels with a request from onRequest to onResponse; one
@@ -401,12 +415,51 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		return r, resp
 	}
 	st.forwarded = true
-	removeHopByHop(r.Header)
+	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
+	sendAsDecided(r, st.req.target, d.Origin, s.tr.Proxy != nil)
 	ctx.RoundTripper = s.rt
 	return r, nil
+}
+
+// sendAsDecided binds r to what was decided (DESIGN step 7, "what is
+// decided is what is sent"): the raw request-target goes upstream byte
+// for byte, never rebuilt from the parsed URL (which re-encodes a path
+// holding "|", "{" or bytes >= 0x80 and so turns "%2F" into "/"), and the
+// host dialled is the origin's host as decided ("127.1" is 127.0.0.1, not
+// a name for a next hop to resolve). The request goes in origin-form,
+// except in absolute-form to a plain-HTTP next hop (viaProxy) and for a
+// path that starts with "//", which origin-form would turn into an
+// authority.
+func sendAsDecided(r *http.Request, target string, o robots.Origin, viaProxy bool) {
+	u := r.URL
+	if u.Hostname() != o.Host {
+		authority := o.Host
+		if strings.IndexByte(authority, ':') >= 0 {
+			authority = "[" + authority + "]"
+		}
+		if p := u.Port(); p != "" {
+			authority += ":" + p
+		}
+		if r.Host == u.Host {
+			r.Host = authority
+		}
+		u.Host = authority
+	}
+	path, query, hasQuery := strings.Cut(target, "?")
+	u.RawQuery, u.ForceQuery = query, hasQuery && query == ""
+	u.Fragment, u.RawFragment = "", ""
+	if viaProxy && u.Scheme == "http" || strings.HasPrefix(path, "//") {
+		host := r.Host
+		if host == "" {
+			host = u.Host
+		}
+		u.Opaque = "//" + host + path // RequestURI: "http://host" + path
+	} else {
+		u.Opaque = path
+	}
 }
 
 func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
@@ -421,9 +474,7 @@ func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Re
 			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(st.dec.Verdict.Rule, st.dec.Verdict.Line))
 		}
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		removeHopByHop(resp.Header)
-	}
+	removeHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && isWebSocketUpgrade(resp.Header))
 	decision := st.dec.Action
 	if ours {
 		decision = resp.Header.Get("X-Robots-Gate")
@@ -445,27 +496,37 @@ func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response
 	if s.stopping.Err() != nil { // Shutdown closed the upstream connections
 		return s.answer(r, http.StatusServiceUnavailable, ActionOverloaded, "robotsgate: shutting down before the origin answered; retry\n"), nil
 	}
-	if errors.Is(err, errPrivateAddress) {
-		// The name resolved inward at dial time (DNS rebinding, or the
-		// resolver changed its mind since step 2).
-		d := &Decision{Action: ActionPrivate, Reason: reasonPrivate}
-		resp := s.respond(r, d)
-		s.record(r, d, resp.StatusCode, "")
-		return resp, nil
-	}
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !errors.Is(err, errPrivateAddress) {
 		return nil, err // the client left: nobody to answer
-	}
-	code := http.StatusBadGateway
-	if robots.ErrorKind(err) == "timeout" {
-		code = http.StatusGatewayTimeout
 	}
 	hostport := r.URL.Host
 	if r.URL.Port() == "" {
 		hostport = net.JoinHostPort(r.URL.Hostname(), map[string]string{"http": "80", "https": "443"}[r.URL.Scheme])
 	}
+	d, resp := s.upstreamFailure(r, hostport, err)
+	if d.Action == ActionPrivate {
+		s.record(r, d, resp.StatusCode, "")
+	}
+	return resp, nil
+}
+
+// upstreamFailure is the decision and the answer for a request whose
+// upstream, hostport, could not be reached: 403 when the dialler found a
+// private address (DNS rebinding, or the resolver changed its mind since
+// step 2), else 502, or 504 for a timeout, naming the kind of failure.
+func (s *Server) upstreamFailure(r *http.Request, hostport string, err error) (*Decision, *http.Response) {
+	if errors.Is(err, errPrivateAddress) {
+		d := &Decision{Action: ActionPrivate, Reason: reasonPrivate, CrawlDelay: -1}
+		return d, s.respond(r, d)
+	}
+	code := http.StatusBadGateway
+	if robots.ErrorKind(err) == "timeout" {
+		code = http.StatusGatewayTimeout
+	}
 	s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
-	return s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, robots.Describe(err))), nil
+	why := robots.Describe(err)
+	d := &Decision{Action: ActionUpstream, Reason: "upstream " + why, CrawlDelay: -1}
+	return d, s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, why))
 }
 
 // slogWriter adapts the log package's output, used by goproxy and

@@ -30,12 +30,58 @@ var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 // isPrivate reports whether a is an address block_private refuses:
 // loopback, private (RFC 1918, ULA), link-local, unspecified, and the
 // other ranges that never belong to a public site (shared address space,
-// "this network", multicast).
+// "this network", multicast). An IPv6 address that embeds an IPv4 address
+// a translator or tunnel would deliver to (NAT64, 6to4, IPv4-compatible)
+// is judged by that IPv4 address too.
 func isPrivate(a netip.Addr) bool {
 	a = a.Unmap()
+	if privateRange(a) {
+		return true
+	}
+	v4, ok := embeddedIPv4(a)
+	return ok && privateRange(v4)
+}
+
+func privateRange(a netip.Addr) bool {
 	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
 		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() ||
 		sharedSpace.Contains(a) || thisNetwork.Contains(a)
+}
+
+// IPv6 prefixes whose addresses carry an IPv4 address.
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215
+	sixToFour      = netip.MustParsePrefix("2002::/16")       // RFC 3056
+	v4Compatible   = netip.MustParsePrefix("::/96")           // RFC 4291 2.5.5.1, deprecated
+	v4Translated   = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 6145 (SIIT)
+)
+
+// embeddedIPv4 returns the IPv4 address an IPv6 address delivers to
+// through NAT64 (the well-known prefix, or the local-use /48, whose
+// operators may embed at /48 or /96), 6to4, or the IPv4-compatible or
+// IPv4-translated forms; false for any other address.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	last := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	switch {
+	case nat64WellKnown.Contains(a), v4Compatible.Contains(a), v4Translated.Contains(a):
+		return last, true
+	case nat64Local.Contains(a):
+		// RFC 6052 section 2.2: under a /96 the IPv4 address is the last
+		// four bytes (and bytes 6-11 are zero); under the /48 itself it is
+		// bytes 6-7 and 9-10 (byte 8 is reserved).
+		if b[6]|b[7]|b[8]|b[9]|b[10]|b[11] == 0 {
+			return last, true
+		}
+		return netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // lookupFunc resolves a host name, as net.Resolver.LookupNetIP.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -35,11 +36,13 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ctx *goproxy.Prox
 	}
 	p := s.pol.Load()
 	lim := p.cfg.Limits
+	if ci.upstream != nil {
+		defer ci.upstream.Close()
+	}
 	tc, _ := client.(*trackedConn)
 	if tc != nil {
-		// The tunnel's own server keeps its deadlines from here on.
-		tc.idle.Store(0)
-		tc.Conn.SetDeadline(time.Time{})
+		// The tunnel's own server keeps time from here on.
+		tc.setIdle(0)
 	}
 	major, minor := r.ProtoMajor, r.ProtoMinor
 	if major == 0 {
@@ -55,9 +58,25 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ctx *goproxy.Prox
 	if err != nil {
 		return
 	}
+	if first[0] == 0x16 {
+		// A TLS record header: handshake, major version 3. Anything else
+		// that starts with 0x16 is neither TLS nor HTTP.
+		if first, err = br.Peek(3); err != nil || first[1] != 3 || first[2] > 4 {
+			s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.authority, "client", clientAddr(r))
+			return
+		}
+	}
 	var conn net.Conn = &peekedConn{Conn: client, r: br}
 	scheme := "http"
 	switch {
+	case first[0] == 0x16 && ci.upstream != nil:
+		// Tunnel mode: TLS is relayed as it is, paths unseen (step 9).
+		client.SetReadDeadline(time.Time{})
+		if tc != nil {
+			tc.setIdle(lim.TunnelIdleTimeout)
+		}
+		relay(conn, ci.upstream)
+		return
 	case first[0] == 0x16: // a TLS handshake record
 		cfg, err := s.mitmTLS(ci.authority, ctx)
 		if err != nil {
@@ -111,8 +130,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ctx *goproxy.Prox
 				// A WebSocket inside the tunnel: idle-timed like a tunnel.
 				hijacked.Store(true)
 				if tc != nil {
-					tc.idle.Store(int64(lim.TunnelIdleTimeout))
-					tc.Conn.SetDeadline(time.Now().Add(lim.TunnelIdleTimeout))
+					tc.setIdle(lim.TunnelIdleTimeout)
 				}
 			case http.StateClosed:
 				ln.Close()
@@ -168,10 +186,27 @@ func (l *oneConnListener) wait() { <-l.done }
 
 func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
-// connectInfo is what inner requests of a MITM tunnel know of their CONNECT.
+// connectInfo is what inner requests of a tunnel know of their CONNECT.
 type connectInfo struct {
-	authority string // the CONNECT target, host:port as sent
-	user      string // the CONNECT's authenticated user
+	authority string   // the CONNECT target, host:port as sent
+	user      string   // the CONNECT's authenticated user
+	upstream  net.Conn // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
+}
+
+// relay copies between a and b until either side ends or fails, then
+// closes both, so that neither is left open by the other's end.
+func relay(a, b net.Conn) {
+	done := make(chan struct{}, 2)
+	copyTo := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go copyTo(a, b)
+	go copyTo(b, a)
+	<-done
+	a.Close()
+	b.Close()
+	<-done
 }
 
 // onConnect decides a CONNECT (DESIGN step 9): the private-address check
@@ -244,9 +279,33 @@ func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx,
 			s.record(r, d, ctx.Resp.StatusCode, host)
 			return goproxy.RejectConnect, host
 		}
+	}
+	// The target is dialled before the tunnel is confirmed, so that a
+	// failure is a 502 the client can read. Plain HTTP inside the tunnel
+	// is then decided request by request, like plain HTTP inside a MITM
+	// tunnel; TLS is relayed to this connection.
+	up, err := s.dialTunnel(r.Context(), host)
+	if err != nil {
+		f, resp := s.upstreamFailure(r, o.HostPort(), err)
+		f.Origin, f.Agents, f.User = o, d.Agents, user
+		ctx.Resp = resp
+		s.record(r, f, resp.StatusCode, host)
+		return goproxy.RejectConnect, host
+	}
+	if d.Action == ActionAllowed {
 		s.record(r, d, http.StatusOK, host)
 	}
-	return goproxy.OkConnect, host
+	ctx.UserData = &connectInfo{authority: host, user: user, upstream: up}
+	return s.tunnel, host
+}
+
+// dialTunnel connects to a tunnel's target: through upstream.proxy's own
+// CONNECT when there is one, else with the guarded dialer.
+func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, error) {
+	if s.gp.ConnectDial != nil {
+		return s.gp.ConnectDial("tcp", hostport)
+	}
+	return s.tr.DialContext(ctx, "tcp", hostport)
 }
 
 // mitmTLS is the TLS config presented to a client in a MITM tunnel: a leaf
