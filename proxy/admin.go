@@ -10,8 +10,8 @@ import (
 	"github.com/robotsgate/robotsgate/robots"
 )
 
-// serveAdmin answers requests to the proxy itself: /healthz and the
-// robots.txt cache.
+// serveAdmin answers requests to the proxy itself: /healthz, /metrics and
+// the robots.txt cache; the cache only to the clients adminAllowed admits.
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
@@ -20,15 +20,14 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
 		s.metrics.handler.ServeHTTP(w, r)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
+		if !s.pol.Load().adminAllowed(r, openWithoutAuth) {
+			adminForbidden(w)
+			return
+		}
 		s.serveRobotsEntry(w, r)
 	case r.URL.Path == "/robots/purge" && r.Method == http.MethodPost:
-		p := s.pol.Load()
-		authed := false
-		if p.auth != nil {
-			_, authed = p.auth.check(r, true)
-		}
-		if c := clientAddr(r); !c.IsLoopback() && !authed {
-			http.Error(w, "robotsgate: purge is only for loopback clients and authenticated users", http.StatusForbidden)
+		if !s.pol.Load().adminAllowed(r, loopbackOrUser) {
+			adminForbidden(w)
 			return
 		}
 		o, err := robots.ParseOrigin(r.URL.Query().Get("origin"))
@@ -45,6 +44,40 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// adminAccess says who may use an endpoint of the proxy itself.
+type adminAccess int
+
+const (
+	// openWithoutAuth: anyone when [auth] has no users; otherwise loopback
+	// clients and authenticated users (GET /robots).
+	openWithoutAuth adminAccess = iota
+	// loopbackOrUser: loopback clients and authenticated users only, with
+	// or without [auth] users (POST /robots/purge and the operator surface).
+	loopbackOrUser
+)
+
+// adminAllowed reports whether r may use an endpoint of the proxy itself
+// whose rule is access. Loopback clients always may, without a credential
+// being checked; others need the Basic credentials of an [auth] user, in
+// Authorization or Proxy-Authorization, checked (and rate-limited) as
+// proxy requests are. The client is the connection's peer: behind a
+// reverse proxy on the same host, every client looks like loopback.
+func (p *policy) adminAllowed(r *http.Request, access adminAccess) bool {
+	if clientAddr(r).IsLoopback() {
+		return true
+	}
+	if p.auth == nil {
+		return access == openWithoutAuth
+	}
+	_, ok := p.auth.check(r, true)
+	return ok
+}
+
+// adminForbidden is the 403 answer to a client adminAllowed refused.
+func adminForbidden(w http.ResponseWriter) {
+	http.Error(w, "robotsgate: only for loopback clients and authenticated users", http.StatusForbidden)
 }
 
 // robotsEntry is the JSON of GET /robots?origin=O.
