@@ -68,6 +68,7 @@ type RobotsConfig struct {
 	AuthErrors       string // "allow" or "disallow"
 	FetchUserAgent   string // "VERSION" is replaced by the build version
 	CacheMaxBytes    int64
+	MaxFetches       int // robots.txt fetches in flight at once
 }
 
 // AuditConfig is the [audit] table.
@@ -148,6 +149,7 @@ func Default() *Config {
 			AuthErrors:       "allow",
 			FetchUserAgent:   "robotsgate/VERSION (+https://github.com/robotsgate/robotsgate)",
 			CacheMaxBytes:    robots.DefaultCacheMaxBytes,
+			MaxFetches:       robots.DefaultMaxFetches,
 		},
 		Limits: LimitsConfig{
 			ReadHeaderTimeout: 10 * time.Second,
@@ -412,6 +414,7 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 				"auth_errors":       d.str(&r.AuthErrors),
 				"fetch_user_agent":  d.str(&r.FetchUserAgent),
 				"cache_max_bytes":   d.int64v(&r.CacheMaxBytes, 1<<20, 1<<40),
+				"max_fetches":       d.integer(&r.MaxFetches, 1, 1<<16),
 			})
 		},
 		"audit": func(k string, v any) {

@@ -101,6 +101,34 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+func TestConfigMaxFetches(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		toml    string
+		want    int    // robots.max_fetches decoded; 0 when an error is wanted
+		wantErr string // "" when none
+	}{
+		{"", 256, ""},
+		{"[robots]\nmax_fetches = 1\n", 1, ""},
+		{"[robots]\nmax_fetches = 1024\n", 1024, ""},
+		{"[robots]\nmax_fetches = 0\n", 0, "x.toml:2: robots.max_fetches: 0 is out of range 1 to 65536"},
+		{"[robots]\nmax_fetches = -3\n", 0, "x.toml:2: robots.max_fetches: -3 is out of range 1 to 65536"},
+		{"[robots]\ncache_ttl = \"1h\"\nmax_fetches = \"many\"\n", 0, "x.toml:3: robots.max_fetches: want an integer, got a string"},
+		{"[robots]\nmax_Fetches = 8\n", 0, `x.toml:2: robots.max_Fetches: unknown key; keys are case-sensitive: did you mean "max_fetches"?`},
+	}
+	for _, tt := range tests {
+		cfg, err := ParseConfig("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("ParseConfig(%q) = %v; want no error", tt.toml, err)
+		case tt.wantErr == "" && cfg.Robots.MaxFetches != tt.want:
+			t.Errorf("ParseConfig(%q): max_fetches %d; want %d", tt.toml, cfg.Robots.MaxFetches, tt.want)
+		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+			t.Errorf("ParseConfig(%q) = %v; want %s", tt.toml, err, tt.wantErr)
+		}
+	}
+}
+
 func TestConfigSyntaxError(t *testing.T) {
 	t.Parallel()
 	_, err := ParseConfig("x.toml", []byte("listen = \"a:1\"\nmode = \n"))

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -18,6 +19,7 @@ const (
 	reasonPrivate    = "target resolves to a private address"
 	reasonSiteAllow  = "site allow %q"
 	reasonSiteDeny   = "site deny %q"
+	reasonFetches    = "too many robots.txt fetches in flight (robots.max_fetches): retry"
 )
 
 // A request is what the policy needs to know of one proxied request.
@@ -90,7 +92,11 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 	}
 	// 6 and 7. Rules.
 	a, err := rulesFor(ctx, o)
-	if err != nil {
+	switch {
+	case errors.Is(err, robots.ErrOverloaded):
+		d.Action, d.Reason = ActionOverloaded, reasonFetches
+		return
+	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, "gave up waiting for robots.txt"
 		return
 	}

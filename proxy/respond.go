@@ -134,6 +134,10 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionMisdirected:
 		return s.answer(r, http.StatusMisdirectedRequest, d.Action, "robotsgate: "+d.Reason+"\n")
+	case ActionOverloaded:
+		resp := s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: "+d.Reason+"\n")
+		resp.Header.Set("Retry-After", "1")
+		return resp
 	case ActionPaced:
 		resp := s.answer(r, http.StatusTooManyRequests, d.Action, fmt.Sprintf("robotsgate: %s is %s\n", displayURL(r), d.Reason))
 		resp.Header.Set("Retry-After", strconv.Itoa(max(1, int((d.PacedWait+time.Second-1)/time.Second))))

@@ -545,3 +545,77 @@ func TestIsPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestRobotsFetchesBounded: requests to many cold origins that never
+// answer, each client leaving at once, left a descriptor and a fetch
+// behind each. Fetches in flight are bounded now: past the bound the
+// answer is 503 overloaded at once, and fetches nobody waits for are
+// given up to make room.
+func TestRobotsFetchesBounded(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	var mu sync.Mutex
+	var open, peak, accepted int
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open, accepted = open+1, accepted+1
+			peak = max(peak, open)
+			mu.Unlock()
+			go func() { // never answers; counts the close
+				io.Copy(io.Discard, c)
+				c.Close()
+				mu.Lock()
+				open--
+				mu.Unlock()
+			}()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(silent.Addr().String())
+	p := startMITM(t, nil, func(c *Config) { c.Robots.MaxFetches = 4 }) // every name resolves to 127.0.0.1
+	client := p.client()
+	client.Timeout = 300 * time.Millisecond
+	overloaded := 0
+	var wg sync.WaitGroup
+	var omu sync.Mutex
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get(fmt.Sprintf("http://cold%d.test:%s/x", i, port))
+			if err != nil {
+				return // this client left
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 503 && resp.Header.Get("X-Robots-Gate") == "overloaded" {
+				omu.Lock()
+				overloaded++
+				omu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if overloaded == 0 {
+		t.Error("no request was answered 503 overloaded past max_fetches = 4")
+	}
+	// Every client has left: the next cold origin gives up their fetches.
+	for i := range 3 {
+		client.Get(fmt.Sprintf("http://later%d.test:%s/x", i, port))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > 4 {
+		t.Errorf("%d robots.txt fetches open at once; want at most max_fetches = 4", peak)
+	}
+	if accepted <= 4 {
+		t.Errorf("%d fetches ever started; want fetches nobody waited for given up for new ones", accepted)
+	}
+}

@@ -74,6 +74,7 @@ type Server struct {
 	listen        string
 	tlsConfig     TLSConfig
 	cacheMaxBytes int64
+	maxFetches    int
 }
 
 // NewServer builds a Server for cfg.
@@ -99,6 +100,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		listen:        cfg.Listen,
 		tlsConfig:     cfg.TLS,
 		cacheMaxBytes: cfg.Robots.CacheMaxBytes,
+		maxFetches:    cfg.Robots.MaxFetches,
 	}
 	s.upstream = &connSet{m: map[*setConn]struct{}{}}
 	tr, err := newUpstreamTransport(cfg, o.LookupNetIP, s.upstream)
@@ -226,6 +228,7 @@ func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() 
 		UnreachableLimit: cfg.Robots.UnreachableLimit,
 		RetryAfter:       cfg.Robots.RetryAfter,
 		MaxBytes:         cfg.Robots.CacheMaxBytes,
+		MaxFetches:       cfg.Robots.MaxFetches,
 		Now:              now,
 		OnFetch:          onFetch,
 	})
@@ -277,6 +280,9 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	if cfg.Robots.CacheMaxBytes != s.cacheMaxBytes {
 		s.log.Warn("robots.cache_max_bytes changed: restart to apply")
+	}
+	if cfg.Robots.MaxFetches != s.maxFetches {
+		s.log.Warn("robots.max_fetches changed: restart to apply")
 	}
 	old := s.pol.Load()
 	if cfg.Audit.File != old.cfg.Audit.File {

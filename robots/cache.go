@@ -3,6 +3,7 @@ package robots
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/dgraph-io/ristretto/v2"
-	"golang.org/x/sync/singleflight"
 )
 
 // Defaults of CacheOptions, as DESIGN.md's [robots] keys.
@@ -20,8 +20,33 @@ const (
 	DefaultUnreachableLimit = 30 * 24 * time.Hour
 	DefaultRetryAfter       = time.Minute
 	DefaultCacheMaxBytes    = 1 << 30
-	minTTL                  = time.Minute
+	// DefaultMaxFetches bounds the robots.txt fetches in flight at once.
+	// A fetch holds one connection while it runs (redirects are followed
+	// one at a time), so 256 is as many descriptors as NewTransport keeps
+	// idle, well within common limits. Even if every origin hangs for the
+	// whole 10 s fetch_timeout, 256 slots start 25 fetches a second, and
+	// about a thousand a second at a typical quarter-second fetch: more
+	// cold origins than the clients of one proxy ask for.
+	DefaultMaxFetches = 256
+	minTTL            = time.Minute
+	// fetchSlotWait bounds how long a Get that needs a fetch waits for a
+	// free slot: long enough for fetches that nobody waits for any more to
+	// be given up and end, short enough that a refused request is answered
+	// at once.
+	fetchSlotWait = 100 * time.Millisecond
 )
+
+// ErrOverloaded is wrapped by the error of a Get that needed a fetch when
+// CacheOptions.MaxFetches fetches were in flight and none ended in time.
+var ErrOverloaded = errors.New("too many robots.txt fetches in flight")
+
+// ErrClosed is wrapped by the error of a Get on a closed Cache, or whose
+// fetch Close cancelled.
+var ErrClosed = errors.New("robots.txt cache closed")
+
+// errAbandoned is the cause of a fetch given up because nobody waited for
+// it any more.
+var errAbandoned = errors.New("robots.txt fetch given up: nobody waits for it")
 
 // CacheOptions configures a Cache. Each zero value means the default named
 // in its comment.
@@ -50,7 +75,16 @@ type CacheOptions struct {
 	MaxBytes int64
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
-	// OnFetch, if set, is called after every fetch, for metrics.
+	// MaxFetches bounds the robots.txt fetches in flight at once, over all
+	// origins. A Get that needs one more first gives up the fetches whose
+	// callers have all left, then waits a little (at most 100 ms, and not
+	// past its ctx) for a slot; failing that it answers with the origin's
+	// last good copy, or an error wrapping ErrOverloaded. 0:
+	// DefaultMaxFetches.
+	MaxFetches int
+	// OnFetch, if set, is called after every fetch, for metrics; not for
+	// a fetch given up (see MaxFetches) or cancelled by Close that ended
+	// unreachable, which is not the origin's failure.
 	OnFetch func(o Origin, r *FetchResult)
 }
 
@@ -75,7 +109,8 @@ type Entry struct {
 type Answer struct {
 	// Entry is the rules in force; nil when there are none.
 	Entry *Entry
-	// Stale: Entry is the last good copy, kept because refreshing it failed.
+	// Stale: Entry is the last good copy, kept because refreshing it
+	// failed, or could not start (too many fetches in flight).
 	Stale bool
 	// Unreachable: the origin is unreachable and there is no copy: every
 	// path is disallowed until RetryAt (RFC 9309 section 2.3.1.4).
@@ -97,20 +132,49 @@ type Answer struct {
 // ristretto cache bounded by bytes, and, outside it, the state that changes
 // answers (the last good copy, when failures began, when to retry) in a
 // bounded LRU, so that eviction only ever costs a refetch. Concurrent
-// lookups of an origin that needs fetching wait on one fetch. Cache is safe
-// for concurrent use; Close releases it.
+// lookups of an origin that needs fetching wait on one fetch, and at most
+// MaxFetches fetches run at once. Cache is safe for concurrent use; Close
+// releases it.
 type Cache struct {
-	opts  CacheOptions
-	rc    *ristretto.Cache[uint64, *Entry]
-	seed  maphash.Seed
-	group singleflight.Group
+	opts CacheOptions
+	rc   *ristretto.Cache[uint64, *Entry]
+	seed maphash.Seed
+
+	// slots is the semaphore of fetches in flight: a fetch holds one
+	// element from before it starts until it is out of flights.
+	slots chan struct{}
+	// ctx is the parent of every fetch's context; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // fetches running
 
 	mu         sync.Mutex
 	states     map[Origin]*list.Element // of *originState
 	lru        *list.List               // most recently refreshed first
 	stateBytes int64
+	// flights holds the fetch in flight of each origin, which every Get
+	// of that origin waits on. It replaces x/sync/singleflight: joining a
+	// fetch, counting its waiters and giving it up when none is left must
+	// be one decision under one lock, and singleflight's calls can be
+	// neither counted nor cancelled (with a count kept beside it, a caller
+	// could join a call just given up, and the two maps would have to be
+	// kept in step with Forget).
+	flights map[Origin]*flight
+	closed  bool
 
-	hits, misses, evictions, fetches atomic.Int64
+	hits, misses, evictions, fetches, abandoned, overloads atomic.Int64
+}
+
+// flight is one robots.txt fetch in flight and the Gets waiting on it.
+type flight struct {
+	origin Origin
+	ctx    context.Context // cancelled to give the fetch up, or by Close
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once answer and err are set
+	answer Answer
+	err    error
+
+	waiters int // Gets waiting on it; c.mu is held
 }
 
 type originState struct {
@@ -143,10 +207,20 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultCacheMaxBytes
 	}
+	if opts.MaxFetches <= 0 {
+		opts.MaxFetches = DefaultMaxFetches
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	c := &Cache{opts: opts, seed: maphash.MakeSeed(), states: map[Origin]*list.Element{}, lru: list.New()}
+	c := &Cache{
+		opts:    opts,
+		seed:    maphash.MakeSeed(),
+		slots:   make(chan struct{}, opts.MaxFetches),
+		states:  map[Origin]*list.Element{},
+		lru:     list.New(),
+		flights: map[Origin]*flight{},
+	}
 	// About one counter per 300 bytes: ten per entry of a typical ~3 KB
 	// file, as ristretto advises.
 	counters := max(opts.MaxBytes/300, 1000)
@@ -162,12 +236,24 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		return nil, fmt.Errorf("create robots.txt cache: %w", err)
 	}
 	c.rc = rc
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	return c, nil
 }
 
-// Close stops the cache's background work and closes its fetcher's idle
-// connections.
+// Close cancels the fetches in flight (their callers get an error wrapping
+// ErrClosed), waits for them to end, stops the cache's background work and
+// closes its fetcher's idle connections. Later lookups are answered from
+// what is held, or with ErrClosed.
 func (c *Cache) Close() {
+	c.mu.Lock()
+	closed := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	c.cancel(ErrClosed)
+	c.wg.Wait()
 	c.rc.Close()
 	c.opts.Fetcher.CloseIdleConnections()
 }
@@ -192,8 +278,11 @@ func (c *Cache) key(o Origin) uint64 {
 
 // Get returns the rules in force for origin o: a fresh cached entry, or
 // the result of one fetch shared by every caller waiting on o. A caller
-// whose ctx ends stops waiting; the fetch goes on for the others. A hit
-// does not allocate.
+// whose ctx ends stops waiting; the fetch goes on for the others, and for
+// the cache, until a slot is needed for a fetch that someone waits for
+// (see CacheOptions.MaxFetches). When no slot frees in time, the last good
+// copy of o, however old, is the answer (Stale), or else an error wrapping
+// ErrOverloaded. A hit does not allocate.
 func (c *Cache) Get(ctx context.Context, o Origin) (Answer, error) {
 	now := c.opts.Now()
 	if e, ok := c.rc.Get(c.key(o)); ok && e.Origin == o && now.Before(e.Expires) {
@@ -204,15 +293,161 @@ func (c *Cache) Get(ctx context.Context, o Origin) (Answer, error) {
 	if a, ok := c.fromState(o, now); ok {
 		return a, nil
 	}
-	ch := c.group.DoChan(o.String(), func() (any, error) {
-		return c.refresh(o), nil
-	})
+	f, err := c.join(ctx, o)
+	if err != nil {
+		if errors.Is(err, ErrOverloaded) {
+			if a, ok := c.held(o, c.opts.Now()); ok {
+				return a, nil
+			}
+		}
+		return Answer{}, err
+	}
 	select {
-	case r := <-ch:
-		return r.Val.(Answer), nil
+	case <-f.done:
+		return f.answer, f.err
 	case <-ctx.Done():
+		c.mu.Lock()
+		f.waiters--
+		c.mu.Unlock()
 		return Answer{}, fmt.Errorf("wait for robots.txt of %s: %w", o, context.Cause(ctx))
 	}
+}
+
+// join counts the caller as a waiter of o's fetch: the one in flight, or a
+// new one if a slot is free or frees within fetchSlotWait (and ctx).
+// Another caller may start o's fetch while this one waits for a slot: it
+// joins that fetch once it has a slot, or when the wait is over.
+func (c *Cache) join(ctx context.Context, o Origin) (*flight, error) {
+	if f, err := c.joinFlight(o); f != nil || err != nil {
+		return f, err
+	}
+	if ctx.Err() != nil {
+		// Nobody would wait for a fetch started now.
+		return nil, fmt.Errorf("wait for robots.txt of %s: %w", o, context.Cause(ctx))
+	}
+	if err := c.acquire(ctx); err != nil {
+		if f, cerr := c.joinFlight(o); f != nil || cerr != nil {
+			return f, cerr
+		}
+		c.overloads.Add(1)
+		return nil, fmt.Errorf("fetch robots.txt for %s: %w", o, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		<-c.slots
+		return nil, fmt.Errorf("fetch robots.txt for %s: %w", o, ErrClosed)
+	}
+	if f := c.flights[o]; f != nil {
+		<-c.slots
+		f.waiters++
+		return f, nil
+	}
+	f := &flight{origin: o, done: make(chan struct{}), waiters: 1}
+	f.ctx, f.cancel = context.WithCancelCause(c.ctx)
+	c.flights[o] = f
+	c.wg.Add(1)
+	go c.run(f)
+	return f, nil
+}
+
+// joinFlight counts the caller as a waiter of o's fetch in flight, if
+// there is one.
+func (c *Cache) joinFlight(o Origin) (*flight, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.flights[o]; f != nil {
+		f.waiters++
+		return f, nil
+	}
+	if c.closed {
+		return nil, fmt.Errorf("fetch robots.txt for %s: %w", o, ErrClosed)
+	}
+	return nil, nil
+}
+
+// acquire takes a fetch slot. With none free, it gives up the fetches
+// nobody waits for, then waits for a slot up to fetchSlotWait, and not
+// past ctx or Close; failing that, the error wraps ErrOverloaded.
+func (c *Cache) acquire(ctx context.Context) error {
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	c.abandon()
+	t := time.NewTimer(fetchSlotWait)
+	defer t.Stop()
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return ErrOverloaded
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrOverloaded, context.Cause(ctx))
+	case <-c.ctx.Done():
+		return ErrClosed // joinFlight reports it
+	}
+}
+
+// abandon gives up every fetch in flight that nobody waits for any more:
+// it cancels them, so that they end promptly and free their slots, and
+// takes them out of flights, so that the next Get of their origin starts
+// afresh.
+func (c *Cache) abandon() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for o, f := range c.flights {
+		if f.waiters == 0 {
+			delete(c.flights, o)
+			f.cancel(errAbandoned)
+			c.abandoned.Add(1)
+		}
+	}
+}
+
+// run is one fetch in flight: it refreshes f's origin, hands the answer to
+// its waiters and frees its slot.
+func (c *Cache) run(f *flight) {
+	defer c.wg.Done()
+	f.answer, f.err = c.refresh(f)
+	f.cancel(nil)
+	<-c.slots // after refresh took f out of flights
+	close(f.done)
+}
+
+// land takes f out of flights, unless it was given up already. c.mu is
+// held.
+func (c *Cache) land(f *flight) {
+	if c.flights[f.origin] == f {
+		delete(c.flights, f.origin)
+	}
+}
+
+// held answers for o, when a fetch could not start, from what the cache
+// holds: the last good copy (Stale, however old), or no restrictions once
+// the origin has been unreachable for UnreachableLimit.
+func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := &originState{origin: o}
+	if el, ok := c.states[o]; ok {
+		st = el.Value.(*originState)
+	}
+	var a Answer
+	if st.good != nil {
+		a = c.failed(st, now)
+	} else if e, ok := c.rc.Get(c.key(o)); ok && e.Origin == o {
+		a = Answer{Entry: e, Stale: true, UnreachableSince: st.unreachableSince}
+	} else if !st.unreachableSince.IsZero() && now.Sub(st.unreachableSince) >= c.opts.UnreachableLimit {
+		a = c.failed(st, now)
+	} else {
+		return Answer{}, false
+	}
+	// The latest try is this one, which could not start; the next Get
+	// tries again.
+	a.LastError, a.LastStatus, a.RetryAt = "overloaded: "+ErrOverloaded.Error(), 0, time.Time{}
+	return a, true
 }
 
 // fromState answers without fetching when the state allows: a fresh copy
@@ -235,20 +470,36 @@ func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 	return Answer{}, false
 }
 
-// refresh fetches o's robots.txt and records what it found.
-func (c *Cache) refresh(o Origin) Answer {
+// refresh fetches f's origin's robots.txt, records what it found and takes
+// f out of flights. A fetch given up or cancelled by Close that ended
+// unreachable records nothing: it is not the origin's failure, and the
+// next Get fetches afresh.
+func (c *Cache) refresh(f *flight) (Answer, error) {
+	o := f.origin
 	// Another caller may have refreshed o between our miss and this fetch.
 	if a, ok := c.fromState(o, c.opts.Now()); ok {
-		return a
+		c.mu.Lock()
+		c.land(f)
+		c.mu.Unlock()
+		return a, nil
 	}
 	c.fetches.Add(1)
-	res := c.opts.Fetcher.Fetch(context.Background(), o, c.opts.Parse...)
+	res := c.opts.Fetcher.Fetch(f.ctx, o, c.opts.Parse...)
+	// A fetched or unavailable answer is the origin's own, even if f was
+	// given up meanwhile: keep it.
+	if res.Outcome == Unreachable && f.ctx.Err() != nil {
+		c.mu.Lock()
+		c.land(f)
+		c.mu.Unlock()
+		return Answer{}, fmt.Errorf("fetch robots.txt for %s: %w", o, context.Cause(f.ctx))
+	}
 	if c.opts.OnFetch != nil {
 		c.opts.OnFetch(o, res)
 	}
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.land(f)
 	st := c.state(o)
 	if res.Outcome == Unreachable {
 		if st.good == nil {
@@ -262,7 +513,7 @@ func (c *Cache) refresh(o Origin) Answer {
 		}
 		st.lastErr, st.lastStatus = describeFailure(res), res.Status
 		st.retryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
-		return c.failed(st, now)
+		return c.failed(st, now), nil
 	}
 	ttl := c.opts.TTL
 	if res.MaxAge >= 0 {
@@ -284,7 +535,7 @@ func (c *Cache) refresh(o Origin) Answer {
 	c.setGood(st, e)
 	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus = time.Time{}, time.Time{}, "", 0
 	c.set(o, e)
-	return Answer{Entry: e}
+	return Answer{Entry: e}, nil
 }
 
 // set stores e in ristretto (which may drop it: the state keeps it).
@@ -397,12 +648,15 @@ func (c *Cache) Purge(o Origin) bool {
 	return held
 }
 
-// CacheStats are a Cache's counters since it was made.
+// CacheStats are a Cache's counters since it was made, and its gauges.
 type CacheStats struct {
 	Hits, Misses, Evictions, Fetches int64
 	Bytes                            int64 // held by cached rules
 	StateBytes                       int64 // held by the last good copies and failure state
 	Origins                          int   // origins with state
+	FetchesInFlight                  int   // fetches running now: at most CacheOptions.MaxFetches
+	FetchesAbandoned                 int64 // fetches given up because nobody waited for them
+	Overloads                        int64 // lookups that found no fetch slot (answered stale or with ErrOverloaded)
 }
 
 // Stats returns the cache's counters.
@@ -417,6 +671,10 @@ func (c *Cache) Stats() CacheStats {
 		Bytes:      c.rc.MaxCost() - c.rc.RemainingCost(),
 		StateBytes: c.stateBytes,
 		Origins:    c.lru.Len(),
+
+		FetchesInFlight:  len(c.slots),
+		FetchesAbandoned: c.abandoned.Load(),
+		Overloads:        c.overloads.Load(),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -301,6 +302,414 @@ func TestCachePurge(t *testing.T) {
 	mustGet(t, c, o.origin(t))
 	if n := o.count("/robots.txt"); n != 2 {
 		t.Errorf("fetched %d times; want 2 (purge forces a refetch)", n)
+	}
+}
+
+// eventually polls cond until it holds, for at most 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s after 5s", what)
+		}
+	}
+}
+
+// silentOrigins is a TCP listener on 127.0.0.1 that accepts connections and
+// never answers: every origin that dialTo sends to it hangs.
+type silentOrigins struct {
+	net.Listener
+	accepted, open atomic.Int64
+}
+
+func newSilentOrigins(t *testing.T) *silentOrigins {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentOrigins{Listener: l}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted.Add(1)
+			s.open.Add(1)
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				io.Copy(io.Discard, conn) // until the fetcher closes it
+				conn.Close()
+				s.open.Add(-1)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return s
+}
+
+// dialTo returns a fetcher, with the real transport, whose every origin is
+// the server at addr.
+func dialTo(addr string, timeout time.Duration) *Fetcher {
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	return testFetcher(FetchOptions{Timeout: timeout, Transport: NewTransport(TransportOptions{DialContext: dial})})
+}
+
+func siteOrigin(i int) Origin {
+	return Origin{Scheme: "http", Host: fmt.Sprintf("site%d.test", i), Port: 80}
+}
+
+// getResult is what one Get returned.
+type getResult struct {
+	a   Answer
+	err error
+}
+
+// getAsync runs c.Get(ctx, o) in the background; its result comes on the
+// channel.
+func getAsync(c *Cache, ctx context.Context, o Origin) <-chan getResult {
+	ch := make(chan getResult, 1)
+	go func() {
+		a, err := c.Get(ctx, o)
+		ch <- getResult{a, err}
+	}()
+	return ch
+}
+
+// patientFetcher is a fetcher whose own timeout does not end the fetches a
+// test holds in flight.
+func patientFetcher(clock *fakeClock) *Fetcher {
+	return testFetcher(FetchOptions{Now: clock.Now, Timeout: time.Minute})
+}
+
+// occupy fills the only fetch slot of c with a fetch that a caller waits
+// for, on an origin that answers when release is called; release returns
+// that caller's result.
+func occupy(t *testing.T, c *Cache) (release func() getResult) {
+	t.Helper()
+	ch := make(chan struct{})
+	var once sync.Once
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-ch:
+			fmt.Fprint(w, "User-agent: *\nDisallow: /busy\n")
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { once.Do(func() { close(ch) }) })
+	res := getAsync(c, t.Context(), o.origin(t))
+	eventually(t, "fetching the busy origin", func() bool { return o.count("/robots.txt") == 1 })
+	return func() getResult {
+		once.Do(func() { close(ch) })
+		return <-res
+	}
+}
+
+// The finding: requests to many cold origins that never answer, whose
+// clients leave at once, must not pile up fetches and descriptors.
+func TestCacheBoundsFetchesInFlight(t *testing.T) {
+	t.Parallel()
+	const bound = 4
+	silent := newSilentOrigins(t)
+	c := newTestCache(t, newFakeClock(), CacheOptions{MaxFetches: bound, Fetcher: dialTo(silent.Addr().String(), time.Minute)})
+
+	// Sample the fetches in flight all along.
+	stop, sampled := make(chan struct{}), make(chan int)
+	go func() {
+		most := 0
+		for {
+			most = max(most, c.Stats().FetchesInFlight)
+			select {
+			case <-stop:
+				sampled <- most
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}()
+
+	// bound callers wait on bound fetches: every slot taken.
+	var leave [bound]context.CancelFunc
+	var waiting [bound]<-chan getResult
+	for i := range bound {
+		ctx, cancel := context.WithCancel(t.Context())
+		leave[i] = cancel
+		waiting[i] = getAsync(c, ctx, siteOrigin(i))
+	}
+	eventually(t, "connected to 4 origins", func() bool { return silent.accepted.Load() == bound })
+
+	// Past the bound, Gets fail fast, and no fetch starts.
+	var wg sync.WaitGroup
+	for i := bound; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			// Failing fast: on its own short bound, not at its ctx's end.
+			_, err := c.Get(ctx, siteOrigin(i))
+			if !errors.Is(err, ErrOverloaded) || errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Get(site %d) with every slot taken: err %v; want ErrOverloaded before its deadline", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := silent.accepted.Load(); n != bound {
+		t.Errorf("%d connections made with every slot taken; want %d", n, bound)
+	}
+
+	// The callers leave: their fetches go on until a slot is needed, then
+	// the next Get gives them all up and starts its own.
+	for i := range bound {
+		leave[i]()
+		if r := <-waiting[i]; !errors.Is(r.err, context.Canceled) {
+			t.Errorf("caller %d left: err %v; want context.Canceled", i, r.err)
+		}
+	}
+	if s := c.Stats(); s.FetchesInFlight != bound || s.FetchesAbandoned != 0 {
+		t.Errorf("after the callers left: %d in flight, %d abandoned; want %d and 0", s.FetchesInFlight, s.FetchesAbandoned, bound)
+	}
+	live := getAsync(c, t.Context(), siteOrigin(bound))
+	eventually(t, "given up the fetches nobody waits for", func() bool {
+		return silent.accepted.Load() == bound+1 && silent.open.Load() == 1 && c.Stats().FetchesInFlight == 1
+	})
+	if n := c.Stats().FetchesAbandoned; n != bound {
+		t.Errorf("%d fetches given up; want %d", n, bound)
+	}
+
+	// Clients that leave at once: each takes a slot (giving up the fetches
+	// of those before it when none is free) or is refused; the
+	// connections held stay within the bound.
+	for i := bound + 1; i < 50; i++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 25*time.Millisecond)
+		_, err := c.Get(ctx, siteOrigin(i))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrOverloaded) {
+			t.Errorf("Get(site %d) whose client left: err %v; want its deadline or ErrOverloaded", i, err)
+		}
+	}
+	if n := silent.accepted.Load(); n <= 2*bound {
+		t.Errorf("%d connections for %d origins; want fetches past the bound once callers left", n, 50)
+	}
+	// A dial that completes after its fetch was given up parks its
+	// connection in the transport's idle pool (net/http dials on, detached
+	// from the request's cancellation, so that another request can use
+	// it): the transport's, bounded by its MaxIdleConns, not a fetch.
+	eventually(t, "within the bound", func() bool {
+		c.CloseIdleConnections()
+		return silent.open.Load() <= bound
+	})
+
+	// Close cancels the fetches in flight, the live caller's too.
+	c.Close()
+	if r := <-live; !errors.Is(r.err, ErrClosed) {
+		t.Errorf("caller waiting when the cache closed: err %v; want ErrClosed", r.err)
+	}
+	eventually(t, "closed every connection", func() bool { return silent.open.Load() == 0 })
+	close(stop)
+	if most := <-sampled; most > bound {
+		t.Errorf("%d fetches in flight at once; want at most %d", most, bound)
+	}
+	if s := c.Stats(); s.FetchesInFlight != 0 {
+		t.Errorf("%d fetches in flight after Close; want 0", s.FetchesInFlight)
+	}
+}
+
+func TestCacheKeepsFetchWithWaiter(t *testing.T) {
+	t.Parallel()
+	other := newOrigin(t, serveText("User-agent: *\nDisallow: /x\n"))
+	clock := newFakeClock()
+	c := newTestCache(t, clock, CacheOptions{MaxFetches: 1, Fetcher: patientFetcher(clock)})
+	release := occupy(t, c)
+	for range 3 {
+		if _, err := c.Get(t.Context(), other.origin(t)); !errors.Is(err, ErrOverloaded) {
+			t.Fatalf("Get with the slot taken: err %v; want ErrOverloaded", err)
+		}
+	}
+	r := release()
+	if r.err != nil || r.a.Entry == nil || r.a.Entry.Outcome != Fetched {
+		t.Errorf("waiting caller: %+v, err %v; want the fetched rules", r.a, r.err)
+	}
+	if s := c.Stats(); s.FetchesAbandoned != 0 || s.Overloads != 3 {
+		t.Errorf("%d abandoned, %d overloads; want 0 and 3", s.FetchesAbandoned, s.Overloads)
+	}
+	if n := other.count("/robots.txt"); n != 0 {
+		t.Errorf("other origin fetched %d times with the slot taken; want 0", n)
+	}
+	if a := mustGet(t, c, other.origin(t)); a.Entry == nil || a.Entry.Outcome != Fetched {
+		t.Errorf("once the slot is free: %+v; want the fetched rules", a)
+	}
+}
+
+// Never fail a request that can be answered from what is held.
+func TestCacheOverloadedAnswersFromWhatIsHeld(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		fail  bool // the origin answers 503
+		setup func(t *testing.T, c *Cache, clock *fakeClock, o Origin)
+		check func(a Answer) bool // nil: want ErrOverloaded
+		want  string              // what check wants, for messages
+	}{
+		{
+			name: "expired copy",
+			setup: func(t *testing.T, c *Cache, clock *fakeClock, o Origin) {
+				mustGet(t, c, o)
+				clock.Advance(25 * time.Hour)
+			},
+			check: func(a Answer) bool {
+				return a.Stale && a.Entry != nil && !a.Entry.Rules.Allowed("Bot", "http://h/x") && a.LastError != ""
+			},
+			want: "the stale copy",
+		},
+		{
+			name: "copy only ristretto holds",
+			setup: func(t *testing.T, c *Cache, clock *fakeClock, o Origin) {
+				e := &Entry{Origin: o, Outcome: Fetched, Rules: Parse([]byte("User-agent: *\nDisallow: /x\n")), Expires: clock.Now(), Size: 100}
+				c.set(o, e)
+				c.Wait()
+			},
+			check: func(a Answer) bool {
+				return a.Stale && a.Entry != nil && !a.Entry.Rules.Allowed("Bot", "http://h/x")
+			},
+			want: "the stale copy",
+		},
+		{
+			name: "unreachable past the limit",
+			fail: true,
+			setup: func(t *testing.T, c *Cache, clock *fakeClock, o Origin) {
+				mustGet(t, c, o)
+				clock.Advance(DefaultUnreachableLimit)
+			},
+			check: func(a Answer) bool { return a.LimitPassed && a.Entry == nil && !a.Unreachable },
+			want:  "no restrictions",
+		},
+		{
+			name: "unreachable, no copy",
+			fail: true,
+			setup: func(t *testing.T, c *Cache, clock *fakeClock, o Origin) {
+				mustGet(t, c, o)
+				clock.Advance(DefaultRetryAfter)
+			},
+		},
+		{
+			name:  "never fetched",
+			setup: func(*testing.T, *Cache, *fakeClock, Origin) {},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+				if tt.fail {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				fmt.Fprint(w, "User-agent: *\nDisallow: /x\n")
+			})
+			clock := newFakeClock()
+			c := newTestCache(t, clock, CacheOptions{MaxFetches: 1, Fetcher: patientFetcher(clock)})
+			tt.setup(t, c, clock, o.origin(t))
+			before := o.count("/robots.txt")
+			release := occupy(t, c)
+			a, err := c.Get(t.Context(), o.origin(t))
+			switch {
+			case tt.check == nil && !errors.Is(err, ErrOverloaded):
+				t.Errorf("Get with the slot taken: %+v, err %v; want ErrOverloaded", a, err)
+			case tt.check != nil && (err != nil || !tt.check(a)):
+				t.Errorf("Get with the slot taken: %+v, err %v; want %s", a, err, tt.want)
+			}
+			if n := o.count("/robots.txt"); n != before {
+				t.Errorf("fetched %d times with the slot taken; want %d", n, before)
+			}
+			release()
+		})
+	}
+}
+
+// A fetch given up because nobody waits for it is not the origin's
+// failure: nothing is recorded, and the next request fetches afresh.
+func TestCacheAbandonedFetchLeavesNoFailure(t *testing.T) {
+	t.Parallel()
+	var tries atomic.Int64
+	hanging := make(chan struct{})
+	slow := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if tries.Add(1) == 1 {
+			<-r.Context().Done() // the first fetch hangs until given up
+			close(hanging)
+			return
+		}
+		fmt.Fprint(w, "User-agent: *\nDisallow: /x\n")
+	})
+	other := newOrigin(t, serveText("User-agent: *\nDisallow: /y\n"))
+	var mu sync.Mutex
+	var fetched []Origin
+	onFetch := func(o Origin, _ *FetchResult) {
+		mu.Lock()
+		fetched = append(fetched, o)
+		mu.Unlock()
+	}
+	clock := newFakeClock()
+	c := newTestCache(t, clock, CacheOptions{MaxFetches: 1, OnFetch: onFetch, Fetcher: patientFetcher(clock)})
+
+	ctx, leave := context.WithCancel(t.Context())
+	waiting := getAsync(c, ctx, slow.origin(t))
+	eventually(t, "fetching", func() bool { return tries.Load() == 1 })
+	leave()
+	if r := <-waiting; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("caller left: err %v; want context.Canceled", r.err)
+	}
+	if n := c.Stats().FetchesInFlight; n != 1 {
+		t.Errorf("%d fetches in flight after the caller left; want 1 (going on until its slot is needed)", n)
+	}
+
+	// The slot is needed: the fetch nobody waits for is given up.
+	if a := mustGet(t, c, other.origin(t)); a.Entry == nil || a.Entry.Outcome != Fetched {
+		t.Fatalf("other origin: %+v; want its rules", a)
+	}
+	select {
+	case <-hanging:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the given-up fetch still holds its connection after 5s")
+	}
+	if _, ok := c.Peek(slow.origin(t)); ok {
+		t.Error("Peek after a given-up fetch: state held; want none")
+	}
+	mu.Lock()
+	if !slices.Equal(fetched, []Origin{other.origin(t)}) {
+		t.Errorf("OnFetch for %v; want only the other origin", fetched)
+	}
+	mu.Unlock()
+
+	a := mustGet(t, c, slow.origin(t))
+	if a.Unreachable || a.Entry == nil || a.Entry.Outcome != Fetched {
+		t.Errorf("next Get: %+v; want a fresh fetch's rules, not a remembered failure", a)
+	}
+	if n := tries.Load(); n != 2 {
+		t.Errorf("fetched %d times; want 2", n)
+	}
+	if s := c.Stats(); s.FetchesAbandoned != 1 {
+		t.Errorf("%d fetches given up; want 1", s.FetchesAbandoned)
 	}
 }
 

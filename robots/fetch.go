@@ -118,15 +118,30 @@ type TransportOptions struct {
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// fetchKey carries a fetch's context into the transport's dial.
+type fetchKey struct{}
+
 // NewTransport returns an http.Transport for fetching robots.txt files.
-// Compression is left to Fetch, which bounds what it decodes.
+// Compression is left to Fetch, which bounds what it decodes. A dial for a
+// fetch ends with the fetch: net/http detaches dials from their request's
+// cancellation (so that another request may use the connection), which
+// would let fetches that were given up or timed out leave connection
+// attempts behind, unbounded.
 func NewTransport(o TransportOptions) *http.Transport {
 	dial := o.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 	t := &http.Transport{
-		DialContext:            dial,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if fetch, ok := ctx.Value(fetchKey{}).(context.Context); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(fetch, cancel)()
+			}
+			return dial(ctx, network, addr)
+		},
 		TLSClientConfig:        &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           256,
@@ -166,6 +181,7 @@ func (f *Fetcher) Fetch(ctx context.Context, o Origin, opts ...Option) *FetchRes
 	res := &FetchResult{At: f.opts.Now(), MaxAge: -1}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, fetchKey{}, ctx)
 	f.fetch(ctx, o.RobotsURL(), res, opts)
 	res.Duration = f.opts.Now().Sub(res.At)
 	return res
