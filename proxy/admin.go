@@ -1,13 +1,13 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // serveAdmin answers requests to the proxy itself: /healthz, /metrics and
@@ -30,7 +30,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			adminForbidden(w)
 			return
 		}
-		o, err := robots.ParseOrigin(r.URL.Query().Get("origin"))
+		o, err := fetch.ParseOrigin(r.URL.Query().Get("origin"))
 		if err != nil {
 			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 			return
@@ -105,7 +105,7 @@ type groupEntry struct {
 }
 
 func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
-	o, err := robots.ParseOrigin(r.URL.Query().Get("origin"))
+	o, err := fetch.ParseOrigin(r.URL.Query().Get("origin"))
 	if err != nil {
 		http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 		return
@@ -135,7 +135,7 @@ func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else {
-		e.Outcome, e.Status = string(robots.Unreachable), a.LastStatus
+		e.Outcome, e.Status = string(fetch.Unreachable), a.LastStatus
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +38,7 @@ type Checker struct {
 	Robots []byte
 	// Cache fetches and holds robots.txt files when Robots is nil (see
 	// CheckCache). With Exact, its files must be parsed without normalisation.
-	Cache *robots.Cache
+	Cache *fetch.Cache
 	// Now is the clock for ages; nil: time.Now.
 	Now func() time.Time
 	// Token is the token obeyed, taken verbatim; TokenSet says it was given.
@@ -61,7 +63,7 @@ const exactMaxBytes = 32 << 20
 // -robots: the proxy's, configured by cfg, except that block_private is not
 // applied and, with exact, files are neither normalised nor cut at
 // max_bytes.
-func CheckCache(cfg *Config, version string, exact bool) (*robots.Cache, error) {
+func CheckCache(cfg *Config, version string, exact bool) (*fetch.Cache, error) {
 	c := *cfg
 	c.Upstream.BlockPrivate = false
 	if exact {
@@ -95,11 +97,11 @@ type checkLine struct {
 
 // fetchJSON is check's "fetch" object.
 type fetchJSON struct {
-	Outcome   robots.Outcome `json:"outcome"`
-	Status    int            `json:"status"`
-	FetchedAt *time.Time     `json:"fetched_at"`
-	AgeS      *float64       `json:"age_s"`
-	Error     string         `json:"error"`
+	Outcome   fetch.Outcome `json:"outcome"`
+	Status    int           `json:"status"`
+	FetchedAt *time.Time    `json:"fetched_at"`
+	AgeS      *float64      `json:"age_s"`
+	Error     string        `json:"error"`
 }
 
 // Run decides every URL and prints the answers to stdout, errors to stderr.
@@ -155,11 +157,11 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 // a time, so that unreachable origins do not add up their timeouts.
 func (c *Checker) prefetch(ctx context.Context, urls []string) {
 	const parallel = 16
-	seen := map[robots.Origin]bool{}
+	seen := map[fetch.Origin]bool{}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, u := range urls {
-		o, err := robots.ParseOrigin(u)
+		o, err := fetch.ParseOrigin(u)
 		if err != nil || seen[o] {
 			continue
 		}
@@ -189,9 +191,9 @@ func (c *Checker) rulesFor(cfg *Config) rulesSource {
 		}
 		opts = append(opts, robots.WithNormalization())
 	}
-	e := &robots.Entry{Outcome: robots.Fetched, Status: 200, Rules: robots.Parse(body, opts...)}
-	return func(context.Context, robots.Origin) (robots.Answer, error) {
-		return robots.Answer{Entry: e}, nil
+	e := &fetch.Entry{Outcome: fetch.Fetched, Status: 200, Rules: robots.Parse(body, opts...)}
+	return func(context.Context, fetch.Origin) (fetch.Answer, error) {
+		return fetch.Answer{Entry: e}, nil
 	}
 }
 
@@ -202,7 +204,7 @@ func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u
 	} else if c.UserAgent == "" {
 		req.agents = []string{p.cfg.DefaultAgent}
 	}
-	origin, err := robots.ParseOrigin(u)
+	origin, err := fetch.ParseOrigin(u)
 	if c.Exact {
 		return c.decideExact(ctx, p, rulesFor, req, origin, err, u)
 	}
@@ -222,7 +224,7 @@ func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u
 
 // decideExact answers as the reference's OneAgentAllowedByRobots: any
 // string is a URL to it ("example.com?a" is "/?a") when the file is given.
-func (c *Checker) decideExact(ctx context.Context, p *policy, rulesFor rulesSource, req *request, origin robots.Origin, originErr error, u string) (*Decision, error) {
+func (c *Checker) decideExact(ctx context.Context, p *policy, rulesFor rulesSource, req *request, origin fetch.Origin, originErr error, u string) (*Decision, error) {
 	d := &Decision{Agents: req.agents, CrawlDelay: -1}
 	if d.Agents == nil {
 		d.Agents = p.agents(req, &d.agentBuf)

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"errors"
 	"fmt"
 	"net"
@@ -140,16 +142,16 @@ func Default() *Config {
 		TLS:          TLSConfig{Mode: "mitm"},
 		Upstream:     UpstreamConfig{BlockPrivate: true, Timeout: 30 * time.Second},
 		Robots: RobotsConfig{
-			CacheTTL:         robots.DefaultTTL,
-			UnreachableLimit: robots.DefaultUnreachableLimit,
-			RetryAfter:       robots.DefaultRetryAfter,
-			FetchTimeout:     robots.DefaultFetchTimeout,
-			MaxBytes:         robots.DefaultMaxBytes,
-			MaxRedirects:     robots.DefaultMaxRedirects,
+			CacheTTL:         fetch.DefaultTTL,
+			UnreachableLimit: fetch.DefaultUnreachableLimit,
+			RetryAfter:       fetch.DefaultRetryAfter,
+			FetchTimeout:     fetch.DefaultFetchTimeout,
+			MaxBytes:         fetch.DefaultMaxBytes,
+			MaxRedirects:     fetch.DefaultMaxRedirects,
 			AuthErrors:       "allow",
 			FetchUserAgent:   "robotsgate/VERSION (+https://github.com/robotsgate/robotsgate)",
-			CacheMaxBytes:    robots.DefaultCacheMaxBytes,
-			MaxFetches:       robots.DefaultMaxFetches,
+			CacheMaxBytes:    fetch.DefaultCacheMaxBytes,
+			MaxFetches:       fetch.DefaultMaxFetches,
 		},
 		Limits: LimitsConfig{
 			ReadHeaderTimeout: 10 * time.Second,
@@ -669,7 +671,7 @@ func siteHost(h string) (string, error) {
 	if strings.ContainsAny(h, "*/:") && !strings.HasPrefix(h, "[") {
 		return "", fmt.Errorf("%q is not a host or \"*.\" and a domain", orig)
 	}
-	o, err := robots.OriginOf("http", h)
+	o, err := fetch.OriginOf("http", h)
 	if err != nil {
 		return "", fmt.Errorf("%q is not a host: %v", orig, err)
 	}

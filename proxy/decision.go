@@ -4,6 +4,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"fmt"
 	"time"
 
@@ -46,7 +48,7 @@ const (
 type Decision struct {
 	Action     string         // ActionAllowed, or the X-Robots-Gate value of the answer
 	Reason     string         // why, in words
-	Origin     robots.Origin  // zero when the URL has none
+	Origin     fetch.Origin   // zero when the URL has none
 	Agents     []string       // the tokens obeyed
 	Token      string         // the token whose verdict decided (the first blocking one)
 	noRobots   bool           // a site rule decided: no robots.txt applied
@@ -63,23 +65,23 @@ type Decision struct {
 
 // FetchInfo says how the robots.txt behind a decision was obtained.
 type FetchInfo struct {
-	Outcome   robots.Outcome // of the fetch whose rules apply; Unreachable when none do
-	Status    int            // its HTTP status; 0 if none
-	FetchedAt time.Time      // when those rules were fetched; zero if none
-	Age       time.Duration  // how old they are
-	Stale     bool           // kept after a failed refresh
-	Error     string         // the latest failure, if any
-	RetryAt   time.Time      // the next fetch after a failure
+	Outcome   fetch.Outcome // of the fetch whose rules apply; Unreachable when none do
+	Status    int           // its HTTP status; 0 if none
+	FetchedAt time.Time     // when those rules were fetched; zero if none
+	Age       time.Duration // how old they are
+	Stale     bool          // kept after a failed refresh
+	Error     string        // the latest failure, if any
+	RetryAt   time.Time     // the next fetch after a failure
 }
 
 // setFetch records how the rules of a cache answer were obtained, as of now.
-func (d *Decision) setFetch(a robots.Answer, now time.Time) {
+func (d *Decision) setFetch(a fetch.Answer, now time.Time) {
 	d.fetch = fetchInfo(a, now)
 	d.Fetch = &d.fetch
 }
 
 // fetchInfo describes a cache answer at now.
-func fetchInfo(a robots.Answer, now time.Time) FetchInfo {
+func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
 	f := FetchInfo{Error: a.LastError, RetryAt: a.RetryAt, Stale: a.Stale}
 	if e := a.Entry; e != nil {
 		f.Outcome, f.Status, f.FetchedAt, f.Age = e.Outcome, e.Status, e.FetchedAt, now.Sub(e.FetchedAt)
@@ -87,7 +89,7 @@ func fetchInfo(a robots.Answer, now time.Time) FetchInfo {
 			f.Error = e.Note
 		}
 	} else {
-		f.Outcome, f.Status = robots.Unreachable, a.LastStatus
+		f.Outcome, f.Status = fetch.Unreachable, a.LastStatus
 	}
 	return f
 }
@@ -95,7 +97,7 @@ func fetchInfo(a robots.Answer, now time.Time) FetchInfo {
 // decideAnswer decides target, a normalised request target, under what the
 // cache answered for the request's origin (DESIGN steps 6 and 7; the caller
 // has taken care of step 4, /robots.txt).
-func decideAnswer(d *Decision, a robots.Answer, target string, now time.Time) {
+func decideAnswer(d *Decision, a fetch.Answer, target string, now time.Time) {
 	d.setFetch(a, now)
 	switch e := a.Entry; {
 	case a.Unreachable:

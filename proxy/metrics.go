@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // metrics are DESIGN.md's Prometheus metrics, in a registry of the
@@ -26,7 +26,7 @@ type metrics struct {
 	byDecision map[string]*[2]prometheus.Counter
 }
 
-func newMetrics(cache *robots.Cache, conns *connTracker) *metrics {
+func newMetrics(cache *fetch.Cache, conns *connTracker) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_requests_total",
@@ -55,18 +55,18 @@ func newMetrics(cache *robots.Cache, conns *connTracker) *metrics {
 		Name: "robotsgate_config_reloads_total",
 		Help: "Config reloads (SIGHUP), by result (success, failure).",
 	}, []string{"result"})
-	stat := func(f func(robots.CacheStats) float64) func() float64 {
+	stat := func(f func(fetch.CacheStats) float64) func() float64 {
 		return func() float64 { return f(cache.Stats()) }
 	}
 	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
-			stat(func(s robots.CacheStats) float64 { return float64(s.Hits) })),
+			stat(func(s fetch.CacheStats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_misses_total", Help: "Lookups that needed the state or a fetch."},
-			stat(func(s robots.CacheStats) float64 { return float64(s.Misses) })),
+			stat(func(s fetch.CacheStats) float64 { return float64(s.Misses) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_evictions_total", Help: "Cached rules evicted for room."},
-			stat(func(s robots.CacheStats) float64 { return float64(s.Evictions) })),
+			stat(func(s fetch.CacheStats) float64 { return float64(s.Evictions) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_cache_bytes", Help: "Bytes held by cached rules (estimated)."},
-			stat(func(s robots.CacheStats) float64 { return float64(s.Bytes) })),
+			stat(func(s fetch.CacheStats) float64 { return float64(s.Bytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_connections", Help: "Client connections open."},
 			func() float64 { return float64(conns.count.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_tunnels", Help: "CONNECT tunnels and WebSockets open."},
@@ -77,7 +77,7 @@ func newMetrics(cache *robots.Cache, conns *connTracker) *metrics {
 		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded} {
 		m.byDecision[d] = &[2]prometheus.Counter{m.requests.WithLabelValues(d, "http"), m.requests.WithLabelValues(d, "https")}
 	}
-	for _, o := range []robots.Outcome{robots.Fetched, robots.Unavailable, robots.Unreachable} {
+	for _, o := range []fetch.Outcome{fetch.Fetched, fetch.Unavailable, fetch.Unreachable} {
 		m.fetches.WithLabelValues(string(o))
 	}
 	m.reloads.WithLabelValues("success")
@@ -87,7 +87,7 @@ func newMetrics(cache *robots.Cache, conns *connTracker) *metrics {
 }
 
 // observeFetch records one robots.txt fetch.
-func (m *metrics) observeFetch(_ robots.Origin, r *robots.FetchResult) {
+func (m *metrics) observeFetch(_ fetch.Origin, r *fetch.Result) {
 	m.fetches.WithLabelValues(string(r.Outcome)).Inc()
 	m.fetchDuration.Observe(r.Duration.Seconds())
 }

@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"context"
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // errPaced is returned by pacer.wait when a request would wait longer than
@@ -33,12 +33,12 @@ type pacer struct {
 	maxDelay time.Duration
 
 	mu      sync.Mutex
-	origins map[robots.Origin]*paceQueue
+	origins map[fetch.Origin]*paceQueue
 	ops     int // acquisitions since the last sweep of idle origins
 
 	// started, if set, is called (with mu held) at each start, with the
 	// time the pacer recorded: for tests.
-	started func(o robots.Origin, at time.Time)
+	started func(o fetch.Origin, at time.Time)
 }
 
 type paceQueue struct {
@@ -59,7 +59,7 @@ type paceWaiter struct {
 const paceSweepEvery = 1024
 
 func newPacer(now func() time.Time, pc PolitenessConfig) *pacer {
-	p := &pacer{now: now, origins: map[robots.Origin]*paceQueue{}}
+	p := &pacer{now: now, origins: map[fetch.Origin]*paceQueue{}}
 	p.configure(pc)
 	return p
 }
@@ -74,7 +74,7 @@ func (p *pacer) configure(pc PolitenessConfig) {
 // wait blocks until a request to o may start, gap after the start before
 // it. It returns how long it waited, a *pacedError (wrapping errPaced) if
 // the wait would exceed maxWait, or ctx's error if the client gave up.
-func (p *pacer) wait(ctx context.Context, o robots.Origin, gap time.Duration) (time.Duration, error) {
+func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration) (time.Duration, error) {
 	now := p.now()
 	p.mu.Lock()
 	// Sweep before the lookup: a sweep must never drop the queue this
@@ -133,7 +133,7 @@ func (p *pacer) wait(ctx context.Context, o robots.Origin, gap time.Duration) (t
 }
 
 // schedule arms the timer for the head of q. p.mu is held.
-func (p *pacer) schedule(o robots.Origin, q *paceQueue, now time.Time) {
+func (p *pacer) schedule(o fetch.Origin, q *paceQueue, now time.Time) {
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
@@ -150,7 +150,7 @@ func (p *pacer) schedule(o robots.Origin, q *paceQueue, now time.Time) {
 }
 
 // release lets head start, then schedules the next waiter.
-func (p *pacer) release(o robots.Origin, q *paceQueue, head *paceWaiter) {
+func (p *pacer) release(o fetch.Origin, q *paceQueue, head *paceWaiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(q.waiters) == 0 || q.waiters[0] != head {
@@ -172,7 +172,7 @@ func (p *pacer) release(o robots.Origin, q *paceQueue, head *paceWaiter) {
 }
 
 // leave takes w out of q; those behind it move up. p.mu is held.
-func (p *pacer) leave(o robots.Origin, q *paceQueue, w *paceWaiter) {
+func (p *pacer) leave(o fetch.Origin, q *paceQueue, w *paceWaiter) {
 	for i, x := range q.waiters {
 		if x != w {
 			continue

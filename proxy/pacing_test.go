@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"context"
 	"errors"
 	"net/http"
@@ -9,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // stampOrigin records the time of every request but robots.txt.
@@ -146,7 +146,7 @@ func TestPacingCancelledWaiter(t *testing.T) {
 	t.Parallel()
 	now := time.Now
 	pc := newPacer(now, PolitenessConfig{MaxWait: 10 * time.Second, MaxDelay: 10 * time.Second})
-	o := robots.Origin{Scheme: "https", Host: "a.example", Port: 443}
+	o := fetch.Origin{Scheme: "https", Host: "a.example", Port: 443}
 	gap := 300 * time.Millisecond
 	if _, err := pc.wait(context.Background(), o, gap); err != nil { // starts at once
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestPacingCancelledWaiter(t *testing.T) {
 }
 
 // waitQueued polls, bounded, until n requests wait for o.
-func waitQueued(t *testing.T, pc *pacer, o robots.Origin, n int) {
+func waitQueued(t *testing.T, pc *pacer, o fetch.Origin, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		pc.mu.Lock()
@@ -196,8 +196,8 @@ func TestPacerUnderLoad(t *testing.T) {
 	t.Parallel()
 	pc := newPacer(time.Now, PolitenessConfig{MaxWait: 30 * time.Second, MaxDelay: 30 * time.Second})
 	var mu sync.Mutex
-	starts := map[robots.Origin][]time.Time{}
-	pc.started = func(o robots.Origin, at time.Time) { // called under the pacer's lock
+	starts := map[fetch.Origin][]time.Time{}
+	pc.started = func(o fetch.Origin, at time.Time) { // called under the pacer's lock
 		mu.Lock()
 		starts[o] = append(starts[o], at)
 		mu.Unlock()
@@ -205,7 +205,7 @@ func TestPacerUnderLoad(t *testing.T) {
 	run := func(origins, perOrigin int, gap time.Duration) {
 		var wg sync.WaitGroup
 		for i := range origins {
-			o := robots.Origin{Scheme: "https", Host: "load" + strings.Repeat("x", i) + ".example", Port: 443}
+			o := fetch.Origin{Scheme: "https", Host: "load" + strings.Repeat("x", i) + ".example", Port: 443}
 			for range perOrigin {
 				wg.Add(1)
 				go func() {
@@ -292,7 +292,7 @@ func TestPacerForgetsIdleOrigins(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	pc := newPacer(now, PolitenessConfig{MaxWait: time.Second, MaxDelay: time.Second})
 	for i := range paceSweepEvery - 1 {
-		pc.wait(context.Background(), robots.Origin{Scheme: "http", Host: "h" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Port: 80}, 0)
+		pc.wait(context.Background(), fetch.Origin{Scheme: "http", Host: "h" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Port: 80}, 0)
 	}
 	if n := pc.size(); n != paceSweepEvery-1 {
 		t.Fatalf("%d origins remembered; want %d", n, paceSweepEvery-1)
@@ -300,7 +300,7 @@ func TestPacerForgetsIdleOrigins(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(2 * time.Second) // past max_delay
 	mu.Unlock()
-	pc.wait(context.Background(), robots.Origin{Scheme: "http", Host: "last", Port: 80}, 0) // triggers a sweep
+	pc.wait(context.Background(), fetch.Origin{Scheme: "http", Host: "last", Port: 80}, 0) // triggers a sweep
 	if n := pc.size(); n > 1 {
 		t.Errorf("%d origins remembered after they went idle; want at most 1", n)
 	}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +37,7 @@ type request struct {
 
 // rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
 // file given to check.
-type rulesSource func(ctx context.Context, o robots.Origin) (robots.Answer, error)
+type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
 
 // policy decides requests: the reloadable part of the configuration,
 // compiled. A policy is immutable; a reload swaps in a new one.
@@ -58,9 +60,9 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 		return
 	}
 	// 1. Origin.
-	o, err := robots.OriginOf(r.scheme, r.authority)
+	o, err := fetch.OriginOf(r.scheme, r.authority)
 	if err != nil {
-		d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
+		d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
 		return
 	}
 	d.Origin = o
@@ -93,7 +95,7 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 	// 6 and 7. Rules.
 	a, err := rulesFor(ctx, o)
 	switch {
-	case errors.Is(err, robots.ErrOverloaded):
+	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, reasonFetches
 		return
 	case err != nil:

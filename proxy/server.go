@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +42,7 @@ type Options struct {
 type Server struct {
 	log   *slog.Logger
 	opts  Options
-	cache *robots.Cache
+	cache *fetch.Cache
 	gp    *goproxy.ProxyHttpServer
 	tr    *http.Transport
 	audit *Audit
@@ -108,7 +110,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.tr = tr
-	onFetch := func(o robots.Origin, r *robots.FetchResult) {
+	onFetch := func(o fetch.Origin, r *fetch.Result) {
 		if s.metrics != nil {
 			s.metrics.observeFetch(o, r)
 		}
@@ -203,13 +205,13 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
 // fetcher dials with tr's dialer (block_private, upstream.proxy) and
 // trusts the same roots.
-func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(robots.Origin, *robots.FetchResult)) (*robots.Cache, error) {
+func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result)) (*fetch.Cache, error) {
 	redirects := cfg.Robots.MaxRedirects
 	if redirects == 0 {
 		redirects = -1 // FetchOptions: 0 is the default, negative is none
 	}
-	fetcher := robots.NewFetcher(robots.FetchOptions{
-		Transport: robots.NewTransport(robots.TransportOptions{
+	fetcher := fetch.NewFetcher(fetch.FetcherOptions{
+		Transport: fetch.NewTransport(fetch.TransportOptions{
 			Proxy:       cfg.Upstream.proxyURL,
 			RootCAs:     tr.TLSClientConfig.RootCAs,
 			DialContext: tr.DialContext,
@@ -221,7 +223,7 @@ func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() 
 		AuthErrorsDisallow: cfg.Robots.AuthErrors == "disallow",
 		Now:                now,
 	})
-	return robots.NewCache(robots.CacheOptions{
+	return fetch.NewCache(fetch.CacheOptions{
 		Fetcher:          fetcher,
 		Parse:            parse,
 		TTL:              cfg.Robots.CacheTTL,
@@ -390,8 +392,8 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 	if inTunnel {
 		// Inside a MITM tunnel: the request goes to the CONNECT authority
 		// only; one naming another origin is misdirected.
-		want, err1 := robots.OriginOf(r.URL.Scheme, ci.authority)
-		got, err2 := robots.OriginOf(r.URL.Scheme, r.URL.Host)
+		want, err1 := fetch.OriginOf(r.URL.Scheme, ci.authority)
+		got, err2 := fetch.OriginOf(r.URL.Scheme, r.URL.Host)
 		if err1 != nil || err2 != nil || want != got {
 			d := &Decision{Action: ActionMisdirected, Reason: fmt.Sprintf("request for %s inside a tunnel to %s", r.URL.Host, ci.authority), CrawlDelay: -1}
 			resp := s.respond(r, d)
@@ -439,7 +441,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 // except in absolute-form to a plain-HTTP next hop (viaProxy) and for a
 // path that starts with "//", which origin-form would turn into an
 // authority.
-func sendAsDecided(r *http.Request, target string, o robots.Origin, viaProxy bool) {
+func sendAsDecided(r *http.Request, target string, o fetch.Origin, viaProxy bool) {
 	u := r.URL
 	if u.Hostname() != o.Host {
 		authority := o.Host
@@ -526,11 +528,11 @@ func (s *Server) upstreamFailure(r *http.Request, hostport string, err error) (*
 		return d, s.respond(r, d)
 	}
 	code := http.StatusBadGateway
-	if robots.ErrorKind(err) == "timeout" {
+	if fetch.ErrorKind(err) == "timeout" {
 		code = http.StatusGatewayTimeout
 	}
 	s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
-	why := robots.Describe(err)
+	why := fetch.Describe(err)
 	d := &Decision{Action: ActionUpstream, Reason: "upstream " + why, CrawlDelay: -1}
 	return d, s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, why))
 }

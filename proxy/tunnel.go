@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/robotsgate/robotsgate/robots/fetch"
+
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -220,7 +222,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	if p.auth != nil {
 		user, authed = p.auth.check(r, false)
 	}
-	o, err := robots.OriginOf("https", host)
+	o, err := fetch.OriginOf("https", host)
 	switch {
 	case !authed:
 		d.Action, d.Reason = ActionAuth, "proxy authentication required"
@@ -228,7 +230,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		s.record(r, d, ctx.Resp.StatusCode, host)
 		return goproxy.RejectConnect, host
 	case err != nil:
-		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), robots.ErrBadOrigin.Error()+": ")
+		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
 	case p.cfg.Upstream.BlockPrivate && p.private(r.Context(), o.Host):
 		d.Origin, d.Action, d.Reason = o, ActionPrivate, reasonPrivate
 	case s.mitm != nil:
@@ -245,7 +247,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 // decideTunnel decides a CONNECT in tunnel mode, where paths cannot be
 // seen: refused when a site rule denies it, when robots.txt shuts out the
 // whole origin for an obeyed token, or when it is unreachable with no copy.
-func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o robots.Origin, user string) (*goproxy.ConnectAction, string) {
+func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o fetch.Origin, user string) (*goproxy.ConnectAction, string) {
 	if o.Port == 80 {
 		o.Scheme = "http"
 	}
@@ -312,7 +314,7 @@ func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, err
 // for the CONNECT host, signed by robotsgate's CA, and HTTP/1.1 only, so
 // that no HTTP/2 stream can be routed by its own :authority.
 func (s *Server) mitmTLS(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
-	o, err := robots.OriginOf("https", host) // the normal form: punycode, no trailing dot
+	o, err := fetch.OriginOf("https", host) // the normal form: punycode, no trailing dot
 	if err != nil {
 		return nil, err
 	}

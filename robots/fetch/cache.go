@@ -1,6 +1,8 @@
-package robots
+package fetch
 
 import (
+	"github.com/robotsgate/robotsgate/robots"
+
 	"container/list"
 	"context"
 	"errors"
@@ -51,11 +53,11 @@ var errAbandoned = errors.New("robots.txt fetch given up: nobody waits for it")
 // CacheOptions configures a Cache. Each zero value means the default named
 // in its comment.
 type CacheOptions struct {
-	// Fetcher fetches robots.txt files. Nil: NewFetcher(FetchOptions{}).
+	// Fetcher fetches robots.txt files. Nil: NewFetcher(FetcherOptions{}).
 	Fetcher *Fetcher
 	// Parse holds the options fetched files are parsed with, such as
 	// WithNormalization.
-	Parse []Option
+	Parse []robots.Option
 	// TTL bounds how long a fetched or unavailable answer is used; the
 	// origin's Cache-Control max-age may shorten it, to no less than a
 	// minute. 0: DefaultTTL.
@@ -85,23 +87,23 @@ type CacheOptions struct {
 	// OnFetch, if set, is called after every fetch, for metrics; not for
 	// a fetch given up (see MaxFetches) or cancelled by Close that ended
 	// unreachable, which is not the origin's failure.
-	OnFetch func(o Origin, r *FetchResult)
+	OnFetch func(o Origin, r *Result)
 }
 
 // Entry is the rules of one origin and how they were obtained. It is
 // immutable once made.
 type Entry struct {
 	Origin      Origin
-	Outcome     Outcome   // Fetched or Unavailable
-	Status      int       // HTTP status of the fetch
-	Rules       *Robots   // Fetched: the file; nil: no restrictions
-	DisallowAll bool      // Unavailable with a 401 or 403 under AuthErrorsDisallow
-	URL         string    // the URL the rules came from, after redirects
-	Truncated   bool      // the file was longer than the fetcher reads
-	Note        string    // why a 3xx counted as 404 (a loop, too many hops); "" if none
-	FetchedAt   time.Time // when the fetch started
-	Expires     time.Time // when the next request refetches
-	Size        int       // estimated bytes held
+	Outcome     Outcome        // Fetched or Unavailable
+	Status      int            // HTTP status of the fetch
+	Rules       *robots.Robots // Fetched: the file; nil: no restrictions
+	DisallowAll bool           // Unavailable with a 401 or 403 under AuthErrorsDisallow
+	URL         string         // the URL the rules came from, after redirects
+	Truncated   bool           // the file was longer than the fetcher reads
+	Note        string         // why a 3xx counted as 404 (a loop, too many hops); "" if none
+	FetchedAt   time.Time      // when the fetch started
+	Expires     time.Time      // when the next request refetches
+	Size        int            // estimated bytes held
 }
 
 // Answer is what a Cache says about an origin: the rules to apply, or why
@@ -193,7 +195,7 @@ const stateOverhead = int64(unsafe.Sizeof(originState{})) + 128
 // NewCache returns a Cache with opts, defaults filled in.
 func NewCache(opts CacheOptions) (*Cache, error) {
 	if opts.Fetcher == nil {
-		opts.Fetcher = NewFetcher(FetchOptions{})
+		opts.Fetcher = NewFetcher(FetcherOptions{})
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
@@ -543,7 +545,7 @@ func (c *Cache) set(o Origin, e *Entry) {
 	c.rc.Set(c.key(o), e, int64(e.Size))
 }
 
-func describeFailure(res *FetchResult) string {
+func describeFailure(res *Result) string {
 	if res.Err == nil {
 		return string(res.Outcome)
 	}

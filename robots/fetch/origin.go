@@ -1,4 +1,4 @@
-package robots
+package fetch
 
 import (
 	"errors"
@@ -147,7 +147,7 @@ func endsInNumber(host string) bool {
 	if hex, ok := strings.CutPrefix(last, "0x"); ok {
 		last = hex
 		for i := 0; i < len(last); i++ {
-			if !isHex(last[i]) {
+			if _, ok := hexValue(last[i]); !ok {
 				return false
 			}
 		}
@@ -224,11 +224,11 @@ func parseIPv4Number(s string) (v uint64, decimal, ok bool) {
 		decimal = true
 	}
 	for i := 0; i < len(s); i++ {
-		d := uint64(unhex(s[i]))
-		if !isHex(s[i]) || d >= base {
+		d, ok := hexValue(s[i])
+		if !ok || uint64(d) >= base {
 			return 0, false, false
 		}
-		if v = v*base + d; v > 1<<32 {
+		if v = v*base + uint64(d); v > 1<<32 {
 			v = 1<<32 + 1 // stays too large; no overflow
 		}
 	}
@@ -282,4 +282,17 @@ func (o Origin) RobotsURL() string {
 		}
 	}
 	return o.Scheme + "://" + host + "/robots.txt"
+}
+
+// hexValue returns the value of a hexadecimal digit.
+func hexValue(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }

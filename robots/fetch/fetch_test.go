@@ -1,4 +1,4 @@
-package robots
+package fetch
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ func serveText(body string) http.HandlerFunc {
 	}
 }
 
-func testFetcher(opts FetchOptions) *Fetcher {
+func testFetcher(opts FetcherOptions) *Fetcher {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Second
 	}
@@ -123,7 +123,7 @@ func TestFetchStatus(t *testing.T) {
 				w.WriteHeader(tt.code)
 				fmt.Fprint(w, "User-agent: *\nDisallow: /x\n")
 			})
-			res := testFetcher(FetchOptions{AuthErrorsDisallow: tt.authDeny}).Fetch(t.Context(), o.origin(t))
+			res := testFetcher(FetcherOptions{AuthErrorsDisallow: tt.authDeny}).Fetch(t.Context(), o.origin(t))
 			if res.Outcome != tt.want || res.Status != tt.code || res.DisallowAll != tt.disallowAll {
 				t.Errorf("Fetch: outcome %s status %d disallowAll %v (err %v); want %s %d %v", res.Outcome, res.Status, res.DisallowAll, res.Err, tt.want, tt.code, tt.disallowAll)
 			}
@@ -162,8 +162,8 @@ func TestFetchRedirects(t *testing.T) {
 		}
 	})
 	other = newOrigin(t, serveText("User-agent: *\nDisallow: /other\n"))
-	f := testFetcher(FetchOptions{})
-	fetchFrom := func(path string) *FetchResult {
+	f := testFetcher(FetcherOptions{})
+	fetchFrom := func(path string) *Result {
 		// Start the chain at path by fetching an origin whose robots.txt
 		// redirects there: the test server's /robots.txt reads ?n, so use
 		// a one-off origin for each start.
@@ -174,7 +174,7 @@ func TestFetchRedirects(t *testing.T) {
 	}
 	for hops := 0; hops <= 4; hops++ { // plus the first hop from start: 1…5
 		res := fetchFrom(fmt.Sprintf("/hop/%d", hops))
-		if res.Outcome != Fetched || res.Redirects != hops+1 || !strings.Contains(res.Rules.text, "/redirected") {
+		if res.Outcome != Fetched || res.Redirects != hops+1 || res.Rules.Allowed("Bot", "http://x/redirected") {
 			t.Errorf("%d hops: outcome %s, %d redirects, err %v; want fetched after %d", hops+1, res.Outcome, res.Redirects, res.Err, hops+1)
 		}
 	}
@@ -184,7 +184,7 @@ func TestFetchRedirects(t *testing.T) {
 	if res := fetchFrom("/loop"); res.Outcome != Unavailable || !strings.Contains(res.Err.Error(), "loop") {
 		t.Errorf("loop: outcome %s err %v; want unavailable, loop", res.Outcome, res.Err)
 	}
-	if res := fetchFrom("/away"); res.Outcome != Fetched || !strings.Contains(res.Rules.text, "/other") || !strings.HasPrefix(res.URL, other.URL) {
+	if res := fetchFrom("/away"); res.Outcome != Fetched || res.Rules.Allowed("Bot", "http://x/other") || !strings.HasPrefix(res.URL, other.URL) {
 		t.Errorf("cross-host: outcome %s url %s; want the other host's file", res.Outcome, res.URL)
 	}
 	for _, p := range []string{"/nolocation", "/badlocation"} {
@@ -255,7 +255,7 @@ func TestFetchBody(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			o := newOrigin(t, tt.handler)
-			res := testFetcher(FetchOptions{}).Fetch(t.Context(), o.origin(t))
+			res := testFetcher(FetcherOptions{}).Fetch(t.Context(), o.origin(t))
 			if res.Outcome != tt.want || res.Truncated != tt.truncated {
 				t.Fatalf("outcome %s truncated %v (err %v); want %s %v", res.Outcome, res.Truncated, res.Err, tt.want, tt.truncated)
 			}
@@ -319,7 +319,7 @@ func TestFetchSlowOrigins(t *testing.T) {
 			t.Parallel()
 			o := newOrigin(t, tt.handler)
 			start := time.Now()
-			res := testFetcher(FetchOptions{Timeout: 1500 * time.Millisecond}).Fetch(t.Context(), o.origin(t))
+			res := testFetcher(FetcherOptions{Timeout: 1500 * time.Millisecond}).Fetch(t.Context(), o.origin(t))
 			if res.Outcome != Unreachable || ErrorKind(res.Err) != "timeout" {
 				t.Errorf("outcome %s, error %v (%s); want unreachable, timeout", res.Outcome, res.Err, ErrorKind(res.Err))
 			}
@@ -363,7 +363,7 @@ func TestFetchNetworkErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := testFetcher(FetchOptions{Transport: NewTransport(TransportOptions{DialContext: tt.dial})})
+			f := testFetcher(FetcherOptions{Transport: NewTransport(TransportOptions{DialContext: tt.dial})})
 			res := f.Fetch(t.Context(), o)
 			if res.Outcome != Unreachable || ErrorKind(res.Err) != tt.kind {
 				t.Errorf("outcome %s, error %v (%s); want unreachable, %s", res.Outcome, res.Err, ErrorKind(res.Err), tt.kind)
@@ -373,7 +373,7 @@ func TestFetchNetworkErrors(t *testing.T) {
 	// Trusted through TransportOptions.RootCAs, the same origin is fetched.
 	o, _ := ParseOrigin(tlsOrigin.URL)
 	pool := tlsOrigin.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	f := testFetcher(FetchOptions{Transport: NewTransport(TransportOptions{RootCAs: pool})})
+	f := testFetcher(FetcherOptions{Transport: NewTransport(TransportOptions{RootCAs: pool})})
 	if res := f.Fetch(t.Context(), o); res.Outcome != Fetched {
 		t.Errorf("trusted TLS origin: outcome %s (%v); want fetched", res.Outcome, res.Err)
 	}

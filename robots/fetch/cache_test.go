@@ -1,6 +1,8 @@
-package robots
+package fetch
 
 import (
+	"github.com/robotsgate/robotsgate/robots"
+
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +23,7 @@ func newTestCache(t testing.TB, clock *fakeClock, opts CacheOptions) *Cache {
 	t.Helper()
 	opts.Now = clock.Now
 	if opts.Fetcher == nil {
-		opts.Fetcher = testFetcher(FetchOptions{Now: clock.Now})
+		opts.Fetcher = testFetcher(FetcherOptions{Now: clock.Now})
 	}
 	c, err := NewCache(opts)
 	if err != nil {
@@ -262,7 +264,7 @@ func TestCacheEvictionOnlyCostsARefetch(t *testing.T) {
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr) // every site.test is this server
 	}
-	fetcher := testFetcher(FetchOptions{Now: clock.Now, Transport: NewTransport(TransportOptions{DialContext: dial})})
+	fetcher := testFetcher(FetcherOptions{Now: clock.Now, Transport: NewTransport(TransportOptions{DialContext: dial})})
 	c := newTestCache(t, clock, CacheOptions{MaxBytes: 8 << 10, Fetcher: fetcher}) // room for a few sites
 	site := func(i int) Origin { return Origin{Scheme: "http", Host: fmt.Sprintf("site%d.test", i), Port: 80} }
 	for round := range 2 {
@@ -372,7 +374,7 @@ func dialTo(addr string, timeout time.Duration) *Fetcher {
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
-	return testFetcher(FetchOptions{Timeout: timeout, Transport: NewTransport(TransportOptions{DialContext: dial})})
+	return testFetcher(FetcherOptions{Timeout: timeout, Transport: NewTransport(TransportOptions{DialContext: dial})})
 }
 
 func siteOrigin(i int) Origin {
@@ -399,7 +401,7 @@ func getAsync(c *Cache, ctx context.Context, o Origin) <-chan getResult {
 // patientFetcher is a fetcher whose own timeout does not end the fetches a
 // test holds in flight.
 func patientFetcher(clock *fakeClock) *Fetcher {
-	return testFetcher(FetchOptions{Now: clock.Now, Timeout: time.Minute})
+	return testFetcher(FetcherOptions{Now: clock.Now, Timeout: time.Minute})
 }
 
 // occupy fills the only fetch slot of c with a fetch that a caller waits
@@ -585,7 +587,7 @@ func TestCacheOverloadedAnswersFromWhatIsHeld(t *testing.T) {
 		{
 			name: "copy only ristretto holds",
 			setup: func(t *testing.T, c *Cache, clock *fakeClock, o Origin) {
-				e := &Entry{Origin: o, Outcome: Fetched, Rules: Parse([]byte("User-agent: *\nDisallow: /x\n")), Expires: clock.Now(), Size: 100}
+				e := &Entry{Origin: o, Outcome: Fetched, Rules: robots.Parse([]byte("User-agent: *\nDisallow: /x\n")), Expires: clock.Now(), Size: 100}
 				c.set(o, e)
 				c.Wait()
 			},
@@ -664,7 +666,7 @@ func TestCacheAbandonedFetchLeavesNoFailure(t *testing.T) {
 	other := newOrigin(t, serveText("User-agent: *\nDisallow: /y\n"))
 	var mu sync.Mutex
 	var fetched []Origin
-	onFetch := func(o Origin, _ *FetchResult) {
+	onFetch := func(o Origin, _ *Result) {
 		mu.Lock()
 		fetched = append(fetched, o)
 		mu.Unlock()
@@ -718,7 +720,7 @@ func BenchmarkCacheHit(b *testing.B) {
 	clock := newFakeClock()
 	o := Origin{Scheme: "https", Host: "example.com", Port: 443}
 	c := newTestCache(b, clock, CacheOptions{})
-	e := &Entry{Origin: o, Outcome: Fetched, Rules: Parse([]byte("User-agent: *\nDisallow: /x\n")), Expires: clock.Now().Add(time.Hour), Size: 100}
+	e := &Entry{Origin: o, Outcome: Fetched, Rules: robots.Parse([]byte("User-agent: *\nDisallow: /x\n")), Expires: clock.Now().Add(time.Hour), Size: 100}
 	c.rc.Set(c.key(o), e, 100)
 	c.Wait()
 	b.ReportAllocs()
@@ -734,7 +736,7 @@ func BenchmarkCacheHit(b *testing.B) {
 // a crawler uses compiled), what Robots.MemSize estimates for them (the
 // cache's cost), and both for the files of median size.
 func BenchmarkMemoryPerOrigin(b *testing.B) {
-	files, _ := filepath.Glob("testdata/corpus/*.txt")
+	files, _ := filepath.Glob("../testdata/corpus/*.txt")
 	var bodies [][]byte
 	for _, f := range files {
 		body, err := os.ReadFile(f)
@@ -749,10 +751,10 @@ func BenchmarkMemoryPerOrigin(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		held := make([]*Robots, 0, len(bodies))
+		held := make([]*robots.Robots, 0, len(bodies))
 		sum := 0
 		for _, body := range bodies {
-			r := Parse(body, WithNormalization())
+			r := robots.Parse(body, robots.WithNormalization())
 			r.Group("python-requests").Test("/")
 			held = append(held, r)
 			sum += r.MemSize()

@@ -1,6 +1,8 @@
-package robots
+package fetch
 
 import (
+	"github.com/robotsgate/robotsgate/robots"
+
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
@@ -27,14 +29,14 @@ const (
 	// Fetched: a 2xx answer; its body is the file.
 	Fetched Outcome = "fetched"
 	// Unavailable: a 4xx answer (or too many redirects): no restrictions,
-	// except 401 and 403 under FetchOptions.AuthErrorsDisallow.
+	// except 401 and 403 under FetcherOptions.AuthErrorsDisallow.
 	Unavailable Outcome = "unavailable"
 	// Unreachable: 429, 5xx, or a network, TLS or protocol failure: the
 	// crawler must assume the whole site is disallowed for a while.
 	Unreachable Outcome = "unreachable"
 )
 
-// Defaults of FetchOptions, as DESIGN.md's [robots] keys.
+// Defaults of FetcherOptions, as DESIGN.md's [robots] keys.
 const (
 	DefaultMaxBytes     = 512000
 	DefaultMaxRedirects = 5
@@ -42,9 +44,9 @@ const (
 	maxRetryAfter       = 24 * time.Hour
 )
 
-// FetchOptions configures a Fetcher. Each zero value means the default
+// FetcherOptions configures a Fetcher. Each zero value means the default
 // named in its comment.
-type FetchOptions struct {
+type FetcherOptions struct {
 	// Transport sends the requests. Nil: NewTransport(TransportOptions{}),
 	// which dials directly (never through the environment's proxy
 	// variables) and verifies TLS with the system roots.
@@ -69,12 +71,12 @@ type FetchOptions struct {
 
 // Fetcher fetches robots.txt files. It is safe for concurrent use.
 type Fetcher struct {
-	opts   FetchOptions
+	opts   FetcherOptions
 	client *http.Client
 }
 
 // NewFetcher returns a Fetcher with opts, defaults filled in.
-func NewFetcher(opts FetchOptions) *Fetcher {
+func NewFetcher(opts FetcherOptions) *Fetcher {
 	if opts.Transport == nil {
 		opts.Transport = NewTransport(TransportOptions{})
 	}
@@ -158,27 +160,27 @@ func NewTransport(o TransportOptions) *http.Transport {
 	return t
 }
 
-// FetchResult is what one fetch of an origin's robots.txt found.
-type FetchResult struct {
+// Result is what one fetch of an origin's robots.txt found.
+type Result struct {
 	Outcome     Outcome
-	Status      int           // the last HTTP status; 0 if none was received
-	Rules       *Robots       // Fetched: the file (parsed with the fetch's options); else nil
-	DisallowAll bool          // 401 or 403 with AuthErrorsDisallow
-	MaxAge      time.Duration // Cache-Control max-age; 0 for no-store, no-cache or max-age=0; -1 if absent
-	RetryAfter  time.Duration // a 429 or 503's Retry-After, at most 24 h; 0 if none
-	Err         error         // Unreachable: the failure; Unavailable: why a 3xx counted as 404
-	URL         string        // the last URL requested
-	Redirects   int           // hops followed
-	Truncated   bool          // the body was longer than MaxBytes
-	At          time.Time     // when the fetch started
+	Status      int            // the last HTTP status; 0 if none was received
+	Rules       *robots.Robots // Fetched: the file (parsed with the fetch's options); else nil
+	DisallowAll bool           // 401 or 403 with AuthErrorsDisallow
+	MaxAge      time.Duration  // Cache-Control max-age; 0 for no-store, no-cache or max-age=0; -1 if absent
+	RetryAfter  time.Duration  // a 429 or 503's Retry-After, at most 24 h; 0 if none
+	Err         error          // Unreachable: the failure; Unavailable: why a 3xx counted as 404
+	URL         string         // the last URL requested
+	Redirects   int            // hops followed
+	Truncated   bool           // the body was longer than MaxBytes
+	At          time.Time      // when the fetch started
 	Duration    time.Duration
 }
 
 // Fetch fetches the robots.txt of origin o (RFC 9309 section 2.3), parsing
 // a fetched body with opts. It never returns a nil result: every failure is
 // an Unreachable outcome with Err set.
-func (f *Fetcher) Fetch(ctx context.Context, o Origin, opts ...Option) *FetchResult {
-	res := &FetchResult{At: f.opts.Now(), MaxAge: -1}
+func (f *Fetcher) Fetch(ctx context.Context, o Origin, opts ...robots.Option) *Result {
+	res := &Result{At: f.opts.Now(), MaxAge: -1}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, fetchKey{}, ctx)
@@ -187,7 +189,7 @@ func (f *Fetcher) Fetch(ctx context.Context, o Origin, opts ...Option) *FetchRes
 	return res
 }
 
-func (f *Fetcher) fetch(ctx context.Context, target string, res *FetchResult, opts []Option) {
+func (f *Fetcher) fetch(ctx context.Context, target string, res *Result, opts []robots.Option) {
 	seen := map[string]bool{}
 	for {
 		res.URL = target
@@ -206,7 +208,7 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *FetchResult, op
 				res.Outcome, res.Err = Unreachable, err
 				return
 			}
-			res.Outcome, res.Rules, res.Truncated = Fetched, Parse(body, opts...), truncated
+			res.Outcome, res.Rules, res.Truncated = Fetched, robots.Parse(body, opts...), truncated
 			return
 		case code >= 300 && code <= 399:
 			drain(resp)
