@@ -1,13 +1,13 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // serveAdmin answers requests to the proxy itself: /healthz, /metrics and

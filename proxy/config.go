@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +17,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // Config is robotsgate's configuration: DESIGN.md's keys. Default returns

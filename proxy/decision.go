@@ -4,12 +4,11 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"fmt"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // Actions: the value of X-Robots-Gate on an answer the proxy makes itself,

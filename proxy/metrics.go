@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // metrics are DESIGN.md's Prometheus metrics, in a registry of the

@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"context"
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // errPaced is returned by pacer.wait when a request would wait longer than

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // More reasons, for the steps before the rules.

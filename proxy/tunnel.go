@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/robotsgate/robotsgate/robots/fetch"
-
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // connectKey marks the context of a request read inside a MITM tunnel.
