@@ -64,7 +64,7 @@ const (
 // Authorization or Proxy-Authorization, checked (and rate-limited) as
 // proxy requests are. The client is the connection's peer: behind a
 // reverse proxy on the same host, every client looks like loopback.
-func (p *policy) adminAllowed(r *http.Request, access adminAccess) bool {
+func (p *Policy) adminAllowed(r *http.Request, access adminAccess) bool {
 	if clientAddr(r).IsLoopback() {
 		return true
 	}

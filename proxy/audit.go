@@ -17,10 +17,9 @@ import (
 // never shares its stream with operational logs, and a failed write is
 // reported there, never turning a block into a pass.
 type Audit struct {
-	path string       // "" = out
-	out  io.Writer    // stdout when path is ""
-	log  *slog.Logger // operational log, for write failures
-	now  func() time.Time
+	out io.Writer    // stdout when path is ""
+	log *slog.Logger // operational log, for write failures
+	now func() time.Time
 
 	mu sync.Mutex
 	f  *os.File
@@ -29,29 +28,33 @@ type Audit struct {
 
 // newAudit opens the audit log: path appended to, or out when path is "".
 func newAudit(path string, out io.Writer, log *slog.Logger, now func() time.Time) (*Audit, error) {
-	a := &Audit{path: path, out: out, log: log, now: now}
-	if err := a.Reopen(); err != nil {
+	a := &Audit{out: out, log: log, now: now}
+	if err := a.Open(path); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// Reopen opens the audit file again (after log rotation, on SIGHUP).
-func (a *Audit) Reopen() error {
+// Open (re)opens the audit log at path ("" = the Audit's stdout), closing
+// the file it wrote to before: after log rotation, or when audit.file
+// changes on reload. It holds the lock that writes take, so every record
+// goes whole to the old file or the new one; on failure the old one stays.
+func (a *Audit) Open(path string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var f *os.File
 	w := a.out
-	if a.path != "" {
-		f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-		if err != nil {
+	if path != "" {
+		var err error
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
 			return fmt.Errorf("open audit log: %w", err)
 		}
-		if a.f != nil {
-			a.f.Close()
-		}
-		a.f, w = f, f
+		w = f
 	}
-	a.h = slog.NewJSONHandler(w, nil)
+	if a.f != nil {
+		a.f.Close()
+	}
+	a.f, a.h = f, slog.NewJSONHandler(w, nil)
 	return nil
 }
 

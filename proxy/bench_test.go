@@ -40,10 +40,11 @@ func BenchmarkProxyThroughput(b *testing.B) {
 
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = b.TempDir()
-	if err := cfg.Validate(); err != nil {
+	pol, err := Compile(cfg)
+	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := newUpstreamTransport(cfg, net.DefaultResolver.LookupNetIP, nil)
+	tr, err := newUpstreamTransport(pol, net.DefaultResolver.LookupNetIP, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -284,3 +284,18 @@ func (c *leafCache) sign(host string, now time.Time) (*tls.Certificate, error) {
 func (ca *CA) certPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.certDER})
 }
+
+// StateDir returns the directory for the CA, per [tls] state_dir.
+func (c *Config) StateDir() (string, error) {
+	if c.TLS.StateDir != "" {
+		return c.TLS.StateDir, nil
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "robotsgate"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the state directory: %w (set tls.state_dir)", err)
+	}
+	return filepath.Join(home, ".local", "share", "robotsgate"), nil
+}

@@ -68,7 +68,11 @@ func CheckCache(cfg *Config, version string, exact bool) (*fetch.Cache, error) {
 	if exact {
 		c.Robots.MaxBytes = exactMaxBytes
 	}
-	tr, err := newUpstreamTransport(&c, net.DefaultResolver.LookupNetIP, nil)
+	p, err := Compile(&c)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := newUpstreamTransport(p, net.DefaultResolver.LookupNetIP, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +80,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*fetch.Cache, error) {
 	if !exact {
 		parse = append(parse, robots.WithNormalization())
 	}
-	return newRobotsCache(&c, tr, version, time.Now, parse, nil)
+	return newRobotsCache(p, tr, version, time.Now, parse, nil)
 }
 
 // checkLine is one JSON Lines record of check's output.
@@ -121,16 +125,17 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 	if cfg == nil {
 		cfg = Default()
 	}
-	noPrivate := *cfg
-	noPrivate.Upstream.BlockPrivate = false
-	p := &policy{cfg: &noPrivate, now: c.Now}
-	rulesFor := c.rulesFor(cfg)
+	p, err := Compile(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCheckInput, err)
+	}
+	w := &world{rules: c.rulesFor(cfg), now: c.Now} // no private lookups: check has no client
 	if c.Robots == nil {
 		c.prefetch(ctx, urls)
 	}
 	var bad, blocked int
 	for _, u := range urls {
-		d, err := c.decide(ctx, p, rulesFor, u)
+		d, err := c.decide(ctx, p, w, u)
 		if err != nil {
 			bad++
 			fmt.Fprintf(stderr, "robotsgate: check: %v\n", err)
@@ -196,7 +201,7 @@ func (c *Checker) rulesFor(cfg *Config) rulesSource {
 	}
 }
 
-func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u string) (*Decision, error) {
+func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*Decision, error) {
 	req := &request{userAgent: c.UserAgent}
 	if c.TokenSet {
 		req.agents = []string{c.Token}
@@ -205,7 +210,7 @@ func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u
 	}
 	origin, err := fetch.ParseOrigin(u)
 	if c.Exact {
-		return c.decideExact(ctx, p, rulesFor, req, origin, err, u)
+		return c.decideExact(ctx, p, w.rules, req, origin, err, u)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", u, err)
@@ -214,7 +219,7 @@ func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u
 	noFragment, _, _ := strings.Cut(u, "#")
 	req.scheme, req.authority, req.target = origin.Scheme, origin.HostPort(), requestTarget(noFragment)
 	d := &Decision{}
-	p.decide(ctx, rulesFor, req, d)
+	p.decide(ctx, w, req, d)
 	if c.Robots != nil {
 		d.Fetch = nil // the file was given, not fetched
 	}
@@ -223,7 +228,7 @@ func (c *Checker) decide(ctx context.Context, p *policy, rulesFor rulesSource, u
 
 // decideExact answers as the reference's OneAgentAllowedByRobots: any
 // string is a URL to it ("example.com?a" is "/?a") when the file is given.
-func (c *Checker) decideExact(ctx context.Context, p *policy, rulesFor rulesSource, req *request, origin fetch.Origin, originErr error, u string) (*Decision, error) {
+func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSource, req *request, origin fetch.Origin, originErr error, u string) (*Decision, error) {
 	d := &Decision{Agents: req.agents, CrawlDelay: -1}
 	if d.Agents == nil {
 		d.Agents = p.agents(req, &d.agentBuf)

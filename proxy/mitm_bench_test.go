@@ -51,13 +51,14 @@ func newMITMBench(b *testing.B) *mitmBench {
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = b.TempDir()
 	cfg.Upstream.CA = pki.pemPath
-	if err := cfg.Validate(); err != nil {
+	pol, err := Compile(cfg)
+	if err != nil {
 		b.Fatal(err)
 	}
 	rg, rgURL := serveRobotsgate(b, cfg, Options{LookupNetIP: loopbackLookup})
 
 	newGoproxy := func(store goproxy.CertStorage) *url.URL {
-		tr, err := newUpstreamTransport(cfg, loopbackLookup, nil)
+		tr, err := newUpstreamTransport(pol, loopbackLookup, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

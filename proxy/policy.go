@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -38,18 +39,31 @@ type request struct {
 // file given to check.
 type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
 
-// policy decides requests: the reloadable part of the configuration,
-// compiled. A policy is immutable; a reload swaps in a new one.
-type policy struct {
-	cfg      *Config
-	auth     *authenticator // nil: no [auth] users
-	pacing   bool           // [politeness] is active
-	resolver *privateCache  // step 2's lookups; unused when block_private is off
-	now      func() time.Time
+// Policy is a Config compiled for deciding requests: every value checked,
+// globs, CIDRs, hosts and the next hop parsed. Compile is the only way to
+// get one. A Policy is immutable (but for its authenticator's memory of
+// checked credentials) and safe for concurrent use; a reload compiles a
+// new one and swaps it in whole.
+type Policy struct {
+	cfg           Config // what was compiled, for its plain values; read only
+	agentRules    []agentRule
+	siteRules     []siteRule
+	upstreamProxy *url.URL       // nil: direct
+	auth          *authenticator // nil: no [auth] users
+	pacing        bool           // [politeness] is active
+}
+
+// world is what a decision looks at besides the policy: where rules come
+// from, the private-address lookups (nil: block_private is not applied, as
+// in check) and the clock.
+type world struct {
+	rules   rulesSource
+	private *privateCache
+	now     func() time.Time
 }
 
 // decide runs DESIGN.md's steps 1 to 7 for one request, into d.
-func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d *Decision) {
+func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) {
 	d.CrawlDelay, d.User = -1, r.user
 	// A fragment is never part of a request-target (RFC 9112 section
 	// 3.2): what follows "#" would be decided on one reading and served on
@@ -66,7 +80,7 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 	}
 	d.Origin = o
 	// 2. Private targets.
-	if p.cfg.Upstream.BlockPrivate && p.private(ctx, o.Host) {
+	if p.private(ctx, w, o.Host) {
 		d.Action, d.Reason = ActionPrivate, reasonPrivate
 		return
 	}
@@ -92,7 +106,7 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 		}
 	}
 	// 6 and 7. Rules.
-	a, err := rulesFor(ctx, o)
+	a, err := w.rules(ctx, o)
 	switch {
 	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, reasonFetches
@@ -101,13 +115,13 @@ func (p *policy) decide(ctx context.Context, rulesFor rulesSource, r *request, d
 		d.Action, d.Reason = ActionUnreachable, "gave up waiting for robots.txt"
 		return
 	}
-	decideAnswer(d, a, robots.Normalize(r.target), p.now())
+	decideAnswer(d, a, robots.Normalize(r.target), w.now())
 }
 
 // report applies report mode to d: a block by robots.txt or a site rule,
 // or for an unreachable robots.txt, becomes "would-block" and goes through.
 // It reports whether d changed.
-func (p *policy) report(d *Decision) bool {
+func (p *Policy) report(d *Decision) bool {
 	if p.cfg.Mode != "report" {
 		return false
 	}
@@ -119,14 +133,18 @@ func (p *policy) report(d *Decision) bool {
 	return false
 }
 
-// private reports whether host resolves to a private address.
-func (p *policy) private(ctx context.Context, host string) bool {
+// private reports whether host is, or resolves to, a private address,
+// when block_private applies (DESIGN step 2).
+func (p *Policy) private(ctx context.Context, w *world, host string) bool {
+	if !p.cfg.Upstream.BlockPrivate || w.private == nil {
+		return false
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		return isPrivate(a)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Upstream.Timeout)
 	defer cancel()
-	return p.resolver.lookup(ctx, host)
+	return w.private.lookup(ctx, host)
 }
 
 // privateCache remembers for a while whether a host resolves to a private
@@ -184,11 +202,10 @@ func (c *privateCache) lookup(ctx context.Context, host string) bool {
 // agents returns the tokens a request obeys: the first matching [[agents]]
 // rule's, else the User-Agent header's product token, else default_agent
 // (in buf, to save an allocation).
-func (p *policy) agents(r *request, buf *[1]string) []string {
-	for i := range p.cfg.Agents {
-		a := &p.cfg.Agents[i]
-		if a.matches(r) {
-			return a.tokens()
+func (p *Policy) agents(r *request, buf *[1]string) []string {
+	for i := range p.agentRules {
+		if a := &p.agentRules[i]; a.matches(r) {
+			return a.tokens
 		}
 	}
 	buf[0] = robots.TokenFromUserAgent(r.userAgent)
@@ -198,57 +215,15 @@ func (p *policy) agents(r *request, buf *[1]string) []string {
 	return buf[:]
 }
 
-func (a *AgentRule) matches(r *request) bool {
-	if a.glob != nil && !a.glob.MatchString(r.userAgent) {
-		return false
-	}
-	if a.User != "" && a.User != r.user {
-		return false
-	}
-	if len(a.client) > 0 {
-		c := r.client.Unmap()
-		for _, pfx := range a.client {
-			if pfx.Contains(c) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
-func (a *AgentRule) tokens() []string {
-	toks := make([]string, 0, 1+len(a.Also))
-	if a.Token != "" {
-		toks = append(toks, a.Token)
-	}
-	return append(toks, a.Also...)
-}
-
 // site returns the first [[sites]] rule for host whose agents, if any,
 // include an obeyed token.
-func (p *policy) site(host string, agents []string) *SiteRule {
-	for i := range p.cfg.Sites {
-		s := &p.cfg.Sites[i]
-		if s.host != host && !(strings.HasPrefix(s.host, ".") && strings.HasSuffix(host, s.host)) {
-			continue
-		}
-		if len(s.Agents) == 0 || anyFold(s.Agents, agents) {
-			return s
+func (p *Policy) site(host string, agents []string) *SiteRule {
+	for i := range p.siteRules {
+		if s := &p.siteRules[i]; s.matches(host, agents) {
+			return s.rule
 		}
 	}
 	return nil
-}
-
-func anyFold(a, b []string) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if strings.EqualFold(x, y) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // requestTarget returns the raw request target of a request line's URI,

@@ -45,7 +45,9 @@ type Server struct {
 	gp    *goproxy.ProxyHttpServer
 	tr    *http.Transport
 	audit *Audit
-	pol   atomic.Pointer[policy]
+	pol   atomic.Pointer[Policy]
+	// world is what decisions look at: the cache, private lookups, clock.
+	world *world
 	conns *connTracker
 	// private remembers which hosts resolve to private addresses.
 	private *privateCache
@@ -78,8 +80,13 @@ type Server struct {
 	maxFetches    int
 }
 
-// NewServer builds a Server for cfg.
+// NewServer builds a Server for cfg, which it compiles first: a config
+// with problems is refused with all of them.
 func NewServer(cfg *Config, o Options) (*Server, error) {
+	pol, err := Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -104,7 +111,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		maxFetches:    cfg.Robots.MaxFetches,
 	}
 	s.upstream = &connSet{m: map[*setConn]struct{}{}}
-	tr, err := newUpstreamTransport(cfg, o.LookupNetIP, s.upstream)
+	tr, err := newUpstreamTransport(pol, o.LookupNetIP, s.upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +121,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			s.metrics.observeFetch(o, r)
 		}
 	}
-	cache, err := newRobotsCache(cfg, tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, onFetch)
+	cache, err := newRobotsCache(pol, tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, onFetch)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +135,8 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.private = newPrivateCache(o.LookupNetIP, o.Now)
 	s.pacer = newPacer(o.Now, cfg.Politeness)
 	s.rt = goproxy.RoundTripperFunc(s.roundTrip)
-	s.pol.Store(s.newPolicy(cfg))
+	s.pol.Store(pol)
+	s.world = &world{rules: cache.Get, private: s.private, now: o.Now}
 
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = log.New(slogWriter{o.Logger}, "", 0)
@@ -141,7 +149,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	gp.OnRequest().DoFunc(s.onRequest)
 	gp.OnResponse().DoFunc(s.onResponse)
 	gp.OnRequest().HandleConnectFunc(s.onConnect)
-	if u := cfg.Upstream.proxyURL; u != nil {
+	if u := pol.upstreamProxy; u != nil {
 		// Tunnels go through the next hop too, with its credentials.
 		gp.ConnectDialWithReq = nil
 		gp.ConnectDial = gp.NewConnectDialToProxyWithHandler(u.String(), func(req *http.Request) {
@@ -204,14 +212,15 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
 // fetcher dials with tr's dialer (block_private, upstream.proxy) and
 // trusts the same roots.
-func newRobotsCache(cfg *Config, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result)) (*fetch.Cache, error) {
+func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result)) (*fetch.Cache, error) {
+	cfg := &pol.cfg
 	redirects := cfg.Robots.MaxRedirects
 	if redirects == 0 {
 		redirects = -1 // FetchOptions: 0 is the default, negative is none
 	}
 	fetcher := fetch.NewFetcher(fetch.FetcherOptions{
 		Transport: fetch.NewTransport(fetch.TransportOptions{
-			Proxy:       cfg.Upstream.proxyURL,
+			Proxy:       pol.upstreamProxy,
 			RootCAs:     tr.TLSClientConfig.RootCAs,
 			DialContext: tr.DialContext,
 		}),
@@ -273,6 +282,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // robots.cache_max_bytes, which need a restart (logged). Cached rules are
 // kept. The audit file is reopened.
 func (s *Server) Reload(cfg *Config) error {
+	pol, err := Compile(cfg)
+	if err != nil {
+		s.ReloadFailed()
+		return err
+	}
 	if cfg.Listen != s.listen {
 		s.log.Warn("listen changed: restart to apply", "listen", cfg.Listen)
 	}
@@ -285,21 +299,13 @@ func (s *Server) Reload(cfg *Config) error {
 	if cfg.Robots.MaxFetches != s.maxFetches {
 		s.log.Warn("robots.max_fetches changed: restart to apply")
 	}
-	old := s.pol.Load()
-	if cfg.Audit.File != old.cfg.Audit.File {
-		a, err := newAudit(cfg.Audit.File, s.opts.AuditOut, s.log, s.opts.Now)
-		if err != nil {
-			s.ReloadFailed()
-			return err
-		}
-		prev := s.audit
-		s.audit = a
-		prev.Close()
-	} else if err := s.audit.Reopen(); err != nil {
+	// The audit log moves (or reopens, after rotation) under its own lock:
+	// each line goes whole to the old file or to the new one.
+	if err := s.audit.Open(cfg.Audit.File); err != nil {
 		s.ReloadFailed()
 		return err
 	}
-	s.pol.Store(s.newPolicy(cfg))
+	s.pol.Store(pol)
 	s.pacer.configure(cfg.Politeness)
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	return nil
@@ -343,22 +349,17 @@ type reqState struct {
 	forwarded bool
 }
 
-// newPolicy compiles the reloadable part of cfg.
-func (s *Server) newPolicy(cfg *Config) *policy {
-	return &policy{cfg: cfg, resolver: s.private, now: s.opts.Now, auth: newAuthenticator(cfg.Auth.Users, s.opts.Now), pacing: pacingActive(cfg)}
-}
-
 // CA returns the MITM CA; nil in tunnel mode.
 func (s *Server) CA() *CA { return s.mitmCA }
 
 // pace waits for the request's turn at its origin when [politeness] is
 // active; a request that would wait longer than max_wait, or whose client
 // gave up, becomes a "paced" decision.
-func (s *Server) pace(ctx context.Context, p *policy, d *Decision) {
+func (s *Server) pace(ctx context.Context, p *Policy, d *Decision) {
 	if !p.pacing || d.Origin.IsZero() {
 		return
 	}
-	gap := paceGap(p.cfg, d)
+	gap := paceGap(&p.cfg, d)
 	waited, err := s.pacer.wait(ctx, d.Origin, gap)
 	var pe *pacedError
 	switch {
@@ -410,7 +411,7 @@ func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reques
 		user:      user,
 	}}
 	d := &st.dec
-	p.decide(r.Context(), s.cache.Get, &st.req, d)
+	p.decide(r.Context(), s.world, &st.req, d)
 	ctx.UserData = st
 	p.report(d)
 	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"sync"
 	"syscall"
@@ -154,6 +155,16 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup look
 	}
 }
 
+// upstreamProxyURL parses upstream.proxy: an http:// or https:// URL,
+// credentials in it sent to the next hop.
+func upstreamProxyURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an http:// or https:// proxy URL", redactURL(s))
+	}
+	return u, nil
+}
+
 // readPool returns the system roots plus the certificates of a PEM file.
 func readPool(path string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
@@ -179,13 +190,14 @@ func readPool(path string) (*x509.CertPool, error) {
 // with the system roots and upstream.ca, upstream.proxy or a direct
 // connection, and never the environment's proxy variables, which would
 // point back at robotsgate. Compression is left to the client and origin.
-func newUpstreamTransport(c *Config, lookup lookupFunc, set *connSet) (*http.Transport, error) {
+func newUpstreamTransport(p *Policy, lookup lookupFunc, set *connSet) (*http.Transport, error) {
+	c := &p.cfg
 	pool, err := readPool(c.Upstream.CA)
 	if err != nil {
 		return nil, err
 	}
 	exempt := ""
-	if u := c.Upstream.proxyURL; u != nil {
+	if u := p.upstreamProxy; u != nil {
 		exempt = u.Host
 		if u.Port() == "" {
 			exempt = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
@@ -204,7 +216,7 @@ func newUpstreamTransport(c *Config, lookup lookupFunc, set *connSet) (*http.Tra
 		MaxResponseHeaderBytes: int64(max(c.Limits.MaxHeaderBytes, 64<<10)),
 		DisableCompression:     true,
 	}
-	if u := c.Upstream.proxyURL; u != nil {
+	if u := p.upstreamProxy; u != nil {
 		t.Proxy = http.ProxyURL(u)
 	}
 	return t, nil

@@ -230,7 +230,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		return goproxy.RejectConnect, host
 	case err != nil:
 		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
-	case p.cfg.Upstream.BlockPrivate && p.private(r.Context(), o.Host):
+	case p.private(r.Context(), s.world, o.Host):
 		d.Origin, d.Action, d.Reason = o, ActionPrivate, reasonPrivate
 	case s.mitm != nil:
 		ctx.UserData = &connectInfo{authority: host, user: user}
@@ -246,13 +246,13 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 // decideTunnel decides a CONNECT in tunnel mode, where paths cannot be
 // seen: refused when a site rule denies it, when robots.txt shuts out the
 // whole origin for an obeyed token, or when it is unreachable with no copy.
-func (s *Server) decideTunnel(p *policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o fetch.Origin, user string) (*goproxy.ConnectAction, string) {
+func (s *Server) decideTunnel(p *Policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o fetch.Origin, user string) (*goproxy.ConnectAction, string) {
 	if o.Port == 80 {
 		o.Scheme = "http"
 	}
 	req := &request{scheme: o.Scheme, authority: o.HostPort(), target: "/", userAgent: r.Header.Get("User-Agent"), client: clientAddr(r), user: user}
 	d := &Decision{}
-	p.decide(r.Context(), s.cache.Get, req, d)
+	p.decide(r.Context(), s.world, req, d)
 	if (d.Action == ActionAllowed || d.Action == ActionDisallowed) && d.Site == nil && d.Fetch != nil {
 		// The rules decided "/"; a tunnel is refused only when they shut
 		// out every path for some obeyed token.
