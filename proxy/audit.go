@@ -127,8 +127,7 @@ func (a *Audit) write(r *auditRecord) {
 }
 
 // record writes the audit line for a decision, when it is to be logged.
-func (s *Server) record(r *http.Request, d *Decision, status int, connectHost string) {
-	p := s.pol.Load()
+func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, connectHost string) {
 	msg := auditMsg(d)
 	if msg == "allowed" && !p.cfg.Audit.LogAllowed {
 		return

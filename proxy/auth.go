@@ -121,6 +121,12 @@ func (a *authenticator) check(r *http.Request, direct bool) (string, bool) {
 	if h == "" && direct {
 		h = r.Header.Get("Authorization")
 	}
+	return a.checkHeader(r.Context(), h, clientAddr(r))
+}
+
+// checkHeader returns the authenticated user of h, a Basic credentials
+// header value sent by client; waiting for a bcrypt slot ends with ctx.
+func (a *authenticator) checkHeader(ctx context.Context, h string, client netip.Addr) (string, bool) {
 	scheme, cred, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Basic") {
 		return "", false
@@ -133,7 +139,7 @@ func (a *authenticator) check(r *http.Request, direct bool) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return a.verify(r.Context(), clientAddr(r), sha256.Sum256(raw), user, pass)
+	return a.verify(ctx, client, sha256.Sum256(raw), user, pass)
 }
 
 // verify checks one user and password sent by client (key is the SHA-256

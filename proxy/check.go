@@ -202,7 +202,7 @@ func (c *Checker) rulesFor(cfg *Config) rulesSource {
 }
 
 func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*Decision, error) {
-	req := &request{userAgent: c.UserAgent}
+	req := &request{kind: kindCheck, userAgent: c.UserAgent}
 	if c.TokenSet {
 		req.agents = []string{c.Token}
 	} else if c.UserAgent == "" {
@@ -221,7 +221,7 @@ func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*D
 	d := &Decision{}
 	p.decide(ctx, w, req, d)
 	if c.Robots != nil {
-		d.Fetch = nil // the file was given, not fetched
+		d.Fetch = FetchInfo{} // the file was given, not fetched
 	}
 	return d, nil
 }
@@ -229,7 +229,7 @@ func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*D
 // decideExact answers as the reference's OneAgentAllowedByRobots: any
 // string is a URL to it ("example.com?a" is "/?a") when the file is given.
 func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSource, req *request, origin fetch.Origin, originErr error, u string) (*Decision, error) {
-	d := &Decision{Agents: req.agents, CrawlDelay: -1}
+	d := &Decision{Agents: req.agents}
 	if d.Agents == nil {
 		d.Agents = p.agents(req, &d.agentBuf)
 	}
@@ -243,7 +243,7 @@ func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSour
 		return nil, err
 	}
 	if c.Robots == nil {
-		d.setFetch(a, c.Now())
+		d.Fetch = fetchInfo(a, c.Now())
 	}
 	if a.Unreachable {
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
@@ -255,9 +255,7 @@ func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSour
 	}
 	d.Token = d.Agents[0]
 	d.Verdict = rules.TestURL(d.Token, u)
-	if cd, ok := rules.Group(d.Token).CrawlDelay(); ok {
-		d.CrawlDelay = cd
-	}
+	d.CrawlDelay, d.HasDelay = rules.Group(d.Token).CrawlDelay()
 	d.setVerdictAction(false)
 	return d, nil
 }
@@ -278,10 +276,10 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 			o := d.Origin.String()
 			l.Origin = &o
 		}
-		if d.CrawlDelay >= 0 {
+		if d.HasDelay {
 			l.CrawlDelay = &d.CrawlDelay
 		}
-		if f := d.Fetch; f != nil {
+		if f := &d.Fetch; !f.IsZero() {
 			l.Fetch = &fetchJSON{Outcome: f.Outcome, Status: f.Status, Error: f.Error}
 			if !f.FetchedAt.IsZero() {
 				at, age := f.FetchedAt.UTC(), f.Age.Seconds()
@@ -306,7 +304,7 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 	if d.Verdict.Line > 0 {
 		why = append(why, fmt.Sprintf("rule %q line %d", d.Verdict.Rule, d.Verdict.Line))
 	}
-	if f := d.Fetch; f != nil {
+	if f := &d.Fetch; !f.IsZero() {
 		s := fmt.Sprintf("%s %s", d.RobotsURL(), f.Outcome)
 		if f.Status != 0 {
 			s += " " + strconv.Itoa(f.Status)
@@ -322,7 +320,7 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 		}
 		why = append(why, s)
 	}
-	if d.CrawlDelay >= 0 {
+	if d.HasDelay {
 		why = append(why, "crawl-delay "+strconv.FormatFloat(d.CrawlDelay, 'f', -1, 64))
 	}
 	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", status, u, strings.Join(why, "; "))

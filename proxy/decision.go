@@ -39,6 +39,8 @@ const (
 	reasonAuthDeny   = "robots.txt refused with %d: disallowing all (auth_errors = \"disallow\")"
 	reasonNoCopy     = "robots.txt unreachable and no copy held: disallowing all"
 	reasonLimit      = "robots.txt unreachable longer than unreachable_limit: no restrictions"
+	reasonSomePaths  = "robots.txt allows some paths; tunnel mode cannot see which"
+	reasonEveryPath  = "robots.txt disallows every path"
 	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
 )
 
@@ -52,17 +54,19 @@ type Decision struct {
 	Token      string         // the token whose verdict decided (the first blocking one)
 	noRobots   bool           // a site rule decided: no robots.txt applied
 	Verdict    robots.Verdict // the deciding verdict
-	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds; -1 if none
-	Fetch      *FetchInfo     // how the rules were obtained; nil when no robots.txt was used
+	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds, when HasDelay
+	HasDelay   bool           // some group selected has a Crawl-delay
+	Fetch      FetchInfo      // how the rules were obtained; zero when no robots.txt was used
 	Site       *SiteRule      // the [[sites]] rule that matched, if any
 	User       string         // the authenticated proxy user; "" if none
-	PacedWait  time.Duration  // for ActionPaced: the wait that was refused
+	Paced      bool           // it went through the pacer, which held it for Waited
+	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
 
-	fetch    FetchInfo // Fetch points here: no allocation of its own
 	agentBuf [1]string // Agents for the common single token
 }
 
-// FetchInfo says how the robots.txt behind a decision was obtained.
+// FetchInfo says how the robots.txt behind a decision was obtained; its
+// zero value, that none was (IsZero).
 type FetchInfo struct {
 	Outcome   fetch.Outcome // of the fetch whose rules apply; Unreachable when none do
 	Status    int           // its HTTP status; 0 if none
@@ -73,11 +77,8 @@ type FetchInfo struct {
 	RetryAt   time.Time     // the next fetch after a failure
 }
 
-// setFetch records how the rules of a cache answer were obtained, as of now.
-func (d *Decision) setFetch(a fetch.Answer, now time.Time) {
-	d.fetch = fetchInfo(a, now)
-	d.Fetch = &d.fetch
-}
+// IsZero reports whether no robots.txt was used.
+func (f *FetchInfo) IsZero() bool { return f.Outcome == "" }
 
 // fetchInfo describes a cache answer at now.
 func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
@@ -97,7 +98,7 @@ func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
 // cache answered for the request's origin (DESIGN steps 6 and 7; the caller
 // has taken care of step 4, /robots.txt).
 func decideAnswer(d *Decision, a fetch.Answer, target string, now time.Time) {
-	d.setFetch(a, now)
+	d.Fetch = fetchInfo(a, now)
 	switch e := a.Entry; {
 	case a.Unreachable:
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
@@ -112,6 +113,25 @@ func decideAnswer(d *Decision, a fetch.Answer, target string, now time.Time) {
 		d.Action, d.Reason = ActionAllowed, reasonUnavail
 	default:
 		decideRules(d, e.Rules, target)
+	}
+}
+
+// decideWholeOrigin decides a tunnel-mode CONNECT under what the cache
+// answered (DESIGN step 9), where paths cannot be seen: refused when the
+// rules shut out every path for some obeyed token (or robots.txt is
+// unreachable with no copy, or refused under auth_errors = "disallow"),
+// else opened.
+func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
+	decideAnswer(d, a, "/", now)
+	if d.Action != ActionDisallowed && d.Action != ActionAllowed || a.Entry == nil || a.Entry.Rules == nil {
+		return
+	}
+	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
+	for _, tok := range d.Agents {
+		if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
+			d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, reasonEveryPath, tok, g.Test("/")
+			return
+		}
 	}
 }
 
@@ -140,8 +160,8 @@ func decideRules(d *Decision, rules *robots.Robots, target string) {
 	noGroup, ambiguous := false, false
 	for i, tok := range d.Agents {
 		g := rules.Group(tok)
-		if cd, ok := g.CrawlDelay(); ok && cd > d.CrawlDelay {
-			d.CrawlDelay = cd
+		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
+			d.CrawlDelay, d.HasDelay = cd, true
 		}
 		v, amb := g.Test(target), false
 		if v.Allowed && lenient != target {

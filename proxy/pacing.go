@@ -236,7 +236,7 @@ func paceGap(cfg *Config, d *Decision) time.Duration {
 		base = d.Site.MinInterval
 	}
 	gap := base
-	if pc.CrawlDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == "allow") {
+	if pc.CrawlDelay && d.HasDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == "allow") {
 		gap = max(gap, time.Duration(d.CrawlDelay*float64(time.Second)))
 	}
 	return min(gap, pc.MaxDelay)

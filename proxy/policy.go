@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -11,33 +9,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
-	"github.com/robotsgate/robotsgate/robots/fetch"
 )
-
-// More reasons, for the steps before the rules.
-const (
-	reasonBadRequest = "bad request URL"
-	reasonFragment   = "bad request URL: a request-target cannot hold a fragment (\"#\")"
-	reasonPrivate    = "target resolves to a private address"
-	reasonSiteAllow  = "site allow %q"
-	reasonSiteDeny   = "site deny %q"
-	reasonFetches    = "too many robots.txt fetches in flight (robots.max_fetches): retry"
-)
-
-// A request is what the policy needs to know of one proxied request.
-type request struct {
-	scheme    string // "http" or "https"
-	authority string // host[:port] to reach
-	target    string // raw request target: path, params and query
-	userAgent string
-	client    netip.Addr
-	user      string   // authenticated proxy user; "" if none
-	agents    []string // the tokens obeyed, when given (check -agent); nil: step 3 finds them
-}
-
-// rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
-// file given to check.
-type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
 
 // Policy is a Config compiled for deciding requests: every value checked,
 // globs, CIDRs, hosts and the next hop parsed. Compile is the only way to
@@ -51,86 +23,6 @@ type Policy struct {
 	upstreamProxy *url.URL       // nil: direct
 	auth          *authenticator // nil: no [auth] users
 	pacing        bool           // [politeness] is active
-}
-
-// world is what a decision looks at besides the policy: where rules come
-// from, the private-address lookups (nil: block_private is not applied, as
-// in check) and the clock.
-type world struct {
-	rules   rulesSource
-	private *privateCache
-	now     func() time.Time
-}
-
-// decide runs DESIGN.md's steps 1 to 7 for one request, into d.
-func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) {
-	d.CrawlDelay, d.User = -1, r.user
-	// A fragment is never part of a request-target (RFC 9112 section
-	// 3.2): what follows "#" would be decided on one reading and served on
-	// another.
-	if strings.IndexByte(r.target, '#') >= 0 {
-		d.Action, d.Reason = ActionBadRequest, reasonFragment
-		return
-	}
-	// 1. Origin.
-	o, err := fetch.OriginOf(r.scheme, r.authority)
-	if err != nil {
-		d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
-		return
-	}
-	d.Origin = o
-	// 2. Private targets.
-	if p.private(ctx, w, o.Host) {
-		d.Action, d.Reason = ActionPrivate, reasonPrivate
-		return
-	}
-	// 3. Agent.
-	if d.Agents = r.agents; d.Agents == nil {
-		d.Agents = p.agents(r, &d.agentBuf)
-	}
-	// 4. robots.txt itself.
-	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" {
-		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
-		return
-	}
-	// 5. Sites.
-	if s := p.site(o.Host, d.Agents); s != nil {
-		d.Site = s
-		switch s.Policy {
-		case "allow":
-			d.Action, d.Reason, d.noRobots = ActionAllowed, fmt.Sprintf(reasonSiteAllow, s.Reason), true
-			return
-		case "deny":
-			d.Action, d.Reason, d.noRobots = ActionDenied, fmt.Sprintf(reasonSiteDeny, s.Reason), true
-			return
-		}
-	}
-	// 6 and 7. Rules.
-	a, err := w.rules(ctx, o)
-	switch {
-	case errors.Is(err, fetch.ErrOverloaded):
-		d.Action, d.Reason = ActionOverloaded, reasonFetches
-		return
-	case err != nil:
-		d.Action, d.Reason = ActionUnreachable, "gave up waiting for robots.txt"
-		return
-	}
-	decideAnswer(d, a, robots.Normalize(r.target), w.now())
-}
-
-// report applies report mode to d: a block by robots.txt or a site rule,
-// or for an unreachable robots.txt, becomes "would-block" and goes through.
-// It reports whether d changed.
-func (p *Policy) report(d *Decision) bool {
-	if p.cfg.Mode != "report" {
-		return false
-	}
-	switch d.Action {
-	case ActionDisallowed, ActionDenied, ActionUnreachable:
-		d.Action = ActionWouldBlock
-		return true
-	}
-	return false
 }
 
 // private reports whether host is, or resolves to, a private address,

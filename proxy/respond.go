@@ -125,7 +125,7 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 	case ActionUnreachable:
 		resp := s.answer(r, http.StatusServiceUnavailable, d.Action, blockBody(r, d))
 		wait := time.Second
-		if d.Fetch != nil && !d.Fetch.RetryAt.IsZero() {
+		if !d.Fetch.RetryAt.IsZero() {
 			wait = max(d.Fetch.RetryAt.Sub(s.opts.Now()), time.Second)
 		}
 		resp.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
@@ -134,13 +134,15 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionMisdirected:
 		return s.answer(r, http.StatusMisdirectedRequest, d.Action, "robotsgate: "+d.Reason+"\n")
+	case ActionAuth:
+		return s.authRequired(r)
 	case ActionOverloaded:
 		resp := s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: "+d.Reason+"\n")
 		resp.Header.Set("Retry-After", "1")
 		return resp
 	case ActionPaced:
 		resp := s.answer(r, http.StatusTooManyRequests, d.Action, fmt.Sprintf("robotsgate: %s is %s\n", displayURL(r), d.Reason))
-		resp.Header.Set("Retry-After", strconv.Itoa(max(1, int((d.PacedWait+time.Second-1)/time.Second))))
+		resp.Header.Set("Retry-After", strconv.Itoa(max(1, int((d.Waited+time.Second-1)/time.Second))))
 		return resp
 	}
 	return s.answer(r, http.StatusInternalServerError, d.Action, "robotsgate: "+d.Reason+"\n")
@@ -180,7 +182,7 @@ func blockBody(r *http.Request, d *Decision) string {
 		fmt.Fprintf(&b, "blocked for: %s\n", d.Token)
 	}
 	fmt.Fprintf(&b, "robots.txt: %s", d.RobotsURL())
-	if f := d.Fetch; f != nil {
+	if f := &d.Fetch; !f.IsZero() {
 		fmt.Fprintf(&b, " (%s", f.Outcome)
 		if f.Status != 0 {
 			fmt.Fprintf(&b, " %d", f.Status)

@@ -51,17 +51,10 @@ type Server struct {
 	conns *connTracker
 	// private remembers which hosts resolve to private addresses.
 	private *privateCache
-	// rt sends forwarded requests upstream (made once: a method value
-	// allocates at every use).
-	rt  goproxy.RoundTripper
-	srv *http.Server
-	// MITM: the CA, its leaf certificates, and the action for a CONNECT;
-	// nil in tunnel mode.
+	srv     *http.Server
+	// MITM: the CA and its leaf certificates; nil in tunnel mode.
 	mitmCA *CA
 	leaves *leafCache
-	mitm   *goproxy.ConnectAction
-	// tunnel serves an accepted CONNECT (serveTunnel), in either mode.
-	tunnel *goproxy.ConnectAction
 	// metrics are served at /metrics.
 	metrics *metrics
 	// upstream holds the connections to origins, closed at shutdown.
@@ -134,9 +127,8 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.audit = audit
 	s.private = newPrivateCache(o.LookupNetIP, o.Now)
 	s.pacer = newPacer(o.Now, cfg.Politeness)
-	s.rt = goproxy.RoundTripperFunc(s.roundTrip)
 	s.pol.Store(pol)
-	s.world = &world{rules: cache.Get, private: s.private, now: o.Now}
+	s.world = &world{rules: cache.Get, private: s.private, pacer: s.pacer, now: o.Now}
 
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = log.New(slogWriter{o.Logger}, "", 0)
@@ -147,7 +139,6 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	gp.KeepHeader = false        // Proxy-Authorization never reaches the origin
 	gp.NonproxyHandler = http.HandlerFunc(s.serveAdmin)
 	gp.OnRequest().DoFunc(s.onRequest)
-	gp.OnResponse().DoFunc(s.onResponse)
 	gp.OnRequest().HandleConnectFunc(s.onConnect)
 	if u := pol.upstreamProxy; u != nil {
 		// Tunnels go through the next hop too, with its credentials.
@@ -174,18 +165,13 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		}
 		s.mitmCA, s.leaves = ca, leaves
 	}
-	s.tunnel = &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: s.serveTunnel}
-	if cfg.TLS.Mode == "mitm" {
-		s.mitm = s.tunnel
-	}
 	s.gp = gp
 
 	s.conns = newConnTracker(cfg.Limits.MaxConnections)
 	s.conns.overloaded = func(remote net.Addr) {
-		s.metrics.countRequest(ActionOverloaded, "http")
-		d := &Decision{Action: ActionOverloaded, Reason: "too many connections", CrawlDelay: -1}
-		r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{}}
-		s.record(r, d, http.StatusServiceUnavailable, "")
+		d := &Decision{Action: ActionOverloaded, Reason: "too many connections"}
+		r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{Scheme: "http"}}
+		s.finish(s.pol.Load(), r, d, http.StatusServiceUnavailable, "")
 	}
 	s.metrics = newMetrics(cache, s.conns)
 	tunnelIdle := cfg.Limits.TunnelIdleTimeout
@@ -341,201 +327,8 @@ func (w *respWriter) closeHijacked() {
 	}
 }
 
-// reqState travels with a request from onRequest to onResponse; one
-// allocation holds all a request needs.
-type reqState struct {
-	dec       Decision
-	req       request
-	forwarded bool
-}
-
 // CA returns the MITM CA; nil in tunnel mode.
 func (s *Server) CA() *CA { return s.mitmCA }
-
-// pace waits for the request's turn at its origin when [politeness] is
-// active; a request that would wait longer than max_wait, or whose client
-// gave up, becomes a "paced" decision.
-func (s *Server) pace(ctx context.Context, p *Policy, d *Decision) {
-	if !p.pacing || d.Origin.IsZero() {
-		return
-	}
-	gap := paceGap(&p.cfg, d)
-	waited, err := s.pacer.wait(ctx, d.Origin, gap)
-	var pe *pacedError
-	switch {
-	case err == nil:
-		s.metrics.pacedWait.Observe(waited.Seconds())
-	case errors.As(err, &pe):
-		d.Action, d.Reason, d.PacedWait = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.wait.Round(time.Millisecond), gap), pe.wait
-	default: // the client gave up waiting
-		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
-	}
-}
-
-func (s *Server) onRequest(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	p := s.pol.Load()
-	user := ""
-	ci, inTunnel := r.Context().Value(connectKey{}).(*connectInfo)
-	switch {
-	case inTunnel:
-		user = ci.user // the CONNECT was authenticated
-	case p.auth != nil:
-		u, ok := p.auth.check(r, false)
-		if !ok {
-			d := &Decision{Action: ActionAuth, Reason: "proxy authentication required", CrawlDelay: -1}
-			resp := s.authRequired(r)
-			s.record(r, d, resp.StatusCode, "")
-			return r, resp
-		}
-		user = u
-	}
-	if inTunnel {
-		// Inside a MITM tunnel: the request goes to the CONNECT authority
-		// only; one naming another origin is misdirected.
-		want, err1 := fetch.OriginOf(r.URL.Scheme, ci.authority)
-		got, err2 := fetch.OriginOf(r.URL.Scheme, r.URL.Host)
-		if err1 != nil || err2 != nil || want != got {
-			d := &Decision{Action: ActionMisdirected, Reason: fmt.Sprintf("request for %s inside a tunnel to %s", r.URL.Host, ci.authority), CrawlDelay: -1}
-			resp := s.respond(r, d)
-			s.record(r, d, resp.StatusCode, "")
-			return r, resp
-		}
-		r.URL.Host = ci.authority
-	}
-	st := &reqState{req: request{
-		scheme:    r.URL.Scheme,
-		authority: r.URL.Host,
-		target:    requestTarget(r.RequestURI),
-		userAgent: r.Header.Get("User-Agent"),
-		client:    clientAddr(r),
-		user:      user,
-	}}
-	d := &st.dec
-	p.decide(r.Context(), s.world, &st.req, d)
-	ctx.UserData = st
-	p.report(d)
-	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {
-		s.pace(r.Context(), p, d)
-	}
-	if resp := s.respond(r, d); resp != nil {
-		s.metrics.countRequest(d.Action, r.URL.Scheme)
-		s.record(r, d, resp.StatusCode, "")
-		return r, resp
-	}
-	st.forwarded = true
-	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
-	if _, ok := r.Header["User-Agent"]; !ok {
-		r.Header["User-Agent"] = []string{""} // send none, not Go's default
-	}
-	sendAsDecided(r, st.req.target, d.Origin, s.tr.Proxy != nil)
-	ctx.RoundTripper = s.rt
-	return r, nil
-}
-
-// sendAsDecided binds r to what was decided (DESIGN step 7, "what is
-// decided is what is sent"): the raw request-target goes upstream byte
-// for byte, never rebuilt from the parsed URL (which re-encodes a path
-// holding "|", "{" or bytes >= 0x80 and so turns "%2F" into "/"), and the
-// host dialled is the origin's host as decided ("127.1" is 127.0.0.1, not
-// a name for a next hop to resolve). The request goes in origin-form,
-// except in absolute-form to a plain-HTTP next hop (viaProxy) and for a
-// path that starts with "//", which origin-form would turn into an
-// authority.
-func sendAsDecided(r *http.Request, target string, o fetch.Origin, viaProxy bool) {
-	u := r.URL
-	if u.Hostname() != o.Host {
-		authority := o.Host
-		if strings.IndexByte(authority, ':') >= 0 {
-			authority = "[" + authority + "]"
-		}
-		if p := u.Port(); p != "" {
-			authority += ":" + p
-		}
-		if r.Host == u.Host {
-			r.Host = authority
-		}
-		u.Host = authority
-	}
-	path, query, hasQuery := strings.Cut(target, "?")
-	u.RawQuery, u.ForceQuery = query, hasQuery && query == ""
-	u.Fragment, u.RawFragment = "", ""
-	if viaProxy && u.Scheme == "http" || strings.HasPrefix(path, "//") {
-		host := r.Host
-		if host == "" {
-			host = u.Host
-		}
-		u.Opaque = "//" + host + path // RequestURI: "http://host" + path
-	} else {
-		u.Opaque = path
-	}
-}
-
-func (s *Server) onResponse(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
-	st, ok := ctx.UserData.(*reqState)
-	if !ok || !st.forwarded || resp == nil {
-		return resp
-	}
-	ours := resp.Header.Get("X-Robots-Gate") != "" // an upstream error made here
-	if st.dec.Action == ActionWouldBlock && !ours {
-		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
-		if st.dec.Verdict.Line > 0 {
-			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(st.dec.Verdict.Rule, st.dec.Verdict.Line))
-		}
-	}
-	removeHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && isWebSocketUpgrade(resp.Header))
-	decision := st.dec.Action
-	if ours {
-		decision = resp.Header.Get("X-Robots-Gate")
-	}
-	s.metrics.countRequest(decision, ctx.Req.URL.Scheme)
-	s.record(ctx.Req, &st.dec, resp.StatusCode, "")
-	return resp
-}
-
-// roundTrip sends a request upstream and turns a failure into a response:
-// goproxy would answer 500 with Go's error text, or close a MITM tunnel.
-func (s *Server) roundTrip(r *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
-	start := time.Now()
-	resp, err := s.tr.RoundTrip(r)
-	if err == nil {
-		s.metrics.upstream.Observe(time.Since(start).Seconds())
-		return resp, nil
-	}
-	if s.stopping.Err() != nil { // Shutdown closed the upstream connections
-		return s.answer(r, http.StatusServiceUnavailable, ActionOverloaded, "robotsgate: shutting down before the origin answered; retry\n"), nil
-	}
-	if r.Context().Err() != nil && !errors.Is(err, errPrivateAddress) {
-		return nil, err // the client left: nobody to answer
-	}
-	hostport := r.URL.Host
-	if r.URL.Port() == "" {
-		hostport = net.JoinHostPort(r.URL.Hostname(), map[string]string{"http": "80", "https": "443"}[r.URL.Scheme])
-	}
-	d, resp := s.upstreamFailure(r, hostport, err)
-	if d.Action == ActionPrivate {
-		s.record(r, d, resp.StatusCode, "")
-	}
-	return resp, nil
-}
-
-// upstreamFailure is the decision and the answer for a request whose
-// upstream, hostport, could not be reached: 403 when the dialler found a
-// private address (DNS rebinding, or the resolver changed its mind since
-// step 2), else 502, or 504 for a timeout, naming the kind of failure.
-func (s *Server) upstreamFailure(r *http.Request, hostport string, err error) (*Decision, *http.Response) {
-	if errors.Is(err, errPrivateAddress) {
-		d := &Decision{Action: ActionPrivate, Reason: reasonPrivate, CrawlDelay: -1}
-		return d, s.respond(r, d)
-	}
-	code := http.StatusBadGateway
-	if fetch.ErrorKind(err) == "timeout" {
-		code = http.StatusGatewayTimeout
-	}
-	s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
-	why := fetch.Describe(err)
-	d := &Decision{Action: ActionUpstream, Reason: "upstream " + why, CrawlDelay: -1}
-	return d, s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, why))
-}
 
 // slogWriter adapts the log package's output, used by goproxy and
 // net/http, to the operational logger.

@@ -9,13 +9,10 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/elazarl/goproxy"
-	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -29,12 +26,8 @@ type connectKey struct{}
 // idle timeout as requests to the proxy itself, and malformed ones a 400.
 // Each request then goes through the proxy's one decision path, bound to
 // the CONNECT authority.
-func (s *Server) serveTunnel(r *http.Request, client net.Conn, ctx *goproxy.ProxyCtx) {
+func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) {
 	defer client.Close()
-	ci, _ := ctx.UserData.(*connectInfo)
-	if ci == nil {
-		return
-	}
 	p := s.pol.Load()
 	lim := p.cfg.Limits
 	if ci.upstream != nil {
@@ -79,7 +72,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ctx *goproxy.Prox
 		relay(conn, ci.upstream)
 		return
 	case first[0] == 0x16: // a TLS handshake record
-		cfg, err := s.mitmTLS(ci.authority, ctx)
+		cfg, err := s.mitmTLS(ci.authority)
 		if err != nil {
 			s.log.Warn("tunnel: no certificate", "authority", ci.authority, "err", err)
 			return
@@ -210,96 +203,6 @@ func relay(a, b net.Conn) {
 	<-done
 }
 
-// onConnect decides a CONNECT (DESIGN step 9): the private-address check
-// in both modes; in MITM mode nothing more (every inner request is decided
-// on its own); in tunnel mode the whole origin.
-func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-	r := ctx.Req
-	p := s.pol.Load()
-	d := &Decision{CrawlDelay: -1}
-	user, authed := "", true
-	if p.auth != nil {
-		user, authed = p.auth.check(r, false)
-	}
-	o, err := fetch.OriginOf("https", host)
-	switch {
-	case !authed:
-		d.Action, d.Reason = ActionAuth, "proxy authentication required"
-		ctx.Resp = s.authRequired(r)
-		s.record(r, d, ctx.Resp.StatusCode, host)
-		return goproxy.RejectConnect, host
-	case err != nil:
-		d.Action, d.Reason = ActionBadRequest, "bad CONNECT target: "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
-	case p.private(r.Context(), s.world, o.Host):
-		d.Origin, d.Action, d.Reason = o, ActionPrivate, reasonPrivate
-	case s.mitm != nil:
-		ctx.UserData = &connectInfo{authority: host, user: user}
-		return s.mitm, host
-	default:
-		return s.decideTunnel(p, r, ctx, host, o, user)
-	}
-	ctx.Resp = s.respond(r, d)
-	s.record(r, d, ctx.Resp.StatusCode, host)
-	return goproxy.RejectConnect, host
-}
-
-// decideTunnel decides a CONNECT in tunnel mode, where paths cannot be
-// seen: refused when a site rule denies it, when robots.txt shuts out the
-// whole origin for an obeyed token, or when it is unreachable with no copy.
-func (s *Server) decideTunnel(p *Policy, r *http.Request, ctx *goproxy.ProxyCtx, host string, o fetch.Origin, user string) (*goproxy.ConnectAction, string) {
-	if o.Port == 80 {
-		o.Scheme = "http"
-	}
-	req := &request{scheme: o.Scheme, authority: o.HostPort(), target: "/", userAgent: r.Header.Get("User-Agent"), client: clientAddr(r), user: user}
-	d := &Decision{}
-	p.decide(r.Context(), s.world, req, d)
-	if (d.Action == ActionAllowed || d.Action == ActionDisallowed) && d.Site == nil && d.Fetch != nil {
-		// The rules decided "/"; a tunnel is refused only when they shut
-		// out every path for some obeyed token.
-		d.Action, d.Reason, d.Verdict = ActionAllowed, "robots.txt allows some paths; tunnel mode cannot see which", robots.Verdict{}
-		if a, err := s.cache.Get(r.Context(), o); err == nil && a.Entry != nil && a.Entry.Rules != nil {
-			for _, tok := range d.Agents {
-				if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
-					d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, "robots.txt disallows every path", tok, g.Test("/")
-					break
-				}
-			}
-		}
-	}
-	if p.report(d) {
-		s.record(r, d, http.StatusOK, host) // a tunnel-mode CONNECT is only logged
-	}
-	if resp := s.respond(r, d); resp != nil {
-		ctx.Resp = resp
-		s.record(r, d, resp.StatusCode, host)
-		return goproxy.RejectConnect, host
-	}
-	if d.Action == ActionAllowed {
-		if s.pace(r.Context(), p, d); d.Action == ActionPaced {
-			ctx.Resp = s.respond(r, d)
-			s.record(r, d, ctx.Resp.StatusCode, host)
-			return goproxy.RejectConnect, host
-		}
-	}
-	// The target is dialled before the tunnel is confirmed, so that a
-	// failure is a 502 the client can read. Plain HTTP inside the tunnel
-	// is then decided request by request, like plain HTTP inside a MITM
-	// tunnel; TLS is relayed to this connection.
-	up, err := s.dialTunnel(r.Context(), host)
-	if err != nil {
-		f, resp := s.upstreamFailure(r, o.HostPort(), err)
-		f.Origin, f.Agents, f.User = o, d.Agents, user
-		ctx.Resp = resp
-		s.record(r, f, resp.StatusCode, host)
-		return goproxy.RejectConnect, host
-	}
-	if d.Action == ActionAllowed {
-		s.record(r, d, http.StatusOK, host)
-	}
-	ctx.UserData = &connectInfo{authority: host, user: user, upstream: up}
-	return s.tunnel, host
-}
-
 // dialTunnel connects to a tunnel's target: through upstream.proxy's own
 // CONNECT when there is one, else with the guarded dialer.
 func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, error) {
@@ -312,7 +215,7 @@ func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, err
 // mitmTLS is the TLS config presented to a client in a MITM tunnel: a leaf
 // for the CONNECT host, signed by robotsgate's CA, and HTTP/1.1 only, so
 // that no HTTP/2 stream can be routed by its own :authority.
-func (s *Server) mitmTLS(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
+func (s *Server) mitmTLS(host string) (*tls.Config, error) {
 	o, err := fetch.OriginOf("https", host) // the normal form: punycode, no trailing dot
 	if err != nil {
 		return nil, err

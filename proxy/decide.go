@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// kind says where a request came in, which decides the steps it takes.
+type kind uint8
+
+const (
+	kindPlain   kind = iota // a request to the proxy in absolute-form
+	kindConnect             // a CONNECT
+	kindInner               // a request inside a CONNECT's tunnel (MITM, or plain HTTP in either mode)
+	kindCheck               // robotsgate check: no client, no credentials, no pacing
+)
+
+// A request is what a decision needs to know of one request, whatever its
+// entry point: adapters build one, and the Policy decides it.
+type request struct {
+	kind        kind
+	scheme      string // "http" or "https"
+	authority   string // host[:port] the request names
+	target      string // raw request-target: path, params and query ("/" for a CONNECT)
+	userAgent   string
+	client      netip.Addr
+	credentials string       // Proxy-Authorization as sent
+	tunnel      *connectInfo // kindInner: the CONNECT it came through
+	user        string       // the authenticated proxy user, once known
+	agents      []string     // the tokens obeyed, when given (check -agent); nil: step 3 finds them
+}
+
+// world is what a decision looks at besides the policy: where rules come
+// from, the private-address lookups (nil: block_private is not applied, as
+// in check), the pacer (nil: no pacing) and the clock.
+type world struct {
+	rules   rulesSource
+	private *privateCache
+	pacer   *pacer
+	now     func() time.Time
+}
+
+// rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
+// file given to check.
+type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
+
+// Reasons for the steps before the rules.
+const (
+	reasonAuth        = "proxy authentication required"
+	reasonBadRequest  = "bad request URL"
+	reasonBadConnect  = "bad CONNECT target"
+	reasonFragment    = "bad request URL: a request-target cannot hold a fragment (\"#\")"
+	reasonMisdirected = "request for %s inside a tunnel to %s"
+	reasonPrivate     = "target resolves to a private address"
+	reasonMITM        = "tunnel opened: every request inside is decided on its own"
+	reasonSiteAllow   = "site allow %q"
+	reasonSiteDeny    = "site deny %q"
+	reasonFetches     = "too many robots.txt fetches in flight (robots.max_fetches): retry"
+	reasonGaveUp      = "gave up waiting for robots.txt"
+)
+
+// decide decides r into d, in DESIGN.md's order ("Deciding a request"):
+// proxy authentication, the request's origin (and, inside a tunnel, that
+// it is the tunnel's), private targets, then agents, site rules and
+// robots.txt (for a tunnel-mode CONNECT, step 9's whole-origin rule),
+// report mode, and last the pacing of what goes through. A request that
+// is not allowed leaves with the first step that refuses it.
+func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) {
+	if !p.authenticate(ctx, r, d) || !p.locate(ctx, w, r, d) {
+		return
+	}
+	if r.kind == kindConnect && p.cfg.TLS.Mode == "mitm" {
+		d.Action, d.Reason = ActionAllowed, reasonMITM
+		return
+	}
+	p.judge(ctx, w, r, d)
+	if r.kind != kindCheck {
+		p.report(d)
+	}
+	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {
+		p.pace(ctx, w, d)
+	}
+}
+
+// authenticate checks a request's proxy credentials when [auth] has users;
+// a request inside a tunnel carries its CONNECT's user.
+func (p *Policy) authenticate(ctx context.Context, r *request, d *Decision) bool {
+	switch {
+	case r.kind == kindInner:
+		r.user = r.tunnel.user
+	case r.kind == kindCheck || p.auth == nil:
+	default:
+		user, ok := p.auth.checkHeader(ctx, r.credentials, r.client)
+		if !ok {
+			d.Action, d.Reason = ActionAuth, reasonAuth
+			return false
+		}
+		r.user = user
+	}
+	d.User = r.user
+	return true
+}
+
+// locate finds the request's origin (step 1), refusing a malformed target,
+// a request inside a tunnel for another origin than the tunnel's (421),
+// and a private target (step 2).
+func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) bool {
+	bad := reasonBadRequest
+	if r.kind == kindConnect {
+		bad = reasonBadConnect
+	}
+	if strings.IndexByte(r.target, '#') >= 0 {
+		d.Action, d.Reason = ActionBadRequest, reasonFragment
+		return false
+	}
+	o, err := fetch.OriginOf(r.scheme, r.authority)
+	if err != nil {
+		d.Action, d.Reason = ActionBadRequest, bad+": "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
+		return false
+	}
+	if r.kind == kindInner {
+		if want, err := fetch.OriginOf(r.scheme, r.tunnel.authority); err != nil || want != o {
+			d.Action, d.Reason = ActionMisdirected, fmt.Sprintf(reasonMisdirected, r.authority, r.tunnel.authority)
+			return false
+		}
+	}
+	if r.kind == kindConnect && o.Port == 80 {
+		o.Scheme = "http" // tunnel mode: the robots.txt of the plain-HTTP origin
+	}
+	d.Origin = o
+	if p.private(ctx, w, o.Host) {
+		d.Action, d.Reason = ActionPrivate, reasonPrivate
+		return false
+	}
+	return true
+}
+
+// judge runs steps 3 to 7: the agent, the /robots.txt exemption, site
+// rules, and the origin's robots.txt.
+func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
+	if d.Agents = r.agents; d.Agents == nil {
+		d.Agents = p.agents(r, &d.agentBuf)
+	}
+	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" && r.kind != kindConnect {
+		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
+		return
+	}
+	if s := p.site(d.Origin.Host, d.Agents); s != nil {
+		d.Site = s
+		switch s.Policy {
+		case "allow":
+			d.Action, d.Reason, d.noRobots = ActionAllowed, fmt.Sprintf(reasonSiteAllow, s.Reason), true
+			return
+		case "deny":
+			d.Action, d.Reason, d.noRobots = ActionDenied, fmt.Sprintf(reasonSiteDeny, s.Reason), true
+			return
+		}
+	}
+	a, err := w.rules(ctx, d.Origin)
+	switch {
+	case errors.Is(err, fetch.ErrOverloaded):
+		d.Action, d.Reason = ActionOverloaded, reasonFetches
+	case err != nil:
+		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
+	case r.kind == kindConnect:
+		decideWholeOrigin(d, a, w.now())
+	default:
+		decideAnswer(d, a, robots.Normalize(r.target), w.now())
+	}
+}
+
+// report applies report mode to d: a block by robots.txt or a site rule,
+// or for an unreachable robots.txt, becomes "would-block" and goes through.
+func (p *Policy) report(d *Decision) {
+	if p.cfg.Mode != "report" {
+		return
+	}
+	switch d.Action {
+	case ActionDisallowed, ActionDenied, ActionUnreachable:
+		d.Action = ActionWouldBlock
+	}
+}
+
+// pace holds a request that goes through until its turn at its host (step
+// 8) when [politeness] is active; one that would wait longer than max_wait,
+// or whose client gave up, becomes "paced".
+func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
+	if !p.pacing || w.pacer == nil {
+		return
+	}
+	gap := paceGap(&p.cfg, d)
+	waited, err := w.pacer.wait(ctx, d.Origin, gap)
+	var pe *pacedError
+	switch {
+	case err == nil:
+		d.Paced, d.Waited = true, waited
+	case errors.As(err, &pe):
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.wait.Round(time.Millisecond), gap), pe.wait
+	default: // the client gave up waiting
+		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+	}
+}

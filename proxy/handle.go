@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// The entry points below are adapters: each builds a request value, has
+// the policy decide it, renders the answer, and hands the outcome to
+// finish, which counts and audits it from the same evidence.
+
+// onRequest is goproxy's request hook: it sees plain HTTP requests and
+// those read inside a tunnel alike. An allowed request is forwarded here,
+// so that the decision and the answer stay together.
+func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	p := s.pol.Load()
+	req := request{
+		kind:        kindPlain,
+		scheme:      r.URL.Scheme,
+		authority:   r.URL.Host,
+		target:      requestTarget(r.RequestURI),
+		userAgent:   r.Header.Get("User-Agent"),
+		client:      clientAddr(r),
+		credentials: r.Header.Get("Proxy-Authorization"),
+	}
+	if ci, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
+		req.kind, req.tunnel = kindInner, ci
+	}
+	var d Decision
+	p.decide(r.Context(), s.world, &req, &d)
+	if resp := s.respond(r, &d); resp != nil {
+		s.finish(p, r, &d, resp.StatusCode, "")
+		return r, resp
+	}
+	return r, s.forward(p, r, &req, &d)
+}
+
+// onConnect is goproxy's CONNECT hook (DESIGN step 9). An allowed CONNECT
+// is served by serveTunnel: decrypted in MITM mode, and in tunnel mode
+// relayed to the target, dialled first so that a failure is an answer.
+func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	r := ctx.Req
+	p := s.pol.Load()
+	req := request{
+		kind:        kindConnect,
+		scheme:      "https",
+		authority:   host,
+		target:      "/",
+		userAgent:   r.Header.Get("User-Agent"),
+		client:      clientAddr(r),
+		credentials: r.Header.Get("Proxy-Authorization"),
+	}
+	var d Decision
+	p.decide(r.Context(), s.world, &req, &d)
+	if resp := s.respond(r, &d); resp != nil {
+		ctx.Resp = resp
+		s.finish(p, r, &d, resp.StatusCode, host)
+		return goproxy.RejectConnect, host
+	}
+	ci := &connectInfo{authority: host, user: req.user}
+	if s.mitmCA == nil {
+		up, err := s.dialTunnel(r.Context(), host)
+		if err != nil {
+			ctx.Resp = s.upstreamFailure(r, d.Origin.HostPort(), err, &d)
+			s.finish(p, r, &d, ctx.Resp.StatusCode, host)
+			return goproxy.RejectConnect, host
+		}
+		ci.upstream = up
+		s.finish(p, r, &d, http.StatusOK, host) // a tunnel-mode CONNECT is a decision; a MITM one is not
+	}
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(r *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+		s.serveTunnel(r, c, ci)
+	}}, host
+}
+
+// forward sends a request that goes through upstream, exactly as decided,
+// and returns the origin's answer for the client, or robotsgate's own when
+// the upstream failed.
+func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) *http.Response {
+	if req.kind == kindInner {
+		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
+	}
+	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
+	if _, ok := r.Header["User-Agent"]; !ok {
+		r.Header["User-Agent"] = []string{""} // send none, not Go's default
+	}
+	sendAsDecided(r, req.target, d.Origin, s.tr.Proxy != nil)
+	r.RequestURI = "" // it is a client's request now
+	start := time.Now()
+	resp, err := s.tr.RoundTrip(r)
+	if err != nil {
+		resp = s.upstreamFailure(r, d.Origin.HostPort(), err, d)
+		s.finish(p, r, d, resp.StatusCode, "")
+		return resp
+	}
+	s.metrics.upstream.Observe(time.Since(start).Seconds())
+	if d.Action == ActionWouldBlock {
+		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
+		if d.Verdict.Line > 0 {
+			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(d.Verdict.Rule, d.Verdict.Line))
+		}
+	}
+	removeHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && isWebSocketUpgrade(resp.Header))
+	s.finish(p, r, d, resp.StatusCode, "")
+	return resp
+}
+
+// upstreamFailure turns a failure to reach hostport into d's outcome and
+// the client's answer: 503 when a shutdown cut it, 403 when the dialler
+// found a private address (DNS rebinding, or a resolver that changed its
+// mind since step 2), else 502, or 504 for a timeout, naming the kind.
+func (s *Server) upstreamFailure(r *http.Request, hostport string, err error, d *Decision) *http.Response {
+	switch {
+	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
+		d.Action, d.Reason = ActionOverloaded, "shutting down before the origin answered"
+		return s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: shutting down before the origin answered; retry\n")
+	case errors.Is(err, errPrivateAddress):
+		d.Action, d.Reason = ActionPrivate, reasonPrivate
+		return s.respond(r, d)
+	}
+	code := http.StatusBadGateway
+	if fetch.ErrorKind(err) == "timeout" {
+		code = http.StatusGatewayTimeout
+	}
+	why := fetch.Describe(err)
+	if r.Context().Err() != nil {
+		why = "the client left before the origin answered"
+	} else {
+		s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
+	}
+	d.Action, d.Reason = ActionUpstream, "upstream "+why
+	return s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, why))
+}
+
+// finish accounts for one answer: it is counted once in
+// robotsgate_requests_total under its decision and audited, both from d;
+// status is what the client was sent, connect the CONNECT authority when
+// the answer was to a CONNECT. Every answer robotsgate makes, and every
+// request or tunnel it lets through, passes here exactly once.
+func (s *Server) finish(p *Policy, r *http.Request, d *Decision, status int, connect string) {
+	scheme := d.Origin.Scheme
+	if scheme == "" {
+		scheme = r.URL.Scheme
+	}
+	s.metrics.countRequest(d.Action, scheme)
+	if d.Paced {
+		s.metrics.pacedWait.Observe(d.Waited.Seconds())
+	}
+	s.record(p, r, d, status, connect)
+}
+
+// sendAsDecided binds r to what was decided (DESIGN step 7, "what is
+// decided is what is sent"): the raw request-target goes upstream byte
+// for byte, never rebuilt from the parsed URL (which re-encodes a path
+// holding "|", "{" or bytes >= 0x80 and so turns "%2F" into "/"), and the
+// host dialled is the origin's host as decided ("127.1" is 127.0.0.1, not
+// a name for a next hop to resolve). The request goes in origin-form,
+// except in absolute-form to a plain-HTTP next hop (viaProxy) and for a
+// path that starts with "//", which origin-form would turn into an
+// authority.
+func sendAsDecided(r *http.Request, target string, o fetch.Origin, viaProxy bool) {
+	u := r.URL
+	if u.Hostname() != o.Host {
+		authority := o.Host
+		if strings.IndexByte(authority, ':') >= 0 {
+			authority = "[" + authority + "]"
+		}
+		if p := u.Port(); p != "" {
+			authority += ":" + p
+		}
+		if r.Host == u.Host {
+			r.Host = authority
+		}
+		u.Host = authority
+	}
+	path, query, hasQuery := strings.Cut(target, "?")
+	u.RawQuery, u.ForceQuery = query, hasQuery && query == ""
+	u.Fragment, u.RawFragment = "", ""
+	if viaProxy && u.Scheme == "http" || strings.HasPrefix(path, "//") {
+		host := r.Host
+		if host == "" {
+			host = u.Host
+		}
+		u.Opaque = "//" + host + path // RequestURI: "http://host" + path
+	} else {
+		u.Opaque = path
+	}
+}
