@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -57,6 +56,7 @@ const (
 	reasonBadRequest  = "bad request URL"
 	reasonBadConnect  = "bad CONNECT target"
 	reasonFragment    = "bad request URL: a request-target cannot hold a fragment (\"#\")"
+	reasonNoPath      = "bad request URL: the request-target is not a path"
 	reasonMisdirected = "request for %s inside a tunnel to %s"
 	reasonPrivate     = "target resolves to a private address"
 	reasonMITM        = "tunnel opened: every request inside is decided on its own"
@@ -120,6 +120,10 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 		d.Action, d.Reason = ActionBadRequest, reasonFragment
 		return false
 	}
+	if !strings.HasPrefix(r.target, "/") {
+		d.Action, d.Reason = ActionBadRequest, reasonNoPath
+		return false
+	}
 	o, err := fetch.OriginOf(r.scheme, r.authority)
 	if err != nil {
 		d.Action, d.Reason = ActionBadRequest, bad+": "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
@@ -172,7 +176,7 @@ func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
 	case r.kind == kindConnect:
 		decideWholeOrigin(d, a, w.now())
 	default:
-		decideAnswer(d, a, robots.Normalize(r.target), w.now())
+		decideAnswer(d, a, r.target, w.now())
 	}
 }
 

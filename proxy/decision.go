@@ -94,9 +94,9 @@ func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
 	return f
 }
 
-// decideAnswer decides target, a normalised request target, under what the
-// cache answered for the request's origin (DESIGN steps 6 and 7; the caller
-// has taken care of step 4, /robots.txt).
+// decideAnswer decides target, a raw request target, under what the cache
+// answered for the request's origin (DESIGN steps 6 and 7; the caller has
+// taken care of step 4, /robots.txt).
 func decideAnswer(d *Decision, a fetch.Answer, target string, now time.Time) {
 	d.Fetch = fetchInfo(a, now)
 	switch e := a.Entry; {
@@ -148,15 +148,16 @@ func (d *Decision) RobotsURL() string {
 // Allowed reports whether the request goes to its origin.
 func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 
-// decideRules decides target, a normalised request target, under rules for
-// every agent token (DESIGN step 7): the request is blocked if any token's
+// decideRules decides raw, a request target as sent, under rules for every
+// agent token (DESIGN step 7): the request is blocked if any token's
 // verdict blocks it, and the first blocking token is the evidence. Each
 // token's verdict is taken on two readings of the target: the exact one
-// (Google's matching) and the path a lenient server would serve
-// (robots.Lenient); an allowed exact reading whose lenient reading is
-// disallowed is blocked as ambiguous, with the lenient verdict as evidence.
-func decideRules(d *Decision, rules *robots.Robots, target string) {
-	lenient := robots.Lenient(target) // target itself, not a copy, when unambiguous
+// (robots.Normalize, then Google's matching) and the path a lenient server
+// would serve (robots.Lenient); an allowed exact reading whose lenient
+// reading is disallowed is blocked as ambiguous, with the lenient verdict
+// as evidence.
+func decideRules(d *Decision, rules *robots.Robots, raw string) {
+	target, lenient := robots.Normalize(raw), robots.Lenient(raw) // raw itself, twice, in the common case
 	noGroup, ambiguous := false, false
 	for i, tok := range d.Agents {
 		g := rules.Group(tok)

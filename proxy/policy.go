@@ -121,14 +121,15 @@ func (p *Policy) site(host string, agents []string) *SiteRule {
 // requestTarget returns the raw request target of a request line's URI,
 // absolute ("http://h/p?q") or origin-form ("/p?q"): path, params and
 // query, "/" when empty. Nothing is cut or decoded: a "#" stays, for the
-// decision to refuse.
+// decision to refuse, and a URI of neither form ("*") is returned as it
+// is, for the decision to refuse too.
 func requestTarget(uri string) string {
 	if strings.HasPrefix(uri, "/") {
 		return uri
 	}
 	_, rest, ok := strings.Cut(uri, "://")
 	if !ok {
-		return "/"
+		return uri
 	}
 	i := strings.IndexAny(rest, "/?")
 	if i < 0 {

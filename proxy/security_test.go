@@ -207,6 +207,12 @@ var redTeamTargets = []struct {
 	{"/a.secret;v=1", 403},                      // "$" rule reached through params
 	{"/public/x|/..%2F..%2Fprivate/x", 403},     // "|" made Go re-encode, turning %2F into /
 	{"/public/\xc3\xa9/..%2F..%2Fprivate", 403}, // so did a byte >= 0x80
+	{"/a//../private/secret.txt", 403},          // ".." after "//": Normalize resolved it first, nginx merges first
+	{"/public//../private/x", 403},              // the same
+	{"/a/b%2F../../private", 403},               // ".." after a decoded %2F (Python's http.server)
+	{`/a/b\../../private`, 403},                 // ".." after "\"
+	{"/public/.;/../private", 403},              // ".." after a Tomcat-style ".;"
+	{"/private/open/x%2F../../y", 403},          // allowed exactly (Allow: /private/open), not leniently
 	{"/private", 403},
 	{"/private/open/x", 200},
 	{"/public/a%2Fb|c{\"d\"}", 200},         // allowed, and must arrive byte for byte
@@ -539,6 +545,7 @@ func TestIsPrivate(t *testing.T) {
 		{"2002:7f00:1::", true}, {"2002:a00:1::", true}, {"2002:808:808::", false},
 		{"::127.0.0.1", true}, {"::10.1.2.3", true}, {"::8.8.8.8", false},
 		{"::ffff:127.0.0.1", true}, {"::ffff:8.8.8.8", false},
+		{"240.0.0.1", true}, {"255.255.255.255", true}, {"239.255.255.255", true}, {"223.255.255.255", false},
 	} {
 		if got := isPrivate(netip.MustParseAddr(tt.addr)); got != tt.private {
 			t.Errorf("isPrivate(%s) = %v; want %v", tt.addr, got, tt.private)

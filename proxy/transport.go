@@ -28,6 +28,10 @@ var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
 // thisNetwork is 0.0.0.0/8, which some systems route to the host itself.
 var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 
+// reserved is 240.0.0.0/4 (RFC 1112, "future use"), with the limited
+// broadcast address 255.255.255.255 at its end: never a public site.
+var reserved = netip.MustParsePrefix("240.0.0.0/4")
+
 // isPrivate reports whether a is an address block_private refuses:
 // loopback, private (RFC 1918, ULA), link-local, unspecified, and the
 // other ranges that never belong to a public site (shared address space,
@@ -46,7 +50,7 @@ func isPrivate(a netip.Addr) bool {
 func privateRange(a netip.Addr) bool {
 	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
 		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() ||
-		sharedSpace.Contains(a) || thisNetwork.Contains(a)
+		sharedSpace.Contains(a) || thisNetwork.Contains(a) || reserved.Contains(a)
 }
 
 // IPv6 prefixes whose addresses carry an IPv4 address.

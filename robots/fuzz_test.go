@@ -137,7 +137,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzLenient checks that Lenient, on any target in Normalize's form, gives
+// FuzzLenient checks that Lenient, on any request target, gives
 // a path that starts with "/" and that no server reads differently: no "//",
 // "\", escaped "/", "\" or ";", ";" or dot segment in its path; and that its
 // result is final (Lenient and Normalize leave it as it is).
@@ -154,7 +154,7 @@ func FuzzLenient(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		n := Normalize(in)
+		n := in
 		got := Lenient(n)
 		if !strings.HasPrefix(got, "/") {
 			t.Fatalf("Lenient(%q) = %q; want a leading \"/\"", n, got)
@@ -176,8 +176,8 @@ func FuzzLenient(f *testing.F) {
 				t.Fatalf("Lenient(%q) = %q; path has a %q segment", n, got, seg)
 			}
 		}
-		if _, q, ok := strings.Cut(n, "?"); ok && !strings.HasSuffix(got, "?"+q) {
-			t.Fatalf("Lenient(%q) = %q; want the query %q kept", n, got, q)
+		if _, q, ok := strings.Cut(Normalize(n), "?"); ok && !strings.HasSuffix(got, "?"+q) {
+			t.Fatalf("Lenient(%q) = %q; want the query %q, normalised", n, got, q)
 		}
 	})
 }

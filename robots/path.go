@@ -214,40 +214,48 @@ func hasDotSegment(p []byte) bool {
 	return false
 }
 
-// Lenient returns the path a lenient origin server would serve for target, a
-// request target already in [Normalize]'s form, in that same form, so that it
-// can be decided by a file parsed with [WithNormalization]. It models what
-// servers such as nginx, Apache httpd, Tomcat, IIS and Python's http.server do
-// with the path (the query is kept byte for byte), in this order: "%2F",
-// "%5C" and "%3B" are decoded (one pass: "%252F" stays), "\" is read as "/", ";params"
-// are dropped from every segment ("/..;/" is "/../"), runs of "/" are merged,
-// and dot segments are resolved (RFC 3986 section 5.2.4). So
-// "/public/..%2Fprivate/x", "/public/..\private/x", "/public/..;/private/x"
-// and "//private/x" all give "/private/x". The result always starts with "/".
+// Lenient returns the path a lenient origin server would serve for target,
+// a raw request target (path, params and query, as sent), in Normalize's
+// form, so that it can be decided by a file parsed with [WithNormalization].
+// It models what servers such as nginx, Apache httpd, Tomcat, IIS and
+// Python's http.server do with the path (the query is only normalised), in
+// this order: escapes are normalised as Normalize does (so "%2e" is "."),
+// "%2F", "%5C" and "%3B" are decoded (one pass: "%252F" stays), "\" is
+// read as "/", ";params" are dropped from every segment ("/..;/" is
+// "/../"), runs of "/" are merged, and only then are dot segments resolved
+// (RFC 3986 section 5.2.4): resolving them first, as Normalize does, would
+// let ".." consume a segment that such a server splits, merges or drops.
+// So "/public/..%2Fprivate/x", "/public/..\private/x",
+// "/public/..;/private/x", "//private/x", "/a//../private/x" and
+// "/a/b%2F../../private/x" all give "/private/x". The result always starts
+// with "/".
 //
 // This is not Google's matching, which takes the path as sent: [Group.Test],
 // [Robots.TestURL] and robotsgate's "check -exact" never use Lenient. The
-// proxy decides both readings of a request and blocks it when either is
-// disallowed (DESIGN.md, "Deciding a request", step 7): a path that one server
-// would read as a disallowed one is ambiguous.
+// proxy decides both readings of a request, Normalize(target) and
+// Lenient(target), and blocks it when either is disallowed (DESIGN.md,
+// "Deciding a request", step 7): a path that one server would read as a
+// disallowed one is ambiguous.
 //
-// Lenient is idempotent, its result is in Normalize's form, and it returns
-// target itself, without allocating, when nothing changes.
+// Lenient is idempotent and its result is in Normalize's form. When target
+// holds nothing a lenient server reads differently, it is Normalize(target),
+// which is target itself, without allocating, when that is already normal.
 func Lenient(target string) string {
 	path, query := target, ""
 	if q := strings.IndexByte(target, '?'); q >= 0 {
 		path, query = target[:q], target[q:]
 	}
 	if !needsLenient(path) {
-		return target
+		return Normalize(target)
 	}
-	b := make([]byte, 1, len(target)+1)
+	escaped := string(appendNormalEscapes(make([]byte, 0, len(path)+8), path))
+	b := make([]byte, 1, len(target)+8)
 	b[0] = '/' // the result starts with "/"; a "/" that follows is merged
 	params := false
-	for i := 0; i < len(path); i++ {
-		c := path[i]
+	for i := 0; i < len(escaped); i++ {
+		c := escaped[i]
 		if c == '%' {
-			if d := escapedSeparator(path, i); d != 0 {
+			if d := escapedSeparator(escaped, i); d != 0 {
 				c = d
 				i += 2
 			}
@@ -269,12 +277,12 @@ func Lenient(target string) string {
 		}
 	}
 	b = removeDotSegments(b)
-	return string(append(b, query...))
+	return string(appendNormalEscapes(b, query))
 }
 
-// needsLenient reports whether Lenient would change a path: whether it does
-// not start with "/", or has a "\", ";", "//", escaped "/", "\" or ";", or a
-// dot segment.
+// needsLenient reports whether a lenient server could read path otherwise
+// than Normalize does: whether it does not start with "/", or has a "\",
+// ";", "//", or an escaped "/", "\" or ";".
 func needsLenient(path string) bool {
 	if path == "" || path[0] != '/' {
 		return true
@@ -290,17 +298,6 @@ func needsLenient(path string) bool {
 		case '%':
 			if escapedSeparator(path, i) != 0 {
 				return true
-			}
-		case '.':
-			if path[i-1] != '/' { // path[0] is "/"
-				continue
-			}
-			j := i + 1
-			if j < len(path) && path[j] == '.' {
-				j++
-			}
-			if j == len(path) || path[j] == '/' {
-				return true // a dot segment: not in Normalize's form, resolved all the same
 			}
 		}
 	}
