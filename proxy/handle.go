@@ -147,7 +147,11 @@ func (s *Server) upstreamFailure(r *http.Request, hostport string, err error, d 
 // request or tunnel it lets through, passes here exactly once.
 func (s *Server) finish(p *Policy, r *http.Request, d *Decision, status int, connect string) {
 	scheme := d.Origin.Scheme
-	if scheme == "" {
+	switch {
+	case scheme != "":
+	case r.Method == http.MethodConnect:
+		scheme = "https"
+	default:
 		scheme = r.URL.Scheme
 	}
 	s.metrics.countRequest(d.Action, scheme)

@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// decideRobots is the robots.txt of every origin in the decision table but
+// those tableAnswer names.
+const decideRobots = "User-agent: *\nDisallow: /private\nAllow: /private/open\n\nUser-agent: GPTBot\nDisallow: /\n"
+
+// tableWorld is a world with no network: robots.txt answers by host, and
+// names that resolve by a fixed table.
+func tableWorld(t *testing.T, p *Policy) *world {
+	t.Helper()
+	fetched := func(body string) fetch.Answer {
+		return fetch.Answer{Entry: &fetch.Entry{Outcome: fetch.Fetched, Status: 200, Rules: robots.Parse([]byte(body), robots.WithNormalization())}}
+	}
+	answers := map[string]fetch.Answer{
+		"closed.example": fetched("User-agent: *\nDisallow: /\n"),
+		"down.example":   {Unreachable: true, LastError: "refused: connection refused"},
+	}
+	resolve := func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		if host == "internal.example" {
+			return []netip.Addr{netip.MustParseAddr("10.0.0.7")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}
+	return &world{
+		rules: func(ctx context.Context, o fetch.Origin) (fetch.Answer, error) {
+			switch o.Host {
+			case "busy.example":
+				return fetch.Answer{}, fetch.ErrOverloaded
+			case "slow.example":
+				return fetch.Answer{}, context.DeadlineExceeded
+			}
+			if a, ok := answers[o.Host]; ok {
+				return a, nil
+			}
+			return fetched(decideRobots), nil
+		},
+		private: newPrivateCache(resolve, time.Now),
+		pacer:   newPacer(time.Now, p.cfg.Politeness),
+		now:     time.Now,
+	}
+}
+
+// TestDecide is the decision order of DESIGN.md and the README, one row
+// per step and per X-Robots-Gate value the decision can give.
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+	withAuth := func(c *Config) { c.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}} }
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("etl:secret"))
+	plain := func(authority, target string) request {
+		return request{kind: kindPlain, scheme: "http", authority: authority, target: target, userAgent: "FooBot/1.0"}
+	}
+	tunnel := &connectInfo{authority: "a.example:443", user: "etl"}
+	tests := []struct {
+		name   string
+		config func(*Config)
+		req    request
+		twice  bool // decide the request twice and check the second
+		action string
+		reason string // a part of the reason
+		token  string
+	}{
+		{"auth: no credentials", withAuth, plain("a.example", "/x"), false, ActionAuth, reasonAuth, ""},
+		{"auth: good credentials", withAuth, func() request { r := plain("a.example", "/x"); r.credentials = basic; return r }(), false, ActionAllowed, "no rule", "FooBot"},
+		{"auth: not asked of check", withAuth, request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/x"}, false, ActionAllowed, "", "*"},
+		{"inner: another origin", nil, request{kind: kindInner, scheme: "https", authority: "b.example", target: "/x", tunnel: tunnel}, false, ActionMisdirected, "inside a tunnel to a.example:443", ""},
+		{"inner: the tunnel's origin", nil, request{kind: kindInner, scheme: "https", authority: "A.EXAMPLE:443", target: "/x", tunnel: tunnel}, false, ActionAllowed, "", "*"},
+		{"1: bad host", nil, plain("exa mple.com", "/x"), false, ActionBadRequest, reasonBadRequest, ""},
+		{"1: fragment", nil, plain("a.example", "/x#/../private"), false, ActionBadRequest, "fragment", ""},
+		{"1: not a path", nil, plain("a.example", "*"), false, ActionBadRequest, "not a path", ""},
+		{"2: private literal", nil, plain("10.1.2.3", "/x"), false, ActionPrivate, reasonPrivate, ""},
+		{"2: numeric form", nil, plain("0x7f.1", "/x"), false, ActionPrivate, reasonPrivate, ""},
+		{"2: name resolving inward", nil, plain("internal.example", "/x"), false, ActionPrivate, reasonPrivate, ""},
+		{"2: off", func(c *Config) { c.Upstream.BlockPrivate = false }, plain("10.1.2.3", "/x"), false, ActionAllowed, "", "FooBot"},
+		{"3: [[agents]] also", func(c *Config) {
+			c.Agents = []AgentRule{{UserAgent: "FooBot/*", Token: "FooBot", Also: []string{"GPTBot"}}}
+		}, plain("a.example", "/public"), false, ActionDisallowed, reasonDisallowed, "GPTBot"},
+		{"4: /robots.txt", nil, plain("closed.example", "/robots.txt"), false, ActionAllowed, reasonRobotsTxt, ""},
+		{"5: site deny", func(c *Config) { c.Sites = []SiteRule{{Host: "*.example", Policy: "deny", Reason: "legal"}} }, plain("a.example", "/x"), false, ActionDenied, `site deny "legal"`, ""},
+		{"5: site allow", func(c *Config) { c.Sites = []SiteRule{{Host: "closed.example", Policy: "allow", Reason: "ok"}} }, plain("closed.example", "/x"), false, ActionAllowed, `site allow "ok"`, ""},
+		{"6: unreachable, no copy", nil, plain("down.example", "/x"), false, ActionUnreachable, reasonNoCopy, ""},
+		{"6: too many fetches", nil, plain("busy.example", "/x"), false, ActionOverloaded, "max_fetches", ""},
+		{"6: gave up waiting", nil, plain("slow.example", "/x"), false, ActionUnreachable, reasonGaveUp, ""},
+		{"7: disallowed", nil, plain("a.example", "/private/x"), false, ActionDisallowed, reasonDisallowed, "FooBot"},
+		{"7: allowed by the longer rule", nil, plain("a.example", "/private/open/x"), false, ActionAllowed, reasonAllowed, "FooBot"},
+		{"7: normalised", nil, plain("a.example", "/%70rivate"), false, ActionDisallowed, reasonDisallowed, "FooBot"},
+		{"7: ambiguous", nil, plain("a.example", "/private/open/..;/x"), false, ActionDisallowed, "ambiguous: a lenient server would serve /private/x", "FooBot"},
+		{"report mode", func(c *Config) { c.Mode = "report" }, plain("a.example", "/private"), false, ActionWouldBlock, reasonDisallowed, "FooBot"},
+		{"report mode: not for check", func(c *Config) { c.Mode = "report" }, request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/private"}, false, ActionDisallowed, "", "*"},
+		{"8: paced past max_wait", func(c *Config) {
+			c.Politeness = PolitenessConfig{MinInterval: time.Hour, MaxDelay: time.Hour, MaxWait: time.Millisecond}
+		}, plain("a.example", "/x"), true, ActionPaced, "would wait", "FooBot"},
+		{"9: MITM CONNECT", nil, request{kind: kindConnect, scheme: "https", authority: "closed.example:443", target: "/"}, false, ActionAllowed, reasonMITM, ""},
+		{"9: CONNECT to a private address", nil, request{kind: kindConnect, scheme: "https", authority: "internal.example:443", target: "/"}, false, ActionPrivate, reasonPrivate, ""},
+		{"9: tunnel mode, every path closed", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "closed.example:443", target: "/"}, false, ActionDisallowed, reasonEveryPath, "*"},
+		{"9: tunnel mode, some paths open", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "a.example:443", target: "/"}, false, ActionAllowed, reasonSomePaths, ""},
+		{"9: tunnel mode, unreachable", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "down.example:443", target: "/"}, false, ActionUnreachable, reasonNoCopy, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Default()
+			if tt.config != nil {
+				tt.config(cfg)
+			}
+			p, err := Compile(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := tableWorld(t, p)
+			var d Decision
+			for range 1 + btoi(tt.twice) {
+				req := tt.req
+				d = Decision{}
+				p.decide(t.Context(), w, &req, &d)
+			}
+			if d.Action != tt.action || !strings.Contains(d.Reason, tt.reason) || d.Token != tt.token {
+				t.Errorf("decide = %s (%q, token %q); want %s (%q, token %q)", d.Action, d.Reason, d.Token, tt.action, tt.reason, tt.token)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestNewServerCompiles: a Config built in code and never validated is
+// compiled by NewServer. Before, its [[agents]] user_agent glob was never
+// compiled and the rule matched every request.
+func TestNewServerCompiles(t *testing.T) {
+	t.Parallel()
+	cfg := loopbackConfig()
+	cfg.TLS.StateDir = t.TempDir()
+	cfg.Agents = []AgentRule{{UserAgent: "python-requests/*", Token: "AcmeBot"}}
+	srv, err := NewServer(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	var d Decision
+	req := request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/x", userAgent: "curl/8.0"}
+	if got := srv.pol.Load().agents(&req, &d.agentBuf); len(got) != 1 || got[0] != "curl" {
+		t.Errorf("agents for curl/8.0 = %v; want [curl]: the python-requests rule must not match", got)
+	}
+	bad := loopbackConfig()
+	bad.Mode = "enfroce"
+	if _, err := NewServer(bad, Options{}); err == nil || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("NewServer with mode = %q: %v; want an error naming mode", bad.Mode, err)
+	}
+	var ce *ConfigError
+	if _, err := Compile(bad); !errors.As(err, &ce) || ce.Key != "mode" {
+		t.Errorf("Compile: %v; want a *ConfigError for mode", err)
+	}
+}
