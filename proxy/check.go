@@ -262,37 +262,48 @@ func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSour
 
 func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 	if c.JSON {
-		l := checkLine{
-			URL:       u,
-			Agent:     d.Agents,
-			Allowed:   d.Allowed(),
-			Decision:  d.Action,
-			Reason:    d.Reason,
-			RobotsURL: d.RobotsURL(),
-			Rule:      d.Verdict.Rule,
-			Line:      d.Verdict.Line,
+		return printJSON(w, u, d)
+	}
+	return printText(w, u, d)
+}
+
+// printJSON prints one JSON Lines record of check's output.
+func printJSON(w io.Writer, u string, d *Decision) error {
+	l := checkLine{
+		URL:       u,
+		Agent:     d.Agents,
+		Allowed:   d.Allowed(),
+		Decision:  d.Action,
+		Reason:    d.Reason,
+		RobotsURL: d.RobotsURL(),
+		Rule:      d.Verdict.Rule,
+		Line:      d.Verdict.Line,
+	}
+	if !d.Origin.IsZero() {
+		o := d.Origin.String()
+		l.Origin = &o
+	}
+	if d.HasDelay {
+		l.CrawlDelay = &d.CrawlDelay
+	}
+	if f := &d.Fetch; !f.IsZero() {
+		l.Fetch = &fetchJSON{Outcome: f.Outcome, Status: f.Status, Error: f.Error}
+		if !f.FetchedAt.IsZero() {
+			at, age := f.FetchedAt.UTC(), f.Age.Seconds()
+			l.Fetch.FetchedAt, l.Fetch.AgeS = &at, &age
 		}
-		if !d.Origin.IsZero() {
-			o := d.Origin.String()
-			l.Origin = &o
-		}
-		if d.HasDelay {
-			l.CrawlDelay = &d.CrawlDelay
-		}
-		if f := &d.Fetch; !f.IsZero() {
-			l.Fetch = &fetchJSON{Outcome: f.Outcome, Status: f.Status, Error: f.Error}
-			if !f.FetchedAt.IsZero() {
-				at, age := f.FetchedAt.UTC(), f.Age.Seconds()
-				l.Fetch.FetchedAt, l.Fetch.AgeS = &at, &age
-			}
-		}
-		b, err := json.Marshal(l)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
 		return err
 	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// printText prints one line of check's text output: the status, the URL
+// and why, tab-separated.
+func printText(w io.Writer, u string, d *Decision) error {
 	status := "allowed"
 	switch {
 	case d.Action == ActionUnreachable:

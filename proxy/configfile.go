@@ -216,107 +216,130 @@ func (d *decoder) tables(key string, v any, each func(i int, m map[string]any)) 
 }
 
 func (d *decoder) config(tree map[string]any, c *Config) {
+	section := func(fs func() fields) func(string, any) {
+		return func(k string, v any) { d.sub(k, v, fs()) }
+	}
 	d.table("", tree, fields{
 		"listen":        d.str(&c.Listen),
 		"mode":          d.str(&c.Mode),
 		"default_agent": d.str(&c.DefaultAgent),
-		"tls": func(k string, v any) {
-			d.sub(k, v, fields{
-				"mode":      d.str(&c.TLS.Mode),
-				"ca_cert":   d.str(&c.TLS.CACert),
-				"ca_key":    d.str(&c.TLS.CAKey),
-				"state_dir": d.str(&c.TLS.StateDir),
-			})
-		},
-		"upstream": func(k string, v any) {
-			d.sub(k, v, fields{
-				"proxy":         d.str(&c.Upstream.Proxy),
-				"ca":            d.str(&c.Upstream.CA),
-				"block_private": d.boolean(&c.Upstream.BlockPrivate),
-				"timeout":       d.duration(&c.Upstream.Timeout, time.Millisecond),
-			})
-		},
-		"robots": func(k string, v any) {
-			r := &c.Robots
-			d.sub(k, v, fields{
-				"cache_ttl":         d.duration(&r.CacheTTL, time.Minute),
-				"unreachable_limit": d.duration(&r.UnreachableLimit, time.Second),
-				"retry_after":       d.duration(&r.RetryAfter, time.Second),
-				"fetch_timeout":     d.duration(&r.FetchTimeout, 100*time.Millisecond),
-				"max_bytes":         d.integer(&r.MaxBytes, 1024, 64<<20),
-				"max_redirects":     d.integer(&r.MaxRedirects, 0, 20),
-				"auth_errors":       d.str(&r.AuthErrors),
-				"fetch_user_agent":  d.str(&r.FetchUserAgent),
-				"cache_max_bytes":   d.int64v(&r.CacheMaxBytes, 1<<20, 1<<40),
-				"max_fetches":       d.integer(&r.MaxFetches, 1, 1<<16),
-			})
-		},
-		"audit": func(k string, v any) {
-			d.sub(k, v, fields{
-				"file":        d.str(&c.Audit.File),
-				"log_allowed": d.boolean(&c.Audit.LogAllowed),
-			})
-		},
-		"limits": func(k string, v any) {
-			l := &c.Limits
-			d.sub(k, v, fields{
-				"read_header_timeout": d.duration(&l.ReadHeaderTimeout, time.Millisecond),
-				"max_header_bytes":    d.integer(&l.MaxHeaderBytes, 1024, 16<<20),
-				"idle_timeout":        d.duration(&l.IdleTimeout, time.Millisecond),
-				"tunnel_idle_timeout": d.duration(&l.TunnelIdleTimeout, time.Millisecond),
-				"max_connections":     d.integer(&l.MaxConnections, 1, 1<<20),
-			})
-		},
-		"auth": func(k string, v any) {
-			d.sub(k, v, fields{
-				"users": func(k string, v any) {
-					d.tables(k, v, func(i int, m map[string]any) {
-						var u AuthUser
-						d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
-							"name":          d.str(&u.Name),
-							"password_hash": d.str(&u.PasswordHash),
-						})
-						c.Auth.Users = append(c.Auth.Users, u)
-					})
-				},
-			})
-		},
-		"agents": func(k string, v any) {
-			d.tables(k, v, func(i int, m map[string]any) {
-				a := AgentRule{}
-				d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
-					"user_agent": d.str(&a.UserAgent),
-					"client":     d.strs(&a.Client),
-					"user":       d.str(&a.User),
-					"token":      d.str(&a.Token),
-					"also":       d.strs(&a.Also),
-				})
-				c.Agents = append(c.Agents, a)
-			})
-		},
-		"sites": func(k string, v any) {
-			d.tables(k, v, func(i int, m map[string]any) {
-				s := SiteRule{Policy: "robots"}
-				d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
-					"host":         d.str(&s.Host),
-					"policy":       d.str(&s.Policy),
-					"agents":       d.strs(&s.Agents),
-					"reason":       d.str(&s.Reason),
-					"min_interval": d.duration(&s.MinInterval, 0),
-				})
-				c.Sites = append(c.Sites, s)
-			})
-		},
-		"politeness": func(k string, v any) {
-			p := &c.Politeness
-			d.sub(k, v, fields{
-				"crawl_delay":  d.boolean(&p.CrawlDelay),
-				"min_interval": d.duration(&p.MinInterval, 0),
-				"max_delay":    d.duration(&p.MaxDelay, 0),
-				"max_wait":     d.duration(&p.MaxWait, 0),
-			})
-		},
+		"tls":           section(func() fields { return d.tlsFields(&c.TLS) }),
+		"upstream":      section(func() fields { return d.upstreamFields(&c.Upstream) }),
+		"robots":        section(func() fields { return d.robotsFields(&c.Robots) }),
+		"audit":         section(func() fields { return d.auditFields(&c.Audit) }),
+		"limits":        section(func() fields { return d.limitsFields(&c.Limits) }),
+		"politeness":    section(func() fields { return d.politenessFields(&c.Politeness) }),
+		"auth":          section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
+		"agents":        d.agentTables(&c.Agents),
+		"sites":         d.siteTables(&c.Sites),
 	})
+}
+
+func (d *decoder) tlsFields(t *TLSConfig) fields {
+	return fields{
+		"mode":      d.str(&t.Mode),
+		"ca_cert":   d.str(&t.CACert),
+		"ca_key":    d.str(&t.CAKey),
+		"state_dir": d.str(&t.StateDir),
+	}
+}
+
+func (d *decoder) upstreamFields(u *UpstreamConfig) fields {
+	return fields{
+		"proxy":         d.str(&u.Proxy),
+		"ca":            d.str(&u.CA),
+		"block_private": d.boolean(&u.BlockPrivate),
+		"timeout":       d.duration(&u.Timeout, time.Millisecond),
+	}
+}
+
+func (d *decoder) robotsFields(r *RobotsConfig) fields {
+	return fields{
+		"cache_ttl":         d.duration(&r.CacheTTL, time.Minute),
+		"unreachable_limit": d.duration(&r.UnreachableLimit, time.Second),
+		"retry_after":       d.duration(&r.RetryAfter, time.Second),
+		"fetch_timeout":     d.duration(&r.FetchTimeout, 100*time.Millisecond),
+		"max_bytes":         d.integer(&r.MaxBytes, 1024, 64<<20),
+		"max_redirects":     d.integer(&r.MaxRedirects, 0, 20),
+		"auth_errors":       d.str(&r.AuthErrors),
+		"fetch_user_agent":  d.str(&r.FetchUserAgent),
+		"cache_max_bytes":   d.int64v(&r.CacheMaxBytes, 1<<20, 1<<40),
+		"max_fetches":       d.integer(&r.MaxFetches, 1, 1<<16),
+	}
+}
+
+func (d *decoder) auditFields(a *AuditConfig) fields {
+	return fields{
+		"file":        d.str(&a.File),
+		"log_allowed": d.boolean(&a.LogAllowed),
+	}
+}
+
+func (d *decoder) limitsFields(l *LimitsConfig) fields {
+	return fields{
+		"read_header_timeout": d.duration(&l.ReadHeaderTimeout, time.Millisecond),
+		"max_header_bytes":    d.integer(&l.MaxHeaderBytes, 1024, 16<<20),
+		"idle_timeout":        d.duration(&l.IdleTimeout, time.Millisecond),
+		"tunnel_idle_timeout": d.duration(&l.TunnelIdleTimeout, time.Millisecond),
+		"max_connections":     d.integer(&l.MaxConnections, 1, 1<<20),
+	}
+}
+
+func (d *decoder) politenessFields(p *PolitenessConfig) fields {
+	return fields{
+		"crawl_delay":  d.boolean(&p.CrawlDelay),
+		"min_interval": d.duration(&p.MinInterval, 0),
+		"max_delay":    d.duration(&p.MaxDelay, 0),
+		"max_wait":     d.duration(&p.MaxWait, 0),
+	}
+}
+
+// users decodes [[auth.users]].
+func (d *decoder) users(dst *[]AuthUser) func(string, any) {
+	return func(k string, v any) {
+		d.tables(k, v, func(i int, m map[string]any) {
+			var u AuthUser
+			d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
+				"name":          d.str(&u.Name),
+				"password_hash": d.str(&u.PasswordHash),
+			})
+			*dst = append(*dst, u)
+		})
+	}
+}
+
+// agentTables decodes [[agents]].
+func (d *decoder) agentTables(dst *[]AgentRule) func(string, any) {
+	return func(k string, v any) {
+		d.tables(k, v, func(i int, m map[string]any) {
+			var a AgentRule
+			d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
+				"user_agent": d.str(&a.UserAgent),
+				"client":     d.strs(&a.Client),
+				"user":       d.str(&a.User),
+				"token":      d.str(&a.Token),
+				"also":       d.strs(&a.Also),
+			})
+			*dst = append(*dst, a)
+		})
+	}
+}
+
+// siteTables decodes [[sites]].
+func (d *decoder) siteTables(dst *[]SiteRule) func(string, any) {
+	return func(k string, v any) {
+		d.tables(k, v, func(i int, m map[string]any) {
+			s := SiteRule{Policy: "robots"}
+			d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
+				"host":         d.str(&s.Host),
+				"policy":       d.str(&s.Policy),
+				"agents":       d.strs(&s.Agents),
+				"reason":       d.str(&s.Reason),
+				"min_interval": d.duration(&s.MinInterval, 0),
+			})
+			*dst = append(*dst, s)
+		})
+	}
 }
 
 func tomlType(v any) string {

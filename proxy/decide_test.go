@@ -50,7 +50,7 @@ func tableWorld(t *testing.T, p *Policy) *world {
 			return fetched(decideRobots), nil
 		},
 		private: newPrivateCache(resolve, time.Now),
-		pacer:   newPacer(time.Now, p.cfg.Politeness),
+		pacer:   newPacer(time.Now),
 		now:     time.Now,
 	}
 }

@@ -26,7 +26,9 @@ type metrics struct {
 	byDecision map[string]*[2]prometheus.Counter
 }
 
-func newMetrics(cache *fetch.Cache, conns *connTracker) *metrics {
+// newMetrics registers the metrics; cacheStats and conns are read when
+// /metrics is scraped, not before.
+func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_requests_total",
@@ -56,7 +58,7 @@ func newMetrics(cache *fetch.Cache, conns *connTracker) *metrics {
 		Help: "Config reloads (SIGHUP), by result (success, failure).",
 	}, []string{"result"})
 	stat := func(f func(fetch.CacheStats) float64) func() float64 {
-		return func() float64 { return f(cache.Stats()) }
+		return func() float64 { return f(cacheStats()) }
 	}
 	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},

@@ -21,16 +21,12 @@ func (e *pacedError) Unwrap() error { return errPaced }
 
 // pacer spaces the starts of requests to each origin (DESIGN step 8): one
 // FIFO queue per origin, where each request starts its own gap after the
-// start before it. A request that would wait longer than maxWait is
+// start before it. A request that would wait longer than max_wait is
 // refused at once; one whose client gives up leaves the queue, and those
 // behind it move up. No lock is held while a request waits, and an origin
 // with an empty queue and no recent start is forgotten.
 type pacer struct {
 	now func() time.Time
-
-	// Set from [politeness] at start and on reload, under mu.
-	maxWait  time.Duration
-	maxDelay time.Duration
 
 	mu      sync.Mutex
 	origins map[fetch.Origin]*paceQueue
@@ -58,29 +54,21 @@ type paceWaiter struct {
 // gap is longer, so an older start can no longer delay anything.
 const paceSweepEvery = 1024
 
-func newPacer(now func() time.Time, pc PolitenessConfig) *pacer {
-	p := &pacer{now: now, origins: map[fetch.Origin]*paceQueue{}}
-	p.configure(pc)
-	return p
-}
-
-// configure applies [politeness] limits (on reload); queues are kept.
-func (p *pacer) configure(pc PolitenessConfig) {
-	p.mu.Lock()
-	p.maxWait, p.maxDelay = pc.MaxWait, pc.MaxDelay
-	p.mu.Unlock()
+func newPacer(now func() time.Time) *pacer {
+	return &pacer{now: now, origins: map[fetch.Origin]*paceQueue{}}
 }
 
 // wait blocks until a request to o may start, gap after the start before
-// it. It returns how long it waited, a *pacedError (wrapping errPaced) if
-// the wait would exceed maxWait, or ctx's error if the client gave up.
-func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration) (time.Duration, error) {
+// it, under the limits of the request's own policy (max_wait, max_delay).
+// It returns how long it waited, a *pacedError (wrapping errPaced) if the
+// wait would exceed max_wait, or ctx's error if the client gave up.
+func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration, lim *PolitenessConfig) (time.Duration, error) {
 	now := p.now()
 	p.mu.Lock()
 	// Sweep before the lookup: a sweep must never drop the queue this
 	// request is about to join.
 	if p.ops++; p.ops >= paceSweepEvery {
-		p.sweep(now)
+		p.sweep(now, lim.MaxDelay)
 	}
 	q := p.origins[o]
 	if q == nil {
@@ -95,7 +83,7 @@ func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration) (ti
 	if !base.IsZero() {
 		start = later(now, base.Add(gap))
 	}
-	if w := start.Sub(now); w > p.maxWait {
+	if w := start.Sub(now); w > lim.MaxWait {
 		p.mu.Unlock()
 		return 0, &pacedError{wait: w}
 	}
@@ -201,10 +189,10 @@ func (p *pacer) leave(o fetch.Origin, q *paceQueue, w *paceWaiter) {
 
 // sweep forgets origins with no waiters whose last start can no longer
 // delay a request. p.mu is held.
-func (p *pacer) sweep(now time.Time) {
+func (p *pacer) sweep(now time.Time, maxDelay time.Duration) {
 	p.ops = 0
 	for o, q := range p.origins {
-		if len(q.waiters) == 0 && now.Sub(q.lastStart) > p.maxDelay {
+		if len(q.waiters) == 0 && now.Sub(q.lastStart) > maxDelay {
 			delete(p.origins, o)
 		}
 	}

@@ -74,12 +74,49 @@ type Server struct {
 }
 
 // NewServer builds a Server for cfg, which it compiles first: a config
-// with problems is refused with all of them.
+// with problems is refused with all of them. Nothing runs until Serve.
 func NewServer(cfg *Config, o Options) (*Server, error) {
 	pol, err := Compile(cfg)
 	if err != nil {
 		return nil, err
 	}
+	o.fill()
+	stopping, stop := context.WithCancel(context.Background())
+	s := &Server{
+		stopping: stopping, stop: stop, log: o.Logger, opts: o,
+		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
+		upstream: &connSet{m: map[*setConn]struct{}{}},
+		private:  newPrivateCache(o.LookupNetIP, o.Now),
+		pacer:    newPacer(o.Now),
+		conns:    newConnTracker(cfg.Limits.MaxConnections),
+	}
+	s.pol.Store(pol)
+	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
+	s.conns.overloaded = s.overloaded
+	if s.tr, err = newUpstreamTransport(pol, o.LookupNetIP, s.upstream); err != nil {
+		return nil, err
+	}
+	if cfg.TLS.Mode == "mitm" {
+		if s.mitmCA, s.leaves, err = loadMITM(cfg, o.Now); err != nil {
+			return nil, err
+		}
+	}
+	if s.audit, err = newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now); err != nil {
+		return nil, err
+	}
+	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.metrics.observeFetch)
+	if err != nil {
+		s.audit.Close()
+		return nil, err
+	}
+	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, now: o.Now}
+	s.gp = s.newGoproxy(pol.upstreamProxy)
+	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
+	return s, nil
+}
+
+// fill puts the defaults in o's zero fields.
+func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -92,47 +129,27 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	if o.LookupNetIP == nil {
 		o.LookupNetIP = net.DefaultResolver.LookupNetIP
 	}
-	stopping, stop := context.WithCancel(context.Background())
-	s := &Server{
-		stopping:      stopping,
-		stop:          stop,
-		log:           o.Logger,
-		opts:          o,
-		listen:        cfg.Listen,
-		tlsConfig:     cfg.TLS,
-		cacheMaxBytes: cfg.Robots.CacheMaxBytes,
-		maxFetches:    cfg.Robots.MaxFetches,
-	}
-	s.upstream = &connSet{m: map[*setConn]struct{}{}}
-	tr, err := newUpstreamTransport(pol, o.LookupNetIP, s.upstream)
-	if err != nil {
-		return nil, err
-	}
-	s.tr = tr
-	onFetch := func(o fetch.Origin, r *fetch.Result) {
-		if s.metrics != nil {
-			s.metrics.observeFetch(o, r)
-		}
-	}
-	cache, err := newRobotsCache(pol, tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, onFetch)
-	if err != nil {
-		return nil, err
-	}
-	s.cache = cache
-	audit, err := newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now)
-	if err != nil {
-		cache.Close()
-		return nil, err
-	}
-	s.audit = audit
-	s.private = newPrivateCache(o.LookupNetIP, o.Now)
-	s.pacer = newPacer(o.Now, cfg.Politeness)
-	s.pol.Store(pol)
-	s.world = &world{rules: cache.Get, private: s.private, pacer: s.pacer, now: o.Now}
+}
 
+// loadMITM loads (or makes) the MITM CA and the cache of its leaves.
+func loadMITM(cfg *Config, now func() time.Time) (*CA, *leafCache, error) {
+	ca, err := LoadOrCreateCA(cfg, now())
+	if err != nil {
+		return nil, nil, err
+	}
+	leaves, err := newLeafCache(ca, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ca, leaves, nil
+}
+
+// newGoproxy sets goproxy up with robotsgate's hooks, and against each of
+// its defaults that would let something through undecided or leak.
+func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 	gp := goproxy.NewProxyHttpServer()
-	gp.Logger = log.New(slogWriter{o.Logger}, "", 0)
-	gp.Tr = tr
+	gp.Logger = log.New(slogWriter{s.log}, "", 0)
+	gp.Tr = s.tr
 	// Never the environment's HTTPS_PROXY: dial through the guarded dialer.
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
 	gp.KeepAcceptEncoding = true // bodies pass as the origin encoded them
@@ -140,42 +157,23 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	gp.NonproxyHandler = http.HandlerFunc(s.serveAdmin)
 	gp.OnRequest().DoFunc(s.onRequest)
 	gp.OnRequest().HandleConnectFunc(s.onConnect)
-	if u := pol.upstreamProxy; u != nil {
+	if next != nil {
 		// Tunnels go through the next hop too, with its credentials.
-		gp.ConnectDialWithReq = nil
-		gp.ConnectDial = gp.NewConnectDialToProxyWithHandler(u.String(), func(req *http.Request) {
-			if u.User != nil {
-				pw, _ := u.User.Password()
-				req.SetBasicAuth(u.User.Username(), pw)
+		gp.ConnectDial = gp.NewConnectDialToProxyWithHandler(next.String(), func(req *http.Request) {
+			if next.User != nil {
+				pw, _ := next.User.Password()
+				req.SetBasicAuth(next.User.Username(), pw)
 				req.Header.Set("Proxy-Authorization", req.Header.Get("Authorization"))
 				req.Header.Del("Authorization")
 			}
 		})
 	}
-	if cfg.TLS.Mode == "mitm" {
-		ca, err := LoadOrCreateCA(cfg, o.Now())
-		if err != nil {
-			cache.Close()
-			return nil, err
-		}
-		leaves, err := newLeafCache(ca, o.Now)
-		if err != nil {
-			cache.Close()
-			return nil, err
-		}
-		s.mitmCA, s.leaves = ca, leaves
-	}
-	s.gp = gp
+	return gp
+}
 
-	s.conns = newConnTracker(cfg.Limits.MaxConnections)
-	s.conns.overloaded = func(remote net.Addr) {
-		d := &Decision{Action: ActionOverloaded, Reason: "too many connections"}
-		r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{Scheme: "http"}}
-		s.finish(s.pol.Load(), r, d, http.StatusServiceUnavailable, "")
-	}
-	s.metrics = newMetrics(cache, s.conns)
-	tunnelIdle := cfg.Limits.TunnelIdleTimeout
-	s.srv = &http.Server{
+// newHTTPServer is the server of the proxy's listener, with [limits].
+func (s *Server) newHTTPServer(lim LimitsConfig, logger *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler: s,
 		ConnState: func(c net.Conn, st http.ConnState) {
 			// A hijacked connection (a tunnel, a WebSocket) is no longer the
@@ -184,15 +182,22 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 			if tc, ok := c.(*trackedConn); ok && st == http.StateHijacked {
 				tc.hijacked.Store(true)
 				tc.t.tunnels.Add(1)
-				tc.setIdle(tunnelIdle)
+				tc.setIdle(lim.TunnelIdleTimeout)
 			}
 		},
-		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Limits.IdleTimeout,
-		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes,
-		ErrorLog:          log.New(slogWriter{o.Logger}, "", 0),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          log.New(slogWriter{logger}, "", 0),
 	}
-	return s, nil
+}
+
+// overloaded answers a connection turned away past max_connections (the
+// tracker writes the 503 itself): counted and audited like any answer.
+func (s *Server) overloaded(remote net.Addr) {
+	d := &Decision{Action: ActionOverloaded, Reason: "too many connections"}
+	r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{Scheme: "http"}}
+	s.finish(s.pol.Load(), r, d, http.StatusServiceUnavailable, "")
 }
 
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
@@ -291,8 +296,7 @@ func (s *Server) Reload(cfg *Config) error {
 		s.ReloadFailed()
 		return err
 	}
-	s.pol.Store(pol)
-	s.pacer.configure(cfg.Politeness)
+	s.pol.Store(pol) // one snapshot: [politeness] limits come with it
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	return nil
 }

@@ -19,24 +19,20 @@ import (
 // connectKey marks the context of a request read inside a MITM tunnel.
 type connectKey struct{}
 
-// serveTunnel serves a MITM tunnel (goproxy's ConnectHijack): it confirms
-// the CONNECT, terminates TLS with a leaf for the CONNECT host (or takes
-// plain HTTP as is), and serves the requests inside with an http.Server of
-// its own, so that they get the same header timeout, header size limit and
-// idle timeout as requests to the proxy itself, and malformed ones a 400.
-// Each request then goes through the proxy's one decision path, bound to
-// the CONNECT authority.
+// serveTunnel serves an accepted CONNECT (goproxy's ConnectHijack): it
+// confirms the CONNECT and looks at what the client sends. TLS is relayed
+// to the target in tunnel mode and terminated with a leaf for the CONNECT
+// host in MITM mode; plain HTTP is taken as it is, in either mode; the
+// requests inside are then served by serveInner; anything else is closed.
 func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) {
 	defer client.Close()
-	p := s.pol.Load()
-	lim := p.cfg.Limits
 	if ci.upstream != nil {
 		defer ci.upstream.Close()
 	}
+	lim := s.pol.Load().cfg.Limits
 	tc, _ := client.(*trackedConn)
 	if tc != nil {
-		// The tunnel's own server keeps time from here on.
-		tc.setIdle(0)
+		tc.setIdle(0) // the tunnel's own server keeps time from here on
 	}
 	major, minor := r.ProtoMajor, r.ProtoMinor
 	if major == 0 {
@@ -45,59 +41,87 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	if _, err := fmt.Fprintf(client, "HTTP/%d.%d 200 Connection established\r\n\r\n", major, minor); err != nil {
 		return
 	}
-
 	client.SetReadDeadline(time.Now().Add(lim.ReadHeaderTimeout))
 	br := bufio.NewReader(client)
-	first, err := br.Peek(1)
-	if err != nil {
-		return
-	}
-	if first[0] == 0x16 {
-		// A TLS record header: handshake, major version 3. Anything else
-		// that starts with 0x16 is neither TLS nor HTTP.
-		if first, err = br.Peek(3); err != nil || first[1] != 3 || first[2] > 4 {
-			s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.authority, "client", clientAddr(r))
-			return
-		}
-	}
 	var conn net.Conn = &peekedConn{Conn: client, r: br}
 	scheme := "http"
-	switch {
-	case first[0] == 0x16 && ci.upstream != nil:
-		// Tunnel mode: TLS is relayed as it is, paths unseen (step 9).
-		client.SetReadDeadline(time.Time{})
-		if tc != nil {
-			tc.setIdle(lim.TunnelIdleTimeout)
-		}
-		relay(conn, ci.upstream)
-		return
-	case first[0] == 0x16: // a TLS handshake record
-		cfg, err := s.mitmTLS(ci.authority)
-		if err != nil {
-			s.log.Warn("tunnel: no certificate", "authority", ci.authority, "err", err)
+	switch tunnelProtocol(br) {
+	case "tls":
+		if ci.upstream != nil { // tunnel mode: relayed as it is, paths unseen (step 9)
+			client.SetReadDeadline(time.Time{})
+			if tc != nil {
+				tc.setIdle(lim.TunnelIdleTimeout)
+			}
+			relay(conn, ci.upstream)
 			return
 		}
-		t := tls.Server(conn, cfg)
-		hctx, cancel := context.WithTimeout(context.Background(), lim.ReadHeaderTimeout)
-		err = t.HandshakeContext(hctx)
-		cancel()
+		t, err := s.terminateTLS(conn, ci.authority, lim.ReadHeaderTimeout)
 		if err != nil {
-			s.log.Debug("tunnel: client TLS handshake failed", "authority", ci.authority, "err", err)
 			return
 		}
 		conn, scheme = t, "https"
-	case first[0] < 'A' || first[0] > 'Z':
+	case "http":
+	case "none":
+		return
+	default:
 		s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.authority, "client", clientAddr(r))
 		return
 	}
 	client.SetReadDeadline(time.Time{})
+	s.serveInner(conn, scheme, r.RemoteAddr, ci, tc, lim)
+}
 
+// tunnelProtocol tells from the first bytes of a tunnel what the client
+// speaks: "tls" (a TLS handshake record), "http" (an upper-case method:
+// HTTP/1.x), "none" when it sent nothing before the deadline, or "" for
+// anything else.
+func tunnelProtocol(br *bufio.Reader) string {
+	first, err := br.Peek(1)
+	switch {
+	case err != nil:
+		return "none"
+	case first[0] == 0x16:
+		// A TLS record header: handshake, major version 3. Anything else
+		// that starts with 0x16 is neither TLS nor HTTP.
+		if first, err = br.Peek(3); err == nil && first[1] == 3 && first[2] <= 4 {
+			return "tls"
+		}
+		return ""
+	case 'A' <= first[0] && first[0] <= 'Z':
+		return "http"
+	}
+	return ""
+}
+
+// terminateTLS is the MITM handshake with the client, with a leaf for
+// authority signed by robotsgate's CA, within timeout.
+func (s *Server) terminateTLS(conn net.Conn, authority string, timeout time.Duration) (*tls.Conn, error) {
+	cfg, err := s.mitmTLS(authority)
+	if err != nil {
+		s.log.Warn("tunnel: no certificate", "authority", authority, "err", err)
+		return nil, err
+	}
+	t := tls.Server(conn, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := t.HandshakeContext(ctx); err != nil {
+		s.log.Debug("tunnel: client TLS handshake failed", "authority", authority, "err", err)
+		return nil, err
+	}
+	return t, nil
+}
+
+// serveInner serves the requests inside a tunnel with an http.Server of
+// its own, so that they get the same header timeout, header size limit and
+// idle timeout as requests to the proxy itself, and malformed ones a 400.
+// Each request then goes through the proxy's one decision, bound to the
+// CONNECT (ci) and its client (remote); a WebSocket inside is idle-timed
+// like a tunnel (on tc, the client's connection) and ends the tunnel.
+func (s *Server) serveInner(conn net.Conn, scheme, remote string, ci *connectInfo, tc *trackedConn, lim LimitsConfig) {
 	ln := newOneConnListener(conn)
 	var hijacked atomic.Bool
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
-			// A hijacked request (a WebSocket) is relayed by this handler:
-			// the tunnel ends when it returns.
 			defer func() {
 				if hijacked.Load() {
 					ln.Close()
@@ -110,7 +134,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 			if in.URL.Host == "" {
 				in.URL.Host = ci.authority
 			}
-			in.RemoteAddr = r.RemoteAddr
+			in.RemoteAddr = remote
 			s.ServeHTTP(w, in.WithContext(context.WithValue(in.Context(), connectKey{}, ci)))
 		}),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -121,7 +145,6 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			switch st {
 			case http.StateHijacked:
-				// A WebSocket inside the tunnel: idle-timed like a tunnel.
 				hijacked.Store(true)
 				if tc != nil {
 					tc.setIdle(lim.TunnelIdleTimeout)
