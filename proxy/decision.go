@@ -1,6 +1,14 @@
-// Package proxy is robotsgate's forward proxy: its configuration, the
-// decision made for each request (agents, site exceptions, robots.txt
-// rules), the responses it makes itself, and the audit log.
+// Package proxy is robotsgate's forward proxy.
+//
+// A Config is plain data; Compile checks it and compiles it into a Policy,
+// the only thing that decides. Every entry point (a plain request, a
+// CONNECT, a request inside a tunnel, the check command) builds one request
+// value and calls the Policy's one decision, in DESIGN.md's order (auth,
+// origin and tunnel, private targets, agents, sites, robots.txt, report
+// mode, pacing); the Decision it returns carries the evidence from which
+// the response, the audit record and the metrics are all rendered, by
+// finish, once per answer. A reload compiles a new Policy and swaps it in;
+// a request keeps the one it started with.
 package proxy
 
 import (

@@ -5,8 +5,9 @@
 //
 // A file is parsed once with [Parse]; [Robots.Group] selects the rules that apply
 // to one product token, and [Group.Test] decides a path without allocating.
-// Parsing and matching do no I/O and read no clock. Fetching and caching
-// robots.txt files is the job of the Fetcher and Cache in this package.
+// Parsing and matching do no I/O and read no clock, and the package imports
+// no network, TLS or cache package. Fetching and caching robots.txt files is
+// the job of package robots/fetch.
 package robots
 
 import (
