@@ -139,7 +139,7 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 		method:    r.Method,
 		url:       displayURL(r),
 		userAgent: r.Header.Get("User-Agent"),
-		agents:    d.Agents,
+		agents:    d.Agents.Slice(),
 		robotsURL: d.RobotsURL(),
 		rule:      d.Verdict.Rule,
 		line:      d.Verdict.Line,

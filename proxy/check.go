@@ -229,9 +229,9 @@ func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*D
 // decideExact answers as the reference's OneAgentAllowedByRobots: any
 // string is a URL to it ("example.com?a" is "/?a") when the file is given.
 func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSource, req *request, origin fetch.Origin, originErr error, u string) (*Decision, error) {
-	d := &Decision{Agents: req.agents}
-	if d.Agents == nil {
-		d.Agents = p.agents(req, &d.agentBuf)
+	d := &Decision{Agents: Agents{list: req.agents}}
+	if req.agents == nil {
+		d.Agents = p.agents(req)
 	}
 	if originErr == nil {
 		d.Origin = origin
@@ -253,7 +253,7 @@ func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSour
 	if a.Entry != nil {
 		rules = a.Entry.Rules
 	}
-	d.Token = d.Agents[0]
+	d.Token = d.Agents.At(0)
 	d.Verdict = rules.TestURL(d.Token, u)
 	d.CrawlDelay, d.HasDelay = rules.Group(d.Token).CrawlDelay()
 	d.setVerdictAction(false)
@@ -271,7 +271,7 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 func printJSON(w io.Writer, u string, d *Decision) error {
 	l := checkLine{
 		URL:       u,
-		Agent:     d.Agents,
+		Agent:     d.Agents.Slice(),
 		Allowed:   d.Allowed(),
 		Decision:  d.Action,
 		Reason:    d.Reason,

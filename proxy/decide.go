@@ -149,8 +149,10 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 // judge runs steps 3 to 7: the agent, the /robots.txt exemption, site
 // rules, and the origin's robots.txt.
 func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
-	if d.Agents = r.agents; d.Agents == nil {
-		d.Agents = p.agents(r, &d.agentBuf)
+	if r.agents != nil {
+		d.Agents = Agents{list: r.agents}
+	} else {
+		d.Agents = p.agents(r)
 	}
 	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" && r.kind != kindConnect {
 		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt

@@ -156,9 +156,8 @@ func TestNewServerCompiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(t.Context())
-	var d Decision
 	req := request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/x", userAgent: "curl/8.0"}
-	if got := srv.pol.Load().agents(&req, &d.agentBuf); len(got) != 1 || got[0] != "curl" {
+	if got := srv.pol.Load().agents(&req).Slice(); len(got) != 1 || got[0] != "curl" {
 		t.Errorf("agents for curl/8.0 = %v; want [curl]: the python-requests rule must not match", got)
 	}
 	bad := loopbackConfig()
@@ -170,4 +169,35 @@ func TestNewServerCompiles(t *testing.T) {
 	if _, err := Compile(bad); !errors.As(err, &ce) || ce.Key != "mode" {
 		t.Errorf("Compile: %v; want a *ConfigError for mode", err)
 	}
+}
+
+// BenchmarkDecide is the whole decision for a typical allowed request
+// (origin, agent from a User-Agent with a compatible; token, robots.txt
+// from a cache answer, both readings of the path), beside the robots
+// package's Group.Test of the same path, measured in the same run.
+func BenchmarkDecide(b *testing.B) {
+	p, err := Compile(Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules := robots.Parse([]byte(decideRobots), robots.WithNormalization())
+	a := fetch.Answer{Entry: &fetch.Entry{Outcome: fetch.Fetched, Status: 200, Rules: rules}}
+	w := &world{rules: func(context.Context, fetch.Origin) (fetch.Answer, error) { return a, nil }, now: time.Now}
+	const target = "/a/b/page.html?x=1"
+	b.Run("decide", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req := request{kind: kindPlain, scheme: "https", authority: "www.example.com", target: target,
+				userAgent: "Mozilla/5.0 (compatible; FooBot/1.0; +https://example.com/bot)"}
+			var d Decision
+			p.decide(b.Context(), w, &req, &d)
+		}
+	})
+	b.Run("group-test", func(b *testing.B) {
+		b.ReportAllocs()
+		g := rules.Group("FooBot")
+		for b.Loop() {
+			g.Test(target)
+		}
+	})
 }

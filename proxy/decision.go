@@ -58,7 +58,7 @@ type Decision struct {
 	Action     string         // ActionAllowed, or the X-Robots-Gate value of the answer
 	Reason     string         // why, in words
 	Origin     fetch.Origin   // zero when the URL has none
-	Agents     []string       // the tokens obeyed
+	Agents     Agents         // the tokens obeyed
 	Token      string         // the token whose verdict decided (the first blocking one)
 	noRobots   bool           // a site rule decided: no robots.txt applied
 	Verdict    robots.Verdict // the deciding verdict
@@ -70,7 +70,39 @@ type Decision struct {
 	Paced      bool           // it went through the pacer, which held it for Waited
 	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
 
-	agentBuf [1]string // Agents for the common single token
+}
+
+// Agents are the tokens a request obeys: the one its User-Agent header
+// names (or default_agent), or those of an [[agents]] rule. A single token
+// is held as a string, so that deciding allocates nothing for it and a
+// Decision holds no pointer into itself.
+type Agents struct {
+	one  string   // the token, when list is nil
+	list []string // several (an [[agents]] rule's, shared with the Policy; or check's)
+}
+
+// Len is the number of tokens.
+func (a Agents) Len() int {
+	if a.list != nil {
+		return len(a.list)
+	}
+	return 1
+}
+
+// At returns token i.
+func (a Agents) At(i int) string {
+	if a.list != nil {
+		return a.list[i]
+	}
+	return a.one
+}
+
+// Slice returns the tokens as a slice (a new one for a single token).
+func (a Agents) Slice() []string {
+	if a.list != nil {
+		return a.list
+	}
+	return []string{a.one}
 }
 
 // FetchInfo says how the robots.txt behind a decision was obtained; its
@@ -135,8 +167,9 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
 		return
 	}
 	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
-	for _, tok := range d.Agents {
-		if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
+	for i := range d.Agents.Len() {
+		if tok := d.Agents.At(i); a.Entry.Rules.Group(tok).DisallowsAll() {
+			g := a.Entry.Rules.Group(tok)
 			d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, reasonEveryPath, tok, g.Test("/")
 			return
 		}
@@ -167,7 +200,8 @@ func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 func decideRules(d *Decision, rules *robots.Robots, raw string) {
 	target, lenient := robots.Normalize(raw), robots.Lenient(raw) // raw itself, twice, in the common case
 	noGroup, ambiguous := false, false
-	for i, tok := range d.Agents {
+	for i := range d.Agents.Len() {
+		tok := d.Agents.At(i)
 		g := rules.Group(tok)
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
 			d.CrawlDelay, d.HasDelay = cd, true

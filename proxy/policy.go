@@ -92,24 +92,23 @@ func (c *privateCache) lookup(ctx context.Context, host string) bool {
 }
 
 // agents returns the tokens a request obeys: the first matching [[agents]]
-// rule's, else the User-Agent header's product token, else default_agent
-// (in buf, to save an allocation).
-func (p *Policy) agents(r *request, buf *[1]string) []string {
+// rule's, else the User-Agent header's product token, else default_agent.
+func (p *Policy) agents(r *request) Agents {
 	for i := range p.agentRules {
 		if a := &p.agentRules[i]; a.matches(r) {
-			return a.tokens
+			return Agents{list: a.tokens}
 		}
 	}
-	buf[0] = robots.TokenFromUserAgent(r.userAgent)
-	if buf[0] == "" {
-		buf[0] = p.cfg.DefaultAgent
+	tok := robots.TokenFromUserAgent(r.userAgent)
+	if tok == "" {
+		tok = p.cfg.DefaultAgent
 	}
-	return buf[:]
+	return Agents{one: tok}
 }
 
 // site returns the first [[sites]] rule for host whose agents, if any,
 // include an obeyed token.
-func (p *Policy) site(host string, agents []string) *SiteRule {
+func (p *Policy) site(host string, agents Agents) *SiteRule {
 	for i := range p.siteRules {
 		if s := &p.siteRules[i]; s.matches(host, agents) {
 			return s.rule

@@ -177,8 +177,8 @@ func blockBody(r *http.Request, d *Decision) string {
 	} else {
 		fmt.Fprintf(&b, "robotsgate: %s is disallowed by robots.txt\n\n", displayURL(r))
 	}
-	fmt.Fprintf(&b, "agent:      %s\n", strings.Join(d.Agents, ", "))
-	if d.Token != "" && len(d.Agents) > 1 {
+	fmt.Fprintf(&b, "agent:      %s\n", strings.Join(d.Agents.Slice(), ", "))
+	if d.Token != "" && d.Agents.Len() > 1 {
 		fmt.Fprintf(&b, "blocked for: %s\n", d.Token)
 	}
 	fmt.Fprintf(&b, "robots.txt: %s", d.RobotsURL())

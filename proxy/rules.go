@@ -155,17 +155,18 @@ func compileSite(s *SiteRule, key string, d *decoder) siteRule {
 }
 
 // matches reports whether the rule applies to host when agents are obeyed.
-func (s *siteRule) matches(host string, agents []string) bool {
+func (s *siteRule) matches(host string, agents Agents) bool {
 	if s.host != host && !(strings.HasPrefix(s.host, ".") && strings.HasSuffix(host, s.host)) {
 		return false
 	}
 	return len(s.rule.Agents) == 0 || anyFold(s.rule.Agents, agents)
 }
 
-func anyFold(a, b []string) bool {
+// anyFold reports whether a and b share a token, ignoring case.
+func anyFold(a []string, b Agents) bool {
 	for _, x := range a {
-		for _, y := range b {
-			if strings.EqualFold(x, y) {
+		for i := range b.Len() {
+			if strings.EqualFold(x, b.At(i)) {
 				return true
 			}
 		}

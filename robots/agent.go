@@ -81,10 +81,12 @@ func compatibleProduct(ua string) (string, bool) {
 			if !strings.EqualFold(item, "compatible") {
 				continue
 			}
-			for _, next := range strings.Split(comment, ";") {
+			for comment != "" { // the first non-empty item after it
+				next, rest, _ := strings.Cut(comment, ";")
 				if next = strings.Trim(next, " \t"); next != "" {
 					return next, true
 				}
+				comment = rest
 			}
 			return "", true
 		}
