@@ -57,6 +57,7 @@ const (
 	reasonBadConnect  = "bad CONNECT target"
 	reasonFragment    = "bad request URL: a request-target cannot hold a fragment (\"#\")"
 	reasonNoPath      = "bad request URL: the request-target is not a path"
+	reasonBadByte     = "bad request URL: the request-target holds %q, which a URI cannot (RFC 3986): percent-encode it"
 	reasonMisdirected = "request for %s inside a tunnel to %s"
 	reasonPrivate     = "target resolves to a private address"
 	reasonMITM        = "tunnel opened: every request inside is decided on its own"
@@ -122,6 +123,10 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 	}
 	if !strings.HasPrefix(r.target, "/") {
 		d.Action, d.Reason = ActionBadRequest, reasonNoPath
+		return false
+	}
+	if i := invalidTargetByte(r.target); i >= 0 {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadByte, r.target[i])
 		return false
 	}
 	o, err := fetch.OriginOf(r.scheme, r.authority)
@@ -212,4 +217,45 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 	default: // the client gave up waiting
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
 	}
+}
+
+// invalidTargetByte returns the index of the first byte of target that a
+// URI cannot hold where it stands (RFC 3986), or -1: in the path anything
+// but unreserved characters, sub-delims, ":", "@", "/" and "%" escapes; in
+// the query, controls, spaces and bytes >= 0x80. Servers read such bytes
+// in ways of their own (Python splits its request line on "\x85" and
+// "\xa0"; IIS reads "\" as "/"), so they are refused rather than sent.
+func invalidTargetByte(target string) int {
+	for i := 0; i < len(target); i++ {
+		c := target[i]
+		switch {
+		case c <= ' ' || c >= 0x7F:
+			return i
+		case c == '?':
+			for j := i + 1; j < len(target); j++ {
+				if c := target[j]; c <= ' ' || c >= 0x7F {
+					return j
+				}
+			}
+			return -1
+		case c == '%':
+			if i+2 >= len(target) || !isHex(target[i+1]) || !isHex(target[i+2]) {
+				return i
+			}
+		case !isPathByte(c):
+			return i
+		}
+	}
+	return -1
+}
+
+// isPathByte reports whether a URI's path may hold c as it is (RFC 3986
+// section 3.3: unreserved, sub-delims, ":", "@" and "/").
+func isPathByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }

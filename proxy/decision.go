@@ -191,25 +191,32 @@ func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 
 // decideRules decides raw, a request target as sent, under rules for every
 // agent token (DESIGN step 7): the request is blocked if any token's
-// verdict blocks it, and the first blocking token is the evidence. Each
-// token's verdict is taken on two readings of the target: the exact one
-// (robots.Normalize, then Google's matching) and the path a lenient server
-// would serve (robots.Lenient); an allowed exact reading whose lenient
-// reading is disallowed is blocked as ambiguous, with the lenient verdict
-// as evidence.
+// verdict blocks it, and the first blocking token is the evidence. A
+// token's verdict is taken on the exact reading of the target
+// (robots.Normalize, then Google's matching) and, when that allows it, on
+// every path a lenient server could serve for it (robots.LenientReadings,
+// none in the common case): one disallowed reading blocks the request as
+// ambiguous, with that reading's verdict as evidence.
 func decideRules(d *Decision, rules *robots.Robots, raw string) {
-	target, lenient := robots.Normalize(raw), robots.Lenient(raw) // raw itself, twice, in the common case
-	noGroup, ambiguous := false, false
+	target := robots.Normalize(raw) // raw itself in the common case
+	var readings []string
+	for r := range robots.LenientReadings(raw) {
+		readings = append(readings, r)
+	}
+	noGroup, ambiguous := false, ""
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := rules.Group(tok)
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
 			d.CrawlDelay, d.HasDelay = cd, true
 		}
-		v, amb := g.Test(target), false
-		if v.Allowed && lenient != target {
-			if lv := g.Test(lenient); !lv.Allowed {
-				v, amb = lv, true
+		v, amb := g.Test(target), ""
+		for _, r := range readings {
+			if !v.Allowed {
+				break
+			}
+			if lv := g.Test(r); !lv.Allowed {
+				v, amb = lv, r
 			}
 		}
 		if i == 0 || !v.Allowed && d.Verdict.Allowed {
@@ -217,8 +224,8 @@ func decideRules(d *Decision, rules *robots.Robots, raw string) {
 		}
 	}
 	d.setVerdictAction(noGroup)
-	if ambiguous {
-		d.Reason = fmt.Sprintf(reasonAmbiguous, lenient)
+	if ambiguous != "" {
+		d.Reason = fmt.Sprintf(reasonAmbiguous, ambiguous)
 	}
 }
 

@@ -86,8 +86,10 @@ func (o *lenientOrigin) leakedSince(n int) []string {
 	defer o.mu.Unlock()
 	var out []string
 	for i := n; i < len(o.served); i++ {
-		if f := o.served[i]; f != "/robots.txt" && !o.rules.Test(robots.Normalize(fileURLPath(f))).Allowed {
-			out = append(out, fmt.Sprintf("%q served %q", o.targets[i], f))
+		for _, f := range []string{o.served[i], pythonResolve(o.targets[i])} {
+			if f != "/robots.txt" && !o.rules.Test(robots.Normalize(fileURLPath(f))).Allowed {
+				out = append(out, fmt.Sprintf("%q served %q", o.targets[i], f))
+			}
 		}
 	}
 	return out
@@ -121,10 +123,6 @@ func serverResolve(target string) string {
 	return rfcRemoveDots(merged)
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
 func unhexByte(c byte) byte {
 	switch {
 	case c <= '9':
@@ -133,6 +131,41 @@ func unhexByte(c byte) byte {
 		return c - 'a' + 10
 	}
 	return c - 'A' + 10
+}
+
+// pythonResolve is the file Python's http.server serves for a
+// request-target (SimpleHTTPRequestHandler.translate_path): every escape
+// decoded once, ";" and "\" kept as names, posixpath.normpath (runs of
+// "/" merged, dot segments resolved, no trailing "/"), and a trailing "/"
+// only when the target's path, still escaped, ended with one.
+func pythonResolve(target string) string {
+	path, _, _ := strings.Cut(target, "?")
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c == '%' && i+2 < len(path) && isHex(path[i+1]) && isHex(path[i+2]) {
+			b.WriteByte(unhexByte(path[i+1])<<4 | unhexByte(path[i+2]))
+			i += 2
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	var out []string
+	for _, w := range strings.Split(b.String(), "/") {
+		switch w {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, w)
+		}
+	}
+	file := "/" + strings.Join(out, "/")
+	if strings.HasSuffix(path, "/") && file != "/" {
+		file += "/"
+	}
+	return file
 }
 
 // rfcRemoveDots is RFC 3986 section 5.2.4, step by step as written.
@@ -194,30 +227,51 @@ var redTeamTargets = []struct {
 	target string
 	status int
 }{
-	{"/x#/../private/secret.txt", 400},          // decided on /x, sent as /x%23/../private/...
-	{"/public/..%2Fprivate/x", 403},             // decoded %2F
-	{"/public%2F..%2Fprivate%2Fx", 403},         // decoded %2F throughout
-	{"/public/..%2fprivate/x", 403},             // lower-case escape
-	{`/public/..\private/x`, 403},               // "\" as "/"
-	{"/public/..%5Cprivate/x", 403},             // escaped "\"
-	{"//private/x", 403},                        // merged slashes
-	{"/public/..;/private/x", 403},              // Tomcat's path parameters
-	{"/public/..%3B/private/x", 403},            // the same, escaped
-	{"/private/open/..;/x", 403},                // allowed exactly (Allow: /private/open), not leniently
-	{"/a.secret;v=1", 403},                      // "$" rule reached through params
-	{"/public/x|/..%2F..%2Fprivate/x", 403},     // "|" made Go re-encode, turning %2F into /
-	{"/public/\xc3\xa9/..%2F..%2Fprivate", 403}, // so did a byte >= 0x80
-	{"/a//../private/secret.txt", 403},          // ".." after "//": Normalize resolved it first, nginx merges first
-	{"/public//../private/x", 403},              // the same
-	{"/a/b%2F../../private", 403},               // ".." after a decoded %2F (Python's http.server)
-	{`/a/b\../../private`, 403},                 // ".." after "\"
-	{"/public/.;/../private", 403},              // ".." after a Tomcat-style ".;"
-	{"/private/open/x%2F../../y", 403},          // allowed exactly (Allow: /private/open), not leniently
+	{"/x#/../private/secret.txt", 400},  // decided on /x, sent as /x%23/../private/...
+	{"/public/..%2Fprivate/x", 403},     // decoded %2F
+	{"/public%2F..%2Fprivate%2Fx", 403}, // decoded %2F throughout
+	{"/public/..%2fprivate/x", 403},     // lower-case escape
+	{`/public/..\private/x`, 400},       // "\" as "/": a byte no URI path holds
+	{"/public/..%5Cprivate/x", 403},     // escaped "\" (IIS)
+	{"//private/x", 403},                // merged slashes
+	{"/public/..;/private/x", 403},      // Tomcat's path parameters
+	{"/public/..%3B/private/x", 403},    // the same, escaped
+	{"/private/open/..;/x", 403},        // allowed exactly (Allow: /private/open), not leniently
+	{"/a.secret;v=1", 403},              // "$" rule reached through params
+	{"/public/x|/..%2F..%2Fprivate/x", 400},
+	{"/public/\xc3\xa9/..%2F..%2Fprivate", 400},
+	{"/x.secret\x85", 400},             // Python splits its request line on U+0085
+	{"/x.secret\xa0", 400},             // and on U+00A0
+	{"/a//../private/secret.txt", 403}, // ".." after "//": Normalize resolved it first, nginx merges first
+	{"/public//../private/x", 403},     // the same
+	{"/a/b%2F../../private", 403},      // ".." after a decoded %2F (Python's http.server)
+	{`/a/b\../../private`, 400},        // ".." after "\"
+	{"/a/b%5C../../private", 403},      // ".." after "%5C"
+	{"/public/.;/../private", 403},     // ".." after a Tomcat-style ".;"
+	{"/private/open/x%2F../../y", 403}, // allowed exactly (Allow: /private/open), not leniently
+	// A reading that drops ";" (Tomcat) or reads "%5C" as "/" (IIS) has one
+	// segment less for ".." than Python's, which keeps them as names: each
+	// server's reading is decided, not one for all.
+	{"/%2Fprivate/;/../secret.txt", 403},
+	{"/%2Fprivate/%3B/../secret.txt", 403},
+	{"/%2F/private/;x/../secret.txt", 403},
+	{"/%2F/private/%5C/../secret.txt", 403},
+	{"/%2F/private/..;/../secret.txt", 403},
+	{"/a/..//private/;/../secret.txt", 403},
+	{"/%2e//private%2F%5C%2F%2E%2e//", 403},
+	// Python's normpath drops a trailing "/" the target did not end with.
+	{"/x.secret/.", 403},
+	{"/x.secret//.", 403},
+	{"/x.secret/%2e", 403},
+	{"/x.secret%2F", 403},
+	{"/x.secret%2f", 403},
+	{"/x.secret%2F.", 403},
+	{"/x.secret/;/..", 403},
 	{"/private", 403},
 	{"/private/open/x", 200},
-	{"/public/a%2Fb|c{\"d\"}", 200},         // allowed, and must arrive byte for byte
-	{"/public/caf\xc3\xa9?q=%2F..%2F", 200}, // the query is not a path
-	{"/public/%252F..%252Fprivate", 200},    // one decoding only: a file named "%2F..%2Fprivate"
+	{"/public/a%2Fb?c={\"d\"}|x", 200},    // allowed, and must arrive byte for byte
+	{"/public/caf%C3%A9?q=%2F..%2F", 200}, // the query is not a path
+	{"/public/%252F..%252Fprivate", 200},  // one decoding only: a file named "%2F..%2Fprivate"
 }
 
 // checkRedTeam sends every red-team target with send and checks the

@@ -155,6 +155,11 @@ func FuzzLenient(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		n := in
+		for r := range LenientReadings(n) {
+			if !strings.HasPrefix(r, "/") || Normalize(r) != r {
+				t.Fatalf("LenientReadings(%q) yields %q; want a path in Normalize's form", n, r)
+			}
+		}
 		got := Lenient(n)
 		if !strings.HasPrefix(got, "/") {
 			t.Fatalf("Lenient(%q) = %q; want a leading \"/\"", n, got)

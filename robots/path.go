@@ -1,6 +1,10 @@
 package robots
 
-import "strings"
+import (
+	"iter"
+	"slices"
+	"strings"
+)
 
 // PathOf returns the path, params and query of a URL, without scheme,
 // authority or fragment and starting with "/", exactly as the reference's
@@ -214,62 +218,133 @@ func hasDotSegment(p []byte) bool {
 	return false
 }
 
-// Lenient returns the path a lenient origin server would serve for target,
-// a raw request target (path, params and query, as sent), in Normalize's
-// form, so that it can be decided by a file parsed with [WithNormalization].
-// It models what servers such as nginx, Apache httpd, Tomcat, IIS and
-// Python's http.server do with the path (the query is only normalised), in
-// this order: escapes are normalised as Normalize does (so "%2e" is "."),
-// "%2F", "%5C" and "%3B" are decoded (one pass: "%252F" stays), "\" is
-// read as "/", ";params" are dropped from every segment ("/..;/" is
-// "/../"), runs of "/" are merged, and only then are dot segments resolved
-// (RFC 3986 section 5.2.4): resolving them first, as Normalize does, would
-// let ".." consume a segment that such a server splits, merges or drops.
-// So "/public/..%2Fprivate/x", "/public/..\private/x",
-// "/public/..;/private/x", "//private/x", "/a//../private/x" and
-// "/a/b%2F../../private/x" all give "/private/x". The result always starts
-// with "/".
-//
-// This is not Google's matching, which takes the path as sent: [Group.Test],
-// [Robots.TestURL] and robotsgate's "check -exact" never use Lenient. The
-// proxy decides both readings of a request, Normalize(target) and
-// Lenient(target), and blocks it when either is disallowed (DESIGN.md,
-// "Deciding a request", step 7): a path that one server would read as a
-// disallowed one is ambiguous.
-//
-// Lenient is idempotent and its result is in Normalize's form. When target
-// holds nothing a lenient server reads differently, it is Normalize(target),
-// which is target itself, without allocating, when that is already normal.
+// Lenient returns the path the most lenient origin server would serve for
+// target, a raw request target (path, params and query, as sent), in
+// Normalize's form: one that takes every step of LenientReadings ("%2F",
+// "%5C" and "%3B" decoded, "\" read as "/", ";params" dropped, runs of "/"
+// merged, then dot segments resolved). So "/public/..%2Fprivate/x",
+// "/public/..\private/x", "/public/..;/private/x", "//private/x",
+// "/a//../private/x" and "/a/b%2F../../private/x" all give "/private/x".
+// A real server takes only some of those steps, and may serve another
+// path: the proxy decides every reading of LenientReadings, of which this
+// is one. Lenient is idempotent; when target holds nothing a lenient server
+// reads differently, it is Normalize(target) (target itself, without
+// allocating, when that is already normal).
 func Lenient(target string) string {
-	path, query := target, ""
-	if q := strings.IndexByte(target, '?'); q >= 0 {
-		path, query = target[:q], target[q:]
-	}
+	path, query := splitQuery(target)
 	if !needsLenient(path) {
 		return Normalize(target)
 	}
-	escaped := string(appendNormalEscapes(make([]byte, 0, len(path)+8), path))
-	b := make([]byte, 1, len(target)+8)
-	b[0] = '/' // the result starts with "/"; a "/" that follows is merged
+	return lenientReading(normalEscapes(path), query, allWays, path)
+}
+
+// A way is a set of the steps by which servers read a path otherwise than
+// Normalize (RFC 3986) does.
+type way uint8
+
+const (
+	waySlash    way = 1 << iota // "%2F" is "/" (Python's http.server, nginx)
+	wayBack                     // "\" and "%5C" are "/" (IIS, Windows)
+	wayParams                   // ";params" are dropped from each segment (Tomcat, Jetty)
+	wayParams3B                 // and so are those after "%3B" (some frameworks)
+	wayMerge                    // runs of "/" are one (nginx, Python, Go's path.Clean)
+	wayTrim                     // no trailing "/" the target did not end with (Python's normpath)
+	allWays     = waySlash | wayBack | wayParams | wayParams3B | wayMerge
+)
+
+// LenientReadings yields each path that a server taking some of the
+// lenient steps would serve for target, a raw request target, that differs
+// from Normalize(target), in Normalize's form, so that each can be decided
+// by a file parsed with [WithNormalization]. The steps, each taken or not
+// by a given server, are: "%2F" decoded to "/"; "\" and "%5C" read as "/";
+// ";params" dropped from every segment (and after "%3B" too); runs of "/"
+// merged; and, after dot segments are resolved (RFC 3986 section 5.2.4,
+// always last: resolving them first would let ".." eat a segment such a
+// server splits, merges or drops), a trailing "/" dropped when target's
+// path did not end with one. A server that keeps ";" as a name while
+// another drops it sees different segments for "..", so one reading cannot
+// speak for all of them; the proxy blocks a request when any reading is
+// disallowed (DESIGN.md, "Deciding a request", step 7: the path is
+// ambiguous).
+//
+// This is not Google's matching, which takes the path as sent: [Group.Test],
+// [Robots.TestURL] and robotsgate's "check -exact" never use it. When target
+// holds nothing servers read differently (the common case), it yields
+// nothing and allocates nothing.
+func LenientReadings(target string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		path, query := splitQuery(target)
+		if !needsLenient(path) {
+			return
+		}
+		escaped := normalEscapes(path)
+		seen := []string{Normalize(target)}
+		for w := way(0); w <= allWays|wayTrim; w++ {
+			if w&wayParams3B != 0 && w&wayParams == 0 || !useful(w, escaped) {
+				continue
+			}
+			r := lenientReading(escaped, query, w, path)
+			if slices.Contains(seen, r) {
+				continue
+			}
+			seen = append(seen, r)
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// useful reports whether way w can change the reading of escaped: each
+// step needs something to act on, so that equal readings are not made
+// twice.
+func useful(w way, escaped string) bool {
+	return (w&waySlash == 0 || strings.Contains(escaped, "%2F")) &&
+		(w&wayBack == 0 || strings.Contains(escaped, "%5C") || strings.Contains(escaped, "\\")) &&
+		(w&wayParams == 0 || strings.Contains(escaped, ";") || w&wayParams3B != 0) &&
+		(w&wayParams3B == 0 || strings.Contains(escaped, "%3B")) &&
+		(w&wayMerge == 0 || strings.Contains(escaped, "//") || w&(waySlash|wayBack|wayParams) != 0)
+}
+
+func splitQuery(target string) (path, query string) {
+	if q := strings.IndexByte(target, '?'); q >= 0 {
+		return target[:q], target[q:]
+	}
+	return target, ""
+}
+
+// normalEscapes is path with its escapes as Normalize writes them (so
+// "%2e" is "." and "%2f" is "%2F"), dot segments not yet resolved.
+func normalEscapes(path string) string {
+	return string(appendNormalEscapes(make([]byte, 0, len(path)+8), path))
+}
+
+// lenientReading reads escaped (a path in Normalize's escapes; raw is the
+// path as sent) the way w says, then resolves dot segments, and appends
+// query in Normalize's form.
+func lenientReading(escaped, query string, w way, raw string) string {
+	b := make([]byte, 1, len(escaped)+len(query)+8)
+	b[0] = '/' // the result starts with "/"
 	params := false
 	for i := 0; i < len(escaped); i++ {
 		c := escaped[i]
 		if c == '%' {
-			if d := escapedSeparator(escaped, i); d != 0 {
-				c = d
-				i += 2
+			switch d := escapedSeparator(escaped, i); {
+			case d == '/' && w&waySlash != 0, d == '\\' && w&wayBack != 0:
+				c, i = '/', i+2
+			case d == ';' && w&wayParams3B != 0:
+				c, i = ';', i+2
 			}
-		}
-		if c == '\\' {
+		} else if c == '\\' && w&wayBack != 0 {
 			c = '/'
 		}
 		switch {
 		case c == '/':
 			params = false
-			if b[len(b)-1] == '/' {
-				continue
+			if w&wayMerge != 0 && b[len(b)-1] == '/' || i == 0 {
+				continue // merged, or the leading "/" already written
 			}
-		case c == ';':
+		case c == ';' && w&wayParams != 0:
 			params = true
 		}
 		if !params {
@@ -277,12 +352,16 @@ func Lenient(target string) string {
 		}
 	}
 	b = removeDotSegments(b)
+	if w&wayTrim != 0 && len(b) > 1 && b[len(b)-1] == '/' && !strings.HasSuffix(raw, "/") {
+		b = b[:len(b)-1]
+	}
 	return string(appendNormalEscapes(b, query))
 }
 
-// needsLenient reports whether a lenient server could read path otherwise
-// than Normalize does: whether it does not start with "/", or has a "\",
-// ";", "//", or an escaped "/", "\" or ";".
+// needsLenient reports whether a server could read path otherwise than
+// Normalize does: whether it does not start with "/", or has a "\", ";",
+// "//", or an escaped "/", "\" or ";", or ends in a dot segment (which
+// Python's normpath resolves without the trailing "/").
 func needsLenient(path string) bool {
 	if path == "" || path[0] != '/' {
 		return true
@@ -301,7 +380,9 @@ func needsLenient(path string) bool {
 			}
 		}
 	}
-	return false
+	last := path[strings.LastIndexByte(path, '/')+1:]
+	last = strings.ReplaceAll(strings.ReplaceAll(last, "%2e", "."), "%2E", ".")
+	return last == "." || last == ".."
 }
 
 // escapedSeparator returns the separator that s[i:] escapes, in either

@@ -1,6 +1,7 @@
 package robots
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -331,5 +332,48 @@ func BenchmarkLenient(b *testing.B) {
 				Lenient(in)
 			}
 		})
+	}
+}
+
+// TestLenientReadings: each spelling's readings include the path each kind
+// of server serves for it, whatever steps it takes.
+func TestLenientReadings(t *testing.T) {
+	tests := []struct {
+		target string
+		want   []string // among the readings
+	}{
+		// Python keeps ";" and "\\" as names; Tomcat drops ";params"; IIS
+		// reads "%5C" as "/": ".." removes a different segment for each.
+		{"/%2Fprivate/;/../secret.txt", []string{"/private/secret.txt", "/secret.txt"}},
+		{"/%2F/private/%5C/../secret.txt", []string{"/private/secret.txt", "/secret.txt"}},
+		{"/%2F/private/..;/../secret.txt", []string{"/private/secret.txt", "/secret.txt"}},
+		// Python's normpath: no trailing "/" the target did not end with.
+		{"/x.secret/.", []string{"/x.secret"}},
+		{"/x.secret%2F", []string{"/x.secret"}},
+		{"/x.secret/%2e", []string{"/x.secret"}},
+		{"/a//../private/x", []string{"/private/x", "/a/private/x"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for r := range LenientReadings(tt.target) {
+			got = append(got, r)
+		}
+		for _, w := range tt.want {
+			if !slices.Contains(got, w) && Normalize(tt.target) != w {
+				t.Errorf("LenientReadings(%q) = %q; want %q among them", tt.target, got, w)
+			}
+		}
+	}
+	for _, plain := range []string{"/a/b/c.html?x=1", "/", "/dir/", "/a/../b", "/%7Euser/"} {
+		for r := range LenientReadings(plain) {
+			t.Errorf("LenientReadings(%q) yields %q; want nothing", plain, r)
+		}
+	}
+	in := "/a/b/c.html?x=1"
+	if n := testing.AllocsPerRun(100, func() {
+		for range LenientReadings(in) {
+		}
+	}); n != 0 {
+		t.Errorf("LenientReadings(%q) allocates %v times; want 0", in, n)
 	}
 }
