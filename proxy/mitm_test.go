@@ -233,27 +233,14 @@ func TestMITMLeafCertificates(t *testing.T) {
 // TLS in it with serverName, trusting robotsgate's CA.
 func (p *testProxy) rawTunnel(t *testing.T, authority, serverName string, plain bool) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("CONNECT %s: %v %v", authority, resp, err)
+	resp, c, br := connect(t, p, authority)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT %s: %v", authority, resp.Status)
 	}
 	if plain {
 		return c, br
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.srv.CA().certPEM())
-	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: serverName})
-	if err := tc.Handshake(); err != nil {
-		t.Fatalf("TLS in tunnel to %s: %v", authority, err)
-	}
+	tc := tlsClient(t, c, p.srv.CA().certPEM(), serverName)
 	return tc, bufio.NewReader(tc)
 }
 

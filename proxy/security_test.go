@@ -103,16 +103,8 @@ func (o *lenientOrigin) leakedSince(n int) []string {
 // (nginx), then dot segments resolved (RFC 3986 section 5.2.4).
 func serverResolve(target string) string {
 	path, _, _ := strings.Cut(target, "?")
-	var b strings.Builder
-	for i := 0; i < len(path); i++ {
-		if c := path[i]; c == '%' && i+2 < len(path) && isHex(path[i+1]) && isHex(path[i+2]) {
-			b.WriteByte(unhexByte(path[i+1])<<4 | unhexByte(path[i+2]))
-			i += 2
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	segs := strings.Split(strings.ReplaceAll(b.String(), `\`, "/"), "/")
+	decoded := unescapeOnce(path)
+	segs := strings.Split(strings.ReplaceAll(decoded, `\`, "/"), "/")
 	for i, s := range segs {
 		segs[i], _, _ = strings.Cut(s, ";")
 	}
@@ -121,6 +113,20 @@ func serverResolve(target string) string {
 		merged = strings.ReplaceAll(merged, "//", "/")
 	}
 	return rfcRemoveDots(merged)
+}
+
+// unescapeOnce decodes every escape of s once, as most servers do.
+func unescapeOnce(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhexByte(s[i+1])<<4 | unhexByte(s[i+2]))
+			i += 2
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 func unhexByte(c byte) byte {
@@ -140,17 +146,9 @@ func unhexByte(c byte) byte {
 // only when the target's path, still escaped, ended with one.
 func pythonResolve(target string) string {
 	path, _, _ := strings.Cut(target, "?")
-	var b strings.Builder
-	for i := 0; i < len(path); i++ {
-		if c := path[i]; c == '%' && i+2 < len(path) && isHex(path[i+1]) && isHex(path[i+2]) {
-			b.WriteByte(unhexByte(path[i+1])<<4 | unhexByte(path[i+2]))
-			i += 2
-		} else {
-			b.WriteByte(c)
-		}
-	}
+	decoded := unescapeOnce(path)
 	var out []string
-	for _, w := range strings.Split(b.String(), "/") {
+	for _, w := range strings.Split(decoded, "/") {
 		switch w {
 		case "", ".":
 		case "..":
