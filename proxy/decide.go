@@ -221,7 +221,8 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 
 // invalidTargetByte returns the index of the first byte of target that a
 // URI cannot hold where it stands (RFC 3986), or -1: in the path anything
-// but unreserved characters, sub-delims, ":", "@", "/" and "%" escapes; in
+// but unreserved characters, sub-delims, ":", "@", "/", "[", "]" and "%"
+// escapes; in
 // the query, controls, spaces and bytes >= 0x80. Servers read such bytes
 // in ways of their own (Python splits its request line on "\x85" and
 // "\xa0"; IIS reads "\" as "/"), so they are refused rather than sent.
@@ -250,10 +251,12 @@ func invalidTargetByte(target string) int {
 }
 
 // isPathByte reports whether a URI's path may hold c as it is (RFC 3986
-// section 3.3: unreserved, sub-delims, ":", "@" and "/").
+// section 3.3: unreserved, sub-delims, ":", "@" and "/"), or is "[" or "]",
+// which RFC 3986 keeps for hosts but clients send in paths (Python's
+// requests does) and servers read as any other byte.
 func isPathByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0
+		strings.IndexByte("-._~!$&'()*+,;=:@/[]", c) >= 0
 }
 
 func isHex(c byte) bool {

@@ -86,7 +86,7 @@ func (o *lenientOrigin) leakedSince(n int) []string {
 	defer o.mu.Unlock()
 	var out []string
 	for i := n; i < len(o.served); i++ {
-		for _, f := range []string{o.served[i], pythonResolve(o.targets[i])} {
+		for _, f := range []string{o.served[i], pythonResolve(o.targets[i]), tomcatResolve(o.targets[i])} {
 			if f != "/robots.txt" && !o.rules.Test(robots.Normalize(fileURLPath(f))).Allowed {
 				out = append(out, fmt.Sprintf("%q served %q", o.targets[i], f))
 			}
@@ -164,6 +164,23 @@ func pythonResolve(target string) string {
 		file += "/"
 	}
 	return file
+}
+
+// tomcatResolve is the file a server in Tomcat's order serves: ";params"
+// dropped from each segment as sent (up to the next "/" as sent, so a
+// "%2F" inside them goes too), then every escape decoded once, runs of
+// "/" merged and dot segments resolved.
+func tomcatResolve(target string) string {
+	path, _, _ := strings.Cut(target, "?")
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		segs[i], _, _ = strings.Cut(s, ";")
+	}
+	merged := "/" + unescapeOnce(strings.Join(segs, "/"))
+	for strings.Contains(merged, "//") {
+		merged = strings.ReplaceAll(merged, "//", "/")
+	}
+	return rfcRemoveDots(merged)
 }
 
 // rfcRemoveDots is RFC 3986 section 5.2.4, step by step as written.
@@ -265,9 +282,15 @@ var redTeamTargets = []struct {
 	{"/x.secret%2f", 403},
 	{"/x.secret%2F.", 403},
 	{"/x.secret/;/..", 403},
+	// Tomcat drops ";params" up to the next "/" as sent, before decoding.
+	{"/%2Fprivate;%2F..%2F/secret.txt", 403},
+	{"/%2Fprivate;x%2F..", 403},
+	{"/;%2fopen/%2Fprivate", 403},
+	{"/%2F/;/private;x%2f..;", 403},
 	{"/private", 403},
 	{"/private/open/x", 200},
-	{"/public/a%2Fb?c={\"d\"}|x", 200},    // allowed, and must arrive byte for byte
+	{"/public/a%2Fb?c={\"d\"}|x", 200},
+	{"/public/a[1].html", 200},            // "[" and "]" as Python's requests sends them    // allowed, and must arrive byte for byte
 	{"/public/caf%C3%A9?q=%2F..%2F", 200}, // the query is not a path
 	{"/public/%252F..%252Fprivate", 200},  // one decoding only: a file named "%2F..%2Fprivate"
 }

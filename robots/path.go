@@ -247,9 +247,10 @@ const (
 	wayBack                     // "\" and "%5C" are "/" (IIS, Windows)
 	wayParams                   // ";params" are dropped from each segment (Tomcat, Jetty)
 	wayParams3B                 // and so are those after "%3B" (some frameworks)
+	wayRawParams                // and they end only at a "/" as sent, before "%2F" is decoded (Tomcat)
 	wayMerge                    // runs of "/" are one (nginx, Python, Go's path.Clean)
 	wayTrim                     // no trailing "/" the target did not end with (Python's normpath)
-	allWays     = waySlash | wayBack | wayParams | wayParams3B | wayMerge
+	allWays     = waySlash | wayBack | wayParams | wayParams3B | wayMerge // Lenient's
 )
 
 // LenientReadings yields each path that a server taking some of the
@@ -257,8 +258,8 @@ const (
 // from Normalize(target), in Normalize's form, so that each can be decided
 // by a file parsed with [WithNormalization]. The steps, each taken or not
 // by a given server, are: "%2F" decoded to "/"; "\" and "%5C" read as "/";
-// ";params" dropped from every segment (and after "%3B" too); runs of "/"
-// merged; and, after dot segments are resolved (RFC 3986 section 5.2.4,
+// ";params" dropped from every segment (and after "%3B" too, and up to a
+// "/" as sent rather than a decoded one); runs of "/" merged; and, after dot segments are resolved (RFC 3986 section 5.2.4,
 // always last: resolving them first would let ".." eat a segment such a
 // server splits, merges or drops), a trailing "/" dropped when target's
 // path did not end with one. A server that keeps ";" as a name while
@@ -279,8 +280,8 @@ func LenientReadings(target string) iter.Seq[string] {
 		}
 		escaped := normalEscapes(path)
 		seen := []string{Normalize(target)}
-		for w := way(0); w <= allWays|wayTrim; w++ {
-			if w&wayParams3B != 0 && w&wayParams == 0 || !useful(w, escaped) {
+		for w := way(0); w <= allWays|wayRawParams|wayTrim; w++ {
+			if w&(wayParams3B|wayRawParams) != 0 && w&wayParams == 0 || !useful(w, escaped) {
 				continue
 			}
 			r := lenientReading(escaped, query, w, path)
@@ -303,6 +304,7 @@ func useful(w way, escaped string) bool {
 		(w&wayBack == 0 || strings.Contains(escaped, "%5C") || strings.Contains(escaped, "\\")) &&
 		(w&wayParams == 0 || strings.Contains(escaped, ";") || w&wayParams3B != 0) &&
 		(w&wayParams3B == 0 || strings.Contains(escaped, "%3B")) &&
+		(w&wayRawParams == 0 || strings.Contains(escaped, "%2F") || strings.Contains(escaped, "%5C")) &&
 		(w&wayMerge == 0 || strings.Contains(escaped, "//") || w&(waySlash|wayBack|wayParams) != 0)
 }
 
@@ -327,11 +329,11 @@ func lenientReading(escaped, query string, w way, raw string) string {
 	b[0] = '/' // the result starts with "/"
 	params := false
 	for i := 0; i < len(escaped); i++ {
-		c := escaped[i]
+		c, decoded := escaped[i], false
 		if c == '%' {
 			switch d := escapedSeparator(escaped, i); {
 			case d == '/' && w&waySlash != 0, d == '\\' && w&wayBack != 0:
-				c, i = '/', i+2
+				c, i, decoded = '/', i+2, true
 			case d == ';' && w&wayParams3B != 0:
 				c, i = ';', i+2
 			}
@@ -339,6 +341,8 @@ func lenientReading(escaped, query string, w way, raw string) string {
 			c = '/'
 		}
 		switch {
+		case c == '/' && params && decoded && w&wayRawParams != 0:
+			continue // still inside the ";params" a "/" as sent ends
 		case c == '/':
 			params = false
 			if w&wayMerge != 0 && b[len(b)-1] == '/' || i == 0 {

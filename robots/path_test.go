@@ -352,6 +352,10 @@ func TestLenientReadings(t *testing.T) {
 		{"/x.secret%2F", []string{"/x.secret"}},
 		{"/x.secret/%2e", []string{"/x.secret"}},
 		{"/a//../private/x", []string{"/private/x", "/a/private/x"}},
+		// Tomcat drops ";params" up to the next "/" as sent, then decodes.
+		{"/%2Fprivate;%2F..%2F/secret.txt", []string{"/private/secret.txt"}},
+		{"/%2Fprivate;x%2F..", []string{"/private"}},
+		{"/;%2fopen/%2Fprivate", []string{"/private"}},
 	}
 	for _, tt := range tests {
 		var got []string
