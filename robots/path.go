@@ -243,14 +243,14 @@ func Lenient(target string) string {
 type way uint8
 
 const (
-	waySlash    way = 1 << iota // "%2F" is "/" (Python's http.server, nginx)
-	wayBack                     // "\" and "%5C" are "/" (IIS, Windows)
-	wayParams                   // ";params" are dropped from each segment (Tomcat, Jetty)
-	wayParams3B                 // and so are those after "%3B" (some frameworks)
-	wayRawParams                // and they end only at a "/" as sent, before "%2F" is decoded (Tomcat)
-	wayMerge                    // runs of "/" are one (nginx, Python, Go's path.Clean)
-	wayTrim                     // no trailing "/" the target did not end with (Python's normpath)
-	allWays     = waySlash | wayBack | wayParams | wayParams3B | wayMerge // Lenient's
+	waySlash     way                                                       = 1 << iota // "%2F" is "/" (Python's http.server, nginx)
+	wayBack                                                                            // "\" and "%5C" are "/" (IIS, Windows)
+	wayParams                                                                          // ";params" are dropped from each segment (Tomcat, Jetty)
+	wayParams3B                                                                        // and so are those after "%3B" (some frameworks)
+	wayRawParams                                                                       // and they end only at a "/" as sent, before "%2F" is decoded (Tomcat)
+	wayMerge                                                                           // runs of "/" are one (nginx, Python, Go's path.Clean)
+	wayTrim                                                                            // no trailing "/" the target did not end with (Python's normpath)
+	allWays      = waySlash | wayBack | wayParams | wayParams3B | wayMerge             // Lenient's
 )
 
 // LenientReadings yields each path that a server taking some of the
