@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
 )
 
 // Audit writes one JSON object per line for every decision that is not a
@@ -54,8 +56,18 @@ func (a *Audit) Open(path string) error {
 	if a.f != nil {
 		a.f.Close()
 	}
-	a.f, a.h = f, slog.NewJSONHandler(w, nil)
+	a.f, a.h = f, slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: utcMillis})
 	return nil
+}
+
+// utcMillis writes the record's time in RFC 3339, UTC, with milliseconds
+// ("2026-11-23T08:41:38.637Z"), which SIEMs and jq's fromdateiso8601-style
+// tools parse.
+func utcMillis(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.String(slog.TimeKey, a.Value.Time().UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	}
+	return a
 }
 
 // Close closes the audit file, if any.
@@ -77,9 +89,11 @@ type auditRecord struct {
 	user      string
 	method    string
 	url       string
+	path      string
 	origin    string
 	userAgent string
 	agents    []string
+	token     string
 	robotsURL string
 	rule      string
 	line      int
@@ -108,9 +122,12 @@ func (a *Audit) write(r *auditRecord) {
 		slog.String("user", r.user),
 		slog.String("method", r.method),
 		slog.String("url", r.url),
+		slog.String("path", r.path),
 		slog.String("origin", r.origin),
 		slog.String("user_agent", r.userAgent),
 		slog.Any("agent", agents),
+		slog.String("token", r.token),
+		slog.Any("purpose", []string{}),
 		slog.String("robots_url", r.robotsURL),
 		slog.String("rule", r.rule),
 		slog.Int("line", r.line),
@@ -140,6 +157,7 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 		url:       displayURL(r),
 		userAgent: r.Header.Get("User-Agent"),
 		agents:    d.Agents.Slice(),
+		token:     d.Token,
 		robotsURL: d.RobotsURL(),
 		rule:      d.Verdict.Rule,
 		line:      d.Verdict.Line,
@@ -147,11 +165,16 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 		decision:  d.Action,
 		reason:    d.Reason,
 	}
-	if connectHost != "" {
-		rec.url = connectHost
-	}
 	if !d.Origin.IsZero() {
 		rec.origin = d.Origin.String()
+		if d.Target != "" {
+			// Canonical: no userinfo, no default port, the decided host,
+			// https:// inside a MITM tunnel.
+			rec.url, rec.path = d.Origin.URL(d.Target), robots.Normalize(d.Target)
+		}
+	}
+	if connectHost != "" {
+		rec.url = connectHost
 	}
 	s.audit.write(rec)
 }

@@ -124,6 +124,21 @@ func (a *authenticator) check(r *http.Request, direct bool) (string, bool) {
 	return a.checkHeader(r.Context(), h, clientAddr(r))
 }
 
+// basicUser returns the user name of Basic credentials h, unchecked; ""
+// when h holds none. The password is never looked at.
+func basicUser(h string) string {
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return ""
+	}
+	user, _, _ := strings.Cut(string(raw), ":")
+	return user
+}
+
 // checkHeader returns the authenticated user of h, a Basic credentials
 // header value sent by client; waiting for a bcrypt slot ends with ctx.
 func (a *authenticator) checkHeader(ctx context.Context, h string, client netip.Addr) (string, bool) {

@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -250,6 +252,55 @@ func TestReloadAuditFileUnderLoad(t *testing.T) {
 			if n := seen[fmt.Sprintf("%d-%d", c, i)]; n != 1 {
 				t.Errorf("/private/%d-%d audited %d times over %d files; want once", c, i, n, len(files))
 			}
+		}
+	}
+}
+
+// TestAuditCanonical: audit records carry the canonical URL (no default
+// port, https:// inside a MITM tunnel, the decided host), the normalised
+// path and the deciding token, UTC times with milliseconds, and for a
+// failed login the user name tried, never the password.
+func TestAuditCanonical(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, testRobots, "a.example")
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	p := startMITM(t, pki, func(c *Config) { c.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}} })
+	wrong := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("etl:hunter2")) + "\r\n"
+	p.raw(t, "GET http://a.example/x HTTP/1.1\r\nHost: a.example\r\n"+wrong+"Connection: close\r\n\r\n")
+	rec := p.lastAudit(t)
+	if rec["user"] != "etl" || rec["decision"] != ActionAuth || strings.Contains(p.audit.String(), "hunter2") {
+		t.Errorf("failed login: %v; want user etl, auth-required, and no password anywhere", rec)
+	}
+	if ts, _ := rec["time"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(ts) {
+		t.Errorf("time %q; want RFC 3339 UTC with milliseconds", ts)
+	}
+	cred := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("etl:pw")) + "\r\n"
+	resp, c, _ := connect(t, p, "A.Example:"+port, cred)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	tc := tlsClient(t, c, p.srv.CA().certPEM(), "a.example")
+	resp, _ = roundTripRaw(t, tc, bufio.NewReader(tc), "GET /%66oo-only?q=1 HTTP/1.1\r\nHost: a.example:"+port+"\r\nUser-Agent: FooBot/1.0\r\n\r\n")
+	if resp.StatusCode != 403 {
+		t.Fatalf("GET /%%66oo-only in the tunnel: %s", resp.Status)
+	}
+	rec = p.lastAudit(t)
+	if rec["url"] != "https://a.example:"+port+"/%66oo-only?q=1" || rec["path"] != "/foo-only?q=1" || rec["token"] != "FooBot" || rec["user"] != "etl" {
+		t.Errorf("inside a MITM tunnel: url %v, path %v, token %v, user %v; want https://a.example:%s/%%66oo-only?q=1, /foo-only?q=1, FooBot, etl\n%s",
+			rec["url"], rec["path"], rec["token"], rec["user"], port, p.audit.String())
+	}
+	for _, tt := range []struct{ origin, target, want string }{
+		{"https://a.example:443", "/x?y", "https://a.example/x?y"},
+		{"http://a.example:80", "/", "http://a.example/"},
+		{"http://[::1]:8080", "/x", "http://[::1]:8080/x"},
+	} {
+		o, err := fetch.ParseOrigin(tt.origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.URL(tt.target); got != tt.want {
+			t.Errorf("%s.URL(%q) = %q; want %q", tt.origin, tt.target, got, tt.want)
 		}
 	}
 }

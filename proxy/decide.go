@@ -101,6 +101,7 @@ func (p *Policy) authenticate(ctx context.Context, r *request, d *Decision) bool
 		user, ok := p.auth.checkHeader(ctx, r.credentials, r.client)
 		if !ok {
 			d.Action, d.Reason = ActionAuth, reasonAuth
+			d.User = basicUser(r.credentials) // the name tried, for the audit log
 			return false
 		}
 		r.user = user
@@ -144,6 +145,9 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 		o.Scheme = "http" // tunnel mode: the robots.txt of the plain-HTTP origin
 	}
 	d.Origin = o
+	if r.kind != kindConnect {
+		d.Target = r.target
+	}
 	if p.private(ctx, w, o.Host) {
 		d.Action, d.Reason = ActionPrivate, reasonPrivate
 		return false

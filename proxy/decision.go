@@ -58,6 +58,7 @@ type Decision struct {
 	Action     string         // ActionAllowed, or the X-Robots-Gate value of the answer
 	Reason     string         // why, in words
 	Origin     fetch.Origin   // zero when the URL has none
+	Target     string         // the request-target decided on, as sent; "" before step 1
 	Agents     Agents         // the tokens obeyed
 	Token      string         // the token whose verdict decided (the first blocking one)
 	noRobots   bool           // a site rule decided: no robots.txt applied
@@ -81,12 +82,15 @@ type Agents struct {
 	list []string // several (an [[agents]] rule's, shared with the Policy; or check's)
 }
 
-// Len is the number of tokens.
+// Len is the number of tokens; 0 for the zero Agents (no step 3 yet).
 func (a Agents) Len() int {
-	if a.list != nil {
+	switch {
+	case a.list != nil:
 		return len(a.list)
+	case a.one != "":
+		return 1
 	}
-	return 1
+	return 0
 }
 
 // At returns token i.
@@ -97,12 +101,16 @@ func (a Agents) At(i int) string {
 	return a.one
 }
 
-// Slice returns the tokens as a slice (a new one for a single token).
+// Slice returns the tokens as a slice (a new one for a single token; nil
+// for none).
 func (a Agents) Slice() []string {
-	if a.list != nil {
+	switch {
+	case a.list != nil:
 		return a.list
+	case a.one != "":
+		return []string{a.one}
 	}
-	return []string{a.one}
+	return nil
 }
 
 // FetchInfo says how the robots.txt behind a decision was obtained; its

@@ -177,8 +177,8 @@ func (p *testProxy) auditLines(t *testing.T) []map[string]any {
 }
 
 // auditFields are the fields every audit record carries.
-var auditFields = []string{"time", "level", "msg", "client", "user", "method", "url", "origin", "user_agent", "agent",
-	"robots_url", "rule", "line", "status", "decision", "reason"}
+var auditFields = []string{"time", "level", "msg", "client", "user", "method", "url", "path", "origin", "user_agent", "agent",
+	"token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason"}
 
 // lastAudit returns the last audit record, checking it has every field.
 func (p *testProxy) lastAudit(t *testing.T) map[string]any {

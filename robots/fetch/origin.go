@@ -280,7 +280,11 @@ func (o Origin) String() string {
 
 // RobotsURL returns the URL of the origin's robots.txt, leaving a default
 // port out: "https://example.com/robots.txt".
-func (o Origin) RobotsURL() string {
+func (o Origin) RobotsURL() string { return o.URL("/robots.txt") }
+
+// URL returns the URL of target (a path, params and query) at o, leaving a
+// default port out: "https://example.com/a?b", "http://[::1]:8080/".
+func (o Origin) URL(target string) string {
 	host := o.HostPort()
 	if o.defaultPort() {
 		host = o.Host
@@ -288,7 +292,7 @@ func (o Origin) RobotsURL() string {
 			host = "[" + host + "]"
 		}
 	}
-	return o.Scheme + "://" + host + "/robots.txt"
+	return o.Scheme + "://" + host + target
 }
 
 // hexValue returns the value of a hexadecimal digit.
