@@ -79,8 +79,15 @@ func TestCheck(t *testing.T) {
 			wantCode: 0,
 		},
 		{
-			name:     "agent verbatim: with a version it names no group",
+			name:     "agent with a version: the product token, with a warning",
 			args:     []string{"check", "-robots", robots, "-agent", "FooBot/2.1", "https://example.com/private"},
+			wantOut:  "allowed\thttps://example.com/private\tallowed by robots.txt; rule \"allow: /\" line 6\n",
+			wantErr:  `-agent "FooBot/2.1" is not a product token; deciding for "FooBot"`,
+			wantCode: 0,
+		},
+		{
+			name:     "agent with a version, exact: verbatim, as the reference",
+			args:     []string{"check", "-exact", "-robots", robots, "-agent", "FooBot/2.1", "https://example.com/private"},
 			wantOut:  "disallowed\thttps://example.com/private\tdisallowed by robots.txt; rule \"disallow: /private\" line 2; crawl-delay 2.5\n",
 			wantCode: 1,
 		},

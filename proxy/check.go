@@ -121,6 +121,7 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.productToken(stderr)
 	cfg := c.Config
 	if cfg == nil {
 		cfg = Default()
@@ -155,6 +156,21 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 		return ErrNotAllowed
 	}
 	return nil
+}
+
+// productToken makes a -agent value that is a product with a version
+// ("CCBot/2.0") the token Google's rules would extract from it ("CCBot"),
+// saying so on stderr: as given, it would name no group and be decided by
+// the "*" rules without a word. With Exact the value stays as given, as
+// the reference takes it; so do values with no "/" (empty, or with spaces).
+func (c *Checker) productToken(stderr io.Writer) {
+	if !c.TokenSet || c.Exact || robots.ValidToken(c.Token) || !strings.Contains(c.Token, "/") {
+		return
+	}
+	if tok := robots.ExtractToken(c.Token); tok != "" {
+		fmt.Fprintf(stderr, "robotsgate: check: -agent %q is not a product token; deciding for %q, the token robots.txt rules would name\n", c.Token, tok)
+		c.Token = tok
+	}
 }
 
 // prefetch fetches the robots.txt of every origin among urls, several at
@@ -306,7 +322,7 @@ func printJSON(w io.Writer, u string, d *Decision) error {
 func printText(w io.Writer, u string, d *Decision) error {
 	status := "allowed"
 	switch {
-	case d.Action == ActionUnreachable:
+	case d.Action == ActionUnreachable, d.Action == ActionUpstream:
 		status = "unreachable"
 	case !d.Allowed():
 		status = "disallowed"

@@ -48,6 +48,7 @@ const (
 	reasonNoCopy     = "robots.txt unreachable and no copy held: disallowing all"
 	reasonLimit      = "robots.txt unreachable longer than unreachable_limit: no restrictions"
 	reasonSomePaths  = "robots.txt allows some paths; tunnel mode cannot see which"
+	reasonTLSVerify  = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it"
 	reasonEveryPath  = "robots.txt disallows every path"
 	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
 )
@@ -148,6 +149,9 @@ func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
 func decideAnswer(d *Decision, a fetch.Answer, target string, now time.Time) {
 	d.Fetch = fetchInfo(a, now)
 	switch e := a.Entry; {
+	case a.Unreachable && a.LastKind == "tls-verify":
+		// Retrying cannot help: the origin's certificate does not verify.
+		d.Action, d.Reason = ActionUpstream, fmt.Sprintf(reasonTLSVerify, a.LastError)
 	case a.Unreachable:
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
 		if a.LastError != "" {

@@ -334,9 +334,13 @@ func TestMITMUntrustedUpstream(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Robots-Gate") != "upstream-error" || body != want {
 		t.Errorf("robots.txt of an untrusted origin: %d %q; want 502 %q", resp.StatusCode, body, want)
 	}
+	// Retrying cannot help: 502 naming the problem and upstream.ca, no
+	// Retry-After (it was 503 unreachable, with one).
 	resp, body = get(t, c, "https://a.example:"+port+"/page")
-	if resp.StatusCode != 503 || !strings.Contains(body, "tls-verify") {
-		t.Errorf("page of an untrusted origin: %d; want 503 (robots.txt unreachable: tls-verify):\n%s", resp.StatusCode, body)
+	if resp.StatusCode != 502 || resp.Header.Get("X-Robots-Gate") != "upstream-error" || resp.Header.Get("Retry-After") != "" ||
+		!strings.Contains(body, "tls-verify") || !strings.Contains(body, "upstream.ca") {
+		t.Errorf("page of an untrusted origin: %d %q Retry-After %q; want 502 upstream-error naming tls-verify and upstream.ca:\n%s",
+			resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), body)
 	}
 }
 

@@ -121,7 +121,8 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 	case ActionDenied:
 		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s is denied by a site rule: %s\n", displayURL(r), d.Site.Reason))
 	case ActionPrivate:
-		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s: %s\n", displayHost(r), reasonPrivate))
+		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s: %s (refused by [upstream] block_private; "+
+			"set block_private = false to reach private addresses, for example a test origin on this machine)\n", displayHost(r), reasonPrivate))
 	case ActionUnreachable:
 		resp := s.answer(r, http.StatusServiceUnavailable, d.Action, blockBody(r, d))
 		wait := time.Second
@@ -130,6 +131,8 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 		}
 		resp.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		return resp
+	case ActionUpstream:
+		return s.answer(r, http.StatusBadGateway, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionBadRequest:
 		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionMisdirected:

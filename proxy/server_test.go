@@ -512,9 +512,9 @@ func TestProxyPrivateAddress(t *testing.T) {
 	cfg.Listen = "127.0.0.1:0"
 	p := startProxy(t, cfg) // block_private on
 	for _, u := range []string{o.URL + "/x", strings.Replace(o.URL, "127.0.0.1", "localhost", 1) + "/x"} {
-		resp, _ := get(t, p.client(), u)
-		if resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate") != "private-address" {
-			t.Errorf("%s: %d %q; want 403 private-address", u, resp.StatusCode, resp.Header.Get("X-Robots-Gate"))
+		resp, body := get(t, p.client(), u)
+		if resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate") != "private-address" || !strings.Contains(body, "block_private = false") {
+			t.Errorf("%s: %d %q %q; want 403 private-address, saying block_private refused it and how to change that", u, resp.StatusCode, resp.Header.Get("X-Robots-Gate"), body)
 		}
 	}
 	if n := o.count("/robots.txt") + o.count("/x"); n != 0 {

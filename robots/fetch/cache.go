@@ -122,6 +122,9 @@ type Answer struct {
 	LimitPassed bool
 	// LastError describes the latest failed fetch; "" if none.
 	LastError string
+	// LastKind is the kind of that failure, as ErrorKind names it
+	// ("tls-verify", "timeout", ...); "" if none.
+	LastKind string
 	// LastStatus is the HTTP status of the latest failed fetch; 0 if none.
 	LastStatus int
 	// RetryAt is when the next fetch will be tried after a failure.
@@ -185,6 +188,7 @@ type originState struct {
 	unreachableSince time.Time
 	retryAt          time.Time
 	lastErr          string
+	lastKind         string // ErrorKind of the failure, "tls-verify" and the like
 	lastStatus       int
 }
 
@@ -513,7 +517,7 @@ func (c *Cache) refresh(f *flight) (Answer, error) {
 		if st.unreachableSince.IsZero() {
 			st.unreachableSince = res.At
 		}
-		st.lastErr, st.lastStatus = describeFailure(res), res.Status
+		st.lastErr, st.lastStatus, st.lastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
 		st.retryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
 		return c.failed(st, now), nil
 	}
@@ -535,7 +539,7 @@ func (c *Cache) refresh(f *flight) (Answer, error) {
 	}
 	e.Size = int(unsafe.Sizeof(*e)) + len(e.URL) + e.Rules.MemSize()
 	c.setGood(st, e)
-	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus = time.Time{}, time.Time{}, "", 0
+	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus, st.lastKind = time.Time{}, time.Time{}, "", 0, ""
 	c.set(o, e)
 	return Answer{Entry: e}, nil
 }
@@ -561,7 +565,7 @@ func errText(err error) string {
 
 // failed answers for an origin whose latest fetch failed.
 func (c *Cache) failed(st *originState, now time.Time) Answer {
-	a := Answer{LastError: st.lastErr, LastStatus: st.lastStatus, RetryAt: st.retryAt, UnreachableSince: st.unreachableSince}
+	a := Answer{LastError: st.lastErr, LastKind: st.lastKind, LastStatus: st.lastStatus, RetryAt: st.retryAt, UnreachableSince: st.unreachableSince}
 	switch {
 	case st.good != nil:
 		a.Entry, a.Stale = st.good, true
