@@ -100,6 +100,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cmd, args = args[0], args[1:]
 	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 		cmd = "help"
+	} else if len(args) > 0 && (args[0] == "-version" || args[0] == "--version") {
+		cmd, args = "version", args[1:]
 	}
 	switch cmd {
 	case "check":
@@ -343,7 +345,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
 	}
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
-	logger.Info("point clients at it", "HTTP_PROXY", "http://"+addr, "HTTPS_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
+	logger.Info("point clients at it (curl reads only the lower-case http_proxy)", "http_proxy", "http://"+addr, "https_proxy", "http://"+addr,
+		"HTTP_PROXY", "http://"+addr, "HTTPS_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
 	if ca := s.CA(); ca != nil {
 		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca says how)", "ca", ca.CertPath)
 	}
@@ -378,6 +381,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return fmt.Errorf("shut down: %w", err)
 			}
 			<-done
+			logger.Info("shutdown complete", "drained", err == nil)
 			return nil
 		}
 	}

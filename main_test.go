@@ -248,9 +248,11 @@ func TestCheckExactConformance(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	out, _, code := runCmd(t, "", "version")
-	if code != 0 || !strings.HasPrefix(out, "robotsgate dev go1.") {
-		t.Errorf("version = %q, exit %d; want \"robotsgate dev go1...\", 0", out, code)
+	for _, arg := range []string{"version", "--version", "-version"} {
+		out, _, code := runCmd(t, "", arg)
+		if code != 0 || !strings.HasPrefix(out, "robotsgate dev go1.") {
+			t.Errorf("%s = %q, exit %d; want \"robotsgate dev go1...\", 0", arg, out, code)
+		}
 	}
 }
 

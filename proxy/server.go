@@ -71,6 +71,7 @@ type Server struct {
 	tlsConfig     TLSConfig
 	cacheMaxBytes int64
 	maxFetches    int
+	retryAfter    time.Duration // the cache's, for the log of failed fetches
 }
 
 // NewServer builds a Server for cfg, which it compiles first: a config
@@ -85,6 +86,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
+		retryAfter: cfg.Robots.RetryAfter,
 		upstream: &connSet{m: map[*setConn]struct{}{}},
 		private:  newPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    newPacer(o.Now),
@@ -104,7 +106,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	if s.audit, err = newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now); err != nil {
 		return nil, err
 	}
-	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.metrics.observeFetch)
+	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch)
 	if err != nil {
 		s.audit.Close()
 		return nil, err
@@ -190,6 +192,28 @@ func (s *Server) newHTTPServer(lim LimitsConfig, logger *slog.Logger) *http.Serv
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ErrorLog:          log.New(slogWriter{logger}, "", 0),
 	}
+}
+
+// observeFetch accounts for one robots.txt fetch: its metrics, and for a
+// failure a line in the operational log with the origin, the kind of
+// failure and the next attempt. The cache tries an origin again no sooner
+// than retry_after (or the origin's own longer Retry-After), so this is at
+// most one line per origin per retry_after.
+func (s *Server) observeFetch(o fetch.Origin, r *fetch.Result) {
+	s.metrics.observeFetch(o, r)
+	if r.Outcome != fetch.Unreachable {
+		return
+	}
+	kind, why := fetch.ErrorKind(r.Err), fetch.Describe(r.Err)
+	var se *fetch.StatusError
+	switch {
+	case r.Err == nil:
+		kind, why = "status", fmt.Sprintf("status %d", r.Status)
+	case errors.As(r.Err, &se):
+		kind = "status" // 429 or 5xx: the origin answered
+	}
+	next := s.opts.Now().Add(max(s.retryAfter, r.RetryAfter))
+	s.log.Warn("robots.txt fetch failed", "origin", o.String(), "kind", kind, "err", why, "next_attempt", next.UTC().Format(time.RFC3339))
 }
 
 // overloaded answers a connection turned away past max_connections (the

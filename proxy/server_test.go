@@ -446,6 +446,15 @@ func TestProxyUnreachable(t *testing.T) {
 	if rec := p.lastAudit(t); rec["msg"] != "unreachable" || rec["status"] != 503.0 {
 		t.Errorf("audit = %v", rec)
 	}
+	// One WARN line for the failed fetch, naming the origin, the kind and
+	// the next attempt; the second request within retry_after fetches
+	// nothing and logs nothing.
+	get(t, p.client(), down.URL+"/other")
+	origin := "http://" + strings.TrimPrefix(down.URL, "http://")
+	if n := strings.Count(p.log.String(), `msg="robots.txt fetch failed"`); n != 1 || !strings.Contains(p.log.String(), "kind=status") ||
+		!strings.Contains(p.log.String(), "next_attempt=") || !strings.Contains(p.log.String(), origin) {
+		t.Errorf("%d fetch failure lines; want 1 naming %s, the kind and the next attempt:\n%s", n, origin, p.log.String())
+	}
 	_ = o
 }
 
