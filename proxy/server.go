@@ -87,10 +87,10 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
 		retryAfter: cfg.Robots.RetryAfter,
-		upstream: &connSet{m: map[*setConn]struct{}{}},
-		private:  newPrivateCache(o.LookupNetIP, o.Now),
-		pacer:    newPacer(o.Now),
-		conns:    newConnTracker(cfg.Limits.MaxConnections),
+		upstream:   &connSet{m: map[*setConn]struct{}{}},
+		private:    newPrivateCache(o.LookupNetIP, o.Now),
+		pacer:      newPacer(o.Now),
+		conns:      newConnTracker(cfg.Limits.MaxConnections),
 	}
 	s.pol.Store(pol)
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
