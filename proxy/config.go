@@ -144,7 +144,7 @@ func Default() *Config {
 			TunnelIdleTimeout: 5 * time.Minute,
 			MaxConnections:    4096,
 		},
-		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 10 * time.Second},
+		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute},
 	}
 }
 
@@ -227,6 +227,9 @@ func compile(c *Config, d *decoder) *Policy {
 	}
 	if c.Politeness.MaxDelay <= 0 {
 		d.errorf("politeness.max_delay", "must be more than 0s")
+	}
+	if c.Politeness.MaxWait < c.Politeness.MaxDelay {
+		d.errorf("politeness.max_wait", "%v is less than max_delay (%v): a request paced max_delay apart would be refused, never held", c.Politeness.MaxWait, c.Politeness.MaxDelay)
 	}
 	users := compileUsers(c.Auth.Users, d)
 	for i := range p.cfg.Agents {

@@ -154,3 +154,17 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestConfigMaxWaitAtLeastMaxDelay: a max_wait below max_delay would turn
+// every request paced max_delay apart into a 429: refused, naming the key.
+func TestConfigMaxWaitAtLeastMaxDelay(t *testing.T) {
+	t.Parallel()
+	_, err := ParseConfig("c.toml", []byte("[politeness]\nmax_delay = \"30s\"\nmax_wait = \"10s\"\n"))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "politeness.max_wait" || ce.Line != 3 {
+		t.Errorf("max_wait 10s < max_delay 30s: %v; want an error for politeness.max_wait at line 3", err)
+	}
+	if Default().Politeness.MaxWait != 2*time.Minute {
+		t.Errorf("default max_wait = %v; want 2m", Default().Politeness.MaxWait)
+	}
+}

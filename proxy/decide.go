@@ -211,7 +211,7 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 		return
 	}
 	gap := paceGap(&p.cfg, d)
-	waited, err := w.pacer.wait(ctx, d.Origin, gap, &p.cfg.Politeness)
+	waited, err := w.pacer.wait(ctx, d.Origin.Host, gap, &p.cfg.Politeness)
 	var pe *pacedError
 	switch {
 	case err == nil:

@@ -70,7 +70,7 @@ func TestDecide(t *testing.T) {
 		name   string
 		config func(*Config)
 		req    request
-		twice  bool // decide the request twice and check the second
+		twice  bool // decide the request twice, the second time for a client that has left, and check that one
 		action string
 		reason string // a part of the reason
 		token  string
@@ -102,9 +102,9 @@ func TestDecide(t *testing.T) {
 		{"7: ambiguous", nil, plain("a.example", "/private/open/..;/x"), false, ActionDisallowed, "ambiguous: a lenient server would serve /private/x", "FooBot"},
 		{"report mode", func(c *Config) { c.Mode = "report" }, plain("a.example", "/private"), false, ActionWouldBlock, reasonDisallowed, "FooBot"},
 		{"report mode: not for check", func(c *Config) { c.Mode = "report" }, request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/private"}, false, ActionDisallowed, "", "*"},
-		{"8: paced past max_wait", func(c *Config) {
-			c.Politeness = PolitenessConfig{MinInterval: time.Hour, MaxDelay: time.Hour, MaxWait: time.Millisecond}
-		}, plain("a.example", "/x"), true, ActionPaced, "would wait", "FooBot"},
+		{"8: held, and the client left", func(c *Config) {
+			c.Politeness = PolitenessConfig{MinInterval: time.Hour, MaxDelay: time.Hour, MaxWait: time.Hour}
+		}, plain("a.example", "/x"), true, ActionPaced, "client left while waiting", "FooBot"},
 		{"9: MITM CONNECT", nil, request{kind: kindConnect, scheme: "https", authority: "closed.example:443", target: "/"}, false, ActionAllowed, reasonMITM, ""},
 		{"9: CONNECT to a private address", nil, request{kind: kindConnect, scheme: "https", authority: "internal.example:443", target: "/"}, false, ActionPrivate, reasonPrivate, ""},
 		{"9: tunnel mode, every path closed", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "closed.example:443", target: "/"}, false, ActionDisallowed, reasonEveryPath, "*"},
@@ -124,10 +124,14 @@ func TestDecide(t *testing.T) {
 			}
 			w := tableWorld(t, p)
 			var d Decision
+			ctx := t.Context()
 			for range 1 + btoi(tt.twice) {
 				req := tt.req
 				d = Decision{}
-				p.decide(t.Context(), w, &req, &d)
+				p.decide(ctx, w, &req, &d)
+				c, cancel := context.WithCancel(ctx)
+				cancel()
+				ctx = c // the second request's client has gone
 			}
 			if d.Action != tt.action || !strings.Contains(d.Reason, tt.reason) || d.Token != tt.token {
 				t.Errorf("decide = %s (%q, token %q); want %s (%q, token %q)", d.Action, d.Reason, d.Token, tt.action, tt.reason, tt.token)

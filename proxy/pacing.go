@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // errPaced is returned by pacer.wait when a request would wait longer than
@@ -19,22 +17,23 @@ type pacedError struct{ wait time.Duration }
 func (e *pacedError) Error() string { return "would wait " + e.wait.String() + " for its turn" }
 func (e *pacedError) Unwrap() error { return errPaced }
 
-// pacer spaces the starts of requests to each origin (DESIGN step 8): one
-// FIFO queue per origin, where each request starts its own gap after the
-// start before it. A request that would wait longer than max_wait is
-// refused at once; one whose client gives up leaves the queue, and those
-// behind it move up. No lock is held while a request waits, and an origin
-// with an empty queue and no recent start is forgotten.
+// pacer spaces the starts of requests to each host (DESIGN step 8: scheme
+// and port ignored, the server is what feels the load): one FIFO queue per
+// host, where each request is held until its own gap after the start
+// before it. A request that would wait longer than max_wait is refused at
+// once; one whose client gives up leaves the queue, and those behind it
+// move up. No lock is held while a request waits, and a host with an
+// empty queue and no recent start is forgotten.
 type pacer struct {
 	now func() time.Time
 
-	mu      sync.Mutex
-	origins map[fetch.Origin]*paceQueue
-	ops     int // acquisitions since the last sweep of idle origins
+	mu    sync.Mutex
+	hosts map[string]*paceQueue
+	ops   int // acquisitions since the last sweep of idle hosts
 
 	// started, if set, is called (with mu held) at each start, with the
 	// time the pacer recorded: for tests.
-	started func(o fetch.Origin, at time.Time)
+	started func(host string, at time.Time)
 }
 
 type paceQueue struct {
@@ -50,19 +49,19 @@ type paceWaiter struct {
 }
 
 // paceSweepEvery is how many acquisitions pass between sweeps of idle
-// origins. An idle origin is forgotten max_delay after its last start: no
+// hosts. An idle host is forgotten max_delay after its last start: no
 // gap is longer, so an older start can no longer delay anything.
 const paceSweepEvery = 1024
 
 func newPacer(now func() time.Time) *pacer {
-	return &pacer{now: now, origins: map[fetch.Origin]*paceQueue{}}
+	return &pacer{now: now, hosts: map[string]*paceQueue{}}
 }
 
-// wait blocks until a request to o may start, gap after the start before
+// wait blocks until a request to host may start, gap after the start before
 // it, under the limits of the request's own policy (max_wait, max_delay).
 // It returns how long it waited, a *pacedError (wrapping errPaced) if the
 // wait would exceed max_wait, or ctx's error if the client gave up.
-func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration, lim *PolitenessConfig) (time.Duration, error) {
+func (p *pacer) wait(ctx context.Context, host string, gap time.Duration, lim *PolitenessConfig) (time.Duration, error) {
 	now := p.now()
 	p.mu.Lock()
 	// Sweep before the lookup: a sweep must never drop the queue this
@@ -70,10 +69,10 @@ func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration, lim
 	if p.ops++; p.ops >= paceSweepEvery {
 		p.sweep(now, lim.MaxDelay)
 	}
-	q := p.origins[o]
+	q := p.hosts[host]
 	if q == nil {
 		q = &paceQueue{}
-		p.origins[o] = q
+		p.hosts[host] = q
 	}
 	base := q.tail
 	if len(q.waiters) == 0 {
@@ -90,7 +89,7 @@ func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration, lim
 	if len(q.waiters) == 0 && !start.After(now) {
 		q.lastStart, q.tail = now, now // nobody ahead, no gap to keep
 		if p.started != nil {
-			p.started(o, now)
+			p.started(host, now)
 		}
 		p.mu.Unlock()
 		return 0, nil
@@ -99,7 +98,7 @@ func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration, lim
 	q.waiters = append(q.waiters, w)
 	q.tail = start
 	if len(q.waiters) == 1 {
-		p.schedule(o, q, now)
+		p.schedule(host, q, now)
 	}
 	p.mu.Unlock()
 
@@ -114,14 +113,14 @@ func (p *pacer) wait(ctx context.Context, o fetch.Origin, gap time.Duration, lim
 			return p.now().Sub(now), nil
 		default:
 		}
-		p.leave(o, q, w)
+		p.leave(host, q, w)
 		p.mu.Unlock()
 		return 0, context.Cause(ctx)
 	}
 }
 
 // schedule arms the timer for the head of q. p.mu is held.
-func (p *pacer) schedule(o fetch.Origin, q *paceQueue, now time.Time) {
+func (p *pacer) schedule(host string, q *paceQueue, now time.Time) {
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
@@ -134,11 +133,11 @@ func (p *pacer) schedule(o fetch.Origin, q *paceQueue, now time.Time) {
 	if !q.lastStart.IsZero() {
 		start = later(now, q.lastStart.Add(head.gap))
 	}
-	q.timer = time.AfterFunc(start.Sub(now), func() { p.release(o, q, head) })
+	q.timer = time.AfterFunc(start.Sub(now), func() { p.release(host, q, head) })
 }
 
 // release lets head start, then schedules the next waiter.
-func (p *pacer) release(o fetch.Origin, q *paceQueue, head *paceWaiter) {
+func (p *pacer) release(host string, q *paceQueue, head *paceWaiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(q.waiters) == 0 || q.waiters[0] != head {
@@ -147,7 +146,7 @@ func (p *pacer) release(o fetch.Origin, q *paceQueue, head *paceWaiter) {
 	now := p.now()
 	q.lastStart = now
 	if p.started != nil {
-		p.started(o, now)
+		p.started(host, now)
 	}
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
@@ -156,11 +155,11 @@ func (p *pacer) release(o fetch.Origin, q *paceQueue, head *paceWaiter) {
 	if len(q.waiters) == 0 {
 		q.tail = now
 	}
-	p.schedule(o, q, now)
+	p.schedule(host, q, now)
 }
 
 // leave takes w out of q; those behind it move up. p.mu is held.
-func (p *pacer) leave(o fetch.Origin, q *paceQueue, w *paceWaiter) {
+func (p *pacer) leave(host string, q *paceQueue, w *paceWaiter) {
 	for i, x := range q.waiters {
 		if x != w {
 			continue
@@ -181,28 +180,28 @@ func (p *pacer) leave(o fetch.Origin, q *paceQueue, w *paceWaiter) {
 		}
 		q.tail = t
 		if i == 0 {
-			p.schedule(o, q, now)
+			p.schedule(host, q, now)
 		}
 		return
 	}
 }
 
-// sweep forgets origins with no waiters whose last start can no longer
+// sweep forgets hosts with no waiters whose last start can no longer
 // delay a request. p.mu is held.
 func (p *pacer) sweep(now time.Time, maxDelay time.Duration) {
 	p.ops = 0
-	for o, q := range p.origins {
+	for host, q := range p.hosts {
 		if len(q.waiters) == 0 && now.Sub(q.lastStart) > maxDelay {
-			delete(p.origins, o)
+			delete(p.hosts, host)
 		}
 	}
 }
 
-// size is the number of origins remembered.
+// size is the number of hosts remembered.
 func (p *pacer) size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.origins)
+	return len(p.hosts)
 }
 
 func later(a, b time.Time) time.Time {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,27 +14,27 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// startLog records the start times the pacer gives requests, per origin:
+// startLog records the start times the pacer gives requests, per host:
 // exact, where the times requests reach an origin carry the jitter of
 // forwarding them (a new connection for one, a kept one for the next).
 type startLog struct {
 	mu     sync.Mutex
-	starts map[fetch.Origin][]time.Time
+	starts map[string][]time.Time
 }
 
 // logStarts hooks a startLog to p's pacer, before any request.
 func logStarts(p *testProxy) *startLog {
-	l := &startLog{starts: map[fetch.Origin][]time.Time{}}
-	p.srv.pacer.started = func(o fetch.Origin, at time.Time) {
+	l := &startLog{starts: map[string][]time.Time{}}
+	p.srv.pacer.started = func(host string, at time.Time) {
 		l.mu.Lock()
-		l.starts[o] = append(l.starts[o], at)
+		l.starts[host] = append(l.starts[host], at)
 		l.mu.Unlock()
 	}
 	return l
 }
 
 // gaps returns the gaps between the starts given to requests for the
-// origin of rawURL.
+// host of rawURL.
 func (l *startLog) gaps(t *testing.T, rawURL string) []time.Duration {
 	t.Helper()
 	o, err := fetch.ParseOrigin(rawURL)
@@ -41,7 +42,7 @@ func (l *startLog) gaps(t *testing.T, rawURL string) []time.Duration {
 		t.Fatal(err)
 	}
 	l.mu.Lock()
-	st := slices.Clone(l.starts[o])
+	st := slices.Clone(l.starts[o.Host])
 	l.mu.Unlock()
 	slices.SortFunc(st, func(a, b time.Time) int { return a.Compare(b) })
 	var g []time.Duration
@@ -138,16 +139,26 @@ func TestPacingCrawlDelayCapped(t *testing.T) {
 func TestPacing429(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval, pc.MaxWait = 2500*time.Millisecond, time.Second }))
+	// Two requests ahead, each 2.5 s apart: the third would wait 5 s, past
+	// max_wait (4 s, at least max_delay).
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) {
+		pc.MinInterval, pc.MaxDelay, pc.MaxWait = 2500*time.Millisecond, 2500*time.Millisecond, 4*time.Second
+	}))
 	if resp, _ := get(t, p.client(), o.URL+"/first"); resp.StatusCode != 200 {
 		t.Fatalf("first: %d", resp.StatusCode)
 	}
+	held := make(chan int, 1)
+	go func() { resp, _ := get(t, p.client(), o.URL+"/held"); held <- resp.StatusCode }()
+	waitQueued(t, p.srv.pacer, "127.0.0.1", 1)
 	resp, body := get(t, p.client(), o.URL+"/second")
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-Robots-Gate") != "paced" {
 		t.Fatalf("second: %d %q; want 429 paced", resp.StatusCode, resp.Header.Get("X-Robots-Gate"))
 	}
-	if ra := resp.Header.Get("Retry-After"); ra != "3" { // 2.5 s, rounded up
-		t.Errorf("Retry-After = %q; want 3", ra)
+	if ra := resp.Header.Get("Retry-After"); ra != "5" { // the 5 s it would have waited
+		t.Errorf("Retry-After = %q; want 5", ra)
+	}
+	if code := <-held; code != 200 {
+		t.Errorf("the request held for its turn: %d; want 200", code)
 	}
 	if !strings.Contains(body, "paced") || o.count("/second") != 0 {
 		t.Errorf("body %q, origin hits %d", body, o.count("/second"))
@@ -163,10 +174,10 @@ func TestPacingCancelledWaiter(t *testing.T) {
 	t.Parallel()
 	now := time.Now
 	pc, lim := newPacer(now), &PolitenessConfig{MaxWait: 10 * time.Second, MaxDelay: 10 * time.Second}
-	o := fetch.Origin{Scheme: "https", Host: "a.example", Port: 443}
+	o := "a.example"
 	gap := 300 * time.Millisecond
 	var starts []time.Time // as the pacer records them, under its lock
-	pc.started = func(_ fetch.Origin, at time.Time) { starts = append(starts, at) }
+	pc.started = func(_ string, at time.Time) { starts = append(starts, at) }
 	if _, err := pc.wait(context.Background(), o, gap, lim); err != nil { // starts at once
 		t.Fatal(err)
 	}
@@ -194,12 +205,12 @@ func TestPacingCancelledWaiter(t *testing.T) {
 	}
 }
 
-// waitQueued polls, bounded, until n requests wait for o.
-func waitQueued(t *testing.T, pc *pacer, o fetch.Origin, n int) {
+// waitQueued polls, bounded, until n requests wait for host o.
+func waitQueued(t *testing.T, pc *pacer, o string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		pc.mu.Lock()
-		q := pc.origins[o]
+		q := pc.hosts[o]
 		got := 0
 		if q != nil {
 			got = len(q.waiters)
@@ -219,8 +230,8 @@ func TestPacerUnderLoad(t *testing.T) {
 	t.Parallel()
 	pc, lim := newPacer(time.Now), &PolitenessConfig{MaxWait: 30 * time.Second, MaxDelay: 30 * time.Second}
 	var mu sync.Mutex
-	starts := map[fetch.Origin][]time.Time{}
-	pc.started = func(o fetch.Origin, at time.Time) { // called under the pacer's lock
+	starts := map[string][]time.Time{}
+	pc.started = func(o string, at time.Time) { // called under the pacer's lock
 		mu.Lock()
 		starts[o] = append(starts[o], at)
 		mu.Unlock()
@@ -228,7 +239,7 @@ func TestPacerUnderLoad(t *testing.T) {
 	run := func(origins, perOrigin int, gap time.Duration) {
 		var wg sync.WaitGroup
 		for i := range origins {
-			o := fetch.Origin{Scheme: "https", Host: "load" + strings.Repeat("x", i) + ".example", Port: 443}
+			o := "load" + strings.Repeat("x", i) + ".example"
 			for range perOrigin {
 				wg.Add(1)
 				go func() {
@@ -249,11 +260,11 @@ func TestPacerUnderLoad(t *testing.T) {
 		}
 		for o, st := range starts {
 			if len(st) != perOrigin {
-				t.Errorf("%s: %d starts; want %d", o.Host, len(st), perOrigin)
+				t.Errorf("%s: %d starts; want %d", o, len(st), perOrigin)
 			}
 			for i := 1; i < len(st); i++ {
 				if g := st[i].Sub(st[i-1]); g < gap {
-					t.Fatalf("%s: start %d came %v after the one before; gap is %v", o.Host, i, g, gap)
+					t.Fatalf("%s: start %d came %v after the one before; gap is %v", o, i, g, gap)
 				}
 			}
 		}
@@ -289,26 +300,45 @@ func TestPacingPerSiteOverride(t *testing.T) {
 
 func TestPacingOriginsInParallel(t *testing.T) {
 	t.Parallel()
-	var origins []*testOrigin
-	for range 10 {
-		origins = append(origins, newTestOrigin(t, "User-agent: *\nAllow: /\n", nil))
+	// Ten hosts (every name resolves to 127.0.0.1 here), each its own queue.
+	var urls []string
+	for i := range 10 {
+		o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
+		urls = append(urls, strings.Replace(o.URL, "127.0.0.1", fmt.Sprintf("host%d.test", i), 1))
 	}
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval = 200 * time.Millisecond }))
+	p := startMITM(t, nil, func(c *Config) { c.Politeness.MinInterval = 200 * time.Millisecond })
 	starts := logStarts(p)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, o := range origins {
+	for _, u := range urls {
 		wg.Add(1)
-		go func() { defer wg.Done(); fire(t, p.client(), o.URL+"/x", 3) }()
+		go func() { defer wg.Done(); fire(t, p.client(), u+"/x", 3) }()
 	}
 	wg.Wait()
-	// One queue for all would take 6 s; one per origin about 400 ms.
+	// One queue for all would take 6 s; one per host about 400 ms.
 	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("10 origins × 3 requests at 200ms took %v; want about 400ms (origins do not wait on each other)", d)
+		t.Errorf("10 hosts × 3 requests at 200ms took %v; want about 400ms (hosts do not wait on each other)", d)
 	}
-	for _, o := range origins {
-		checkGaps(t, starts.gaps(t, o.URL), 2, 200*time.Millisecond, time.Second)
+	for _, u := range urls {
+		checkGaps(t, starts.gaps(t, u), 2, 200*time.Millisecond, time.Second)
 	}
+}
+
+// TestPacingPerHost: an origin's scheme and port do not make it another
+// server: two origins on one host share its queue.
+func TestPacingPerHost(t *testing.T) {
+	t.Parallel()
+	a := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
+	b := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval = 200 * time.Millisecond }))
+	starts := logStarts(p)
+	var wg sync.WaitGroup
+	for _, u := range []string{a.URL, b.URL} {
+		wg.Add(1)
+		go func() { defer wg.Done(); fire(t, p.client(), u+"/x", 2) }()
+	}
+	wg.Wait()
+	checkGaps(t, starts.gaps(t, a.URL), 3, 200*time.Millisecond, time.Second) // 4 starts on 127.0.0.1
 }
 
 func TestPacerForgetsIdleOrigins(t *testing.T) {
@@ -318,7 +348,7 @@ func TestPacerForgetsIdleOrigins(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	pc, lim := newPacer(now), &PolitenessConfig{MaxWait: time.Second, MaxDelay: time.Second}
 	for i := range paceSweepEvery - 1 {
-		pc.wait(context.Background(), fetch.Origin{Scheme: "http", Host: "h" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Port: 80}, 0, lim)
+		pc.wait(context.Background(), "h"+string(rune('a'+i%26))+strings.Repeat("x", i/26), 0, lim)
 	}
 	if n := pc.size(); n != paceSweepEvery-1 {
 		t.Fatalf("%d origins remembered; want %d", n, paceSweepEvery-1)
@@ -326,8 +356,48 @@ func TestPacerForgetsIdleOrigins(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(2 * time.Second) // past max_delay
 	mu.Unlock()
-	pc.wait(context.Background(), fetch.Origin{Scheme: "http", Host: "last", Port: 80}, 0, lim) // triggers a sweep
+	pc.wait(context.Background(), "last", 0, lim) // triggers a sweep
 	if n := pc.size(); n > 1 {
 		t.Errorf("%d origins remembered after they went idle; want at most 1", n)
 	}
+}
+
+// TestPacingScrapyLoseNoPage: a client like Scrapy on its defaults (8
+// concurrent requests to a domain, 429s retried twice at once, Retry-After
+// ignored) through an origin with a Crawl-delay loses no page: requests are
+// held for their turn (max_wait 2m by default), not refused. The eighth
+// waits 10.5 s: past the old 10 s max_wait, it was refused three times.
+func TestPacingScrapyLoseNoPage(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 1.5\n", nil)
+	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.CrawlDelay = true }))
+	starts := logStarts(p)
+	client := p.client()
+	client.Timeout = 30 * time.Second
+	var wg sync.WaitGroup
+	lost := make(chan string, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := fmt.Sprintf("%s/page%d", o.URL, i)
+			for range 3 { // the first try and two retries
+				resp, err := client.Get(u)
+				if err != nil {
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return
+				}
+			}
+			lost <- u
+		}()
+	}
+	wg.Wait()
+	close(lost)
+	for u := range lost {
+		t.Errorf("lost %s", u)
+	}
+	checkGaps(t, starts.gaps(t, o.URL), 7, 1500*time.Millisecond, time.Second)
 }
