@@ -115,6 +115,10 @@ type PolitenessConfig struct {
 	MinInterval time.Duration
 	MaxDelay    time.Duration
 	MaxWait     time.Duration
+	// HonourRetryAfter backs a host off when its origin answers 429, or
+	// 503 with Retry-After (DESIGN step 8), pacing on or off.
+	HonourRetryAfter bool
+	MaxBackoff       time.Duration // the longest such back-off
 }
 
 // Default returns the built-in configuration.
@@ -144,7 +148,7 @@ func Default() *Config {
 			TunnelIdleTimeout: 5 * time.Minute,
 			MaxConnections:    4096,
 		},
-		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute},
+		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
 	}
 }
 
@@ -227,6 +231,9 @@ func compile(c *Config, d *decoder) *Policy {
 	}
 	if c.Politeness.MaxDelay <= 0 {
 		d.errorf("politeness.max_delay", "must be more than 0s")
+	}
+	if c.Politeness.MaxBackoff <= 0 {
+		d.errorf("politeness.max_backoff", "must be more than 0s")
 	}
 	if c.Politeness.MaxWait < c.Politeness.MaxDelay {
 		d.errorf("politeness.max_wait", "%v is less than max_delay (%v): a request paced max_delay apart would be refused, never held", c.Politeness.MaxWait, c.Politeness.MaxDelay)

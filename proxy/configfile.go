@@ -287,10 +287,12 @@ func (d *decoder) limitsFields(l *LimitsConfig) fields {
 
 func (d *decoder) politenessFields(p *PolitenessConfig) fields {
 	return fields{
-		"crawl_delay":  d.boolean(&p.CrawlDelay),
-		"min_interval": d.duration(&p.MinInterval, 0),
-		"max_delay":    d.duration(&p.MaxDelay, 0),
-		"max_wait":     d.duration(&p.MaxWait, 0),
+		"crawl_delay":        d.boolean(&p.CrawlDelay),
+		"min_interval":       d.duration(&p.MinInterval, 0),
+		"max_delay":          d.duration(&p.MaxDelay, 0),
+		"max_wait":           d.duration(&p.MaxWait, 0),
+		"honour_retry_after": d.boolean(&p.HonourRetryAfter),
+		"max_backoff":        d.duration(&p.MaxBackoff, 0),
 	}
 }
 

@@ -40,10 +40,11 @@ type request struct {
 // from, the private-address lookups (nil: block_private is not applied, as
 // in check), the pacer (nil: no pacing) and the clock.
 type world struct {
-	rules   rulesSource
-	private *privateCache
-	pacer   *pacer
-	now     func() time.Time
+	rules    rulesSource
+	private  *privateCache
+	pacer    *pacer
+	backoffs *backoffs // nil: no origin back-off (check)
+	now      func() time.Time
 }
 
 // rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
@@ -65,6 +66,7 @@ const (
 	reasonSiteDeny    = "site deny %q"
 	reasonFetches     = "too many robots.txt fetches in flight (robots.max_fetches): retry"
 	reasonGaveUp      = "gave up waiting for robots.txt"
+	reasonBackoff     = "paced: the origin answered %s; it would wait %v, past max_wait"
 )
 
 // decide decides r into d, in DESIGN.md's order ("Deciding a request"):
@@ -203,10 +205,14 @@ func (p *Policy) report(d *Decision) {
 	}
 }
 
-// pace holds a request that goes through until its turn at its host (step
-// 8) when [politeness] is active; one that would wait longer than max_wait,
-// or whose client gave up, becomes "paced".
+// pace holds a request that goes through (step 8): first until the time
+// its host's origin asked for with a 429 or 503 (origin back-off, pacing on
+// or off), then until its turn when [politeness] is active. One that would
+// wait longer than max_wait, or whose client gave up, becomes "paced".
 func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
+	if p.cfg.Politeness.HonourRetryAfter && w.backoffs != nil && !p.holdForOrigin(ctx, w, d) {
+		return
+	}
 	if !p.pacing || w.pacer == nil {
 		return
 	}
@@ -265,4 +271,29 @@ func isPathByte(c byte) bool {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// holdForOrigin holds d until its host's back-off ends, and reports
+// whether it may go on; past max_wait, or if its client leaves, d becomes
+// "paced", with the origin's answer as the reason.
+func (p *Policy) holdForOrigin(ctx context.Context, w *world, d *Decision) bool {
+	until, why := w.backoffs.hold(d.Origin.Host)
+	if until.IsZero() {
+		return true
+	}
+	wait := until.Sub(w.now())
+	if wait > p.cfg.Politeness.MaxWait {
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf(reasonBackoff, why, wait.Round(time.Millisecond)), wait
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		d.Paced, d.Waited = true, wait
+		return true
+	case <-ctx.Done():
+		d.Action, d.Reason = ActionPaced, fmt.Sprintf("client left while the origin's back-off (%s) held it", why)
+		return false
+	}
 }

@@ -103,7 +103,7 @@ func TestDecide(t *testing.T) {
 		{"report mode", func(c *Config) { c.Mode = "report" }, plain("a.example", "/private"), false, ActionWouldBlock, reasonDisallowed, "FooBot"},
 		{"report mode: not for check", func(c *Config) { c.Mode = "report" }, request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/private"}, false, ActionDisallowed, "", "*"},
 		{"8: held, and the client left", func(c *Config) {
-			c.Politeness = PolitenessConfig{MinInterval: time.Hour, MaxDelay: time.Hour, MaxWait: time.Hour}
+			c.Politeness.MinInterval, c.Politeness.MaxDelay, c.Politeness.MaxWait = time.Hour, time.Hour, time.Hour
 		}, plain("a.example", "/x"), true, ActionPaced, "client left while waiting", "FooBot"},
 		{"9: MITM CONNECT", nil, request{kind: kindConnect, scheme: "https", authority: "closed.example:443", target: "/"}, false, ActionAllowed, reasonMITM, ""},
 		{"9: CONNECT to a private address", nil, request{kind: kindConnect, scheme: "https", authority: "internal.example:443", target: "/"}, false, ActionPrivate, reasonPrivate, ""},

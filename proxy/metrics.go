@@ -20,6 +20,7 @@ type metrics struct {
 	upstream      prometheus.Histogram
 	pacedWait     prometheus.Histogram
 	reloads       *prometheus.CounterVec
+	backoffs      prometheus.Counter
 	handler       http.Handler
 	// byDecision holds the requests counter of each decision for http
 	// and https, resolved once: a label lookup per request costs.
@@ -57,10 +58,14 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		Name: "robotsgate_config_reloads_total",
 		Help: "Config reloads (SIGHUP), by result (success, failure).",
 	}, []string{"result"})
+	m.backoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "robotsgate_origin_backoffs_total",
+		Help: "Times an origin's 429, or 503 with Retry-After, held its host.",
+	})
 	stat := func(f func(fetch.CacheStats) float64) func() float64 {
 		return func() float64 { return f(cacheStats()) }
 	}
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads,
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
 			stat(func(s fetch.CacheStats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_misses_total", Help: "Lookups that needed the state or a fetch."},

@@ -111,7 +111,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
-	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, now: o.Now}
+	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: newBackoffs(o.Now), now: o.Now}
 	s.gp = s.newGoproxy(pol.upstreamProxy)
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil

@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Back-off defaults (DESIGN step 8): a 429 without Retry-After holds its
+// host for backoffFirst, doubling while 429s repeat; at most
+// backoffMaxHosts hosts are remembered.
+const (
+	backoffFirst    = 10 * time.Second
+	backoffMaxHosts = 100000
+)
+
+// backoffs remembers, per host, until when an origin asked to be sent
+// nothing: its 429, or 503 with Retry-After (DESIGN step 8, origin
+// back-off). The common case, no host backing off, costs one atomic load.
+type backoffs struct {
+	now func() time.Time
+	n   atomic.Int64 // len(hosts), read without the lock
+
+	mu    sync.Mutex
+	hosts map[string]*backoff
+}
+
+type backoff struct {
+	until  time.Time
+	why    string // the origin's answer, for reasons: "429 with Retry-After: 3"
+	streak int    // 429s without Retry-After in a row
+}
+
+func newBackoffs(now func() time.Time) *backoffs {
+	return &backoffs{now: now, hosts: map[string]*backoff{}}
+}
+
+// hold returns until when host is to be sent nothing, and why; a zero
+// time when it may be sent to now.
+func (b *backoffs) hold(host string) (time.Time, string) {
+	if b.n.Load() == 0 {
+		return time.Time{}, ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.hosts[host]; e != nil && e.until.After(b.now()) {
+		return e.until, e.why
+	}
+	return time.Time{}, ""
+}
+
+// observe records an origin's answer to a forwarded request: a 429, or a
+// 503 with Retry-After, holds host for the time it asked (an HTTP date or
+// seconds), at most limit; a 429 without Retry-After for 10 s, doubling
+// while 429s repeat. Any other answer ends a run of 429s. It reports the
+// hold it set, if any.
+func (b *backoffs) observe(host string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
+	if status != http.StatusTooManyRequests && !(status == http.StatusServiceUnavailable && retryAfter != "") {
+		if b.n.Load() > 0 {
+			b.mu.Lock()
+			if e := b.hosts[host]; e != nil {
+				e.streak = 0
+			}
+			b.mu.Unlock()
+		}
+		return 0, false
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.hosts[host]
+	if e == nil {
+		if len(b.hosts) >= backoffMaxHosts {
+			b.sweep(now, limit)
+		}
+		e = &backoff{}
+		b.hosts[host] = e
+		b.n.Store(int64(len(b.hosts)))
+	}
+	wait, ok := parseRetryAfter(retryAfter, now)
+	why := fmt.Sprintf("%d with Retry-After: %s", status, retryAfter)
+	if !ok {
+		wait, why = backoffFirst<<min(e.streak, 16), fmt.Sprintf("%d without Retry-After", status)
+		e.streak++
+	}
+	wait = min(wait, limit)
+	if until := now.Add(wait); until.After(e.until) {
+		e.until, e.why = until, why
+	}
+	return wait, wait > 0
+}
+
+// sweep makes room in a full table: it forgets hosts whose hold ended
+// longer than limit ago (their run of 429s is over too), then, if nine
+// tenths of the table still hold, any down to nine tenths: a flood of
+// more than backoffMaxHosts hosts backing off at once ends some holds
+// early rather than growing without bound. b.mu is held.
+func (b *backoffs) sweep(now time.Time, limit time.Duration) {
+	for h, e := range b.hosts {
+		if now.Sub(e.until) > limit {
+			delete(b.hosts, h)
+		}
+	}
+	for h := range b.hosts {
+		if len(b.hosts) < backoffMaxHosts-backoffMaxHosts/10 {
+			break
+		}
+		delete(b.hosts, h)
+	}
+}
+
+// parseRetryAfter reads a Retry-After value: seconds, or an HTTP date
+// (RFC 9110 section 10.2.3); false when there is none or it is malformed.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
