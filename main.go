@@ -345,8 +345,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
 	}
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
-	logger.Info("point clients at it (curl reads only the lower-case http_proxy)", "http_proxy", "http://"+addr, "https_proxy", "http://"+addr,
-		"HTTP_PROXY", "http://"+addr, "HTTPS_PROXY", "http://"+addr, "example", "curl -x http://"+addr+" http://example.com/")
+	proxyURL := "http://" + addr
+	if len(cfg.Auth.Users) > 0 {
+		proxyURL = "http://USER:PASSWORD@" + addr // [auth]: every request needs a user's credentials
+	}
+	logger.Info("point clients at it (curl reads only the lower-case http_proxy)", "http_proxy", proxyURL, "https_proxy", proxyURL,
+		"HTTP_PROXY", proxyURL, "HTTPS_PROXY", proxyURL, "example", "curl -x "+proxyURL+" http://example.com/")
 	if ca := s.CA(); ca != nil {
 		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca says how)", "ca", ca.CertPath)
 	}

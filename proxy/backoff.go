@@ -30,7 +30,7 @@ type backoffs struct {
 
 type backoff struct {
 	until  time.Time
-	why    string // the origin's answer, for reasons: "429 with Retry-After: 3"
+	why    string // the answer, for reasons: "https://a.example:443 answered 429 with Retry-After: 3"
 	streak int    // 429s without Retry-After in a row
 }
 
@@ -52,12 +52,12 @@ func (b *backoffs) hold(host string) (time.Time, string) {
 	return time.Time{}, ""
 }
 
-// observe records an origin's answer to a forwarded request: a 429, or a
+// observe records origin's answer to a forwarded request: a 429, or a
 // 503 with Retry-After, holds host for the time it asked (an HTTP date or
 // seconds), at most limit; a 429 without Retry-After for 10 s, doubling
 // while 429s repeat. Any other answer ends a run of 429s. It reports the
 // hold it set, if any.
-func (b *backoffs) observe(host string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
+func (b *backoffs) observe(host, origin string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
 	if status != http.StatusTooManyRequests && !(status == http.StatusServiceUnavailable && retryAfter != "") {
 		if b.n.Load() > 0 {
 			b.mu.Lock()
@@ -81,9 +81,9 @@ func (b *backoffs) observe(host string, status int, retryAfter string, limit tim
 		b.n.Store(int64(len(b.hosts)))
 	}
 	wait, ok := parseRetryAfter(retryAfter, now)
-	why := fmt.Sprintf("%d with Retry-After: %s", status, retryAfter)
+	why := fmt.Sprintf("%s answered %d with Retry-After: %s", origin, status, retryAfter)
 	if !ok {
-		wait, why = backoffFirst<<min(e.streak, 16), fmt.Sprintf("%d without Retry-After", status)
+		wait, why = backoffFirst<<min(e.streak, 16), fmt.Sprintf("%s answered %d without Retry-After", origin, status)
 		e.streak++
 	}
 	wait = min(wait, limit)

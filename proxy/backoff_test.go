@@ -92,12 +92,12 @@ func TestBackoffs(t *testing.T) {
 		{429, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // an HTTP date
 	}
 	for i, s := range steps {
-		got, ok := b.observe("h.example", s.status, s.retryAfter, 10*time.Minute)
+		got, ok := b.observe("h.example", "https://h.example:443", s.status, s.retryAfter, 10*time.Minute)
 		if got != s.want || ok != (s.want > 0) {
 			t.Errorf("step %d: observe(%d, %q) = %v, %v; want %v", i, s.status, s.retryAfter, got, ok, s.want)
 		}
 	}
-	if until, why := b.hold("h.example"); !until.Equal(now.Add(10*time.Minute)) || why != "429 with Retry-After: 86400" {
+	if until, why := b.hold("h.example"); !until.Equal(now.Add(10*time.Minute)) || why != "https://h.example:443 answered 429 with Retry-After: 86400" {
 		t.Errorf("hold = %v %q; want the longest hold set, and why", until, why)
 	}
 	if until, _ := b.hold("other.example"); !until.IsZero() {

@@ -168,7 +168,7 @@ func (c *Checker) productToken(stderr io.Writer) {
 		return
 	}
 	if tok := robots.ExtractToken(c.Token); tok != "" {
-		fmt.Fprintf(stderr, "robotsgate: check: -agent %q is not a product token; deciding for %q, the token robots.txt rules would name\n", c.Token, tok)
+		fmt.Fprintf(stderr, "robotsgate: check: -agent %q is not a product token; deciding for %q, the token robots.txt rules would name (for a whole User-Agent header, use -user-agent)\n", c.Token, tok)
 		c.Token = tok
 	}
 }

@@ -66,7 +66,7 @@ const (
 	reasonSiteDeny    = "site deny %q"
 	reasonFetches     = "too many robots.txt fetches in flight (robots.max_fetches): retry"
 	reasonGaveUp      = "gave up waiting for robots.txt"
-	reasonBackoff     = "paced: the origin answered %s; it would wait %v, past max_wait"
+	reasonBackoff     = "paced: %s, and its host is held until then; it would wait %v, past max_wait"
 )
 
 // decide decides r into d, in DESIGN.md's order ("Deciding a request"):
