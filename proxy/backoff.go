@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // Back-off defaults (DESIGN step 8): a 429 without Retry-After holds its
@@ -57,7 +59,8 @@ func (b *backoffs) hold(host string) (time.Time, string) {
 // seconds), at most limit; a 429 without Retry-After for 10 s, doubling
 // while 429s repeat. Any other answer ends a run of 429s. It reports the
 // hold it set, if any.
-func (b *backoffs) observe(host, origin string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
+func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
+	host := origin.Host
 	if status != http.StatusTooManyRequests && !(status == http.StatusServiceUnavailable && retryAfter != "") {
 		if b.n.Load() > 0 {
 			b.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // TestOriginBackoff: an origin that answers 429 with Retry-After: 2 gets
@@ -92,7 +93,7 @@ func TestBackoffs(t *testing.T) {
 		{429, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // an HTTP date
 	}
 	for i, s := range steps {
-		got, ok := b.observe("h.example", "https://h.example:443", s.status, s.retryAfter, 10*time.Minute)
+		got, ok := b.observe(fetch.Origin{Scheme: "https", Host: "h.example", Port: 443}, s.status, s.retryAfter, 10*time.Minute)
 		if got != s.want || ok != (s.want > 0) {
 			t.Errorf("step %d: observe(%d, %q) = %v, %v; want %v", i, s.status, s.retryAfter, got, ok, s.want)
 		}

@@ -103,7 +103,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	}
 	s.metrics.upstream.Observe(time.Since(start).Seconds())
 	if pc := &p.cfg.Politeness; pc.HonourRetryAfter {
-		if wait, ok := s.world.backoffs.observe(d.Origin.Host, d.Origin.String(), resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
+		if wait, ok := s.world.backoffs.observe(d.Origin, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()
 			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
 		}
