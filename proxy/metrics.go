@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -31,6 +32,8 @@ type metrics struct {
 // /metrics is scraped, not before.
 func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
+	// go_* and process_*: what every Prometheus dashboard expects.
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_requests_total",
 		Help: "Requests decided, by decision (allowed or the X-Robots-Gate value) and scheme.",

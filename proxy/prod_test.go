@@ -148,6 +148,11 @@ func TestMetrics(t *testing.T) {
 		"robotsgate_open_tunnels 0",
 		"robotsgate_paced_wait_seconds_count 0",
 		`robotsgate_config_reloads_total{result="success"} 0`,
+		"robotsgate_origin_backoffs_total 0",
+		"go_goroutines ", // the standard collectors every dashboard expects
+		"go_memstats_heap_inuse_bytes ",
+		"process_resident_memory_bytes ",
+		"process_open_fds ",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
