@@ -120,16 +120,15 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 	if r.kind == kindConnect {
 		bad = reasonBadConnect
 	}
-	if strings.IndexByte(r.target, '#') >= 0 {
-		d.Action, d.Reason = ActionBadRequest, reasonFragment
-		return false
-	}
 	if !strings.HasPrefix(r.target, "/") {
 		d.Action, d.Reason = ActionBadRequest, reasonNoPath
 		return false
 	}
 	if i := invalidTargetByte(r.target); i >= 0 {
 		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadByte, r.target[i])
+		if r.target[i] == '#' {
+			d.Reason = reasonFragment
+		}
 		return false
 	}
 	o, err := fetch.OriginOf(r.scheme, r.authority)
@@ -138,7 +137,7 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 		return false
 	}
 	if r.kind == kindInner {
-		if want, err := fetch.OriginOf(r.scheme, r.tunnel.authority); err != nil || want != o {
+		if o != r.tunnel.origin {
 			d.Action, d.Reason = ActionMisdirected, fmt.Sprintf(reasonMisdirected, r.authority, r.tunnel.authority)
 			return false
 		}
@@ -233,7 +232,8 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 // URI cannot hold where it stands (RFC 3986), or -1: in the path anything
 // but unreserved characters, sub-delims, ":", "@", "/", "[", "]" and "%"
 // escapes; in
-// the query, controls, spaces and bytes >= 0x80. Servers read such bytes
+// the query, controls, spaces, bytes >= 0x80 and "#" (a fragment is never
+// part of a request-target, RFC 9112). Servers read such bytes
 // in ways of their own (Python splits its request line on "\x85" and
 // "\xa0"; IIS reads "\" as "/"), so they are refused rather than sent.
 func invalidTargetByte(target string) int {
@@ -244,7 +244,7 @@ func invalidTargetByte(target string) int {
 			return i
 		case c == '?':
 			for j := i + 1; j < len(target); j++ {
-				if c := target[j]; c <= ' ' || c >= 0x7F {
+				if c := target[j]; c <= ' ' || c >= 0x7F || c == '#' {
 					return j
 				}
 			}

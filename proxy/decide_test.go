@@ -65,7 +65,7 @@ func TestDecide(t *testing.T) {
 	plain := func(authority, target string) request {
 		return request{kind: kindPlain, scheme: "http", authority: authority, target: target, userAgent: "FooBot/1.0"}
 	}
-	tunnel := &connectInfo{authority: "a.example:443", user: "etl"}
+	tunnel := &connectInfo{authority: "a.example:443", user: "etl", origin: fetch.Origin{Scheme: "https", Host: "a.example", Port: 443}}
 	tests := []struct {
 		name   string
 		config func(*Config)

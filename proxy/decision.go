@@ -71,7 +71,6 @@ type Decision struct {
 	User       string         // the authenticated proxy user; "" if none
 	Paced      bool           // it went through the pacer, which held it for Waited
 	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
-
 }
 
 // Agents are the tokens a request obeys: the one its User-Agent header
@@ -180,8 +179,8 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
 	}
 	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
 	for i := range d.Agents.Len() {
-		if tok := d.Agents.At(i); a.Entry.Rules.Group(tok).DisallowsAll() {
-			g := a.Entry.Rules.Group(tok)
+		tok := d.Agents.At(i)
+		if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
 			d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, reasonEveryPath, tok, g.Test("/")
 			return
 		}

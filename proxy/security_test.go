@@ -242,7 +242,8 @@ var redTeamTargets = []struct {
 	target string
 	status int
 }{
-	{"/x#/../private/secret.txt", 400},  // decided on /x, sent as /x%23/../private/...
+	{"/x#/../private/secret.txt", 400},
+	{"/public?q=1#/../../private", 400}, // decided on /x, sent as /x%23/../private/...
 	{"/public/..%2Fprivate/x", 403},     // decoded %2F
 	{"/public%2F..%2Fprivate%2Fx", 403}, // decoded %2F throughout
 	{"/public/..%2fprivate/x", 403},     // lower-case escape

@@ -68,6 +68,9 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 		return
 	}
 	client.SetReadDeadline(time.Time{})
+	// Inner requests are for this origin only (421 otherwise): found once
+	// here, not at every request. The CONNECT's own decision parsed it.
+	ci.origin, _ = fetch.OriginOf(scheme, ci.authority)
 	s.serveInner(conn, scheme, r.RemoteAddr, ci, tc, lim)
 }
 
@@ -205,9 +208,10 @@ func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
 // connectInfo is what inner requests of a tunnel know of their CONNECT.
 type connectInfo struct {
-	authority string   // the CONNECT target, host:port as sent
-	user      string   // the CONNECT's authenticated user
-	upstream  net.Conn // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
+	authority string       // the CONNECT target, host:port as sent
+	origin    fetch.Origin // of authority, with the scheme spoken inside (set before the first inner request)
+	user      string       // the CONNECT's authenticated user
+	upstream  net.Conn     // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
 }
 
 // relay copies between a and b until either side ends or fails, then
