@@ -408,9 +408,7 @@ func FuzzParseOrigin(f *testing.F) {
 // every spelling of an address gives one origin.
 func TestOriginOfIPv4(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		authority, host string
-	}{
+	tests := []struct{ authority, host string }{
 		{"127.0.0.1", "127.0.0.1"},
 		{"127.1", "127.0.0.1"},
 		{"127.0.1", "127.0.0.1"},
@@ -450,16 +448,7 @@ func TestOriginOfIPv4(t *testing.T) {
 		{"127。1。", "127.0.0.1"},
 		{"０Ｘ7F.1", "127.0.0.1"},
 	}
-	for _, tt := range tests {
-		got, err := OriginOf("http", tt.authority)
-		if err != nil {
-			t.Errorf("OriginOf(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
-			continue
-		}
-		if got.Host != tt.host {
-			t.Errorf("OriginOf(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
-		}
-	}
+	checkHosts(t, tests)
 }
 
 // TestOriginOfIPv4Errors checks that a host whose last label is a number is
@@ -511,9 +500,7 @@ func TestOriginOfIPv4Errors(t *testing.T) {
 // not a number is a domain name, however numeric the rest of it looks.
 func TestOriginOfNumericLookingNames(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		authority, host string
-	}{
+	checkHosts(t, []struct{ authority, host string }{
 		{"1.2.3.example", "1.2.3.example"},
 		{"0x7f.example.com", "0x7f.example.com"},
 		{"123abc", "123abc"},
@@ -527,16 +514,7 @@ func TestOriginOfNumericLookingNames(t *testing.T) {
 		{"x0x7f", "x0x7f"},
 		{"123.example.", "123.example"},
 		{"1.2.3.Example", "1.2.3.example"},
-	} {
-		got, err := OriginOf("http", tt.authority)
-		if err != nil {
-			t.Errorf("OriginOf(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
-			continue
-		}
-		if got.Host != tt.host {
-			t.Errorf("OriginOf(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
-		}
-	}
+	})
 }
 
 // TestOriginOfNoAlloc checks that the origin of an ordinary lower-case name
@@ -562,5 +540,20 @@ func BenchmarkOriginOf(b *testing.B) {
 				OriginOf("https", authority)
 			}
 		})
+	}
+}
+
+// checkHosts checks that OriginOf("http", authority) gives each host.
+func checkHosts(t *testing.T, tests []struct{ authority, host string }) {
+	t.Helper()
+	for _, tt := range tests {
+		got, err := OriginOf("http", tt.authority)
+		if err != nil {
+			t.Errorf("OriginOf(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
+			continue
+		}
+		if got.Host != tt.host {
+			t.Errorf("OriginOf(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
+		}
 	}
 }
