@@ -15,11 +15,12 @@ import (
 func randomRobots(rng *rand.Rand) string {
 	keys := []string{"user-agent", "User-Agent", "useragent", "user agent", "user-agents", "allow", "Allow",
 		"disallow", "DISALLOW", "disalow", "dissallow", "disallaw", "diasllow", "Disallowed", "sitemap",
-		"crawl-delay", "foo", "", "allows"}
+		"crawl-delay", "foo", "", "allows", "Content-Usage", "content-signal", "content-usages"}
 	agents := []string{"*", "* foo", "*Bot", "FooBot", "foobot", "FooBot/1.0", "Foo Bot", "BarBot", "MJ12bot",
 		"360Spider", "", "Foo_Bar", "foo-bot", "ツ", "*\tx"}
 	pieces := []string{"/", "a", "b", "/a", "/b", "*", "$", "%2f", "%2F", "%aa", "%C3%A9", "é", "?", ";", "=",
-		"index.htm", "index.html", "/index.htm", ".", "..", "x$y", "#c", " ", "\t", "\x00"}
+		"index.htm", "index.html", "/index.htm", ".", "..", "x$y", "#c", " ", "\t", "\x00",
+		"train-ai=n", "ai-train=no", ", search=y", "=", ","}
 	ends := []string{"\n", "\r\n", "\r", "\n\n", "\r\r\n", "\n\r"}
 	var b strings.Builder
 	if rng.IntN(10) == 0 {
@@ -83,6 +84,9 @@ func addSeeds(f *testing.F) {
 	for _, c := range conformanceCases(f) {
 		f.Add(c.body(f), c.Agent, c.URL)
 	}
+	for _, tt := range usageTests {
+		f.Add([]byte(tt.robots), tt.token, "https://example.com"+tt.path)
+	}
 	files, _ := filepath.Glob("testdata/corpus/*.txt")
 	for i, name := range files {
 		if i%8 != 0 {
@@ -134,6 +138,58 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		_ = Parse(body, WithNormalization()).TestURL(agent, url)
+		checkUsage(t, r, agent, PathOf(url))
+	})
+}
+
+// checkUsage checks that every usage verdict names a statement of the file
+// on a line it has, and that the file's statements agree with the groups'.
+func checkUsage(t *testing.T, r *Robots, agent, path string) {
+	t.Helper()
+	u := r.Group(agent).Usage(path)
+	for p, v := range u {
+		if v.State == Unstated {
+			if v != (UsageVerdict{}) {
+				t.Fatalf("Usage(%q)[%s] = %+v; want the zero verdict", path, Purpose(p), v)
+			}
+			continue
+		}
+		if v.Line < 1 || v.Line > r.lines || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
+			t.Fatalf("Usage(%q)[%s] = %+v; want a statement on one of the file's %d lines", path, Purpose(p), v, r.lines)
+		}
+	}
+	all := r.Statements()
+	for _, s := range r.Group(agent).Statements() {
+		found := false
+		for _, a := range all {
+			found = found || a == s
+		}
+		if !found || s.Group >= len(r.Groups()) {
+			t.Fatalf("Group(%q).Statements() holds %+v, which Statements() lacks", agent, s)
+		}
+	}
+}
+
+// FuzzHeaderUsage reads response header values as usage preferences: no
+// panic, statements named, and a value that parses still parses with
+// spaces around it.
+func FuzzHeaderUsage(f *testing.F) {
+	for _, v := range []string{"train-ai=n", "train-ai=n, search=y", "ai-train=no, use=reference", "1", "a=(1 2);p=?1, b=:aGk=:",
+		"x=\"s\\\"\", y=%\"%c3%a9\", z=@-12, w=1.5", "train-ai=n,", "A=b"} {
+		f.Add("Content-Usage", v)
+		f.Add("Content-Signal", v)
+	}
+	f.Add("TDM-Reservation", "1")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		u := HeaderUsage(name, []string{value})
+		for p, v := range u {
+			if v.State != Unstated && (v.Line != 0 || !strings.HasSuffix(v.Statement, ": "+value)) {
+				t.Fatalf("HeaderUsage(%q, %q)[%s] = %+v", name, value, Purpose(p), v)
+			}
+		}
+		if parseDictionary(value, func(string, string) {}) && !parseDictionary("  "+value+"  ", func(string, string) {}) {
+			t.Fatalf("parseDictionary(%q) parses, but not with spaces around it", value)
+		}
 	})
 }
 

@@ -35,6 +35,7 @@ type Robots struct {
 	keyBlock []int32 // keys[i] names the blocks keyBlock[keys[i].first:keys[i].last]
 	global   []int32 // indices of the blocks with a "*" user-agent line
 	sitemaps []string
+	usage    []usageStmt      // Content-Usage and Content-Signal statements, in line order
 	size     int              // bytes parsed
 	lines    int              // lines read
 	norm     bool             // patterns compiled in normalised form, see WithNormalization
@@ -121,6 +122,7 @@ type parser struct {
 	ruleHit bool  // a rule followed the current block's user-agent lines
 	arena   strings.Builder
 	agents  []span // user-agent values as cut, in arena
+	usage   []usageSpan
 }
 
 type span struct{ start, end uint32 }
@@ -196,6 +198,10 @@ func (p *parser) line(num int, b []byte) {
 		p.r.sitemaps = append(p.r.sitemaps, string(value))
 	case keyCrawlDelay:
 		p.crawlDelay(value)
+	case keyContentUsage:
+		p.usageLine(num, value, false)
+	case keyContentSignal:
+		p.usageLine(num, value, true)
 	}
 }
 
@@ -260,11 +266,14 @@ const (
 	keyDisallow
 	keySitemap
 	keyCrawlDelay
+	keyContentUsage
+	keyContentSignal
 )
 
 // keyKind classifies a field name as the reference does: by case-insensitive
 // prefix, with the misspellings it accepts. Crawl-delay, unknown to the
-// reference's matcher, is recognised the same way.
+// reference's matcher, is recognised the same way; Content-Usage and
+// Content-Signal (usage statements, see usage.go) by their whole names.
 func keyKind(k []byte) keyType {
 	switch {
 	case hasPrefixFold(k, "user-agent"), hasPrefixFold(k, "useragent"), hasPrefixFold(k, "user agent"):
@@ -278,6 +287,10 @@ func keyKind(k []byte) keyType {
 		return keySitemap
 	case hasPrefixFold(k, "crawl-delay"):
 		return keyCrawlDelay
+	case len(k) == len(fieldUsage) && hasPrefixFold(k, fieldUsage):
+		return keyContentUsage
+	case len(k) == len(fieldSignal) && hasPrefixFold(k, fieldSignal):
+		return keyContentSignal
 	}
 	return keyUnknown
 }
@@ -433,6 +446,7 @@ func (p *parser) finish() *Robots {
 	for i, a := range p.agents {
 		r.agents[i] = r.text[a.start:a.end]
 	}
+	r.finishUsage(p.usage)
 	r.index(p)
 	return r
 }
@@ -524,6 +538,12 @@ func (r *Robots) MemSize() int {
 	}
 	for _, s := range r.sitemaps {
 		n += int(unsafe.Sizeof(s)) + len(s)
+	}
+	n += cap(r.usage) * int(unsafe.Sizeof(usageStmt{}))
+	for i := range r.usage {
+		if s := &r.usage[i]; s.pattern != s.path {
+			n += len(s.pattern)
+		}
 	}
 	// The indexes, once built: an entry per literal rule at most, a
 	// wildcard rule and its byte set per wildcard rule.

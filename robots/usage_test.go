@@ -1,0 +1,260 @@
+package robots
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// want is a compact expected Usage: per purpose "state line" ("refused 3",
+// "allowed 0", "" for unstated).
+type wantUsage [numPurposes]string
+
+func (u *Usage) compact() wantUsage {
+	var w wantUsage
+	for p, v := range u {
+		if v.State != Unstated {
+			w[p] = fmt.Sprintf("%s %d", v.State, v.Line)
+		}
+	}
+	return w
+}
+
+var usageTests = []struct {
+	name   string
+	robots string
+	token  string
+	path   string
+	want   wantUsage // ai-train, ai-input, search
+}{
+	{"no statements", "User-agent: *\nDisallow: /x\n", "bot", "/", wantUsage{}},
+	{"content-usage in the global group", "User-agent: *\nContent-Usage: train-ai=n\n", "bot", "/a", wantUsage{"refused 2", "", ""}},
+	{"every category", "User-agent: *\nContent-Usage: train-ai=n, ai-use=y, search=y\n", "bot", "/", wantUsage{"refused 2", "allowed 2", "allowed 2"}},
+	{"field name in any case", "User-agent: *\nCONTENT-USAGE: train-ai=n\n", "bot", "/", wantUsage{"refused 2", "", ""}},
+	{"only whole field names", "User-agent: *\nContent-Usages: train-ai=n\nContent-Sig: ai-train=no\n", "bot", "/", wantUsage{}},
+	{"longest path wins", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ train-ai=y\n", "bot", "/blog/x", wantUsage{"allowed 3", "", ""}},
+	{"shorter path elsewhere", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ train-ai=y\n", "bot", "/news", wantUsage{"refused 2", "", ""}},
+	{"a refusal wins among equals", "User-agent: *\nContent-Usage: /a train-ai=y\nContent-Usage: /a train-ai=n\n", "bot", "/a", wantUsage{"refused 3", "", ""}},
+	{"a refusal wins among equals, either order", "User-agent: *\nContent-Usage: /a train-ai=n\nContent-Usage: /a train-ai=y\n", "bot", "/a", wantUsage{"refused 2", "", ""}},
+	{"unstated falls through to the shorter", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ search=y\n", "bot", "/blog/x", wantUsage{"refused 2", "", "allowed 3"}},
+	{"wildcard and end anchor", "User-agent: *\nContent-Usage: /*.pdf$ train-ai=n\n", "bot", "/docs/a.pdf", wantUsage{"refused 2", "", ""}},
+	{"end anchor not matched", "User-agent: *\nContent-Usage: /*.pdf$ train-ai=n\n", "bot", "/docs/a.pdf?x", wantUsage{}},
+	{"path not matched", "User-agent: *\nContent-Usage: /private/ train-ai=n\n", "bot", "/public", wantUsage{}},
+	{"path escaped like a rule", "User-agent: *\nContent-Usage: /café train-ai=n\n", "bot", "/caf%C3%A9/x", wantUsage{"refused 2", "", ""}},
+	{"path with no preferences", "User-agent: *\nContent-Usage: /a\n", "bot", "/a", wantUsage{}},
+	{"specific group only", "User-agent: *\nContent-Usage: train-ai=n\nDisallow:\n\nUser-agent: GoodBot\nAllow: /\n", "goodbot", "/", wantUsage{}},
+	// A statement is not a rule to the reference's grouping: the next
+	// user-agent line joins the same group, and the statement applies to it.
+	{"statement between user-agent lines", "User-agent: *\nContent-Usage: train-ai=n\n\nUser-agent: GoodBot\nAllow: /\n", "goodbot", "/", wantUsage{"refused 2", "", ""}},
+	{"specific group's own", "User-agent: *\nDisallow:\n\nUser-agent: GPTBot\nContent-Usage: train-ai=n\n", "GPTBot", "/", wantUsage{"refused 5", "", ""}},
+	{"merged groups", "User-agent: a\nContent-Usage: train-ai=n\nDisallow: /x\nUser-agent: b\nAllow: /\nUser-agent: a\nContent-Usage: search=n\n", "a", "/", wantUsage{"refused 2", "", "refused 7"}},
+	{"blank lines do not end a group", "User-agent: a\n\nContent-Usage: train-ai=n\n", "a", "/", wantUsage{"refused 3", "", ""}},
+	{"content-usage before any group is ignored", "Content-Usage: train-ai=n\nUser-agent: *\nDisallow:\n", "bot", "/", wantUsage{}},
+	{"bad value ignored", "User-agent: *\nContent-Usage: train-ai=no, search=y\n", "bot", "/", wantUsage{"", "", "allowed 2"}},
+	{"unknown key ignored", "User-agent: *\nContent-Usage: train-genai=n, foo=y, search=n\n", "bot", "/", wantUsage{"", "", "refused 2"}},
+	{"string value ignored", "User-agent: *\nContent-Usage: train-ai=\"n\"\n", "bot", "/", wantUsage{}},
+	{"parameters ignored", "User-agent: *\nContent-Usage: train-ai=n;q=1\n", "bot", "/", wantUsage{"refused 2", "", ""}},
+	{"last duplicate key wins", "User-agent: *\nContent-Usage: train-ai=n, train-ai=y\n", "bot", "/", wantUsage{"allowed 2", "", ""}},
+	{"a dictionary that fails to parse states nothing", "User-agent: *\nContent-Usage: train-ai=n, Search=y\n", "bot", "/", wantUsage{}},
+	{"trailing comma fails", "User-agent: *\nContent-Usage: train-ai=n,\n", "bot", "/", wantUsage{}},
+	{"comment stripped", "User-agent: *\nContent-Usage: train-ai=n # no training\n", "bot", "/", wantUsage{"refused 2", "", ""}},
+	{"without a colon", "User-agent: *\nContent-Usage train-ai=n\n", "bot", "/", wantUsage{"refused 2", "", ""}},
+	{"content-signal in a group", "User-agent: *\nContent-Signal: search=yes, ai-train=no\n", "bot", "/", wantUsage{"refused 2", "", "allowed 2"}},
+	{"content-signal before any group applies to all", "Content-Signal: ai-input=no\nUser-agent: a\nDisallow:\nUser-agent: b\nDisallow:\n", "b", "/", wantUsage{"", "refused 1", ""}},
+	{"content-signal before groups, no group selected", "Content-Signal: ai-train=no\nUser-agent: a\nDisallow:\n", "other", "/", wantUsage{"refused 1", "", ""}},
+	{"content-signal values in any case, spaces", "User-agent: *\nContent-Signal: AI-Train = No ,search=YES,junk,ai-input=maybe\n", "bot", "/", wantUsage{"refused 2", "", "allowed 2"}},
+	{"content-signal with a path", "User-agent: *\nContent-Signal: ai-train=yes\nContent-Signal: /members/ ai-train=no\n", "bot", "/members/x", wantUsage{"refused 3", "", ""}},
+	{"both syntaxes: either refusal refuses", "User-agent: *\nContent-Usage: /blog/ train-ai=y\nContent-Signal: ai-train=no\n", "bot", "/blog/post", wantUsage{"refused 3", "", ""}},
+	{"both syntaxes: grants", "User-agent: *\nContent-Usage: train-ai=y\nContent-Signal: search=yes\n", "bot", "/", wantUsage{"allowed 2", "", "allowed 3"}},
+	{"both syntaxes: refusal found in content-usage first", "User-agent: *\nContent-Signal: ai-train=no\nContent-Usage: train-ai=n\n", "bot", "/", wantUsage{"refused 3", "", ""}},
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range usageTests {
+		for _, opts := range [][]Option{nil, {WithNormalization()}} {
+			r := Parse([]byte(tt.robots), opts...)
+			path := tt.path
+			if len(opts) > 0 {
+				path = Normalize(path)
+			}
+			u := r.Group(tt.token).Usage(path)
+			if got := u.compact(); got != tt.want {
+				t.Errorf("%s (normalised %v): Usage(%q) = %q; want %q\n%s", tt.name, len(opts) > 0, tt.path, got, tt.want, tt.robots)
+			}
+			for p, v := range u {
+				if v.State != Unstated && !strings.HasPrefix(v.Statement, "content-") {
+					t.Errorf("%s: %s statement %q; want a content-usage or content-signal line", tt.name, Purpose(p), v.Statement)
+				}
+			}
+		}
+	}
+}
+
+func TestUsageStatementText(t *testing.T) {
+	t.Parallel()
+	r := Parse([]byte("User-agent: *\nContent-Usage:   /a%2fb  train-ai=n,  search=y   # c\nContent-Signal: search=yes, use=reference\n"))
+	u := r.Group("x").Usage("/a%2Fb")
+	if got, want := u[AITrain].Statement, "content-usage: /a%2Fb train-ai=n,  search=y"; got != want {
+		t.Errorf("statement = %q; want %q", got, want)
+	}
+	st := r.Statements()
+	if len(st) != 2 {
+		t.Fatalf("Statements() = %+v; want 2", st)
+	}
+	if st[0].Path != "/a%2Fb" || st[0].Value != "train-ai=n,  search=y" || st[0].Line != 2 || st[0].Group != 0 ||
+		st[0].State != [numPurposes]UsageState{Refused, Unstated, Granted} {
+		t.Errorf("Statements()[0] = %+v", st[0])
+	}
+	if st[1].Field != "content-signal" || st[1].Use != "reference" || st[1].State[Search] != Granted {
+		t.Errorf("Statements()[1] = %+v", st[1])
+	}
+	if got := r.Group("x").Statements(); len(got) != 2 {
+		t.Errorf("Group.Statements() = %+v; want both", got)
+	}
+	if got := (Group{}).Usage("/"); got != (Usage{}) {
+		t.Errorf("zero Group Usage = %+v", got)
+	}
+	var nilRobots *Robots
+	if nilRobots.Statements() != nil || nilRobots.Group("x").Statements() != nil {
+		t.Error("a nil *Robots has statements")
+	}
+}
+
+// TestUsageKeepsVerdicts checks that usage lines change no allow/disallow
+// verdict on any conformance case, wherever they stand: the reference
+// ignores them, grouping included.
+func TestUsageKeepsVerdicts(t *testing.T) {
+	t.Parallel()
+	inserts := []string{"Content-Usage: train-ai=n", "Content-Signal: ai-train=no, search=yes", "content-usage /x train-ai=y"}
+	for _, c := range conformanceCases(t) {
+		body := string(c.body(t))
+		want := Parse([]byte(body)).TestURL(c.Agent, c.URL)
+		lines := strings.SplitAfter(body, "\n")
+		for at := range min(len(lines), 6) {
+			if at == 0 && strings.HasPrefix(body, "\xef") {
+				continue // a byte order mark counts only at the start
+			}
+			for _, ins := range inserts {
+				mod := strings.Join(lines[:at], "") + ins + "\n" + strings.Join(lines[at:], "")
+				got := Parse([]byte(mod)).TestURL(c.Agent, c.URL)
+				if got.Allowed != want.Allowed || got.Rule != want.Rule {
+					t.Fatalf("%s: %q inserted at line %d: %v %q; want %v %q", c.Name, ins, at+1, got.Allowed, got.Rule, want.Allowed, want.Rule)
+				}
+				if ref, _ := refAllowed(mod, c.Agent, c.URL); ref != c.Allowed {
+					t.Fatalf("%s: the transliterated reference changed its answer with %q at line %d", c.Name, ins, at+1)
+				}
+			}
+		}
+	}
+}
+
+func TestHeaderUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		values []string
+		want   wantUsage
+		text   string
+	}{
+		{"Content-Usage", []string{"train-ai=n"}, wantUsage{"refused 0", "", ""}, "content-usage: train-ai=n"},
+		{"content-usage", []string{"train-ai=n", "search=y"}, wantUsage{"refused 0", "", "allowed 0"}, "content-usage: train-ai=n, search=y"},
+		{"Content-Usage", []string{"train-ai=maybe"}, wantUsage{}, ""},
+		{"Content-Usage", []string{"TRAIN-AI=n"}, wantUsage{}, ""},
+		{"Content-Signal", []string{"ai-train=no, ai-input=no, search=yes"}, wantUsage{"refused 0", "refused 0", "allowed 0"}, "content-signal: ai-train=no, ai-input=no, search=yes"},
+		{"TDM-Reservation", []string{"1"}, wantUsage{"refused 0", "refused 0", ""}, "tdm-reservation: 1"},
+		{"tdm-reservation", []string{" 0 "}, wantUsage{"allowed 0", "allowed 0", ""}, "tdm-reservation:  0 "},
+		{"tdm-reservation", []string{"yes"}, wantUsage{}, ""},
+		{"X-Robots-Tag", []string{"noai"}, wantUsage{}, ""},
+		{"Content-Usage", nil, wantUsage{}, ""},
+	}
+	for _, tt := range tests {
+		u := HeaderUsage(tt.name, tt.values)
+		if got := u.compact(); got != tt.want {
+			t.Errorf("HeaderUsage(%q, %q) = %q; want %q", tt.name, tt.values, got, tt.want)
+		}
+		if tt.text != "" && u[AITrain].Statement != tt.text && u[Search].Statement != tt.text {
+			t.Errorf("HeaderUsage(%q, %q) statement = %q; want %q", tt.name, tt.values, u[AITrain].Statement, tt.text)
+		}
+	}
+}
+
+// TestParseDictionary checks the structured-field dictionary parser on the
+// shapes RFC 9651 allows and some it does not.
+func TestParseDictionary(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		ok   bool
+		want string // "key=token" members, space-separated
+	}{
+		{"", true, ""},
+		{"   ", true, ""},
+		{"a=b", true, "a=b"},
+		{"a=b, c=d", true, "a=b c=d"},
+		{"a=b,c=d", true, "a=b c=d"},
+		{"a=b ,\tc=d ", true, "a=b c=d"},
+		{"a", true, "a="},
+		{"a;p=1", true, "a="},
+		{"a=1, b=-2.5, c=\"x\\\"y\", d=:aGk=:, e=?1, f=@123, g=%\"caf%c3%a9\", h=*tok/x:y", true, "a= b= c= d= e= f= g= h=*tok/x:y"},
+		{"a=(1 b \"c\");q=2, d=()", true, "a= d="},
+		{"*k=v", true, "*k=v"},
+		{"a=b;c", true, "a=b"},
+		{"A=b", false, ""},
+		{"1a=b", false, ""},
+		{"a=b,", false, ""},
+		{"a=b,,c=d", false, ""},
+		{"a=b c=d", false, ""},
+		{"a=", false, ""},
+		{"a=\"unterminated", false, ""},
+		{"a=\"bad\\q\"", false, ""},
+		{"a=?2", false, ""},
+		{"a=1.2345", false, ""},
+		{"a=1234567890123456", false, ""},
+		{"a=(1 2", false, ""},
+		{"a=:not base64!:", false, ""},
+		{"a=%\"%C3\"", false, ""},
+		{"a=é", false, ""},
+		{"\ta=b", false, ""},
+	}
+	for _, tt := range tests {
+		var got []string
+		ok := parseDictionary(tt.in, func(k, v string) { got = append(got, k+"="+v) })
+		if ok != tt.ok || ok && strings.Join(got, " ") != tt.want {
+			t.Errorf("parseDictionary(%q) = %v %q; want %v %q", tt.in, ok, strings.Join(got, " "), tt.ok, tt.want)
+		}
+	}
+}
+
+// TestUsageCorpus reads the statements of the real files that carry them.
+func TestUsageCorpus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file  string
+		token string
+		want  wantUsage
+		use   string
+	}{
+		{"www.ebsco.com.txt", "bot", wantUsage{"allowed 6", "allowed 6", "allowed 6"}, ""},
+		// lobsters states its signals in the group of named search bots
+		// only, after their rules: other bots are told nothing.
+		{"lobsters.txt", "Kagibot", wantUsage{"refused 14", "refused 14", "allowed 14"}, ""},
+		{"lobsters.txt", "bot", wantUsage{}, ""},
+		{"www.researchsquare.com.txt", "bot", wantUsage{"refused 30", "", "allowed 30"}, "reference"},
+	}
+	for _, tt := range tests {
+		body, err := os.ReadFile(filepath.Join("testdata", "corpus", tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Parse(body, WithNormalization())
+		if got := r.Group(tt.token).Usage("/"); got.compact() != tt.want {
+			t.Errorf("%s: Group(%q).Usage(\"/\") = %q; want %q", tt.file, tt.token, got.compact(), tt.want)
+		}
+		if st := r.Statements(); len(st) != 1 || st[0].Use != tt.use {
+			t.Errorf("%s: Statements() = %+v; want one, use %q", tt.file, st, tt.use)
+		}
+	}
+}
