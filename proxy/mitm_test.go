@@ -89,6 +89,10 @@ func tlsOrigin(t testing.TB, pki *testPKI, robotsTxt string, names ...string) (*
 			io.WriteString(w, o.robots.Load().(string))
 			return
 		}
+		if o.handler != nil { // set before the first request
+			o.handler(w, r)
+			return
+		}
 		fmt.Fprintf(w, "secure page %s host %s\n", r.URL.Path, r.Host)
 	}))
 	o.TLS = &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, names...)}}
@@ -500,7 +504,9 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	// in tunnel mode; a [[sites]] allow skips it.
 	p := startMITM(t, nil, func(c *Config) {
 		c.TLS.Mode = "tunnel"
-		c.Limits.TunnelIdleTimeout = 400 * time.Millisecond
+		// Long enough that a TLS handshake under -race on a loaded
+		// machine does not look idle.
+		c.Limits.TunnelIdleTimeout = time.Second
 		c.Sites = []SiteRule{{Host: "127.0.0.1", Policy: "allow", Reason: "echo"}}
 	})
 	open := func() (net.Conn, *bufio.Reader) {
@@ -527,7 +533,7 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	busy, busyR := open()
 	idle, idleR := open()
 	start := time.Now()
-	for i := 0; time.Since(start) < 1200*time.Millisecond && i < 100; i++ { // three timeouts' worth of traffic
+	for i := 0; time.Since(start) < 3*time.Second && i < 100; i++ { // three timeouts' worth of traffic
 		fmt.Fprintf(busy, "ping %d\n", i)
 		if line, err := busyR.ReadString('\n'); err != nil || line != fmt.Sprintf("ping %d\n", i) {
 			t.Fatalf("busy tunnel cut after %v: %q %v", time.Since(start), line, err)
