@@ -86,7 +86,7 @@ func exitCode(err error) int {
 
 const usage = `usage:
   robotsgate [serve] [-config FILE] [-listen ADDR] [-mode enforce|report]
-  robotsgate check [-config FILE] [-robots FILE|-] [-agent TOKEN | -user-agent UA] [-exact] [-json] URL...
+  robotsgate check [-config FILE] [-robots FILE|-] [-agent TOKEN | -user-agent UA] [-purpose P] [-exact] [-json] URL...
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
   robotsgate hash-password            (reads one password line on stdin)
@@ -403,6 +403,10 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.StringVar(&c.UserAgent, "user-agent", "", "full User-Agent header (`UA`) to take the token from, as the proxy does")
 	fs.BoolVar(&c.Exact, "exact", false, "decide exactly as Google's reference matcher: no normalisation, exemption or size cap")
 	fs.BoolVar(&c.JSON, "json", false, "print JSON Lines")
+	fs.Func("purpose", "declare a purpose `P` (ai-train, ai-input, search; comma-separated or repeated): refused where the site's usage statements refuse it", func(s string) error {
+		c.Purposes = append(c.Purposes, s)
+		return nil
+	})
 	urls, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

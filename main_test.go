@@ -118,6 +118,30 @@ func TestCheck(t *testing.T) {
 			wantCode: 2,
 		},
 		{
+			name:     "usage statements shown with no purpose",
+			args:     []string{"check", "-robots", "testdata/check/usage.txt", "https://example.com/open/x"},
+			wantOut:  "allowed\thttps://example.com/open/x\tno rule matches; usage: ai-train refused by \"content-signal: search=yes, ai-train=no\" line 1, ai-input refused by \"content-usage: ai-use=n\" line 4, search allowed by \"content-signal: search=yes, ai-train=no\" line 1\n",
+			wantCode: 0,
+		},
+		{
+			name:     "usage refused for a declared purpose",
+			args:     []string{"check", "-robots", "testdata/check/usage.txt", "-purpose", "search", "-purpose", "ai-input", "https://example.com/x"},
+			wantOut:  "usage-refused\thttps://example.com/x\tusage refused: the site refuses ai-input: content-usage: ai-use=n (line 4); rule \"content-usage: ai-use=n\" line 4; usage: ai-train refused by \"content-signal: search=yes, ai-train=no\" line 1, ai-input refused by \"content-usage: ai-use=n\" line 4, search allowed by \"content-signal: search=yes, ai-train=no\" line 1\n",
+			wantCode: 1,
+		},
+		{
+			name:     "unknown purpose",
+			args:     []string{"check", "-robots", "testdata/check/usage.txt", "-purpose", "ai-train,training", "https://example.com/x"},
+			wantErr:  `"training" is not a purpose: known purposes are ai-train, ai-input, search`,
+			wantCode: 2,
+		},
+		{
+			name:     "purpose with exact",
+			args:     []string{"check", "-exact", "-robots", "testdata/check/usage.txt", "-purpose", "ai-train", "https://example.com/x"},
+			wantErr:  "-purpose cannot go with -exact",
+			wantCode: 2,
+		},
+		{
 			name:     "missing robots file",
 			args:     []string{"check", "-robots", "testdata/check/missing.txt", "https://example.com/"},
 			wantErr:  "no such file",
@@ -165,7 +189,12 @@ func TestCheckJSON(t *testing.T) {
 		"url": "https://Example.COM:443/private?x=1", "origin": "https://example.com:443", "agent": []any{"*"},
 		"allowed": false, "decision": "disallowed", "reason": "disallowed by robots.txt",
 		"robots_url": "https://example.com/robots.txt", "rule": "disallow: /private", "line": 2.0,
-		"fetch": nil, "crawl_delay": 2.5,
+		"fetch": nil, "crawl_delay": 2.5, "purpose": []any{},
+		"usage": map[string]any{"purposes": map[string]any{
+			"ai-train": map[string]any{"state": "unstated", "statement": "", "line": 0},
+			"ai-input": map[string]any{"state": "unstated", "statement": "", "line": 0},
+			"search":   map[string]any{"state": "unstated", "statement": "", "line": 0},
+		}, "statements": []any{}},
 	}
 	for k, w := range want {
 		g, ok := got[k]
@@ -515,5 +544,41 @@ func TestHealthcheckConfig(t *testing.T) {
 	}
 	if _, _, code := runCmd(t, "", "healthcheck", "-url", "not a url"); code != 2 {
 		t.Errorf("healthcheck -url 'not a url': exit %d; want 2", code)
+	}
+}
+
+// TestCheckJSONUsage: the usage object lists every statement that applies
+// to the token, with what it says, and the verdict for each purpose.
+func TestCheckJSONUsage(t *testing.T) {
+	t.Parallel()
+	out, _, code := runCmd(t, "", "check", "-json", "-purpose", "ai-train", "-robots", "testdata/check/usage.txt", "https://example.com/open/x")
+	if code != 1 {
+		t.Fatalf("exit status %d; want 1", code)
+	}
+	var got struct {
+		Decision string   `json:"decision"`
+		Purpose  []string `json:"purpose"`
+		Rule     string   `json:"rule"`
+		Line     int      `json:"line"`
+		Usage    struct {
+			Purposes   map[string]struct{ State, Statement string } `json:"purposes"`
+			Statements []struct {
+				Field, Path, Value string
+				Line               int
+				Prefs              map[string]string
+			} `json:"statements"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Decision != "usage-refused" || len(got.Purpose) != 1 || got.Rule != "content-signal: search=yes, ai-train=no" || got.Line != 1 {
+		t.Errorf("decision %q purpose %v rule %q line %d", got.Decision, got.Purpose, got.Rule, got.Line)
+	}
+	if v := got.Usage.Purposes["ai-train"]; v.State != "refused" || v.Statement != "content-signal: search=yes, ai-train=no" {
+		t.Errorf("usage ai-train = %+v", v)
+	}
+	if st := got.Usage.Statements; len(st) != 3 || st[1].Path != "/open/" || st[1].Prefs["ai-train"] != "allowed" || st[0].Field != "content-signal" {
+		t.Errorf("statements = %+v", st)
 	}
 }

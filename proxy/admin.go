@@ -98,10 +98,11 @@ type robotsEntry struct {
 }
 
 type groupEntry struct {
-	Agents     []string `json:"agents"`
-	Line       int      `json:"line"`
-	Rules      int      `json:"rules"`
-	CrawlDelay *float64 `json:"crawl_delay"`
+	Agents     []string        `json:"agents"`
+	Line       int             `json:"line"`
+	Rules      int             `json:"rules"`
+	CrawlDelay *float64        `json:"crawl_delay"`
+	Usage      []statementJSON `json:"usage"` // its Content-Usage and Content-Signal statements, and those before any group
 }
 
 func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
@@ -125,8 +126,14 @@ func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 		e.Bytes = en.Rules.Size()
 		if en.Rules != nil {
 			e.Sitemaps = append(e.Sitemaps, en.Rules.Sitemaps()...)
-			for _, g := range en.Rules.Groups() {
-				ge := groupEntry{Agents: g.Agents, Line: g.Line, Rules: g.Rules}
+			statements := en.Rules.Statements()
+			for i, g := range en.Rules.Groups() {
+				ge := groupEntry{Agents: g.Agents, Line: g.Line, Rules: g.Rules, Usage: []statementJSON{}}
+				for _, st := range statements {
+					if st.Group == i || st.Group < 0 {
+						ge.Usage = append(ge.Usage, statementJSONOf(&st))
+					}
+				}
 				if g.CrawlDelay >= 0 {
 					cd := g.CrawlDelay
 					ge.CrawlDelay = &cd

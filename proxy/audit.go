@@ -94,6 +94,7 @@ type auditRecord struct {
 	userAgent string
 	agents    []string
 	token     string
+	purposes  []string
 	robotsURL string
 	rule      string
 	line      int
@@ -127,7 +128,7 @@ func (a *Audit) write(r *auditRecord) {
 		slog.String("user_agent", r.userAgent),
 		slog.Any("agent", agents),
 		slog.String("token", r.token),
-		slog.Any("purpose", []string{}),
+		slog.Any("purpose", r.purposes),
 		slog.String("robots_url", r.robotsURL),
 		slog.String("rule", r.rule),
 		slog.Int("line", r.line),
@@ -158,12 +159,16 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 		userAgent: r.Header.Get("User-Agent"),
 		agents:    d.Agents.Slice(),
 		token:     d.Token,
+		purposes:  d.Purposes.Names(),
 		robotsURL: d.RobotsURL(),
 		rule:      d.Verdict.Rule,
 		line:      d.Verdict.Line,
 		status:    status,
 		decision:  d.Action,
 		reason:    d.Reason,
+	}
+	if d.Refusal.Statement != "" {
+		rec.rule, rec.line = d.Refusal.Rule(), d.Refusal.Line
 	}
 	if !d.Origin.IsZero() {
 		rec.origin = d.Origin.String()
@@ -182,7 +187,7 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 // auditMsg is the audit log's msg for a decision.
 func auditMsg(d *Decision) string {
 	switch d.Action {
-	case ActionDisallowed:
+	case ActionDisallowed, ActionUsageRefused:
 		return "blocked"
 	case ActionDenied:
 		return "override"

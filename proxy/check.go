@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type Checker struct {
 	Exact bool
 	// JSON prints JSON Lines instead of text.
 	JSON bool
+	// Purposes are the purposes declared for every URL, each a
+	// comma-separated list of names ("ai-train, search"); not with Exact.
+	Purposes []string
 }
 
 // exactMaxBytes bounds a live fetch for check -exact, which has no size cap
@@ -96,6 +100,31 @@ type checkLine struct {
 	Line       int        `json:"line"`
 	Fetch      *fetchJSON `json:"fetch"`
 	CrawlDelay *float64   `json:"crawl_delay"`
+	Purpose    []string   `json:"purpose"`
+	Usage      *usageJSON `json:"usage"`
+}
+
+// usageJSON is check's "usage" object: what robots.txt's usage statements
+// say of the URL for each purpose, and the statements that apply to the
+// tokens obeyed.
+type usageJSON struct {
+	Purposes   map[string]usageVerdictJSON `json:"purposes"`
+	Statements []statementJSON             `json:"statements"`
+}
+
+type usageVerdictJSON struct {
+	State     string `json:"state"` // allowed, refused or unstated
+	Statement string `json:"statement"`
+	Line      int    `json:"line"`
+}
+
+type statementJSON struct {
+	Field string            `json:"field"`
+	Path  string            `json:"path"`
+	Value string            `json:"value"`
+	Line  int               `json:"line"`
+	Prefs map[string]string `json:"prefs"` // purpose → allowed or refused, for those it states
+	Use   string            `json:"use,omitempty"`
 }
 
 // fetchJSON is check's "fetch" object.
@@ -122,6 +151,12 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 		c.Now = time.Now
 	}
 	c.productToken(stderr)
+	if _, err := parsePurposes(c.Purposes); err != nil {
+		return fmt.Errorf("%w: -purpose: %v", ErrCheckInput, err)
+	}
+	if c.Exact && len(c.Purposes) > 0 {
+		return fmt.Errorf("%w: -purpose cannot go with -exact, which decides as Google's reference, where usage statements do not exist", ErrCheckInput)
+	}
 	cfg := c.Config
 	if cfg == nil {
 		cfg = Default()
@@ -218,7 +253,7 @@ func (c *Checker) rulesFor(cfg *Config) rulesSource {
 }
 
 func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*Decision, error) {
-	req := &request{kind: kindCheck, userAgent: c.UserAgent}
+	req := &request{kind: kindCheck, userAgent: c.UserAgent, purposes: c.Purposes}
 	if c.TokenSet {
 		req.agents = []string{c.Token}
 	} else if c.UserAgent == "" {
@@ -247,7 +282,7 @@ func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*D
 func (c *Checker) decideExact(ctx context.Context, p *Policy, rulesFor rulesSource, req *request, origin fetch.Origin, originErr error, u string) (*Decision, error) {
 	d := &Decision{Agents: Agents{list: req.agents}}
 	if req.agents == nil {
-		d.Agents = p.agents(req)
+		d.Agents, _ = p.agents(req) // purposes are a proxy step: -exact has none
 	}
 	if originErr == nil {
 		d.Origin = origin
@@ -302,6 +337,11 @@ func printJSON(w io.Writer, u string, d *Decision) error {
 	if d.HasDelay {
 		l.CrawlDelay = &d.CrawlDelay
 	}
+	if d.Refusal.Statement != "" {
+		l.Rule, l.Line = d.Refusal.Rule(), d.Refusal.Line
+	}
+	l.Purpose = d.Purposes.Names()
+	l.Usage = usageOf(d)
 	if f := &d.Fetch; !f.IsZero() {
 		l.Fetch = &fetchJSON{Outcome: f.Outcome, Status: f.Status, Error: f.Error}
 		if !f.FetchedAt.IsZero() {
@@ -324,11 +364,16 @@ func printText(w io.Writer, u string, d *Decision) error {
 	switch {
 	case d.Action == ActionUnreachable, d.Action == ActionUpstream:
 		status = "unreachable"
+	case d.Action == ActionUsageRefused:
+		status = ActionUsageRefused
 	case !d.Allowed():
 		status = "disallowed"
 	}
 	why := []string{d.Reason}
-	if d.Verdict.Line > 0 {
+	switch {
+	case d.Refusal.Statement != "":
+		why = append(why, fmt.Sprintf("rule %q line %d", d.Refusal.Rule(), d.Refusal.Line))
+	case d.Verdict.Line > 0:
 		why = append(why, fmt.Sprintf("rule %q line %d", d.Verdict.Rule, d.Verdict.Line))
 	}
 	if f := &d.Fetch; !f.IsZero() {
@@ -350,6 +395,50 @@ func printText(w io.Writer, u string, d *Decision) error {
 	if d.HasDelay {
 		why = append(why, "crawl-delay "+strconv.FormatFloat(d.CrawlDelay, 'f', -1, 64))
 	}
+	var stated []string
+	for p, v := range d.Usage {
+		if v.State != robots.Unstated {
+			stated = append(stated, fmt.Sprintf("%s %s by %q line %d", robots.Purpose(p), v.State, v.Statement, v.Line))
+		}
+	}
+	if len(stated) > 0 {
+		why = append(why, "usage: "+strings.Join(stated, ", "))
+	}
 	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", status, u, strings.Join(why, "; "))
 	return err
+}
+
+// usageOf renders what robots.txt's usage statements say for d, or nil
+// when no robots.txt rules decided it.
+func usageOf(d *Decision) *usageJSON {
+	if d.rules == nil {
+		return nil
+	}
+	u := &usageJSON{Purposes: map[string]usageVerdictJSON{}, Statements: []statementJSON{}}
+	for p, v := range d.Usage {
+		u.Purposes[robots.Purpose(p).String()] = usageVerdictJSON{State: v.State.String(), Statement: v.Statement, Line: v.Line}
+	}
+	seen := map[int]bool{}
+	for i := range d.Agents.Len() {
+		for _, s := range d.rules.Group(d.Agents.At(i)).Statements() {
+			if seen[s.Line] {
+				continue
+			}
+			seen[s.Line] = true
+			u.Statements = append(u.Statements, statementJSONOf(&s))
+		}
+	}
+	slices.SortFunc(u.Statements, func(a, b statementJSON) int { return a.Line - b.Line })
+	return u
+}
+
+// statementJSONOf renders one usage statement for check and /robots.
+func statementJSONOf(s *robots.Statement) statementJSON {
+	prefs := map[string]string{}
+	for p, st := range s.State {
+		if st != robots.Unstated {
+			prefs[robots.Purpose(p).String()] = st.String()
+		}
+	}
+	return statementJSON{Field: s.Field, Path: s.Path, Value: s.Value, Line: s.Line, Prefs: prefs, Use: s.Use}
 }

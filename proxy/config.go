@@ -98,6 +98,7 @@ type AgentRule struct {
 	User      string   // authenticated proxy user
 	Token     string
 	Also      []string
+	Purpose   []string // purposes declared for matching requests: "ai-train", "ai-input", "search"
 }
 
 // SiteRule is one [[sites]] entry.

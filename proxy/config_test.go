@@ -78,8 +78,9 @@ func TestConfigErrors(t *testing.T) {
 		`bad.toml:20: agents[1].client[1]: "not-an-ip" is not a CIDR or IP address`,
 		`bad.toml:21: agents[1].user: no [[auth.users]] entry is named "nobody"`,
 		`bad.toml:22: agents[1].also[0]: "GPTBot/1.0" is not a product token`,
-		`bad.toml:25: sites[0].host:`,
-		`bad.toml:26: sites[0].policy: "sometimes" is not one of`,
+		`bad.toml:23: agents[1].purpose[1]: "training" is not a purpose: known purposes are ai-train, ai-input, search`,
+		`bad.toml:26: sites[0].host:`,
+		`bad.toml:27: sites[0].policy: "sometimes" is not one of`,
 	}
 	msg := err.Error()
 	for _, w := range want {

@@ -321,6 +321,7 @@ func (d *decoder) agentTables(dst *[]AgentRule) func(string, any) {
 				"user":       d.str(&a.User),
 				"token":      d.str(&a.Token),
 				"also":       d.strs(&a.Also),
+				"purpose":    d.strs(&a.Purpose),
 			})
 			*dst = append(*dst, a)
 		})

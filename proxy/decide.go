@@ -34,6 +34,7 @@ type request struct {
 	tunnel      *connectInfo // kindInner: the CONNECT it came through
 	user        string       // the authenticated proxy user, once known
 	agents      []string     // the tokens obeyed, when given (check -agent); nil: step 3 finds them
+	purposes    []string     // X-Robots-Gate-Purpose's values (or check -purpose), unparsed
 }
 
 // world is what a decision looks at besides the policy: where rules come
@@ -156,14 +157,22 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 	return true
 }
 
-// judge runs steps 3 to 7: the agent, the /robots.txt exemption, site
-// rules, and the origin's robots.txt.
+// judge runs steps 3 to 7b: the agent and declared purposes, the
+// /robots.txt exemption, site rules, the origin's robots.txt, and its usage
+// statements.
 func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
 	if r.agents != nil {
 		d.Agents = Agents{list: r.agents}
 	} else {
-		d.Agents = p.agents(r)
+		d.Agents, d.Purposes = p.agents(r)
 	}
+	declared, err := parsePurposes(r.purposes)
+	if err != nil {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadPurpose, err)
+		return
+	}
+	d.Purposes |= declared
+	d.explain = r.kind == kindCheck
 	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" && r.kind != kindConnect {
 		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
 		return
@@ -189,17 +198,19 @@ func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
 		decideWholeOrigin(d, a, w.now())
 	default:
 		decideAnswer(d, a, r.target, w.now())
+		d.judgeUsage()
 	}
 }
 
-// report applies report mode to d: a block by robots.txt or a site rule,
-// or for an unreachable robots.txt, becomes "would-block" and goes through.
+// report applies report mode to d: a block by robots.txt (its rules or its
+// usage statements) or a site rule, or for an unreachable robots.txt,
+// becomes "would-block" and goes through.
 func (p *Policy) report(d *Decision) {
 	if p.cfg.Mode != "report" {
 		return
 	}
 	switch d.Action {
-	case ActionDisallowed, ActionDenied, ActionUnreachable:
+	case ActionDisallowed, ActionDenied, ActionUnreachable, ActionUsageRefused:
 		d.Action = ActionWouldBlock
 	}
 }

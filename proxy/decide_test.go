@@ -29,6 +29,8 @@ func tableWorld(t *testing.T, p *Policy) *world {
 	answers := map[string]fetch.Answer{
 		"closed.example": fetched("User-agent: *\nDisallow: /\n"),
 		"down.example":   {Unreachable: true, LastError: "refused: connection refused"},
+		"usage.example":  fetched("Content-Signal: search=yes, ai-train=no\nUser-agent: *\nContent-Usage: ai-use=n\nDisallow: /private\n"),
+		"cu.example":     fetched("User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\n"),
 	}
 	resolve := func(_ context.Context, _, host string) ([]netip.Addr, error) {
 		if host == "internal.example" {
@@ -65,6 +67,11 @@ func TestDecide(t *testing.T) {
 	plain := func(authority, target string) request {
 		return request{kind: kindPlain, scheme: "http", authority: authority, target: target, userAgent: "FooBot/1.0"}
 	}
+	purpose := func(authority, target string, purposes ...string) request {
+		r := plain(authority, target)
+		r.purposes = purposes
+		return r
+	}
 	tunnel := &connectInfo{authority: "a.example:443", user: "etl", origin: fetch.Origin{Scheme: "https", Host: "a.example", Port: 443}}
 	tests := []struct {
 		name   string
@@ -100,6 +107,20 @@ func TestDecide(t *testing.T) {
 		{"7: allowed by the longer rule", nil, plain("a.example", "/private/open/x"), false, ActionAllowed, reasonAllowed, "FooBot"},
 		{"7: normalised", nil, plain("a.example", "/%70rivate"), false, ActionDisallowed, reasonDisallowed, "FooBot"},
 		{"7: ambiguous", nil, plain("a.example", "/private/open/..;/x"), false, ActionDisallowed, "ambiguous: a lenient server would serve /private/x", "FooBot"},
+		{"7b: no purpose declared", nil, plain("usage.example", "/x"), false, ActionAllowed, reasonNoRule, "FooBot"},
+		{"7b: ai-train refused by content-signal before any group", nil, purpose("usage.example", "/x", "search, AI-Train"), false, ActionUsageRefused, "refuses ai-train: content-signal: search=yes, ai-train=no (line 1)", "FooBot"},
+		{"7b: search allowed", nil, purpose("usage.example", "/x", "search"), false, ActionAllowed, reasonNoRule, "FooBot"},
+		{"7b: two header lines", nil, purpose("usage.example", "/x", "search", "ai-input"), false, ActionUsageRefused, "refuses ai-input: content-usage: ai-use=n (line 3)", "FooBot"},
+		{"7b: rules decide first", nil, purpose("usage.example", "/private", "ai-train"), false, ActionDisallowed, reasonDisallowed, "FooBot"},
+		{"7b: a longer path grants", nil, purpose("cu.example", "/open/x", "ai-train"), false, ActionAllowed, reasonNoRule, "FooBot"},
+		{"7b: elsewhere refused", nil, purpose("cu.example", "/closed", "ai-train"), false, ActionUsageRefused, "content-usage: train-ai=n (line 2)", "FooBot"},
+		{"7b: a lenient reading refused", nil, purpose("cu.example", "/open/..;/x", "ai-train"), false, ActionUsageRefused, "content-usage: train-ai=n (line 2)", "FooBot"},
+		{"7b: [[agents]] purpose", func(c *Config) {
+			c.Agents = []AgentRule{{UserAgent: "FooBot/*", Purpose: []string{"ai-input"}}}
+		}, plain("usage.example", "/x"), false, ActionUsageRefused, "refuses ai-input", "FooBot"},
+		{"7b: unknown purpose", nil, purpose("usage.example", "/x", "training"), false, ActionBadRequest, `"training" is not a purpose: known purposes are ai-train, ai-input, search`, ""},
+		{"7b: report mode", func(c *Config) { c.Mode = "report" }, purpose("usage.example", "/x", "ai-train"), false, ActionWouldBlock, "usage refused", "FooBot"},
+		{"7b: site allow", func(c *Config) { c.Sites = []SiteRule{{Host: "usage.example", Policy: "allow", Reason: "licensed"}} }, purpose("usage.example", "/x", "ai-train"), false, ActionAllowed, `site allow "licensed"`, ""},
 		{"report mode", func(c *Config) { c.Mode = "report" }, plain("a.example", "/private"), false, ActionWouldBlock, reasonDisallowed, "FooBot"},
 		{"report mode: not for check", func(c *Config) { c.Mode = "report" }, request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/private"}, false, ActionDisallowed, "", "*"},
 		{"8: held, and the client left", func(c *Config) {
@@ -109,6 +130,16 @@ func TestDecide(t *testing.T) {
 		{"9: CONNECT to a private address", nil, request{kind: kindConnect, scheme: "https", authority: "internal.example:443", target: "/"}, false, ActionPrivate, reasonPrivate, ""},
 		{"9: tunnel mode, every path closed", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "closed.example:443", target: "/"}, false, ActionDisallowed, reasonEveryPath, "*"},
 		{"9: tunnel mode, some paths open", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "a.example:443", target: "/"}, false, ActionAllowed, reasonSomePaths, ""},
+		{"9: tunnel mode, usage refused everywhere", func(c *Config) { c.TLS.Mode = "tunnel" }, func() request {
+			r := request{kind: kindConnect, scheme: "https", authority: "usage.example:443", target: "/"}
+			r.purposes = []string{"ai-train"}
+			return r
+		}(), false, ActionUsageRefused, "content-signal", ""},
+		{"9: tunnel mode, usage granted somewhere", func(c *Config) { c.TLS.Mode = "tunnel" }, func() request {
+			r := request{kind: kindConnect, scheme: "https", authority: "cu.example:443", target: "/"}
+			r.purposes = []string{"ai-train"}
+			return r
+		}(), false, ActionAllowed, reasonSomePaths, ""},
 		{"9: tunnel mode, unreachable", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "down.example:443", target: "/"}, false, ActionUnreachable, reasonNoCopy, ""},
 	}
 	for _, tt := range tests {
@@ -161,8 +192,8 @@ func TestNewServerCompiles(t *testing.T) {
 	}
 	defer srv.Shutdown(t.Context())
 	req := request{kind: kindCheck, scheme: "http", authority: "a.example", target: "/x", userAgent: "curl/8.0"}
-	if got := srv.pol.Load().agents(&req).Slice(); len(got) != 1 || got[0] != "curl" {
-		t.Errorf("agents for curl/8.0 = %v; want [curl]: the python-requests rule must not match", got)
+	if a, _ := srv.pol.Load().agents(&req); len(a.Slice()) != 1 || a.Slice()[0] != "curl" {
+		t.Errorf("agents for curl/8.0 = %v; want [curl]: the python-requests rule must not match", a.Slice())
 	}
 	bad := loopbackConfig()
 	bad.Mode = "enfroce"

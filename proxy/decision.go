@@ -34,6 +34,8 @@ const (
 	ActionMisdirected = "misdirected"
 	ActionAuth        = "auth-required"
 	ActionOverloaded  = "overloaded"
+	// ActionUsageRefused: the site refuses a purpose the request declares.
+	ActionUsageRefused = "usage-refused"
 )
 
 // Reasons, as they appear in the audit log, the 403 body and check's output.
@@ -71,6 +73,11 @@ type Decision struct {
 	User       string         // the authenticated proxy user; "" if none
 	Paced      bool           // it went through the pacer, which held it for Waited
 	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
+	Purposes   Purposes       // the purposes the request declares
+	Usage      robots.Usage   // what robots.txt's usage statements say of the path, when worked out
+	Refusal    Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
+	rules      *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
+	explain    bool           // work out Usage even when no purpose is declared (check)
 }
 
 // Agents are the tokens a request obeys: the one its User-Agent header
@@ -178,13 +185,18 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
 		return
 	}
 	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
+	d.Usage = robots.Usage{}
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
-		if g := a.Entry.Rules.Group(tok); g.DisallowsAll() {
+		g := a.Entry.Rules.Group(tok)
+		if g.DisallowsAll() {
 			d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, reasonEveryPath, tok, g.Test("/")
 			return
 		}
+		u := g.UsageEverywhere()
+		d.Usage.Combine(&u)
 	}
+	d.judgeUsage()
 }
 
 // RobotsURL returns the URL of the robots.txt that applied, "" when none
@@ -215,9 +227,14 @@ func decideRules(d *Decision, rules *robots.Robots, raw string) {
 		readings = append(readings, r)
 	}
 	noGroup, ambiguous := false, ""
+	usage := d.Purposes != 0 || d.explain
+	d.rules = rules
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := rules.Group(tok)
+		if usage {
+			d.combineUsage(g, target, readings)
+		}
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
 			d.CrawlDelay, d.HasDelay = cd, true
 		}
@@ -237,6 +254,18 @@ func decideRules(d *Decision, rules *robots.Robots, raw string) {
 	d.setVerdictAction(noGroup)
 	if ambiguous != "" {
 		d.Reason = fmt.Sprintf(reasonAmbiguous, ambiguous)
+	}
+}
+
+// combineUsage folds what g's usage statements say of target, and of every
+// lenient reading of it, into d.Usage: the most restrictive answer wins, as
+// for allow and disallow rules.
+func (d *Decision) combineUsage(g robots.Group, target string, readings []string) {
+	u := g.Usage(target)
+	d.Usage.Combine(&u)
+	for _, r := range readings {
+		u := g.Usage(r)
+		d.Usage.Combine(&u)
 	}
 }
 

@@ -81,3 +81,25 @@ func FuzzProxyTarget(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPurposeHeader: any X-Robots-Gate-Purpose value is read or refused
+// with an error naming the known purposes, never half-read; what is read
+// reads back the same from its names.
+func FuzzPurposeHeader(f *testing.F) {
+	for _, s := range []string{"ai-train", "ai-train, search", " AI-Input ,, ", "training", "", ",", "search\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		ps, err := parsePurposes([]string{v})
+		if err != nil {
+			if ps != 0 || !strings.Contains(err.Error(), "known purposes are ai-train, ai-input, search") {
+				t.Fatalf("parsePurposes(%q) = %v, %v", v, ps, err)
+			}
+			return
+		}
+		again, err := parsePurposes([]string{strings.Join(ps.Names(), ",")})
+		if err != nil || again != ps {
+			t.Fatalf("parsePurposes(%q) = %v; its names read back as %v, %v", v, ps, again, err)
+		}
+	})
+}

@@ -30,6 +30,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 		userAgent:   r.Header.Get("User-Agent"),
 		client:      clientAddr(r),
 		credentials: r.Header.Get("Proxy-Authorization"),
+		purposes:    r.Header[PurposeHeader],
 	}
 	if ci, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
 		req.kind, req.tunnel = kindInner, ci
@@ -57,6 +58,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		userAgent:   r.Header.Get("User-Agent"),
 		client:      clientAddr(r),
 		credentials: r.Header.Get("Proxy-Authorization"),
+		purposes:    r.Header[PurposeHeader],
 	}
 	var d Decision
 	p.decide(r.Context(), s.world, &req, &d)
@@ -89,6 +91,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
 	}
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
+	delete(r.Header, PurposeHeader) // robotsgate's, never the origin's
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
@@ -108,10 +111,18 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
 		}
 	}
+	if p.judgeResponse(d, resp) && d.Action == ActionUsageRefused {
+		// The body is withheld: closing it unread closes the origin
+		// connection, which no later request can then inherit half-read.
+		resp.Body.Close()
+		resp = s.respond(r, d)
+		s.finish(p, r, d, resp.StatusCode, "")
+		return resp
+	}
 	if d.Action == ActionWouldBlock {
 		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
-		if d.Verdict.Line > 0 {
-			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(d.Verdict.Rule, d.Verdict.Line))
+		if rule := d.ruleHeader(); rule != "" {
+			resp.Header.Set("X-Robots-Gate-Rule", rule)
 		}
 	}
 	removeHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && isWebSocketUpgrade(resp.Header))

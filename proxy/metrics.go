@@ -84,7 +84,7 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 	)
 	m.byDecision = map[string]*[2]prometheus.Counter{}
 	for _, d := range []string{ActionAllowed, ActionDisallowed, ActionDenied, ActionPrivate, ActionUnreachable, ActionPaced,
-		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded} {
+		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded, ActionUsageRefused} {
 		m.byDecision[d] = &[2]prometheus.Counter{m.requests.WithLabelValues(d, "http"), m.requests.WithLabelValues(d, "https")}
 	}
 	for _, o := range []fetch.Outcome{fetch.Fetched, fetch.Unavailable, fetch.Unreachable} {

@@ -92,18 +92,24 @@ func (c *privateCache) lookup(ctx context.Context, host string) bool {
 }
 
 // agents returns the tokens a request obeys: the first matching [[agents]]
-// rule's, else the User-Agent header's product token, else default_agent.
-func (p *Policy) agents(r *request) Agents {
+// rule's, else the User-Agent header's product token, else default_agent;
+// and the purposes that rule declares.
+func (p *Policy) agents(r *request) (Agents, Purposes) {
+	var purposes Purposes
 	for i := range p.agentRules {
 		if a := &p.agentRules[i]; a.matches(r) {
-			return Agents{list: a.tokens}
+			if len(a.tokens) > 0 {
+				return Agents{list: a.tokens}, a.purposes
+			}
+			purposes = a.purposes // a rule that only declares purposes
+			break
 		}
 	}
 	tok := robots.TokenFromUserAgent(r.userAgent)
 	if tok == "" {
 		tok = p.cfg.DefaultAgent
 	}
-	return Agents{one: tok}
+	return Agents{one: tok}, purposes
 }
 
 // site returns the first [[sites]] rule for host whose agents, if any,

@@ -114,9 +114,13 @@ func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
 		return nil
 	case ActionDisallowed:
 		resp := s.answer(r, http.StatusForbidden, d.Action, blockBody(r, d))
-		if d.Verdict.Line > 0 {
-			resp.Header.Set("X-Robots-Gate-Rule", ruleHeader(d.Verdict.Rule, d.Verdict.Line))
+		if rule := d.ruleHeader(); rule != "" {
+			resp.Header.Set("X-Robots-Gate-Rule", rule)
 		}
+		return resp
+	case ActionUsageRefused:
+		resp := s.answer(r, http.StatusForbidden, d.Action, usageBody(r, d))
+		resp.Header.Set("X-Robots-Gate-Rule", d.ruleHeader())
 		return resp
 	case ActionDenied:
 		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s is denied by a site rule: %s\n", displayURL(r), d.Site.Reason))
@@ -204,6 +208,33 @@ func blockBody(r *http.Request, d *Decision) string {
 	}
 	fmt.Fprintf(&b, "reason:     %s\n", d.Reason)
 	return b.String()
+}
+
+// usageBody explains a usage refusal to a person reading a scraper's log.
+func usageBody(r *http.Request, d *Decision) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "robotsgate: %s is not fetched for %s: the site refuses that use\n\n", displayURL(r), d.Refusal.Purpose)
+	fmt.Fprintf(&b, "purpose:    %s (declared: %s)\n", d.Refusal.Purpose, strings.Join(d.Purposes.Names(), ", "))
+	if d.Refusal.Header {
+		fmt.Fprintf(&b, "statement:  %s (a header of the response, whose body was withheld)\n", d.Refusal.Statement)
+	} else {
+		fmt.Fprintf(&b, "statement:  %s (line %d of %s)\n", d.Refusal.Statement, d.Refusal.Line, d.RobotsURL())
+	}
+	fmt.Fprintf(&b, "agent:      %s\n", strings.Join(d.Agents.Slice(), ", "))
+	fmt.Fprintf(&b, "reason:     %s\n", d.Reason)
+	return b.String()
+}
+
+// ruleHeader is X-Robots-Gate-Rule for d: the usage statement that refused
+// it, or the robots.txt rule that decided; "" for neither.
+func (d *Decision) ruleHeader() string {
+	switch {
+	case d.Refusal.Statement != "":
+		return d.Refusal.headerValue()
+	case d.Verdict.Line > 0:
+		return ruleHeader(d.Verdict.Rule, d.Verdict.Line)
+	}
+	return ""
 }
 
 // ruleHeader formats X-Robots-Gate-Rule: the directive, the pattern with

@@ -72,10 +72,11 @@ func compileGlob(g string) (*regexp.Regexp, error) {
 
 // agentRule is an [[agents]] entry, compiled.
 type agentRule struct {
-	glob   *regexp.Regexp // nil: any User-Agent
-	client []netip.Prefix // empty: any client
-	user   string         // "": any user
-	tokens []string       // token, then also
+	glob     *regexp.Regexp // nil: any User-Agent
+	client   []netip.Prefix // empty: any client
+	user     string         // "": any user
+	tokens   []string       // token, then also; none: the User-Agent header's
+	purposes Purposes       // declared for the requests it matches
 }
 
 // compileAgent checks a (key is its path) and compiles it.
@@ -84,8 +85,15 @@ func compileAgent(a *AgentRule, key string, users map[string]bool, d *decoder) a
 	if a.UserAgent == "" && len(a.Client) == 0 && a.User == "" {
 		d.errorf(key, "needs at least one of user_agent, client, user to match on")
 	}
-	if a.Token == "" && len(a.Also) == 0 {
-		d.errorf(key, "needs token or also: the tokens to obey")
+	if a.Token == "" && len(a.Also) == 0 && len(a.Purpose) == 0 {
+		d.errorf(key, "needs token, also or purpose: the tokens to obey, or the purposes to declare")
+	}
+	for j, name := range a.Purpose {
+		ps, err := parsePurposes([]string{name})
+		if err != nil || strings.Contains(name, ",") {
+			d.errorf(fmt.Sprintf("%s.purpose[%d]", key, j), "%q is not a purpose: known purposes are %s", name, knownPurposes())
+		}
+		r.purposes |= ps
 	}
 	if a.UserAgent != "" {
 		g, err := compileGlob(a.UserAgent)

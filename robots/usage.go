@@ -47,7 +47,7 @@ func Purposes() []Purpose { return []Purpose{AITrain, AIInput, Search} }
 // and surrounding spaces.
 func ParsePurpose(name string) (Purpose, bool) {
 	name = strings.TrimSpace(name)
-	for _, p := range Purposes() {
+	for p := range numPurposes {
 		if strings.EqualFold(name, p.String()) {
 			return p, true
 		}
@@ -320,6 +320,37 @@ func (g Group) Usage(path string) Usage {
 			if v.State > u[p].State {
 				u[p] = v
 			}
+		}
+	}
+	return u
+}
+
+// UsageEverywhere answers, for each purpose, whether the group refuses it
+// on every path, as a tunnelling proxy that cannot see paths must know:
+// Refused where a statement matching every path ("", "/", "/*" or "*")
+// refuses it and no longer statement of the same kind grants it; Unstated
+// otherwise.
+func (g Group) UsageEverywhere() Usage {
+	u := g.Usage("/")
+	for p := range u {
+		v := &u[p]
+		if v.State != Refused {
+			*v = UsageVerdict{}
+			continue
+		}
+		everywhere := false
+		g.eachStatement(func(s *usageStmt) {
+			if s.text == v.Statement && s.line == int32(v.Line) {
+				everywhere = s.pattern == "" || s.pattern == "/" || s.pattern == "/*" || s.pattern == "*"
+			}
+		})
+		g.eachStatement(func(s *usageStmt) {
+			if s.state[p] == Granted && s.signal == strings.HasPrefix(v.Statement, fieldSignal) && len(s.pattern) > 1 {
+				everywhere = false
+			}
+		})
+		if !everywhere {
+			*v = UsageVerdict{}
 		}
 	}
 	return u

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// PurposeHeader is the request header in which a client declares what it
+// fetches for ("ai-train, search"); it never reaches the origin.
+const PurposeHeader = "X-Robots-Gate-Purpose"
+
+// Purposes is a set of declared purposes (DESIGN "Usage preferences").
+type Purposes uint8
+
+// Has reports whether p is in the set.
+func (ps Purposes) Has(p robots.Purpose) bool { return ps&(1<<p) != 0 }
+
+// List returns the purposes in the set, in robots.Purposes order.
+func (ps Purposes) List() []robots.Purpose {
+	var out []robots.Purpose
+	for _, p := range robots.Purposes() {
+		if ps.Has(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Names returns the names of the purposes in the set; an empty, non-nil
+// slice for none.
+func (ps Purposes) Names() []string {
+	out := []string{}
+	for _, p := range ps.List() {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// knownPurposes names every purpose, for error messages.
+func knownPurposes() string {
+	var names []string
+	for _, p := range robots.Purposes() {
+		names = append(names, p.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// parsePurposes reads purpose names: each value a comma-separated list, as
+// X-Robots-Gate-Purpose or check -purpose give them. Empty items are
+// skipped; an unknown name is an error naming the known ones.
+func parsePurposes(values []string) (Purposes, error) {
+	var ps Purposes
+	for _, v := range values {
+		for name := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(name) == "" {
+				continue
+			}
+			p, ok := robots.ParsePurpose(name)
+			if !ok {
+				return 0, fmt.Errorf("%q is not a purpose: known purposes are %s", strings.TrimSpace(name), knownPurposes())
+			}
+			ps |= 1 << p
+		}
+	}
+	return ps, nil
+}
+
+// Refusal is the evidence of a usage refusal: the purpose refused and the
+// statement that refused it, from robots.txt or from a response header.
+type Refusal struct {
+	Purpose   robots.Purpose
+	Statement string // "content-usage: train-ai=n"
+	Line      int    // its line in robots.txt; 0 for a header
+	Header    bool   // it came from a response header
+}
+
+// Rule is the refusal as X-Robots-Gate-Rule and the audit's rule show it:
+// the statement, or "response header " and the header.
+func (r *Refusal) Rule() string {
+	if r.Header {
+		return "response header " + r.Statement
+	}
+	return r.Statement
+}
+
+// headerValue is X-Robots-Gate-Rule's value: bytes outside printable
+// ASCII percent-encoded, and the line for a robots.txt statement.
+func (r *Refusal) headerValue() string {
+	var b strings.Builder
+	for _, c := range []byte(r.Rule()) {
+		if c < 0x20 || c > 0x7E {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	if r.Line > 0 {
+		fmt.Fprintf(&b, " (line %d)", r.Line)
+	}
+	return b.String()
+}
+
+const (
+	reasonUsage       = "usage refused: the site refuses %s: %s"
+	reasonUsageHeader = "usage refused: the response refuses %s: %s; its body was withheld"
+	reasonBadPurpose  = "bad " + PurposeHeader + ": %v"
+)
+
+// judgeUsage is step 7b: a request that robots.txt allows, and that
+// declares purposes, is refused when the statements that apply to it
+// refuse one of them.
+func (d *Decision) judgeUsage() {
+	if d.Action != ActionAllowed || d.Purposes == 0 {
+		return
+	}
+	if p, v, ok := d.Usage.Refuses(d.Purposes.List()); ok {
+		d.Refusal = Refusal{Purpose: p, Statement: v.Statement, Line: v.Line}
+		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsage, p, d.Refusal.headerValue())
+	}
+}
+
+// judgeResponse decides a forwarded response's usage headers for an
+// allowed request that declares purposes (step 7b, on the response): it
+// reports whether they refuse one, setting d's action (usage-refused, or
+// would-block in report mode) and evidence. A site allow rule lifts them,
+// as it lifts robots.txt; a WebSocket's 101 carries no content.
+func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
+	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed || resp.StatusCode == http.StatusSwitchingProtocols {
+		return false
+	}
+	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation"} {
+		vals := resp.Header[name]
+		if len(vals) == 0 {
+			continue
+		}
+		u := robots.HeaderUsage(name, vals)
+		if pur, v, ok := u.Refuses(d.Purposes.List()); ok {
+			d.Refusal = Refusal{Purpose: pur, Statement: v.Statement, Header: true}
+			d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsageHeader, pur, d.Refusal.headerValue())
+			if p.cfg.Mode == "report" {
+				d.Action = ActionWouldBlock
+			}
+			return true
+		}
+	}
+	return false
+}

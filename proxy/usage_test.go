@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// usageRobots refuses training under /train/ in robots.txt.
+const usageRobots = "User-agent: *\nContent-Usage: /train/ train-ai=n\nDisallow: /private\n"
+
+// secretBody is what an origin serves under a usage header: big enough
+// that a withheld response is cut mid-body, and recognisable if it leaks.
+var secretBody = strings.Repeat("SECRET-BODY ", 100_000)
+
+// usageOrigin serves pages whose responses carry usage headers, records
+// whether any request carried X-Robots-Gate-Purpose, and counts the
+// connections it accepts.
+type usageOrigin struct {
+	*testOrigin
+	conns      atomic.Int64 // client connections seen (by remote address)
+	seen       sync.Map     // remote address → true
+	sawPurpose atomic.Bool
+}
+
+func newUsageOrigin(t *testing.T) *usageOrigin {
+	u := &usageOrigin{}
+	u.testOrigin = newTestOrigin(t, usageRobots, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(PurposeHeader) != "" {
+			u.sawPurpose.Store(true)
+		}
+		if _, loaded := u.seen.LoadOrStore(r.RemoteAddr, true); !loaded {
+			u.conns.Add(1)
+		}
+		switch r.URL.Path {
+		case "/tdm":
+			w.Header().Set("TDM-Reservation", "1")
+		case "/cu":
+			w.Header().Set("Content-Usage", "train-ai=n, search=y")
+		case "/cs":
+			w.Header().Set("Content-Signal", "search=yes, ai-train=no")
+		default:
+			w.Write([]byte("page " + r.URL.Path + "\n"))
+			return
+		}
+		w.Write([]byte(secretBody))
+	})
+	return u
+}
+
+// TestUsageRobotsStatements: a robots.txt statement refuses a declared
+// purpose before anything leaves; with no purpose, or another, the request
+// goes through, and the purpose header never reaches the origin.
+func TestUsageRobotsStatements(t *testing.T) {
+	t.Parallel()
+	o := newUsageOrigin(t)
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	countedOnce(t, p, ActionUsageRefused, "http", func() {
+		resp, body := get(t, c, o.URL+"/train/set.json", "User-Agent", "DataBot/1.0", PurposeHeader, "search, ai-train")
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Robots-Gate") != ActionUsageRefused ||
+			resp.Header.Get("X-Robots-Gate-Rule") != "content-usage: /train/ train-ai=n (line 2)" {
+			t.Errorf("refused: %d %v", resp.StatusCode, resp.Header)
+		}
+		for _, want := range []string{o.URL + "/train/set.json", "ai-train", "content-usage: /train/ train-ai=n", "line 2 of " + o.URL + "/robots.txt"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("body lacks %q:\n%s", want, body)
+			}
+		}
+	})
+	if n := o.count("/train/set.json"); n != 0 {
+		t.Errorf("origin saw the refused request %d times", n)
+	}
+	rec := p.lastAudit(t)
+	if rec["msg"] != "blocked" || rec["decision"] != ActionUsageRefused || rec["rule"] != "content-usage: /train/ train-ai=n" ||
+		rec["line"] != 2.0 || rec["status"] != 403.0 || rec["token"] != "DataBot" {
+		t.Errorf("audit = %v", rec)
+	}
+	if pur, _ := rec["purpose"].([]any); len(pur) != 2 || pur[0] != "ai-train" || pur[1] != "search" {
+		t.Errorf("audit purpose = %v; want [ai-train search]", rec["purpose"])
+	}
+	for _, purpose := range []string{"", "search"} {
+		resp, body := get(t, c, o.URL+"/train/set.json", "User-Agent", "DataBot/1.0", PurposeHeader, purpose)
+		if resp.StatusCode != 200 || body != "page /train/set.json\n" {
+			t.Errorf("purpose %q: %d %q; want the page", purpose, resp.StatusCode, body)
+		}
+	}
+	if o.sawPurpose.Load() {
+		t.Errorf("the origin received %s", PurposeHeader)
+	}
+	resp, body := get(t, c, o.URL+"/x", PurposeHeader, "ai-training")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "known purposes are ai-train, ai-input, search") {
+		t.Errorf("unknown purpose: %d %q; want 400 naming the known purposes", resp.StatusCode, body)
+	}
+
+	// /robots shows the statements each group carries.
+	p.srv.cache.Wait()
+	resp, body = get(t, &http.Client{}, p.url.String()+"/robots?origin="+url.QueryEscape(o.URL))
+	var e robotsEntry
+	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != 200 || len(e.Groups) != 1 {
+		t.Fatalf("/robots: %d %q: %v", resp.StatusCode, body, err)
+	}
+	if u := e.Groups[0].Usage; len(u) != 1 || u[0].Field != "content-usage" || u[0].Path != "/train/" || u[0].Line != 2 || u[0].Prefs["ai-train"] != "refused" {
+		t.Errorf("/robots usage = %+v", u)
+	}
+}
+
+// TestUsageResponseHeaders: a response whose headers refuse a declared
+// purpose is withheld, over plain HTTP and inside a MITM tunnel; its
+// origin connection is closed, never reused half-read; report mode lets it
+// through, marked.
+func TestUsageResponseHeaders(t *testing.T) {
+	t.Parallel()
+	o := newUsageOrigin(t)
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	tests := []struct {
+		path, purpose, rule string
+	}{
+		{"/tdm", "ai-train", "response header tdm-reservation: 1"},
+		{"/tdm", "ai-input", "response header tdm-reservation: 1"},
+		{"/cu", "ai-train", "response header content-usage: train-ai=n, search=y"},
+		{"/cs", "ai-train", "response header content-signal: search=yes, ai-train=no"},
+	}
+	for _, tt := range tests {
+		before := o.conns.Load()
+		countedOnce(t, p, ActionUsageRefused, "http", func() {
+			resp, body := get(t, c, o.URL+tt.path, PurposeHeader, tt.purpose)
+			if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule ||
+				strings.Contains(body, "SECRET") || resp.Header.Get("Content-Usage") != "" {
+				t.Errorf("%s for %s: %d %v\n%.200s", tt.path, tt.purpose, resp.StatusCode, resp.Header, body)
+			}
+			if !strings.Contains(body, "withheld") || !strings.Contains(body, tt.purpose) {
+				t.Errorf("%s: body does not say the response was withheld:\n%s", tt.path, body)
+			}
+		})
+		rec := p.lastAudit(t)
+		if rec["rule"] != tt.rule || rec["line"] != 0.0 || rec["status"] != 403.0 {
+			t.Errorf("%s: audit = %v", tt.path, rec)
+		}
+		// The next request is served whole, on a new origin connection:
+		// the withheld one was closed mid-body, not pooled.
+		if resp, body := get(t, c, o.URL+"/ok"); resp.StatusCode != 200 || body != "page /ok\n" {
+			t.Errorf("after %s: %d %q", tt.path, resp.StatusCode, body)
+		}
+		if got := o.conns.Load() - before; got < 1 {
+			t.Errorf("after %s: the origin saw %d new connections; want the withheld one replaced", tt.path, got)
+		}
+	}
+	for _, purpose := range []string{"", "search"} {
+		if resp, body := get(t, c, o.URL+"/cu", PurposeHeader, purpose); resp.StatusCode != 200 || body != secretBody {
+			t.Errorf("/cu for %q: %d, %d bytes; want the page", purpose, resp.StatusCode, len(body))
+		}
+	}
+
+	cfg := loopbackConfig()
+	cfg.Mode = "report"
+	r := startProxy(t, cfg)
+	countedOnce(t, r, ActionWouldBlock, "http", func() {
+		resp, body := get(t, r.client(), o.URL+"/tdm", PurposeHeader, "ai-train")
+		if resp.StatusCode != 200 || body != secretBody || resp.Header.Get("X-Robots-Gate") != ActionWouldBlock ||
+			resp.Header.Get("X-Robots-Gate-Rule") != "response header tdm-reservation: 1" {
+			t.Errorf("report mode: %d %v", resp.StatusCode, resp.Header)
+		}
+	})
+}
+
+// TestUsageInTunnel: inside a MITM tunnel the same statements and headers
+// refuse, and the tunnel goes on serving.
+func TestUsageInTunnel(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, usageRobots, "data.example")
+	o.handler = func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tdm" {
+			w.Header().Set("TDM-Reservation", "1")
+			w.Write([]byte(secretBody))
+			return
+		}
+		w.Write([]byte("page " + r.URL.Path + "\n"))
+	}
+	p := startMITM(t, pki, func(c *Config) {
+		c.Agents = []AgentRule{{UserAgent: "TrainBot/*", Purpose: []string{"ai-train"}}}
+	})
+	var dials atomic.Int64
+	c := p.mitmClient(t, &dials, false)
+	base := "https://data.example:" + port
+	for _, tt := range []struct {
+		path, rule string
+	}{
+		{"/train/x", "content-usage: /train/ train-ai=n (line 2)"},
+		{"/tdm", "response header tdm-reservation: 1"},
+	} {
+		resp, body := get(t, c, base+tt.path, "User-Agent", "TrainBot/2")
+		if resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule || strings.Contains(body, "SECRET") {
+			t.Errorf("%s: %d %v", tt.path, resp.StatusCode, resp.Header)
+		}
+	}
+	if resp, body := get(t, c, base+"/tdm", "User-Agent", "SearchBot/2"); resp.StatusCode != 200 || body != secretBody {
+		t.Errorf("/tdm with no purpose: %d, %d bytes", resp.StatusCode, len(body))
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("client opened %d connections to the proxy; want 1 kept-alive tunnel", n)
+	}
+	if o.count("/train/x") != 0 {
+		t.Error("the origin saw a request robots.txt's statement refused")
+	}
+}
