@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -580,5 +581,55 @@ func TestCheckJSONUsage(t *testing.T) {
 	}
 	if st := got.Usage.Statements; len(st) != 3 || st[1].Path != "/open/" || st[1].Prefs["ai-train"] != "allowed" || st[0].Field != "content-signal" {
 		t.Errorf("statements = %+v", st)
+	}
+}
+
+func TestReport(t *testing.T) {
+	t.Parallel()
+	const audit, malformed = "report/testdata/audit.jsonl", "report/testdata/malformed.jsonl"
+	stdin, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	htmlFile := filepath.Join(t.TempDir(), "report.html")
+	tests := []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantOut  []string // substrings of stdout
+		wantErr  string   // substring of stderr; "" for none at all
+		wantCode int
+	}{
+		{"text", []string{"report", audit}, "", []string{"files      " + audit + "\n", "records    10\n", "blocked    5 (50.0%;", "malformed  0 lines skipped\n", "disallowed               2   20.0%\n"}, "", 0},
+		{"json, flag after the file", []string{"report", audit, "-json"}, "", []string{`"total": 10,`, `"blocked": 5,`, `"from": "2026-11-23T08:41:38.637Z",`}, "", 0},
+		{"stdin", []string{"report", "-json", "-"}, string(stdin), []string{`"total": 10,`, `"files": [` + "\n" + `    "-"`}, "", 0},
+		{"since a time", []string{"report", "-json", "-since", "2026-11-23T10:00:00Z", audit}, "", []string{`"total": 6,`}, "", 0},
+		{"since a duration", []string{"report", "-since", "876000h", audit}, "", []string{"records    10\n", "since      "}, "", 0},
+		{"html", []string{"report", "-html", htmlFile, audit}, "", []string{"records    10\n"}, "", 0},
+		{"malformed lines", []string{"report", malformed}, "", []string{"records    2\n", "malformed  7 lines skipped\n"}, "malformed lines skipped: 7 (first: " + malformed + " line 2: not a JSON object)", 0},
+		{"a missing file: the others reported, exit 2", []string{"report", "-json", audit, "report/testdata/nope.jsonl"}, "", []string{`"total": 10,`}, "nope.jsonl: no such file", 2},
+		{"no file", []string{"report", "-json"}, "", nil, "no audit file given", 2},
+		{"bad -since", []string{"report", "-since", "last week", audit}, "", nil, `-since "last week": neither an RFC 3339 time`, 2},
+		{"help", []string{"report", "-h"}, "", nil, "  disallowed, denied, usage-refused, private-address, unreachable\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCmd(t, tt.stdin, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit status %d; want %d (stderr %q)", code, tt.wantCode, errOut)
+			}
+			for _, want := range tt.wantOut {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout has no %q:\n%s", want, out)
+				}
+			}
+			if tt.wantErr == "" && errOut != "" || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr %q; want %q", errOut, tt.wantErr)
+			}
+		})
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("https://docs.example:443")) {
+		t.Errorf("-html wrote %d bytes (%v); want a page with the chart and the origins", len(page), err)
 	}
 }

@@ -1,0 +1,100 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+// refRecord decodes line with encoding/json, as the reference for
+// ParseRecord's scanner: one object, members matched exactly, the last
+// of repeated names winning, null as absent.
+func refRecord(line []byte) (Record, bool) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil || m == nil {
+		return Record{}, false
+	}
+	var r Record
+	var ts string
+	hasTime := false
+	for name, dst := range map[string]*string{"time": &ts, "decision": &r.Decision, "origin": &r.Origin, "token": &r.Token, "rule": &r.Rule} {
+		raw, ok := m[name]
+		if !ok || raw == nil || string(raw) == "null" {
+			continue
+		}
+		if json.Unmarshal(raw, dst) != nil {
+			return Record{}, false
+		}
+		hasTime = hasTime || name == "time"
+	}
+	if !hasTime {
+		return Record{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil || r.Decision == "" {
+		return Record{}, false
+	}
+	r.Time = t
+	return r, true
+}
+
+// FuzzReportLine feeds untrusted bytes to the report: ParseRecord must
+// agree with encoding/json and time.Parse, and a Summary must count every
+// line once and write all three formats, the JSON valid.
+func FuzzReportLine(f *testing.F) {
+	for _, name := range []string{"testdata/audit.jsonl", "testdata/malformed.jsonl"} {
+		file, err := os.Open(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		sc := bufio.NewScanner(file)
+		for sc.Scan() {
+			f.Add(bytes.Clone(sc.Bytes()))
+		}
+		file.Close()
+	}
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"a","decision":null,"\u0074ime":"2026-11-23T08:00:00.000+01:00"}`))
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"\ud800\udc00\ud800x\xff","origin":"<script>"}`))
+	f.Add([]byte("{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"x\",\"a\":[{},[],{\"b\":[-0.5e+7,true]}]}\r\n\n{}"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, err := ParseRecord(line)
+		want, ok := refRecord(line)
+		if (err == nil) != ok {
+			t.Fatalf("ParseRecord(%q) error %v; encoding/json accepts it: %v", line, err, ok)
+		}
+		if ok && (!got.Time.Equal(want.Time) || got.Time.Format(time.RFC3339Nano) != want.Time.Format(time.RFC3339Nano) ||
+			got.Decision != want.Decision || got.Origin != want.Origin || got.Token != want.Token || got.Rule != want.Rule) {
+			t.Fatalf("ParseRecord(%q) = %+v; encoding/json: %+v", line, got, want)
+		}
+
+		s := &Summary{}
+		if err := s.Read("fuzz", bytes.NewReader(line)); err != nil {
+			t.Fatal(err)
+		}
+		lines := int64(0)
+		for l := range bytes.Lines(line) {
+			if len(bytes.TrimRight(l, "\r\n")) > 0 {
+				lines++
+			}
+		}
+		if n, _ := s.Malformed(); s.Total()+n != lines {
+			t.Fatalf("%d records + %d malformed; want %d lines", s.Total(), n, lines)
+		}
+		var out bytes.Buffer
+		if err := s.WriteJSON(&out); err != nil || !json.Valid(out.Bytes()) {
+			t.Fatalf("WriteJSON: %v\n%s", err, out.Bytes())
+		}
+		if err := s.WriteText(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if s.Total() > 0 { // parsing the template is slow: only pages with names
+			if err := s.WriteHTML(io.Discard); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

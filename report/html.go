@@ -1,0 +1,301 @@
+package report
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HTMLRows is the number of names each table of WriteHTML shows.
+const HTMLRows = 100
+
+// chartBars is about the most bars the chart draws: hours up to 7 days,
+// then days, then 2, 4, 8… days so that there are no more than this.
+const chartBars = 200
+
+//go:embed page.html.tmpl
+var pageTemplate string
+
+// parsePage parses the page's template, once per WriteHTML (a page is
+// written once per report; no package state is kept).
+func parsePage() (*template.Template, error) {
+	return template.New("page").Parse(pageTemplate)
+}
+
+// WriteHTML writes the summary as one self-contained HTML page (inline CSS
+// and SVG, no script, no external asset): the totals, a stacked bar chart
+// of decisions over time, and the tables with up to HTMLRows names each.
+// Every name is escaped by html/template.
+func (s *Summary) WriteHTML(w io.Writer) error {
+	t, err := parsePage()
+	if err != nil {
+		return fmt.Errorf("parse HTML template: %w", err)
+	}
+	p := htmlPage{
+		Files:     s.files,
+		Total:     s.total,
+		Blocked:   s.blocked,
+		Share:     share(s.blocked, s.total),
+		Malformed: s.malformed,
+		Skipped:   s.skipped,
+		BlockedAs: strings.Join(BlockedDecisions, ", "),
+		Chart:     s.chart(),
+	}
+	if !s.Since.IsZero() {
+		p.Since = stamp(s.Since)
+	}
+	if s.total > 0 {
+		p.From, p.To = stamp(s.from), stamp(s.to)
+	}
+	for _, tt := range []struct {
+		title, column string
+		t             *table
+	}{
+		{"Decisions", "decision", &s.decisions},
+		{"Origins", "origin", &s.origins},
+		{"Tokens", "token", &s.tokens},
+		{"Rules", "rule", &s.rules},
+	} {
+		p.Tables = append(p.Tables, htmlTableOf(tt.title, tt.column, tt.t, s.total))
+	}
+	if err := t.Execute(w, p); err != nil {
+		return fmt.Errorf("write HTML report: %w", err)
+	}
+	return nil
+}
+
+// htmlPage is the data of page.html.tmpl.
+type htmlPage struct {
+	Files                              []string
+	Total, Blocked, Malformed, Skipped int64
+	Share, BlockedAs, Since, From, To  string
+	Chart                              *svgChart // nil when there are no records
+	Tables                             []htmlTable
+}
+
+// htmlTable is one table of the page.
+type htmlTable struct {
+	Title, Column string
+	Rows          []htmlRow
+	More          int    // names not shown
+	MoreRecords   string // their records and share
+	Other         string // records counted under Other, "" if none
+}
+
+type htmlRow struct {
+	Name  string
+	Count int64
+	Share string
+}
+
+func htmlTableOf(title, column string, t *table, total int64) htmlTable {
+	es := t.sorted()
+	ht := htmlTable{Title: title, Column: column}
+	for _, e := range es[:min(len(es), HTMLRows)] {
+		ht.Rows = append(ht.Rows, htmlRow{e.Name, e.Count, share(e.Count, total)})
+	}
+	if rest := es[len(ht.Rows):]; len(rest) > 0 {
+		var n int64
+		for _, e := range rest {
+			n += e.Count
+		}
+		ht.More, ht.MoreRecords = len(rest), fmt.Sprintf("%d records, %s", n, share(n, total))
+	}
+	if t.other > 0 {
+		ht.Other = fmt.Sprintf("%d records, %s", t.other, share(t.other, total))
+	}
+	return ht
+}
+
+// svgChart is the laid-out chart: every coordinate in viewBox units.
+type svgChart struct {
+	Width, Height                      float64
+	Left, Top, Right, Bottom           float64 // the plot area
+	XLabel, YLabel                     string
+	XLabelX, XLabelY, YLabelX, YLabelY float64
+	Bars                               []svgRect
+	XTicks, YTicks                     []svgTick
+	Legend                             []svgLegend
+	Summary                            string // for screen readers
+}
+
+type svgRect struct {
+	X, Y, W, H float64
+	Color      string
+	Title      string
+}
+
+type svgTick struct {
+	X, Y  float64
+	Label string
+}
+
+type svgLegend struct {
+	X, Y  float64
+	Color string
+	Name  string
+}
+
+// decisionColors are the chart's colours for the proxy's decisions; the
+// order is the stacking order, blocks at the bottom.
+var decisionColors = []struct{ name, color string }{
+	{"disallowed", "#d32f2f"},
+	{"denied", "#8e24aa"},
+	{"usage-refused", "#c2185b"},
+	{"private-address", "#6d4c41"},
+	{"unreachable", "#ef6c00"},
+	{"would-block", "#f9a825"},
+	{"paced", "#1e88e5"},
+	{"upstream-error", "#546e7a"},
+	{"auth-required", "#00897b"},
+	{"bad-request", "#9e9d24"},
+	{"misdirected", "#5c6bc0"},
+	{"overloaded", "#283593"},
+	{"allowed", "#43a047"},
+}
+
+// extraColors colour decisions the proxy does not make, in turn.
+var extraColors = []string{"#00acc1", "#7cb342", "#ab47bc", "#8d6e63", "#26a69a", "#ec407a"}
+
+const otherColor = "#9e9e9e"
+
+// chart lays out the timeline as a stacked bar chart, or returns nil when
+// there is nothing to draw.
+func (s *Summary) chart() *svgChart {
+	width, spans := s.timeline.view(chartBars)
+	if len(spans) == 0 {
+		return nil
+	}
+	// The series present, in stacking order, with their colours.
+	type series struct {
+		index       int
+		name, color string
+	}
+	var order []series
+	present := func(i int) bool {
+		for _, sp := range spans {
+			if sp.counts[i] > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	used := map[int]bool{}
+	for _, dc := range decisionColors {
+		if i := slices.Index(s.timeline.series, dc.name); i >= 0 && present(i) {
+			order = append(order, series{i, dc.name, dc.color})
+			used[i] = true
+		}
+	}
+	extra := 0
+	for i, name := range s.timeline.series {
+		if !used[i] && present(i) {
+			color := otherColor
+			if name != Other {
+				color = extraColors[extra%len(extraColors)]
+				extra++
+			}
+			order = append(order, series{i, name, color})
+		}
+	}
+	if present(maxSeries) {
+		order = append(order, series{maxSeries, Other, otherColor})
+	}
+
+	c := &svgChart{Width: 800, Left: 64, Top: 16, Right: 784, Bottom: 256}
+	var top int64
+	for _, sp := range spans {
+		var n int64
+		for _, k := range sp.counts {
+			n += k
+		}
+		top = max(top, n)
+	}
+	step := niceStep(float64(top) / 4)
+	yMax := step * math.Ceil(float64(top)/step)
+	for v := 0.0; v <= yMax+step/2; v += step {
+		c.YTicks = append(c.YTicks, svgTick{X: c.Left - 6, Y: round1(c.Bottom - v/yMax*(c.Bottom-c.Top)), Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+
+	slot := (c.Right - c.Left) / float64(len(spans))
+	gap := 0.0
+	if slot > 4 {
+		gap = slot * 0.15
+	}
+	label, unit := "2006-01-02", "day"
+	switch {
+	case width == hour:
+		label, unit = "01-02 15:00", "hour"
+	case width > day:
+		unit = fmt.Sprintf("%d days", width/day)
+	}
+	for i, sp := range spans {
+		x := c.Left + float64(i)*slot + gap/2
+		y := c.Bottom
+		when := sp.start.Format("2006-01-02 15:04") + " UTC"
+		if width > hour {
+			when = sp.start.Format("2006-01-02")
+			if width > day {
+				when += " – " + sp.start.Add(time.Duration(width-day)*time.Second).Format("2006-01-02")
+			}
+		}
+		for _, se := range order {
+			n := sp.counts[se.index]
+			if n == 0 {
+				continue
+			}
+			h := float64(n) / yMax * (c.Bottom - c.Top)
+			y -= h
+			c.Bars = append(c.Bars, svgRect{X: round1(x), Y: round1(y), W: round1(slot - gap), H: round1(h), Color: se.color,
+				Title: fmt.Sprintf("%s: %s %d", when, se.name, n)})
+		}
+	}
+	const xTicks = 6
+	for k := range xTicks {
+		i := int(math.Round(float64(k) * float64(len(spans)-1) / (xTicks - 1)))
+		if k > 0 && len(c.XTicks) > 0 && c.XTicks[len(c.XTicks)-1].Label == spans[i].start.Format(label) {
+			continue
+		}
+		c.XTicks = append(c.XTicks, svgTick{X: round1(c.Left + (float64(i)+0.5)*slot), Y: c.Bottom + 18, Label: spans[i].start.Format(label)})
+	}
+	c.XLabel = "time (UTC), one bar per " + unit
+	c.XLabelX, c.XLabelY = (c.Left+c.Right)/2, c.Bottom+40
+	c.YLabel = "records"
+	c.YLabelX, c.YLabelY = 16, (c.Top+c.Bottom)/2
+
+	// The legend, wrapped in rows under the axis label.
+	x, y := c.Left, c.Bottom+64
+	for _, se := range order {
+		w := 28 + 7.5*float64(len([]rune(se.name)))
+		if x+w > c.Right && x > c.Left {
+			x, y = c.Left, y+22
+		}
+		c.Legend = append(c.Legend, svgLegend{X: round1(x), Y: round1(y), Color: se.color, Name: se.name})
+		x += w + 12
+	}
+	c.Height = y + 16
+	c.Summary = fmt.Sprintf("Stacked bar chart: records per %s by decision, %d bars, at most %d records in one bar.", unit, len(spans), top)
+	return c
+}
+
+// niceStep rounds x up to 1, 2 or 5 times a power of ten, at least 1.
+func niceStep(x float64) float64 {
+	if x <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= x {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }

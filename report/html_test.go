@@ -1,0 +1,112 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+)
+
+// hostile are names an attacker controls (a requested host, a robots.txt
+// rule, a User-Agent token) written to break out of the page.
+var hostile = []string{
+	`<script>alert(1)</script>`,
+	`"><img src=x onerror=alert(2)>`,
+	`</title></rect></svg><script>alert(3)</script>`,
+	`javascript:alert(4)`,
+}
+
+func TestWriteHTML(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	s := &Summary{}
+	if err := s.ReadFile("testdata/audit.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range hostile {
+		s.Add(Record{Time: at.Add(time.Duration(i) * time.Hour), Decision: h, Origin: h, Token: h, Rule: h})
+	}
+	var out bytes.Buffer
+	if err := s.WriteHTML(&out); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, h := range hostile[:3] {
+		if strings.Contains(page, h) {
+			t.Errorf("the page holds %q unescaped", h)
+		}
+	}
+	if want := "&lt;script&gt;alert(1)&lt;/script&gt;"; !strings.Contains(page, want) {
+		t.Errorf("the page has no %q", want)
+	}
+
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	var texts []string
+	for n := range doc.Descendants() {
+		switch n.Type {
+		case html.ElementNode:
+			count[n.Data]++
+			for _, a := range n.Attr {
+				if strings.HasPrefix(a.Key, "on") || a.Key == "src" || a.Key == "href" {
+					t.Errorf("<%s> has attribute %s=%q", n.Data, a.Key, a.Val)
+				}
+			}
+		case html.TextNode:
+			texts = append(texts, n.Data)
+		}
+	}
+	if count["script"] != 0 || count["img"] != 0 || count["link"] != 0 {
+		t.Errorf("elements %v; want no script, img or link", count)
+	}
+	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 4 {
+		t.Errorf("elements %v; want one svg with bars and a legend, four tables", count)
+	}
+	all := strings.Join(texts, "\n")
+	for _, want := range []string{
+		"time (UTC), one bar per hour", "records", // axis labels
+		"disallowed", "would-block", hostile[0], // legend and tables, as text
+		"11-23 08:00",                        // an x tick
+		"2026-11-23 08:00 UTC: disallowed 2", // a bar's title
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the page's text has no %q", want)
+		}
+	}
+}
+
+func TestChartWidth(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		span time.Duration
+		unit string
+		bars int
+	}{
+		{0, "hour", 1},
+		{47 * time.Hour, "hour", 48},
+		{7*24*time.Hour - time.Hour, "hour", 168},
+		{30 * 24 * time.Hour, "day", 31},
+		{199 * 24 * time.Hour, "day", 200},
+		{200 * 24 * time.Hour, "2 days", 101},
+		{20 * 365 * 24 * time.Hour, "64 days", 115},
+	}
+	for _, tt := range tests {
+		s := &Summary{}
+		s.Add(Record{Time: start, Decision: "allowed"})
+		s.Add(Record{Time: start.Add(tt.span), Decision: "disallowed"})
+		c := s.chart()
+		_, spans := s.timeline.view(chartBars)
+		if want := "time (UTC), one bar per " + tt.unit; c.XLabel != want || len(spans) != tt.bars {
+			t.Errorf("span %v: %q, %d bars; want %q, %d", tt.span, c.XLabel, len(spans), want, tt.bars)
+		}
+	}
+	if c := (&Summary{}).chart(); c != nil {
+		t.Errorf("chart of no records = %+v; want nil", c)
+	}
+}

@@ -1,0 +1,390 @@
+// Package report summarises robotsgate audit logs (DESIGN.md "Audit log"):
+// counts by decision, origin, token and rule, the time range, and decisions
+// over time, as text, JSON or a self-contained HTML page.
+//
+// A Summary reads any number of audit files, plain or gzip, one line at a
+// time. Its memory is bounded whatever the input's size: a line longer than
+// MaxLine is skipped without being held whole, each table keeps at most
+// MaxKeys names (the rest are counted under "(other)") of at most
+// MaxKeyLen bytes each, and the timeline keeps at most MaxBuckets buckets,
+// widening them (hour, day, 2 days, 4 days, …) as the time range grows.
+//
+// Audit files are untrusted input: origins, tokens and rules come from
+// requests and robots.txt files. Malformed lines are counted, never fatal;
+// every writer escapes what it prints.
+package report
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults for the zero values of Summary's limits.
+const (
+	DefaultMaxLine    = 1 << 20 // bytes in one audit line, newline excluded
+	DefaultMaxKeys    = 10_000  // distinct names kept per table
+	DefaultMaxBuckets = 2048    // time buckets kept for the chart
+)
+
+// MaxKeyLen is the longest name a table keeps, in bytes; longer origins,
+// tokens and rules are cut (at a character boundary) and end in "…".
+const MaxKeyLen = 512
+
+// Other is the name under which a table counts the records whose name
+// arrived after the table held MaxKeys names.
+const Other = "(other)"
+
+// BlockedDecisions are the decisions a report counts as blocked: the
+// request was answered by the proxy and not sent, because of the target's
+// robots.txt (disallowed, or unreachable rules with no usable copy), a
+// [[sites]] deny, a usage preference, or a private address. Throttling
+// (paced), client errors (auth-required, bad-request, misdirected),
+// overload and upstream failures are not blocks, and neither are
+// would-block (report mode: forwarded) and allowed.
+var BlockedDecisions = []string{"disallowed", "denied", "usage-refused", "private-address", "unreachable"}
+
+// IsBlocked reports whether decision is one of BlockedDecisions.
+func IsBlocked(decision string) bool { return slices.Contains(BlockedDecisions, decision) }
+
+// Record is the part of one audit line that a report counts.
+type Record struct {
+	Time     time.Time
+	Decision string // the X-Robots-Gate value, or "allowed"; never empty
+	Origin   string // "" when the request had none (a 407, a bad request)
+	Token    string
+	Rule     string
+}
+
+// ErrMalformed is wrapped by ParseRecord's errors: the line is not an audit
+// record.
+var ErrMalformed = errors.New("malformed audit line")
+
+// ParseRecord decodes one audit line (JSON, as proxy.Audit writes it). It
+// fails, with an error wrapping ErrMalformed, when the line is not one JSON
+// object, has no RFC 3339 "time" or no "decision", or when time, decision,
+// origin, token or rule is neither a string nor null. Member names match
+// exactly, and the last of repeated names wins.
+func ParseRecord(line []byte) (Record, error) {
+	p, err := parseLine(new(scanner), line)
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{Time: p.time, Decision: string(p.decision), Origin: string(p.origin), Token: string(p.token), Rule: string(p.rule)}, nil
+}
+
+// parsed is a decoded audit line whose names may still point into the line:
+// Read counts a line without a copy for names its tables already hold.
+type parsed struct {
+	time                          time.Time
+	decision, origin, token, rule []byte
+}
+
+// parseLine is ParseRecord without the copies.
+func parseLine(s *scanner, line []byte) (parsed, error) {
+	var f recordFields
+	if !scanRecord(s, line, &f) {
+		return parsed{}, fmt.Errorf("%w: not a JSON object", ErrMalformed)
+	}
+	if name := f.bad(); name != "" {
+		return parsed{}, fmt.Errorf("%w: %s is not a string", ErrMalformed, name)
+	}
+	if !f.time.set {
+		return parsed{}, fmt.Errorf("%w: no time", ErrMalformed)
+	}
+	ts := f.time.bytes()
+	t, ok := parseStamp(ts)
+	if !ok {
+		var err error
+		if t, err = time.Parse(time.RFC3339Nano, string(ts)); err != nil {
+			return parsed{}, fmt.Errorf("%w: time %q is not RFC 3339", ErrMalformed, clip(string(ts), 40))
+		}
+	}
+	p := parsed{time: t, decision: f.decision.bytes(), origin: f.origin.bytes(), token: f.token.bytes(), rule: f.rule.bytes()}
+	if len(p.decision) == 0 {
+		return parsed{}, fmt.Errorf("%w: no decision", ErrMalformed)
+	}
+	return p, nil
+}
+
+// parseStamp reads the audit log's own time format,
+// 2006-01-02T15:04:05.000Z, without the generality (and the allocation) of
+// time.Parse, with the same result; ok is false for anything else.
+func parseStamp(b []byte) (t time.Time, ok bool) {
+	const layout = "dddd-dd-ddTdd:dd:dd.dddZ"
+	if len(b) != len(layout) {
+		return time.Time{}, false
+	}
+	for i := range len(layout) {
+		if layout[i] == 'd' && (b[i] < '0' || b[i] > '9') || layout[i] != 'd' && b[i] != layout[i] {
+			return time.Time{}, false
+		}
+	}
+	num := func(i, n int) int {
+		v := 0
+		for _, c := range b[i : i+n] {
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	year, month, day := num(0, 4), num(5, 2), num(8, 2)
+	hh, mm, ss, ms := num(11, 2), num(14, 2), num(17, 2), num(20, 3)
+	if month < 1 || month > 12 || day < 1 || hh > 23 || mm > 59 || ss > 59 {
+		return time.Time{}, false
+	}
+	t = time.Date(year, time.Month(month), day, hh, mm, ss, ms*int(time.Millisecond), time.UTC)
+	if t.Day() != day { // past the month's end: time.Parse refuses it too
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// Summary accumulates audit records. Its zero value is ready to use; set
+// the fields before the first Add or Read. A Summary is not safe for
+// concurrent use.
+type Summary struct {
+	// Since: records whose time is before it are skipped (counted only as
+	// skipped). Zero: none are.
+	Since time.Time
+	// MaxLine is the longest line Read decodes, in bytes, newline excluded;
+	// a longer one is malformed and skipped without being held in memory.
+	// Zero: DefaultMaxLine.
+	MaxLine int
+	// MaxKeys is the most distinct names each table keeps; records with
+	// other names are counted under Other. Zero: DefaultMaxKeys.
+	MaxKeys int
+	// MaxBuckets is the most time buckets the timeline keeps: past it the
+	// buckets are widened. Zero: DefaultMaxBuckets.
+	MaxBuckets int
+
+	total, blocked, malformed, skipped int64
+	firstMalformed                     string // "FILE line N: reason"
+	from, to                           time.Time
+	files                              []string
+
+	decisions, origins, tokens, rules table
+	timeline                          timeline
+	scan                              scanner // reused by Read
+}
+
+// Add counts one record, unless it is before s.Since.
+func (s *Summary) Add(r Record) {
+	s.count(parsed{r.Time, []byte(r.Decision), []byte(r.Origin), []byte(r.Token), []byte(r.Rule)})
+}
+
+// count counts one decoded record, unless it is before s.Since.
+func (s *Summary) count(p parsed) {
+	if !s.Since.IsZero() && p.time.Before(s.Since) {
+		s.skipped++
+		return
+	}
+	if s.total == 0 || p.time.Before(s.from) {
+		s.from = p.time
+	}
+	if s.total == 0 || p.time.After(s.to) {
+		s.to = p.time
+	}
+	s.total++
+	if IsBlocked(string(p.decision)) {
+		s.blocked++
+	}
+	limit := s.maxKeys()
+	decision := p.decision
+	if !s.decisions.add(p.decision, limit) {
+		decision = []byte(Other)
+	}
+	s.origins.add(p.origin, limit)
+	s.tokens.add(p.token, limit)
+	s.rules.add(p.rule, limit)
+	s.timeline.add(p.time, decision, s.maxBuckets())
+}
+
+// Read counts every record of one audit file read from r, gzip-compressed
+// or not (told by its first bytes, whatever its name), one line at a time.
+// name identifies the file in errors, in notes on malformed lines and in
+// the report. Malformed lines are counted, not returned; the error is for
+// a failed read or a corrupt gzip stream, and the records before it stay
+// counted.
+func (s *Summary) Read(name string, r io.Reader) error {
+	s.files = append(s.files, name)
+	limit := s.MaxLine
+	if limit <= 0 {
+		limit = DefaultMaxLine
+	}
+	br := bufio.NewReaderSize(r, limit+1)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		name += " (gzip)"
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, limit+1)
+		if err := s.readLines(name, br, limit); err != nil {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := s.readLines(name, br, limit); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	return nil
+}
+
+// ReadFile opens the audit file at path and reads it as Read does.
+func (s *Summary) ReadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("audit file: %w", err)
+	}
+	defer f.Close()
+	return s.Read(path, f)
+}
+
+// readLines decodes br line by line; br's buffer holds limit+1 bytes.
+func (s *Summary) readLines(name string, br *bufio.Reader, limit int) error {
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			s.malformedLine(name, n, fmt.Sprintf("longer than %d bytes", limit))
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+		s.line(name, n, line)
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// line counts one line; blank lines are not records and are ignored.
+func (s *Summary) line(name string, n int, line []byte) {
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
+	if len(line) == 0 {
+		return
+	}
+	p, err := parseLine(&s.scan, line)
+	if err != nil {
+		s.malformedLine(name, n, strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		return
+	}
+	s.count(p)
+}
+
+func (s *Summary) malformedLine(name string, n int, why string) {
+	s.malformed++
+	if s.firstMalformed == "" {
+		s.firstMalformed = fmt.Sprintf("%s line %d: %s", name, n, why)
+	}
+}
+
+// Total is the number of records counted.
+func (s *Summary) Total() int64 { return s.total }
+
+// Blocked is the number of records counted whose decision IsBlocked.
+func (s *Summary) Blocked() int64 { return s.blocked }
+
+// Skipped is the number of records skipped for being before Since.
+func (s *Summary) Skipped() int64 { return s.skipped }
+
+// Malformed is the number of lines that were not audit records, and where
+// the first of them was ("FILE line N: reason"; "" if none).
+func (s *Summary) Malformed() (n int64, first string) { return s.malformed, s.firstMalformed }
+
+// Range is the time of the earliest and the latest record counted; ok is
+// false when none was.
+func (s *Summary) Range() (from, to time.Time, ok bool) { return s.from, s.to, s.total > 0 }
+
+func (s *Summary) maxKeys() int {
+	if s.MaxKeys <= 0 {
+		return DefaultMaxKeys
+	}
+	return s.MaxKeys
+}
+
+func (s *Summary) maxBuckets() int {
+	if s.MaxBuckets <= 0 {
+		return DefaultMaxBuckets
+	}
+	return s.MaxBuckets
+}
+
+// table counts records by one name, keeping at most a limit of names.
+type table struct {
+	counts map[string]*int64 // a pointer: counting a known name copies nothing
+	other  int64             // records whose name came after the table was full
+}
+
+// add counts name ("" is not counted); it returns false when the table was
+// full and the record was counted under Other.
+func (t *table) add(name []byte, limit int) bool {
+	if len(name) == 0 {
+		return true
+	}
+	if len(name) > MaxKeyLen {
+		name = []byte(clip(string(name), MaxKeyLen))
+	}
+	if n := t.counts[string(name)]; n != nil {
+		*n++
+		return true
+	}
+	if len(t.counts) >= limit {
+		t.other++
+		return false
+	}
+	if t.counts == nil {
+		t.counts = make(map[string]*int64)
+	}
+	n := int64(1)
+	t.counts[string(name)] = &n
+	return true
+}
+
+// clip cuts s to at most n bytes at a character boundary, marking the cut
+// with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("…")
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// ParseSince reads a -since value: an RFC 3339 time, or a Go duration
+// ("24h", "90m") meaning that long before now.
+func ParseSince(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("since %q: neither an RFC 3339 time (2026-11-23T08:00:00Z) nor a duration (24h)", v)
+	}
+	if d < 0 {
+		return time.Time{}, fmt.Errorf("since %q: a negative duration", v)
+	}
+	return now.Add(-d), nil
+}
