@@ -204,7 +204,7 @@ func runCA(args []string, stdout, stderr io.Writer) error {
 	if _, err := fmt.Fprintln(stdout, ca.CertPath); err != nil {
 		return err
 	}
-	_, err = fmt.Fprint(stderr, proxy.TrustHelp(ca.CertPath, ca.KeyPath))
+	_, err = fmt.Fprint(stderr, proxy.TrustHelp(ca.CertPath, ca.KeyPath, cfg.Listen))
 	return err
 }
 

@@ -168,12 +168,14 @@ func loadCA(certPath, keyPath string, now time.Time) (*CA, error) {
 	return &CA{Cert: cert, Key: signer, CertPath: certPath, KeyPath: keyPath, certDER: pair.Certificate[0]}, nil
 }
 
-// TrustHelp explains how to make clients trust the CA at certPath.
-func TrustHelp(certPath, keyPath string) string {
+// TrustHelp explains how to make clients trust the CA at certPath, for a
+// proxy listening on listen.
+func TrustHelp(certPath, keyPath, listen string) string {
 	return fmt.Sprintf(`robotsgate decrypts HTTPS with its own CA; clients must trust it:
 
-  curl:             curl --cacert %[1]s -x http://127.0.0.1:8080 https://example.com/
-  Python requests:  export REQUESTS_CA_BUNDLE=%[1]s   (or verify="%[1]s")
+  curl:             curl --cacert %[1]s -x http://%[3]s https://example.com/
+  Python requests:  verify="%[1]s" per call, or export REQUESTS_CA_BUNDLE=%[1]s
+                    (which then overrides any Session.verify)
   OpenSSL-based:    export SSL_CERT_FILE=%[1]s
   Scrapy:           export SSL_CERT_FILE=%[1]s, or a DOWNLOADER_CLIENTCONTEXTFACTORY that loads it
   Go:               append it to x509.SystemCertPool() in tls.Config.RootCAs, or SSL_CERT_FILE=%[1]s
@@ -183,7 +185,7 @@ func TrustHelp(certPath, keyPath string) string {
                     RUN update-ca-certificates
 
 Anyone with the key (%[2]s) can impersonate any site to these clients: keep it private.
-`, certPath, keyPath)
+`, certPath, keyPath, listen)
 }
 
 // leafValidity is how long a leaf certificate is valid; leaves are

@@ -77,7 +77,7 @@ const (
 // report mode, and last the pacing of what goes through. A request that
 // is not allowed leaves with the first step that refuses it.
 func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) {
-	if !p.authenticate(ctx, r, d) || !p.locate(ctx, w, r, d) {
+	if !p.authenticate(ctx, r, d) || !p.locate(ctx, w, r, d) || !declare(r, d) {
 		return
 	}
 	if r.kind == kindConnect && p.cfg.TLS.Mode == "mitm" {
@@ -157,6 +157,22 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 	return true
 }
 
+// declare reads the purposes a request declares in its header and, inside
+// a tunnel, those its CONNECT declared; an unknown name is a bad request.
+// (Step 3 adds those of its [[agents]] rule.)
+func declare(r *request, d *Decision) bool {
+	ps, err := parsePurposes(r.purposes)
+	if err != nil {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadPurpose, err)
+		return false
+	}
+	if r.kind == kindInner {
+		ps |= r.tunnel.purposes
+	}
+	d.Purposes = ps
+	return true
+}
+
 // judge runs steps 3 to 7b: the agent and declared purposes, the
 // /robots.txt exemption, site rules, the origin's robots.txt, and its usage
 // statements.
@@ -164,14 +180,10 @@ func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
 	if r.agents != nil {
 		d.Agents = Agents{list: r.agents}
 	} else {
-		d.Agents, d.Purposes = p.agents(r)
+		var ps Purposes
+		d.Agents, ps = p.agents(r)
+		d.Purposes |= ps
 	}
-	declared, err := parsePurposes(r.purposes)
-	if err != nil {
-		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadPurpose, err)
-		return
-	}
-	d.Purposes |= declared
 	d.explain = r.kind == kindCheck
 	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" && r.kind != kindConnect {
 		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt

@@ -134,7 +134,7 @@ func TestDecide(t *testing.T) {
 			r := request{kind: kindConnect, scheme: "https", authority: "usage.example:443", target: "/"}
 			r.purposes = []string{"ai-train"}
 			return r
-		}(), false, ActionUsageRefused, "content-signal", ""},
+		}(), false, ActionUsageRefused, "content-signal", "*"},
 		{"9: tunnel mode, usage granted somewhere", func(c *Config) { c.TLS.Mode = "tunnel" }, func() request {
 			r := request{kind: kindConnect, scheme: "https", authority: "cu.example:443", target: "/"}
 			r.purposes = []string{"ai-train"}

@@ -194,6 +194,9 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
 			return
 		}
 		u := g.UsageEverywhere()
+		if _, _, refused := u.Refuses(d.Purposes.List()); refused && d.Token == "" {
+			d.Token = tok // the first token whose statements refuse
+		}
 		d.Usage.Combine(&u)
 	}
 	d.judgeUsage()

@@ -30,7 +30,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 		userAgent:   r.Header.Get("User-Agent"),
 		client:      clientAddr(r),
 		credentials: r.Header.Get("Proxy-Authorization"),
-		purposes:    r.Header[PurposeHeader],
+		purposes:    purposeValues(r.Header),
 	}
 	if ci, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
 		req.kind, req.tunnel = kindInner, ci
@@ -58,7 +58,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		userAgent:   r.Header.Get("User-Agent"),
 		client:      clientAddr(r),
 		credentials: r.Header.Get("Proxy-Authorization"),
-		purposes:    r.Header[PurposeHeader],
+		purposes:    purposeValues(r.Header),
 	}
 	var d Decision
 	p.decide(r.Context(), s.world, &req, &d)
@@ -67,7 +67,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		s.finish(p, r, &d, resp.StatusCode, host)
 		return goproxy.RejectConnect, host
 	}
-	ci := &connectInfo{authority: host, user: req.user}
+	ci := &connectInfo{authority: host, user: req.user, purposes: d.Purposes}
 	if s.mitmCA == nil {
 		up, err := s.dialTunnel(r.Context(), host)
 		if err != nil {
@@ -91,7 +91,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
 	}
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
-	delete(r.Header, PurposeHeader) // robotsgate's, never the origin's
+	removePurposeHeaders(r.Header) // robotsgate's, never the origin's
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}

@@ -211,6 +211,7 @@ type connectInfo struct {
 	authority string       // the CONNECT target, host:port as sent
 	origin    fetch.Origin // of authority, with the scheme spoken inside (set before the first inner request)
 	user      string       // the CONNECT's authenticated user
+	purposes  Purposes     // the purposes the CONNECT declared, which every inner request declares too
 	upstream  net.Conn     // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
 }
 

@@ -106,6 +106,7 @@ func (r *Refusal) headerValue() string {
 const (
 	reasonUsage       = "usage refused: the site refuses %s: %s"
 	reasonUsageHeader = "usage refused: the response refuses %s: %s; its body was withheld"
+	reasonUsageReport = "usage refused: the response refuses %s: %s (report mode: forwarded)"
 	reasonBadPurpose  = "bad " + PurposeHeader + ": %v"
 )
 
@@ -126,9 +127,10 @@ func (d *Decision) judgeUsage() {
 // allowed request that declares purposes (step 7b, on the response): it
 // reports whether they refuse one, setting d's action (usage-refused, or
 // would-block in report mode) and evidence. A site allow rule lifts them,
-// as it lifts robots.txt; a WebSocket's 101 carries no content.
+// as it lifts robots.txt. A WebSocket's 101 is judged too: its stream is
+// the site's content.
 func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
-	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed || resp.StatusCode == http.StatusSwitchingProtocols {
+	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed {
 		return false
 	}
 	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation"} {
@@ -141,10 +143,60 @@ func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
 			d.Refusal = Refusal{Purpose: pur, Statement: v.Statement, Header: true}
 			d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsageHeader, pur, d.Refusal.headerValue())
 			if p.cfg.Mode == "report" {
-				d.Action = ActionWouldBlock
+				d.Action, d.Reason = ActionWouldBlock, fmt.Sprintf(reasonUsageReport, pur, d.Refusal.headerValue())
 			}
 			return true
 		}
 	}
 	return false
+}
+
+// purposeValues returns the values of the request's purpose header and of
+// any spelling of it with "_" for "-" (X_Robots_Gate_Purpose), which
+// CGI-style servers read as the same header: all are declarations. In the
+// common case it is the header's own slice, and allocates nothing.
+func purposeValues(h http.Header) []string {
+	vals := h[PurposeHeader]
+	for k, v := range h {
+		if k != PurposeHeader && isPurposeSpelling(k) {
+			vals = append(vals[:len(vals):len(vals)], v...)
+		}
+	}
+	return vals
+}
+
+// removePurposeHeaders deletes the purpose header in every spelling that
+// purposeValues reads.
+func removePurposeHeaders(h http.Header) {
+	delete(h, PurposeHeader)
+	for k := range h {
+		if isPurposeSpelling(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// isPurposeSpelling reports whether a header name is PurposeHeader's,
+// ignoring case and reading "_" as "-".
+func isPurposeSpelling(k string) bool {
+	if len(k) != len(PurposeHeader) {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c, want := lower(k[i]), lower(PurposeHeader[i])
+		if c == '_' {
+			c = '-'
+		}
+		if c != want {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

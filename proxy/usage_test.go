@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -30,8 +31,10 @@ type usageOrigin struct {
 func newUsageOrigin(t *testing.T) *usageOrigin {
 	u := &usageOrigin{}
 	u.testOrigin = newTestOrigin(t, usageRobots, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(PurposeHeader) != "" {
-			u.sawPurpose.Store(true)
+		for k := range r.Header {
+			if isPurposeSpelling(k) {
+				u.sawPurpose.Store(true)
+			}
 		}
 		if _, loaded := u.seen.LoadOrStore(r.RemoteAddr, true); !loaded {
 			u.conns.Add(1)
@@ -43,6 +46,10 @@ func newUsageOrigin(t *testing.T) *usageOrigin {
 			w.Header().Set("Content-Usage", "train-ai=n, search=y")
 		case "/cs":
 			w.Header().Set("Content-Signal", "search=yes, ai-train=no")
+		case "/tdm2": // two lines, which a joined reading would not see
+			w.Header()["Tdm-Reservation"] = []string{"1", "1"}
+		case "/cu2": // a refusal, then a grant: the refusal stands
+			w.Header()["Content-Usage"] = []string{"train-ai=n", "train-ai=y"}
 		default:
 			w.Write([]byte("page " + r.URL.Path + "\n"))
 			return
@@ -89,6 +96,14 @@ func TestUsageRobotsStatements(t *testing.T) {
 			t.Errorf("purpose %q: %d %q; want the page", purpose, resp.StatusCode, body)
 		}
 	}
+	// Any spelling a CGI-style server reads as the header declares, and
+	// none reaches the origin.
+	if resp, _ := get(t, c, o.URL+"/train/x", "X_Robots_Gate_Purpose", "ai-train"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("X_Robots_Gate_Purpose: %d; want 403", resp.StatusCode)
+	}
+	if resp, _ := get(t, c, o.URL+"/ok", "x-robots_gate-PURPOSE", "search"); resp.StatusCode != 200 {
+		t.Errorf("x-robots_gate-PURPOSE: search: %d; want 200", resp.StatusCode)
+	}
 	if o.sawPurpose.Load() {
 		t.Errorf("the origin received %s", PurposeHeader)
 	}
@@ -125,6 +140,8 @@ func TestUsageResponseHeaders(t *testing.T) {
 		{"/tdm", "ai-input", "response header tdm-reservation: 1"},
 		{"/cu", "ai-train", "response header content-usage: train-ai=n, search=y"},
 		{"/cs", "ai-train", "response header content-signal: search=yes, ai-train=no"},
+		{"/tdm2", "ai-train", "response header tdm-reservation: 1, 1"},
+		{"/cu2", "ai-train", "response header content-usage: train-ai=n, train-ai=y"},
 	}
 	for _, tt := range tests {
 		before := o.conns.Load()
@@ -208,5 +225,20 @@ func TestUsageInTunnel(t *testing.T) {
 	}
 	if o.count("/train/x") != 0 {
 		t.Error("the origin saw a request robots.txt's statement refused")
+	}
+
+	// A purpose declared on the CONNECT holds for every request inside;
+	// a bad one is refused at once.
+	resp, conn, _ := connect(t, p, "data.example:"+port, PurposeHeader+": ai-train\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT with a purpose: %d", resp.StatusCode)
+	}
+	tc := tlsClient(t, conn, p.srv.CA().certPEM(), "data.example")
+	resp, body := roundTripRaw(t, tc, bufio.NewReader(tc), "GET /tdm HTTP/1.1\r\nHost: data.example:"+port+"\r\nUser-Agent: SearchBot/2\r\n\r\n")
+	if resp.StatusCode != 403 || strings.Contains(body, "SECRET") {
+		t.Errorf("/tdm in a tunnel whose CONNECT declared ai-train: %d", resp.StatusCode)
+	}
+	if resp, _, _ := connect(t, p, "data.example:"+port, PurposeHeader+": bogus\r\n"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("CONNECT with an unknown purpose: %d; want 400", resp.StatusCode)
 	}
 }

@@ -6,8 +6,8 @@ import (
 
 // Usage preferences: the statements sites make about how their content may
 // be used, besides whether it may be crawled. robots.txt carries two kinds,
-// each in a group (and Content-Signal also before the first group, where it
-// applies to every group), with an optional path:
+// each in a group (or before the first group, where it applies to every
+// group), with an optional path:
 //
 //	Content-Usage: /news/ train-ai=n, search=y    IETF aipref (a structured-field dictionary)
 //	Content-Signal: search=yes, ai-train=no       Cloudflare's content signals
@@ -149,12 +149,10 @@ const (
 )
 
 // usageLine records a Content-Usage (signal false) or Content-Signal line.
-// A Content-Usage line outside a group belongs to nothing, like a rule;
-// a Content-Signal line there applies to every group.
+// One before the first group applies to every group: Cloudflare writes
+// Content-Signal there, and a site that writes Content-Usage there means
+// it as widely (the most restrictive reading).
 func (p *parser) usageLine(num int, value []byte, signal bool) {
-	if p.cur < 0 && !signal {
-		return
-	}
 	field := fieldUsage
 	if signal {
 		field = fieldSignal
@@ -242,7 +240,7 @@ func (s *usageStmt) export() Statement {
 }
 
 // Statements returns the statements that apply to the group's token: those
-// of the groups selected and the Content-Signal lines before any group, in
+// of the groups selected and the statements before any group, in
 // line order.
 func (g Group) Statements() []Statement {
 	var out []Statement
@@ -378,36 +376,43 @@ func patternMatches(pattern, path string) bool {
 // HeaderUsage reads the usage preferences of one response header: name is
 // Content-Usage (an aipref structured-field dictionary), Content-Signal, or
 // TDM-Reservation (TDMRep: "1" refuses ai-train and ai-input, "0" allows
-// them), compared case-insensitively; values are the header's field lines,
-// which are read as one list. Any other name, or a value that does not
-// parse, states nothing. Each verdict's Statement is "<name lower-case>:
-// <values joined>".
+// them), compared case-insensitively; values are the header's field lines.
+// Each line is read on its own and the answers combine as statements do,
+// most restrictive first: a refusal on any line refuses, whatever another
+// line grants. Any other name, or a line that does not parse, states
+// nothing. Each verdict's Statement is "<name lower-case>: <values joined
+// by ", ">".
 func HeaderUsage(name string, values []string) Usage {
 	var u Usage
-	if len(values) == 0 {
-		return u
-	}
-	value := strings.Join(values, ", ")
-	var st [numPurposes]UsageState
+	var field string
 	switch {
+	case len(values) == 0:
+		return u
 	case strings.EqualFold(name, fieldUsage):
-		name = fieldUsage
-		st, _ = parseContentUsage(value)
+		field = fieldUsage
 	case strings.EqualFold(name, fieldSignal):
-		name = fieldSignal
-		st, _ = parseSignal(value)
+		field = fieldSignal
 	case strings.EqualFold(name, "tdm-reservation"):
-		name = "tdm-reservation"
-		switch strings.TrimSpace(value) {
-		case "1":
-			st[AITrain], st[AIInput] = Refused, Refused
-		case "0":
-			st[AITrain], st[AIInput] = Granted, Granted
-		}
+		field = "tdm-reservation"
 	default:
 		return u
 	}
-	text := name + ": " + value
+	var st [numPurposes]UsageState
+	for _, v := range values {
+		var line [numPurposes]UsageState
+		switch field {
+		case fieldUsage:
+			line, _ = parseContentUsage(v)
+		case fieldSignal:
+			line, _ = parseSignal(v)
+		default:
+			line = parseTDMReservation(v)
+		}
+		for p := range st {
+			st[p] = max(st[p], line[p])
+		}
+	}
+	text := field + ": " + strings.Join(values, ", ")
 	for p, s := range st {
 		if s != Unstated {
 			u[p] = UsageVerdict{State: s, Statement: text}
@@ -416,11 +421,36 @@ func HeaderUsage(name string, values []string) Usage {
 	return u
 }
 
+// parseTDMReservation reads a tdm-reservation field line: "1" reserves
+// text and data mining rights (refusing ai-train and ai-input), "0" does
+// not. A list ("1, 0") reserves if any member does; a member is read up to
+// its first byte that is not a digit, so "1 ;" reads as "1".
+func parseTDMReservation(v string) (st [numPurposes]UsageState) {
+	for member := range strings.SplitSeq(v, ",") {
+		member = strings.TrimSpace(member)
+		n := 0
+		for n < len(member) && member[n] >= '0' && member[n] <= '9' {
+			n++
+		}
+		var s UsageState
+		switch member[:n] {
+		case "1":
+			s = Refused
+		case "0":
+			s = Granted
+		default:
+			continue
+		}
+		st[AITrain], st[AIInput] = max(st[AITrain], s), max(st[AIInput], s)
+	}
+	return st
+}
+
 // parseContentUsage reads an aipref preference list, a structured-field
 // dictionary (RFC 9651): "train-ai=n, search=y". Keys name categories
 // (train-ai, ai-use, search; others are ignored); a value other than the
-// token y or n is ignored; a dictionary that does not parse states nothing,
-// and ok is false.
+// token y or n is ignored; a key given twice keeps its most restrictive
+// value; a dictionary that does not parse states nothing, and ok is false.
 func parseContentUsage(value string) (st [numPurposes]UsageState, ok bool) {
 	ok = parseDictionary(value, func(key string, tok string) {
 		var p Purpose
@@ -434,13 +464,14 @@ func parseContentUsage(value string) (st [numPurposes]UsageState, ok bool) {
 		default:
 			return
 		}
+		// A key given twice keeps its most restrictive value (where a
+		// structured field would keep the last): a site that writes both
+		// "n" and "y" has refused.
 		switch tok {
 		case "y":
-			st[p] = Granted
+			st[p] = max(st[p], Granted)
 		case "n":
 			st[p] = Refused
-		default: // a later member with a bad value overrides an earlier one: nothing stated
-			st[p] = Unstated
 		}
 	})
 	if !ok {
@@ -449,17 +480,19 @@ func parseContentUsage(value string) (st [numPurposes]UsageState, ok bool) {
 	return st, true
 }
 
-// parseSignal reads Content-Signal preferences: comma-separated
-// "key=yes|no" (keys search, ai-input, ai-train; names and values compared
-// case-insensitively), and use=, returned as written. Members that do not
-// read are skipped: Content-Signal is not a structured field.
+// parseSignal reads Content-Signal preferences: "key=yes|no" separated by
+// commas (or semicolons, as some sites write them), keys search, ai-input
+// and ai-train, names and values compared case-insensitively and values
+// quoted or not; and use=, returned as written. Members that do not read
+// are skipped: Content-Signal is not a structured field. A key given twice
+// keeps its most restrictive value.
 func parseSignal(value string) (st [numPurposes]UsageState, use string) {
-	for member := range strings.SplitSeq(value, ",") {
+	for member := range strings.FieldsFuncSeq(value, func(r rune) bool { return r == ',' || r == ';' }) {
 		k, v, found := strings.Cut(member, "=")
 		if !found {
 			continue
 		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
 		if strings.EqualFold(k, "use") {
 			use = v
 			continue
@@ -477,7 +510,7 @@ func parseSignal(value string) (st [numPurposes]UsageState, use string) {
 		}
 		switch {
 		case strings.EqualFold(v, "yes"):
-			st[p] = Granted
+			st[p] = max(st[p], Granted)
 		case strings.EqualFold(v, "no"):
 			st[p] = Refused
 		}
