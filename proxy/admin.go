@@ -20,13 +20,13 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
 		s.metrics.handler.ServeHTTP(w, r)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
-		if !s.pol.Load().adminAllowed(r, openWithoutAuth) {
+		if _, ok := s.pol.Load().adminAllowed(r, openWithoutAuth); !ok {
 			adminForbidden(w)
 			return
 		}
 		s.serveRobotsEntry(w, r)
 	case r.URL.Path == "/robots/purge" && r.Method == http.MethodPost:
-		if !s.pol.Load().adminAllowed(r, loopbackOrUser) {
+		if _, ok := s.pol.Load().adminAllowed(r, loopbackOrUser); !ok {
 			adminForbidden(w)
 			return
 		}
@@ -41,6 +41,25 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "purged %s\n", o)
+	case r.URL.Path == "/status" || r.URL.Path == "/status.json":
+		p := s.pol.Load()
+		if _, ok := p.adminAllowed(r, loopbackOrUser); !ok {
+			if p.auth != nil { // a browser asks for the user's credentials
+				w.Header().Set("WWW-Authenticate", `Basic realm="robotsgate", charset="UTF-8"`)
+				http.Error(w, "robotsgate: log in as an [auth] user", http.StatusUnauthorized)
+				return
+			}
+			adminForbidden(w)
+			return
+		}
+		s.serveStatus(w, r)
+	case r.URL.Path == "/v1/decide":
+		user, ok := s.pol.Load().adminAllowed(r, loopbackOrUser)
+		if !ok {
+			adminForbidden(w)
+			return
+		}
+		s.serveDecide(w, r, user)
 	default:
 		http.NotFound(w, r)
 	}
@@ -59,20 +78,19 @@ const (
 )
 
 // adminAllowed reports whether r may use an endpoint of the proxy itself
-// whose rule is access. Loopback clients always may, without a credential
+// whose rule is access, and the [auth] user it authenticated as, if any. Loopback clients always may, without a credential
 // being checked; others need the Basic credentials of an [auth] user, in
 // Authorization or Proxy-Authorization, checked (and rate-limited) as
 // proxy requests are. The client is the connection's peer: behind a
 // reverse proxy on the same host, every client looks like loopback.
-func (p *Policy) adminAllowed(r *http.Request, access adminAccess) bool {
+func (p *Policy) adminAllowed(r *http.Request, access adminAccess) (string, bool) {
 	if clientAddr(r).IsLoopback() {
-		return true
+		return "", true
 	}
 	if p.auth == nil {
-		return access == openWithoutAuth
+		return "", access == openWithoutAuth
 	}
-	_, ok := p.auth.check(r, true)
-	return ok
+	return p.auth.check(r, true)
 }
 
 // adminForbidden is the 403 answer to a client adminAllowed refused.

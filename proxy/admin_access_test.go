@@ -53,6 +53,14 @@ func TestAdminAccess(t *testing.T) {
 			{"POST", "/robots/purge", remote, []string{"Authorization", basic("etl:wrong")}, 403},
 			{"POST", "/robots/purge", remote, []string{"Authorization", basic("etl:s3cret")}, 200},
 			{"POST", "/robots/purge", loopback, nil, 404}, // purged already
+			{"POST", "/v1/decide", remote, nil, 403},
+			{"POST", "/v1/decide", remote, []string{"Authorization", basic("etl:wrong")}, 403},
+			{"POST", "/v1/decide", remote, []string{"Authorization", basic("etl:s3cret")}, 400}, // no body
+			{"POST", "/v1/decide", loopback, nil, 400},
+			{"GET", "/status.json", remote, nil, 401}, // a browser asks for credentials
+			{"GET", "/status", remote, []string{"Authorization", basic("etl:wrong")}, 401},
+			{"GET", "/status.json", remote, []string{"Authorization", basic("etl:s3cret")}, 200},
+			{"GET", "/status", loopback, nil, 200},
 		}},
 		{"no auth users", nil, []step{
 			{"GET", "/robots", remote, nil, 200},
@@ -61,6 +69,10 @@ func TestAdminAccess(t *testing.T) {
 			{"POST", "/robots/purge", remote, nil, 403},
 			{"POST", "/robots/purge", remote, []string{"Authorization", basic("etl:s3cret")}, 403},
 			{"POST", "/robots/purge", loopback, nil, 200},
+			{"POST", "/v1/decide", remote, nil, 403},
+			{"POST", "/v1/decide", loopback, nil, 400},
+			{"GET", "/status.json", remote, nil, 403},
+			{"GET", "/status.json", loopback, nil, 200},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +105,9 @@ func TestAdminAccess(t *testing.T) {
 				p.srv.ServeHTTP(w, r)
 				if w.Code != s.want {
 					t.Errorf("%s %s from %s with %q: %d %q; want %d", s.method, s.path, s.remote, s.header, w.Code, w.Body, s.want)
+				}
+				if w.Code == http.StatusUnauthorized && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Basic ") {
+					t.Errorf("%s %s from %s: 401 without a Basic challenge", s.method, s.path, s.remote)
 				}
 				if w.Code == http.StatusForbidden {
 					if ct := w.Header().Get("Content-Type"); ct != "text/plain; charset=utf-8" {

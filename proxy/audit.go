@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,12 +61,15 @@ func (a *Audit) Open(path string) error {
 	return nil
 }
 
+// auditTimeFormat is RFC 3339 with milliseconds.
+const auditTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // utcMillis writes the record's time in RFC 3339, UTC, with milliseconds
 // ("2026-11-23T08:41:38.637Z"), which SIEMs and jq's fromdateiso8601-style
 // tools parse.
 func utcMillis(groups []string, a slog.Attr) slog.Attr {
 	if a.Key == slog.TimeKey && len(groups) == 0 {
-		return slog.String(slog.TimeKey, a.Value.Time().UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		return slog.String(slog.TimeKey, a.Value.Time().UTC().Format(auditTimeFormat))
 	}
 	return a
 }
@@ -182,6 +186,51 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 		rec.url = connectHost
 	}
 	s.audit.write(rec)
+	if msg != "allowed" {
+		s.status.remember(rec.marshal(s.opts.Now()))
+	}
+}
+
+// marshal returns the record as the audit log writes it, for /status.json.
+func (r *auditRecord) marshal(t time.Time) json.RawMessage {
+	level := "WARN"
+	if r.msg == "allowed" {
+		level = "INFO"
+	}
+	client := ""
+	if r.client.IsValid() {
+		client = r.client.Unmap().String()
+	}
+	agents, purposes := r.agents, r.purposes
+	if agents == nil {
+		agents = []string{}
+	}
+	if purposes == nil {
+		purposes = []string{}
+	}
+	b, _ := json.Marshal(struct {
+		Time      string   `json:"time"`
+		Level     string   `json:"level"`
+		Msg       string   `json:"msg"`
+		Client    string   `json:"client"`
+		User      string   `json:"user"`
+		Method    string   `json:"method"`
+		URL       string   `json:"url"`
+		Path      string   `json:"path"`
+		Origin    string   `json:"origin"`
+		UserAgent string   `json:"user_agent"`
+		Agent     []string `json:"agent"`
+		Token     string   `json:"token"`
+		Purpose   []string `json:"purpose"`
+		RobotsURL string   `json:"robots_url"`
+		Rule      string   `json:"rule"`
+		Line      int      `json:"line"`
+		Status    int      `json:"status"`
+		Decision  string   `json:"decision"`
+		Reason    string   `json:"reason"`
+	}{t.UTC().Format(auditTimeFormat), level, r.msg, client, r.user, r.method, r.url, r.path, r.origin, r.userAgent,
+		agents, r.token, purposes, r.robotsURL, r.rule, r.line, r.status, r.decision, r.reason})
+	return b
 }
 
 // auditMsg is the audit log's msg for a decision.

@@ -167,7 +167,7 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 	}
 	w := &world{rules: c.rulesFor(cfg), now: c.Now} // no private lookups: check has no client
 	if c.Robots == nil {
-		c.prefetch(ctx, urls)
+		prefetch(ctx, c.Cache, urls)
 	}
 	var bad, blocked int
 	for _, u := range urls {
@@ -208,9 +208,10 @@ func (c *Checker) productToken(stderr io.Writer) {
 	}
 }
 
-// prefetch fetches the robots.txt of every origin among urls, several at
-// a time, so that unreachable origins do not add up their timeouts.
-func (c *Checker) prefetch(ctx context.Context, urls []string) {
+// prefetch gets the robots.txt of every distinct origin among urls into
+// cache, 16 at a time (and no more than the cache's own max_fetches), so
+// that unreachable origins do not add up their timeouts.
+func prefetch(ctx context.Context, cache *fetch.Cache, urls []string) {
 	const parallel = 16
 	seen := map[fetch.Origin]bool{}
 	sem := make(chan struct{}, parallel)
@@ -226,7 +227,7 @@ func (c *Checker) prefetch(ctx context.Context, urls []string) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c.Cache.Get(ctx, o) // the answer is cached; errors show when deciding
+			cache.Get(ctx, o) // the answer is cached; errors show when deciding
 		}()
 	}
 	wg.Wait()
@@ -259,22 +260,32 @@ func (c *Checker) decide(ctx context.Context, p *Policy, w *world, u string) (*D
 	} else if c.UserAgent == "" {
 		req.agents = []string{p.cfg.DefaultAgent}
 	}
-	origin, err := fetch.ParseOrigin(u)
 	if c.Exact {
+		origin, err := fetch.ParseOrigin(u)
 		return c.decideExact(ctx, p, w.rules, req, origin, err, u)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%q: %w", u, err)
+	if err := urlRequest(u, req); err != nil {
+		return nil, err
 	}
-	// A URL's fragment is the client's own: it is never sent.
-	noFragment, _, _ := strings.Cut(u, "#")
-	req.scheme, req.authority, req.target = origin.Scheme, origin.HostPort(), requestTarget(noFragment)
 	d := &Decision{}
 	p.decide(ctx, w, req, d)
 	if c.Robots != nil {
 		d.Fetch = FetchInfo{} // the file was given, not fetched
 	}
 	return d, nil
+}
+
+// urlRequest fills req's scheme, authority and target from an absolute
+// URL, as check and /v1/decide take URLs.
+func urlRequest(u string, req *request) error {
+	origin, err := fetch.ParseOrigin(u)
+	if err != nil {
+		return fmt.Errorf("%q: %w", u, err)
+	}
+	// A URL's fragment is the client's own: it is never sent.
+	noFragment, _, _ := strings.Cut(u, "#")
+	req.scheme, req.authority, req.target = origin.Scheme, origin.HostPort(), requestTarget(noFragment)
+	return nil
 }
 
 // decideExact answers as the reference's OneAgentAllowedByRobots: any
@@ -320,6 +331,17 @@ func (c *Checker) print(w io.Writer, u string, d *Decision) error {
 
 // printJSON prints one JSON Lines record of check's output.
 func printJSON(w io.Writer, u string, d *Decision) error {
+	b, err := json.Marshal(checkLineOf(u, d))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// checkLineOf renders a decision as check -json's object, which
+// /v1/decide's results are too.
+func checkLineOf(u string, d *Decision) checkLine {
 	l := checkLine{
 		URL:       u,
 		Agent:     d.Agents.Slice(),
@@ -329,6 +351,11 @@ func printJSON(w io.Writer, u string, d *Decision) error {
 		RobotsURL: d.RobotsURL(),
 		Rule:      d.Verdict.Rule,
 		Line:      d.Verdict.Line,
+		Purpose:   d.Purposes.Names(),
+		Usage:     usageOf(d),
+	}
+	if l.Agent == nil {
+		l.Agent = []string{}
 	}
 	if !d.Origin.IsZero() {
 		o := d.Origin.String()
@@ -340,8 +367,6 @@ func printJSON(w io.Writer, u string, d *Decision) error {
 	if d.Refusal.Statement != "" {
 		l.Rule, l.Line = d.Refusal.Rule(), d.Refusal.Line
 	}
-	l.Purpose = d.Purposes.Names()
-	l.Usage = usageOf(d)
 	if f := &d.Fetch; !f.IsZero() {
 		l.Fetch = &fetchJSON{Outcome: f.Outcome, Status: f.Status, Error: f.Error}
 		if !f.FetchedAt.IsZero() {
@@ -349,12 +374,7 @@ func printJSON(w io.Writer, u string, d *Decision) error {
 			l.Fetch.FetchedAt, l.Fetch.AgeS = &at, &age
 		}
 	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	return l
 }
 
 // printText prints one line of check's text output: the status, the URL

@@ -172,6 +172,7 @@ func (s *Server) finish(p *Policy, r *http.Request, d *Decision, status int, con
 		scheme = r.URL.Scheme
 	}
 	s.metrics.countRequest(d.Action, scheme)
+	s.status.count(d.Origin, d.Action)
 	if d.Paced {
 		s.metrics.pacedWait.Observe(d.Waited.Seconds())
 	}

@@ -57,6 +57,8 @@ type Server struct {
 	leaves *leafCache
 	// metrics are served at /metrics.
 	metrics *metrics
+	// status keeps what /status shows: counts per origin, recent blocks.
+	status *statusBoard
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *connSet
 	// pacer spaces request starts per origin ([politeness]).
@@ -94,6 +96,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	}
 	s.pol.Store(pol)
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
+	s.status = newStatusBoard(o.Now())
 	s.conns.overloaded = s.overloaded
 	if s.tr, err = newUpstreamTransport(pol, o.LookupNetIP, s.upstream); err != nil {
 		return nil, err

@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// Bounds of POST /v1/decide.
+const (
+	maxDecideURLs  = 10_000
+	maxDecideBytes = 32 << 20 // 10,000 URLs of 3 KiB, with room
+)
+
+// decideInput is the body of POST /v1/decide (DESIGN "Operator surface").
+type decideInput struct {
+	UserAgent *string  `json:"user_agent"`
+	Agent     *string  `json:"agent"`
+	Purpose   []string `json:"purpose"`
+	URLs      []string `json:"urls"`
+}
+
+// decideOutput is its answer: one check -json object per URL, in order.
+type decideOutput struct {
+	Results []checkLine `json:"results"`
+}
+
+// serveDecide answers POST /v1/decide: URLs decided as check decides them,
+// by the same code, with the proxy's own cache (cold origins fetched once
+// each, several at a time, within max_fetches). The caller's address and
+// [auth] user apply to [[agents]] rules; block_private applies; pacing and
+// report mode do not (the answer is what the rules say).
+func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		apiError(w, http.StatusMethodNotAllowed, "POST a JSON body: {\"user_agent\": \"...\", \"purpose\": [...], \"urls\": [...]}")
+		return
+	}
+	in, code, err := readDecideInput(w, r)
+	if err != nil {
+		apiError(w, code, err.Error())
+		return
+	}
+	p := s.pol.Load()
+	wd := &world{rules: s.cache.Get, private: s.world.private, now: s.opts.Now}
+	prefetch(r.Context(), s.cache, in.URLs)
+	out := decideOutput{Results: make([]checkLine, 0, len(in.URLs))}
+	for _, u := range in.URLs {
+		req := request{kind: kindCheck, client: clientAddr(r), user: user, purposes: in.Purpose}
+		switch {
+		case in.Agent != nil:
+			req.agents = []string{*in.Agent}
+		case in.UserAgent != nil:
+			req.userAgent = *in.UserAgent
+		}
+		var d Decision
+		if err := urlRequest(u, &req); err != nil {
+			d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+err.Error()
+		} else {
+			p.decide(r.Context(), wd, &req, &d)
+		}
+		out.Results = append(out.Results, checkLineOf(u, &d))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(out)
+}
+
+// readDecideInput reads and checks a /v1/decide body; on error it returns
+// the status to answer with (400, or 413 for too much).
+func readDecideInput(w http.ResponseWriter, r *http.Request) (*decideInput, int, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDecideBytes))
+	dec.DisallowUnknownFields()
+	var in decideInput
+	if err := dec.Decode(&in); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxDecideBytes)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, http.StatusBadRequest, errors.New("empty body: want a JSON object with \"urls\"")
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("bad JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, http.StatusBadRequest, errors.New("bad JSON: more after the object")
+	}
+	switch {
+	case in.URLs == nil:
+		return nil, http.StatusBadRequest, errors.New(`"urls" is missing: want an array of URLs`)
+	case len(in.URLs) > maxDecideURLs:
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%d URLs: at most %d per request", len(in.URLs), maxDecideURLs)
+	case in.Agent != nil && in.UserAgent != nil:
+		return nil, http.StatusBadRequest, errors.New(`"agent" and "user_agent" are exclusive: give the token, or the whole header`)
+	case in.Agent != nil && !robots.ValidToken(*in.Agent):
+		return nil, http.StatusBadRequest, fmt.Errorf(`"agent": %q is not a product token (letters, "_" and "-"); for a whole User-Agent header use "user_agent"`, *in.Agent)
+	}
+	if _, err := parsePurposes(in.Purpose); err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf(`"purpose": %v`, err)
+	}
+	return &in, 0, nil
+}
+
+// apiError answers a JSON API request with {"error": msg}.
+func apiError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+	}{"robotsgate: " + strings.TrimPrefix(msg, "robotsgate: ")})
+}

@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// postDecide sends body to POST /v1/decide over loopback and returns the
+// status and the decoded JSON answer.
+func postDecide(t *testing.T, p *testProxy, body string) (int, map[string]any) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Post(p.url.String()+"/v1/decide", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q; want application/json", ct)
+	}
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("decode answer: %v", err)
+	}
+	return resp.StatusCode, out
+}
+
+// TestDecideAPI: POST /v1/decide answers check -json's objects, one per URL
+// in order, through the proxy's cache (one fetch per origin), and refuses
+// bad input with a message naming the problem.
+func TestDecideAPI(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, usageRobots+"\nUser-agent: GPTBot\nDisallow: /\n", nil)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + closed.Addr().String()
+	closed.Close()
+	p := startProxy(t, loopbackConfig())
+
+	urls := []string{o.URL + "/ok", o.URL + "/private/x", o.URL + "/train/set", down + "/x", "not a url", o.URL + "/robots.txt"}
+	body, _ := json.Marshal(map[string]any{"user_agent": "DataBot/1.0", "purpose": []string{"ai-train"}, "urls": urls})
+	code, out := postDecide(t, p, string(body))
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	results, _ := out["results"].([]any)
+	if len(results) != len(urls) {
+		t.Fatalf("%d results; want %d: %v", len(results), len(urls), out)
+	}
+	want := []struct{ decision, rule string }{
+		{"allowed", ""},
+		{"disallowed", "disallow: /private"},
+		{"usage-refused", "content-usage: /train/ train-ai=n"},
+		{"unreachable", ""},
+		{"bad-request", ""},
+		{"allowed", ""},
+	}
+	fields := []string{"url", "origin", "agent", "allowed", "decision", "reason", "robots_url", "rule", "line", "fetch", "crawl_delay", "purpose", "usage"}
+	for i, r := range results {
+		m := r.(map[string]any)
+		if m["url"] != urls[i] || m["decision"] != want[i].decision || want[i].rule != "" && m["rule"] != want[i].rule {
+			t.Errorf("result %d = %v; want %s %q", i, m, want[i].decision, want[i].rule)
+		}
+		if len(m) != len(fields) {
+			t.Errorf("result %d has %d fields; want check -json's %d: %v", i, len(m), len(fields), m)
+		}
+		for _, f := range fields {
+			if _, ok := m[f]; !ok {
+				t.Errorf("result %d lacks %q", i, f)
+			}
+		}
+	}
+	if a, _ := results[0].(map[string]any)["agent"].([]any); len(a) != 1 || a[0] != "DataBot" {
+		t.Errorf("agent = %v; want [DataBot]", a)
+	}
+	if n := o.count("/robots.txt"); n != 1 {
+		t.Errorf("robots.txt fetched %d times; want once for the batch", n)
+	}
+	if n := o.count("/ok"); n != 0 {
+		t.Errorf("deciding fetched the page itself %d times", n)
+	}
+
+	// agent instead of user_agent; the same cache, no new fetch.
+	code, out = postDecide(t, p, fmt.Sprintf(`{"agent": "GPTBot", "urls": [%q]}`, o.URL+"/ok"))
+	if r := out["results"].([]any)[0].(map[string]any); code != 200 || r["decision"] != "disallowed" || o.count("/robots.txt") != 1 {
+		t.Errorf("agent GPTBot: %d %v", code, r)
+	}
+
+	many := make([]string, maxDecideURLs+1)
+	for i := range many {
+		many[i] = o.URL + "/"
+	}
+	tooMany, _ := json.Marshal(map[string]any{"urls": many})
+	for _, tt := range []struct {
+		name, body string
+		code       int
+		msg        string
+	}{
+		{"not JSON", "urls=1", 400, "bad JSON"},
+		{"empty", "", 400, "empty body"},
+		{"unknown field", `{"url": ["x"]}`, 400, `unknown field "url"`},
+		{"wrong type", `{"urls": "http://a/"}`, 400, "bad JSON"},
+		{"no urls", `{"agent": "x"}`, 400, `"urls" is missing`},
+		{"two objects", `{"urls": []} {}`, 400, "more after the object"},
+		{"both agents", `{"agent": "a", "user_agent": "b", "urls": []}`, 400, "exclusive"},
+		{"agent with a version", `{"agent": "CCBot/2.0", "urls": []}`, 400, "not a product token"},
+		{"unknown purpose", `{"purpose": ["training"], "urls": []}`, 400, "known purposes are ai-train, ai-input, search"},
+		{"too many", string(tooMany), 413, "at most 10000"},
+		{"empty list", `{"urls": []}`, 200, ""},
+	} {
+		code, out := postDecide(t, p, tt.body)
+		if msg, _ := out["error"].(string); code != tt.code || !strings.Contains(msg, tt.msg) {
+			t.Errorf("%s: %d %v; want %d with %q", tt.name, code, out, tt.code, tt.msg)
+		}
+	}
+	resp, err := http.Get(p.url.String() + "/v1/decide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /v1/decide: %d Allow %q; want 405 Allow POST", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
+// TestOpenAPIResultFields: docs/openapi.yaml requires exactly the fields a
+// /v1/decide result (check -json's object) has.
+func TestOpenAPIResultFields(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	rt := reflect.TypeOf(checkLine{})
+	for i := range rt.NumField() {
+		fields = append(fields, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
+	}
+	want := "required: [" + strings.Join(fields, ", ") + "]"
+	if !strings.Contains(string(doc), want) {
+		t.Errorf("docs/openapi.yaml lacks %q: the Result schema is out of date", want)
+	}
+}

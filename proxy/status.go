@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"container/list"
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// Bounds of what the status page keeps.
+const (
+	maxStatusOrigins = 10_000 // origins with counts; past it the least recently seen is dropped
+	recentRecords    = 100    // the last non-allow audit records
+)
+
+// statusPage is the HTML page of GET /status: a table and a script that
+// reads /status.json.
+//
+//go:embed status.html
+var statusPage []byte
+
+// statusBoard keeps what /status shows besides the cache: decision counts
+// per origin since start, bounded (the least recently seen origin is
+// dropped past maxStatusOrigins), and the last non-allow audit records.
+type statusBoard struct {
+	started time.Time
+
+	mu      sync.Mutex
+	origins map[fetch.Origin]*list.Element // of *originCounts, most recent first
+	order   list.List
+	recent  [recentRecords]json.RawMessage // a ring
+	next    int                            // where the next record goes
+	filled  bool                           // the ring has wrapped
+}
+
+type originCounts struct {
+	origin fetch.Origin
+	counts map[string]int64 // by decision: a bounded set of names
+}
+
+func newStatusBoard(now time.Time) *statusBoard {
+	return &statusBoard{started: now, origins: map[fetch.Origin]*list.Element{}}
+}
+
+// count adds one decision for an origin.
+func (b *statusBoard) count(o fetch.Origin, decision string) {
+	if o.IsZero() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.origins[o]
+	if ok {
+		b.order.MoveToFront(e)
+	} else {
+		if b.order.Len() >= maxStatusOrigins {
+			last := b.order.Back()
+			delete(b.origins, last.Value.(*originCounts).origin)
+			b.order.Remove(last)
+		}
+		e = b.order.PushFront(&originCounts{origin: o, counts: map[string]int64{}})
+		b.origins[o] = e
+	}
+	e.Value.(*originCounts).counts[decision]++
+}
+
+// remember keeps one non-allow audit record.
+func (b *statusBoard) remember(rec json.RawMessage) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.recent[b.next] = rec
+	b.next = (b.next + 1) % recentRecords
+	b.filled = b.filled || b.next == 0
+}
+
+// snapshot copies the counts (most recently seen origin first) and the
+// recent records (oldest first).
+func (b *statusBoard) snapshot() ([]originCounts, []json.RawMessage) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	origins := make([]originCounts, 0, b.order.Len())
+	for e := b.order.Front(); e != nil; e = e.Next() {
+		oc := e.Value.(*originCounts)
+		counts := make(map[string]int64, len(oc.counts))
+		for k, v := range oc.counts {
+			counts[k] = v
+		}
+		origins = append(origins, originCounts{origin: oc.origin, counts: counts})
+	}
+	var recent []json.RawMessage
+	if b.filled {
+		recent = append(recent, b.recent[b.next:]...)
+	}
+	recent = append(recent, b.recent[:b.next]...)
+	return origins, recent
+}
+
+// statusJSON is GET /status.json (DESIGN "Operator surface").
+type statusJSON struct {
+	Started time.Time         `json:"started"`
+	Now     time.Time         `json:"now"`
+	Mode    string            `json:"mode"`
+	Origins []originJSON      `json:"origins"`
+	Recent  []json.RawMessage `json:"recent"`
+}
+
+type originJSON struct {
+	Origin    string           `json:"origin"`
+	State     string           `json:"state"` // fetched, unavailable, unreachable, or "" when nothing is cached
+	Status    int              `json:"status"`
+	FetchedAt *time.Time       `json:"fetched_at"`
+	ExpiresAt *time.Time       `json:"expires_at"`
+	LastError string           `json:"last_error"`
+	Decisions map[string]int64 `json:"decisions"`
+}
+
+// serveStatus answers GET /status.json, or the page that shows it.
+func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "robotsgate: GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Path == "/status" {
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		// The page runs its own inline script and reads /status.json; it
+		// loads nothing else and may not be framed.
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.Write(statusPage)
+		return
+	}
+	counts, recent := s.status.snapshot()
+	out := statusJSON{Started: s.status.started.UTC(), Now: s.opts.Now().UTC(), Mode: s.pol.Load().cfg.Mode, Origins: make([]originJSON, 0, len(counts)), Recent: recent}
+	if out.Recent == nil {
+		out.Recent = []json.RawMessage{}
+	}
+	for _, oc := range counts {
+		oj := originJSON{Origin: oc.origin.String(), Decisions: oc.counts}
+		if a, ok := s.cache.Peek(oc.origin); ok {
+			oj.LastError = a.LastError
+			if e := a.Entry; e != nil {
+				oj.State, oj.Status = string(e.Outcome), e.Status
+				at, exp := e.FetchedAt.UTC(), e.Expires.UTC()
+				oj.FetchedAt, oj.ExpiresAt = &at, &exp
+			} else {
+				oj.State, oj.Status = string(fetch.Unreachable), a.LastStatus
+			}
+		}
+		out.Origins = append(out.Origins, oj)
+	}
+	slices.SortStableFunc(out.Origins, func(a, b originJSON) int { return total(b.Decisions) - total(a.Decisions) })
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+func total(m map[string]int64) int {
+	n := int64(0)
+	for _, v := range m {
+		n += v
+	}
+	return int(min(n, 1<<31-1))
+}

@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// getStatus reads GET /status.json over loopback.
+func getStatus(t *testing.T, p *testProxy) statusJSON {
+	t.Helper()
+	resp, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/status.json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(body), &st); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/status.json: %d %q: %v", resp.StatusCode, body, err)
+	}
+	return st
+}
+
+// TestStatusJSON: /status.json counts every answer per origin, shows each
+// origin's robots.txt state, and keeps the recent non-allow records.
+func TestStatusJSON(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, usageRobots, nil)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + closed.Addr().String()
+	closed.Close()
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	get(t, c, o.URL+"/a")
+	get(t, c, o.URL+"/b")
+	get(t, c, o.URL+"/private/x")
+	get(t, c, o.URL+"/train/x", PurposeHeader, "ai-train")
+	get(t, c, down+"/x")
+	st := getStatus(t, p)
+	if st.Mode != "enforce" || st.Started.IsZero() || st.Now.Before(st.Started) {
+		t.Errorf("mode %q started %v now %v", st.Mode, st.Started, st.Now)
+	}
+	byOrigin := map[string]originJSON{}
+	for _, oj := range st.Origins {
+		byOrigin[oj.Origin] = oj
+	}
+	want := map[string]struct {
+		state     string
+		decisions map[string]int64
+	}{
+		o.URL: {"fetched", map[string]int64{"allowed": 2, "disallowed": 1, "usage-refused": 1}},
+		down:  {"unreachable", map[string]int64{"unreachable": 1}},
+	}
+	for origin, w := range want {
+		oj, ok := byOrigin[origin]
+		if !ok {
+			t.Errorf("no entry for %s: %+v", origin, st.Origins)
+			continue
+		}
+		if oj.State != w.state || fmt.Sprint(oj.Decisions) != fmt.Sprint(w.decisions) {
+			t.Errorf("%s: state %q decisions %v; want %q %v", origin, oj.State, oj.Decisions, w.state, w.decisions)
+		}
+	}
+	if oj := byOrigin[o.URL]; oj.Status != 200 || oj.FetchedAt == nil || oj.ExpiresAt == nil || !oj.ExpiresAt.After(*oj.FetchedAt) {
+		t.Errorf("fetched origin: %+v", oj)
+	}
+	if oj := byOrigin[down]; oj.LastError == "" {
+		t.Errorf("unreachable origin has no last error: %+v", oj)
+	}
+	if st.Origins[0].Origin != o.URL {
+		t.Errorf("origins are not by decisions, most first: %+v", st.Origins)
+	}
+	var decisions []string
+	for _, r := range st.Recent {
+		var rec map[string]any
+		if err := json.Unmarshal(r, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec) != len(auditFields) {
+			t.Errorf("recent record has %d fields; want the audit log's %d: %v", len(rec), len(auditFields), rec)
+		}
+		decisions = append(decisions, rec["decision"].(string))
+	}
+	if got := strings.Join(decisions, " "); got != "disallowed usage-refused unreachable" {
+		t.Errorf("recent decisions, oldest first = %q", got)
+	}
+	// The HTML page: served with a policy that lets it load nothing else.
+	resp, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/status")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") || !strings.Contains(body, "status.json") {
+		t.Errorf("/status: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, ext := range []string{"src=\"http", "href=\"http", "@import", "url(http"} {
+		if strings.Contains(body, ext) {
+			t.Errorf("/status loads an external asset (%q)", ext)
+		}
+	}
+}
+
+// TestStatusBoardBounds: the board keeps at most maxStatusOrigins origins
+// (dropping the least recently seen) and the last recentRecords records.
+func TestStatusBoardBounds(t *testing.T) {
+	t.Parallel()
+	b := newStatusBoard(time.Now())
+	origin := func(i int) fetch.Origin {
+		return fetch.Origin{Scheme: "http", Host: fmt.Sprintf("h%d.example", i), Port: 80}
+	}
+	for i := range maxStatusOrigins + 50 {
+		b.count(origin(i), ActionAllowed)
+		if i == 60 {
+			b.count(origin(0), ActionDisallowed) // seen again: kept
+		}
+	}
+	b.count(fetch.Origin{}, ActionBadRequest) // no origin: not tracked
+	for i := range recentRecords + 30 {
+		b.remember(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
+	}
+	counts, recent := b.snapshot()
+	if len(counts) != maxStatusOrigins {
+		t.Fatalf("%d origins kept; want %d", len(counts), maxStatusOrigins)
+	}
+	kept := map[string]map[string]int64{}
+	for _, oc := range counts {
+		kept[oc.origin.Host] = oc.counts
+	}
+	if c, ok := kept["h0.example"]; !ok || c[ActionDisallowed] != 1 {
+		t.Errorf("h0, seen again at 60, was dropped or lost its counts: %v", c)
+	}
+	if _, ok := kept["h1.example"]; ok {
+		t.Error("h1, the least recently seen, was kept")
+	}
+	if len(recent) != recentRecords || string(recent[0]) != `{"n":30}` || string(recent[recentRecords-1]) != fmt.Sprintf(`{"n":%d}`, recentRecords+29) {
+		t.Errorf("recent: %d records, first %s last %s", len(recent), recent[0], recent[len(recent)-1])
+	}
+}
+
+// TestStatusPageInBrowser loads /status in a real headless browser: the
+// page reads /status.json and renders the origins (filtered and sorted as
+// its link asks) and the recent records.
+func TestStatusPageInBrowser(t *testing.T) {
+	t.Parallel()
+	browser := findBrowser()
+	if browser == "" {
+		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
+	}
+	a := newTestOrigin(t, "User-agent: *\nDisallow: /private\n", nil)
+	b := newTestOrigin(t, "User-agent: *\nDisallow:\n", nil)
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	get(t, c, a.URL+"/private/<script>alert(1)</script>")
+	get(t, c, a.URL+"/ok")
+	for range 3 {
+		get(t, c, b.URL+"/ok")
+	}
+	dom := func(query string) string {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-proxy-server",
+			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", p.url.String()+"/status"+query).Output()
+		if err != nil {
+			t.Fatalf("%s --dump-dom: %v", browser, err)
+		}
+		return string(out)
+	}
+	page := dom("")
+	if !strings.Contains(page, `data-loaded="true"`) {
+		t.Fatalf("the page never rendered /status.json:\n%.2000s", page)
+	}
+	ia, ib := strings.Index(page, ">"+a.URL+"<"), strings.Index(page, ">"+b.URL+"<")
+	if ia < 0 || ib < 0 || ib > ia {
+		t.Errorf("origins missing, or not by requests (b has more) first: a at %d, b at %d", ia, ib)
+	}
+	if !strings.Contains(page, "disallowed 1") || !strings.Contains(page, "disallow: /private (line 2)") {
+		t.Errorf("counts or the recent block missing:\n%.3000s", page)
+	}
+	if strings.Contains(page, "<script>alert(1)") {
+		t.Error("a URL was rendered as markup")
+	}
+	page = dom("?filter=" + url.QueryEscape(strings.TrimPrefix(a.URL, "http://")) + "&sort=origin&dir=asc")
+	if !strings.Contains(page, ">"+a.URL+"<") || strings.Contains(page, ">"+b.URL+"<") || !strings.Contains(page, "(1 of 2)") {
+		t.Errorf("filtered page:\n%.3000s", page)
+	}
+}
+
+// findBrowser returns a headless-capable Chromium on PATH, or "".
+func findBrowser() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
