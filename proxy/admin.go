@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -17,6 +18,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
+		if s.cluster != nil { // a detail: the instance is healthy without Redis
+			io.WriteString(w, clusterLine(s.cluster.Status()))
+		}
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
 		s.metrics.handler.ServeHTTP(w, r)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
@@ -63,6 +67,15 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// clusterLine describes the fleet's Redis for /healthz.
+func clusterLine(st cluster.Status) string {
+	if st.Up {
+		return fmt.Sprintf("cluster: redis up (%d errors since start)\n", st.Errors)
+	}
+	return fmt.Sprintf("cluster: redis down since %s, going on alone (%d errors since start; last: %s)\n",
+		st.Since.UTC().Format(time.RFC3339), st.Errors, st.LastError)
 }
 
 // adminAccess says who may use an endpoint of the proxy itself.

@@ -96,6 +96,37 @@ func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, l
 	return wait, wait > 0
 }
 
+// apply holds host until until (at most limit from now), as another
+// instance of the fleet asked: it saw the origin's answer.
+func (b *backoffs) apply(host string, until time.Time, why string, limit time.Duration) {
+	now := b.now()
+	until = minTime(until, now.Add(limit))
+	if !until.After(now) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.hosts[host]
+	if e == nil {
+		if len(b.hosts) >= backoffMaxHosts {
+			b.sweep(now, limit)
+		}
+		e = &backoff{}
+		b.hosts[host] = e
+		b.n.Store(int64(len(b.hosts)))
+	}
+	if until.After(e.until) {
+		e.until, e.why = until, why+" (seen by another instance)"
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // sweep makes room in a full table: it forgets hosts whose hold ended
 // longer than limit ago (their run of 429s is over too), then, if nine
 // tenths of the table still hold, any down to nine tenths: a flood of

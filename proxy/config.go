@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -29,6 +30,7 @@ type Config struct {
 	Agents       []AgentRule
 	Sites        []SiteRule
 	Politeness   PolitenessConfig
+	Cluster      ClusterConfig
 
 	// Source is the file the config was read from; "" for the defaults.
 	Source string
@@ -110,6 +112,13 @@ type SiteRule struct {
 	MinInterval time.Duration
 }
 
+// ClusterConfig is the [cluster] table: state shared by several instances
+// through Redis (DESIGN "Fleet"). A change needs a restart.
+type ClusterConfig struct {
+	Redis     string // redis:// or rediss:// URL; "" = this instance alone
+	KeyPrefix string // every key and channel starts with it
+}
+
 // PolitenessConfig is the [politeness] table.
 type PolitenessConfig struct {
 	CrawlDelay  bool
@@ -150,6 +159,7 @@ func Default() *Config {
 			MaxConnections:    4096,
 		},
 		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
+		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:"},
 	}
 }
 
@@ -227,6 +237,11 @@ func compile(c *Config, d *decoder) *Policy {
 		}
 	}
 	oneOf(d, "robots.auth_errors", c.Robots.AuthErrors, "allow", "disallow")
+	if c.Cluster.Redis != "" {
+		if err := cluster.ParseURL(c.Cluster.Redis); err != nil {
+			d.errorf("cluster.redis", "%q is not a Redis URL (redis://host:6379/0): %v", redactURL(c.Cluster.Redis), err)
+		}
+	}
 	if strings.TrimSpace(c.Robots.FetchUserAgent) == "" {
 		d.errorf("robots.fetch_user_agent", "must not be empty")
 	}

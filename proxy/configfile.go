@@ -229,9 +229,12 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"audit":         section(func() fields { return d.auditFields(&c.Audit) }),
 		"limits":        section(func() fields { return d.limitsFields(&c.Limits) }),
 		"politeness":    section(func() fields { return d.politenessFields(&c.Politeness) }),
-		"auth":          section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
-		"agents":        d.agentTables(&c.Agents),
-		"sites":         d.siteTables(&c.Sites),
+		"cluster": section(func() fields {
+			return fields{"redis": d.str(&c.Cluster.Redis), "key_prefix": d.str(&c.Cluster.KeyPrefix)}
+		}),
+		"auth":   section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
+		"agents": d.agentTables(&c.Agents),
+		"sites":  d.siteTables(&c.Sites),
 	})
 }
 

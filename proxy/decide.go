@@ -44,8 +44,16 @@ type world struct {
 	rules    rulesSource
 	private  *privateCache
 	pacer    *pacer
-	backoffs *backoffs // nil: no origin back-off (check)
+	backoffs *backoffs  // nil: no origin back-off (check)
+	fleet    fleetPacer // nil: this instance paces alone
 	now      func() time.Time
+}
+
+// fleetPacer reserves request starts for a whole fleet of instances
+// (cluster.Client.Reserve): how long to wait, or false with the wait that
+// would be needed past maxWait.
+type fleetPacer interface {
+	Reserve(ctx context.Context, host string, gap, maxWait time.Duration) (time.Duration, bool, error)
 }
 
 // rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
@@ -239,6 +247,9 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 		return
 	}
 	gap := paceGap(&p.cfg, d)
+	if w.fleet != nil && p.paceFleet(ctx, w, d, gap) {
+		return
+	}
 	waited, err := w.pacer.wait(ctx, d.Origin.Host, gap, &p.cfg.Politeness)
 	var pe *pacedError
 	switch {
@@ -249,6 +260,32 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 	default: // the client gave up waiting
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
 	}
+}
+
+// paceFleet paces d with the fleet's shared slots ([cluster]): every
+// instance's requests to a host keep one gap between them. It reports
+// whether it did; with Redis unavailable, the caller paces locally.
+func (p *Policy) paceFleet(ctx context.Context, w *world, d *Decision, gap time.Duration) bool {
+	wait, ok, err := w.fleet.Reserve(ctx, d.Origin.Host, gap, p.cfg.Politeness.MaxWait)
+	switch {
+	case err != nil:
+		return false
+	case !ok:
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn in the fleet (gap %v)", wait.Round(time.Millisecond), gap), wait
+		return true
+	case wait <= 0:
+		d.Paced = true
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		d.Paced, d.Waited = true, wait
+	case <-ctx.Done():
+		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+	}
+	return true
 }
 
 // invalidTargetByte returns the index of the first byte of target that a

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -109,6 +110,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		if wait, ok := s.world.backoffs.observe(d.Origin, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()
 			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
+			s.shareBackoff(d.Origin.Host)
 		}
 	}
 	if p.judgeResponse(d, resp) && d.Action == ActionUsageRefused {
@@ -128,6 +130,19 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	removeHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && isWebSocketUpgrade(resp.Header))
 	s.finish(p, r, d, resp.StatusCode, "")
 	return resp
+}
+
+// shareBackoff tells the fleet, if any, of host's back-off, without
+// holding up the response (the call is bounded by the cluster client).
+func (s *Server) shareBackoff(host string) {
+	if s.cluster == nil {
+		return
+	}
+	until, why := s.world.backoffs.hold(host)
+	if until.IsZero() {
+		return
+	}
+	go s.cluster.PublishBackoff(context.Background(), host, until, why)
 }
 
 // upstreamFailure turns a failure to reach hostport into d's outcome and

@@ -22,6 +22,7 @@ type metrics struct {
 	pacedWait     prometheus.Histogram
 	reloads       *prometheus.CounterVec
 	backoffs      prometheus.Counter
+	clusterErrors prometheus.Counter
 	handler       http.Handler
 	// byDecision holds the requests counter of each decision for http
 	// and https, resolved once: a label lookup per request costs.
@@ -65,10 +66,14 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		Name: "robotsgate_origin_backoffs_total",
 		Help: "Times an origin's 429, or 503 with Retry-After, held its host.",
 	})
+	m.clusterErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "robotsgate_cluster_errors_total",
+		Help: "Calls to the fleet's Redis that failed or timed out ([cluster]); the instance went on alone.",
+	})
 	stat := func(f func(fetch.CacheStats) float64) func() float64 {
 		return func() float64 { return f(cacheStats()) }
 	}
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs,
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
 			stat(func(s fetch.CacheStats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_misses_total", Help: "Lookups that needed the state or a fetch."},

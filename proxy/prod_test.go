@@ -131,6 +131,7 @@ func TestMetrics(t *testing.T) {
 	o := newTestOrigin(t, testRobots, nil)
 	p := startProxy(t, loopbackConfig())
 	get(t, p.client(), o.URL+"/private")
+	p.srv.cache.Wait() // ristretto applies the first fetch's entry asynchronously
 	get(t, p.client(), o.URL+"/public")
 	get(t, p.client(), o.URL+"/public")
 	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -63,6 +65,8 @@ type Server struct {
 	upstream *connSet
 	// pacer spaces request starts per origin ([politeness]).
 	pacer *pacer
+	// cluster is the fleet's shared state ([cluster] redis); nil alone.
+	cluster *cluster.Client
 	// stopping ends when a shutdown's drain time is up: requests still
 	// waiting on an origin are then answered 503 rather than cut.
 	stopping context.Context
@@ -73,6 +77,7 @@ type Server struct {
 	tlsConfig     TLSConfig
 	cacheMaxBytes int64
 	maxFetches    int
+	clusterConfig ClusterConfig
 	retryAfter    time.Duration // the cache's, for the log of failed fetches
 }
 
@@ -88,11 +93,11 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
-		retryAfter: cfg.Robots.RetryAfter,
-		upstream:   &connSet{m: map[*setConn]struct{}{}},
-		private:    newPrivateCache(o.LookupNetIP, o.Now),
-		pacer:      newPacer(o.Now),
-		conns:      newConnTracker(cfg.Limits.MaxConnections),
+		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
+		upstream: &connSet{m: map[*setConn]struct{}{}},
+		private:  newPrivateCache(o.LookupNetIP, o.Now),
+		pacer:    newPacer(o.Now),
+		conns:    newConnTracker(cfg.Limits.MaxConnections),
 	}
 	s.pol.Store(pol)
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
@@ -109,15 +114,56 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	if s.audit, err = newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now); err != nil {
 		return nil, err
 	}
-	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch)
+	store, err := s.openStore(cfg)
+	if err != nil {
+		s.audit.Close()
+		return nil, err
+	}
+	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch, store)
 	if err != nil {
 		s.audit.Close()
 		return nil, err
 	}
 	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: newBackoffs(o.Now), now: o.Now}
+	if s.cluster != nil {
+		s.world.fleet = s.cluster
+		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
+			s.world.backoffs.apply(host, until, why, s.pol.Load().cfg.Politeness.MaxBackoff)
+		})
+	}
 	s.gp = s.newGoproxy(pol.upstreamProxy)
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
+}
+
+// openStore opens where the cache keeps last good copies beyond itself:
+// the fleet's Redis with [cluster] redis, else files under state_dir. A
+// state directory that cannot be used is logged, and the proxy runs
+// without persistence: it is never a reason not to start.
+func (s *Server) openStore(cfg *Config) (fetch.Store, error) {
+	if cfg.Cluster.Redis != "" {
+		c, err := cluster.New(cluster.Options{
+			URL:     cfg.Cluster.Redis,
+			Prefix:  cfg.Cluster.KeyPrefix,
+			KeepFor: cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
+			Logger:  s.log,
+			OnError: s.metrics.clusterErrors.Inc,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.cluster = c
+		return c, nil
+	}
+	dir, err := cfg.StateDir()
+	if err == nil {
+		var st *fetch.FileStore
+		if st, err = fetch.OpenFileStore(filepath.Join(dir, "robots"), cfg.Robots.CacheMaxBytes, s.log); err == nil {
+			return st, nil
+		}
+	}
+	s.log.Warn("no robots.txt store: last good copies will not survive a restart", "err", err)
+	return nil, nil
 }
 
 // fill puts the defaults in o's zero fields.
@@ -230,7 +276,7 @@ func (s *Server) overloaded(remote net.Addr) {
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
 // fetcher dials with tr's dialer (block_private, upstream.proxy) and
 // trusts the same roots.
-func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result)) (*fetch.Cache, error) {
+func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result), store fetch.Store) (*fetch.Cache, error) {
 	cfg := &pol.cfg
 	redirects := cfg.Robots.MaxRedirects
 	if redirects == 0 {
@@ -259,6 +305,8 @@ func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() 
 		MaxFetches:       cfg.Robots.MaxFetches,
 		Now:              now,
 		OnFetch:          onFetch,
+		Store:            store,
+		PeerWait:         cfg.Robots.FetchTimeout + 2*time.Second,
 	})
 }
 
@@ -289,6 +337,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
 	s.conns.closeAll()
 	s.cache.Close()
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
 	s.tr.CloseIdleConnections()
 	if cerr := s.audit.Close(); err == nil {
 		err = cerr
@@ -316,6 +367,9 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	if cfg.Robots.MaxFetches != s.maxFetches {
 		s.log.Warn("robots.max_fetches changed: restart to apply")
+	}
+	if cfg.Cluster != s.clusterConfig {
+		s.log.Warn("[cluster] changed: restart to apply")
 	}
 	// The audit log moves (or reopens, after rotation) under its own lock:
 	// each line goes whole to the old file or to the new one.

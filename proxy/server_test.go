@@ -42,9 +42,11 @@ func (s *syncBuffer) String() string {
 // hits per path.
 type testOrigin struct {
 	*httptest.Server
-	robots  atomic.Value // string
-	hits    sync.Map     // path → *atomic.Int64
-	handler http.HandlerFunc
+	robots       atomic.Value // string
+	robotsStatus atomic.Int64 // if set, robots.txt answers this status instead
+	robotsDelay  atomic.Int64 // if set, robots.txt answers after this long (ns)
+	hits         sync.Map     // path → *atomic.Int64
+	handler      http.HandlerFunc
 }
 
 func newTestOrigin(t *testing.T, robotsTxt string, handler http.HandlerFunc) *testOrigin {
@@ -55,7 +57,7 @@ func newTestOrigin(t *testing.T, robotsTxt string, handler http.HandlerFunc) *te
 		n, _ := o.hits.LoadOrStore(r.URL.EscapedPath(), new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
 		if r.URL.Path == "/robots.txt" {
-			io.WriteString(w, o.robots.Load().(string))
+			o.serveRobots(w)
 			return
 		}
 		if o.handler != nil {
@@ -66,6 +68,17 @@ func newTestOrigin(t *testing.T, robotsTxt string, handler http.HandlerFunc) *te
 	}))
 	t.Cleanup(o.Close)
 	return o
+}
+
+// serveRobots answers /robots.txt: the file, after robotsDelay, or
+// robotsStatus.
+func (o *testOrigin) serveRobots(w http.ResponseWriter) {
+	time.Sleep(time.Duration(o.robotsDelay.Load()))
+	if code := o.robotsStatus.Load(); code != 0 {
+		w.WriteHeader(int(code))
+		return
+	}
+	io.WriteString(w, o.robots.Load().(string))
 }
 
 func (o *testOrigin) count(path string) int64 {

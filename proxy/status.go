@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -107,6 +108,7 @@ type statusJSON struct {
 	Mode    string            `json:"mode"`
 	Origins []originJSON      `json:"origins"`
 	Recent  []json.RawMessage `json:"recent"`
+	Cluster *cluster.Status   `json:"cluster"` // the fleet's Redis; null without [cluster]
 }
 
 type originJSON struct {
@@ -141,6 +143,10 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
 	out := statusJSON{Started: s.status.started.UTC(), Now: s.opts.Now().UTC(), Mode: s.pol.Load().cfg.Mode, Origins: make([]originJSON, 0, len(counts)), Recent: recent}
 	if out.Recent == nil {
 		out.Recent = []json.RawMessage{}
+	}
+	if s.cluster != nil {
+		st := s.cluster.Status()
+		out.Cluster = &st
 	}
 	for _, oc := range counts {
 		oj := originJSON{Origin: oc.origin.String(), Decisions: oc.counts}

@@ -84,6 +84,14 @@ type CacheOptions struct {
 	// last good copy, or an error wrapping ErrOverloaded. 0:
 	// DefaultMaxFetches.
 	MaxFetches int
+	// Store, if set, keeps last good copies and failure marks beyond this
+	// Cache (on disk, or shared by several processes): consulted on a miss
+	// before fetching, written after every fetch. Nil: none.
+	Store Store
+	// PeerWait bounds how long a Get waits for another process's fetch
+	// of the same origin, when Store is a FetchLocker and that process
+	// holds the lock; past it this process fetches itself. 0: 15 s.
+	PeerWait time.Duration
 	// OnFetch, if set, is called after every fetch, for metrics; not for
 	// a fetch given up (see MaxFetches) or cancelled by Close that ended
 	// unreachable, which is not the origin's failure.
@@ -218,6 +226,9 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.PeerWait <= 0 {
+		opts.PeerWait = 15 * time.Second
 	}
 	c := &Cache{
 		opts:    opts,
@@ -416,11 +427,20 @@ func (c *Cache) abandon() {
 // its waiters and frees its slot.
 func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
-	f.answer, f.err = c.refresh(f)
+	var save func(context.Context)
+	f.answer, save, f.err = c.refresh(f)
 	f.cancel(nil)
 	<-c.slots // after refresh took f out of flights
 	close(f.done)
+	if save != nil { // after the waiters have their answer
+		ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
+		save(ctx)
+		cancel()
+	}
 }
+
+// storeTimeout bounds one write to the Store after a fetch.
+const storeTimeout = 5 * time.Second
 
 // land takes f out of flights, unless it was given up already. c.mu is
 // held.
@@ -477,35 +497,67 @@ func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 }
 
 // refresh fetches f's origin's robots.txt, records what it found and takes
-// f out of flights. A fetch given up or cancelled by Close that ended
-// unreachable records nothing: it is not the origin's failure, and the
-// next Get fetches afresh.
-func (c *Cache) refresh(f *flight) (Answer, error) {
+// f out of flights; save, when not nil, writes it to the Store. A fetch
+// given up or cancelled by Close that ended unreachable records nothing: it
+// is not the origin's failure, and the next Get fetches afresh. With a
+// Store, what it holds is adopted first, and may answer without a fetch;
+// with a shared one, only the process holding the origin's lock fetches,
+// and the others wait for its result (up to PeerWait).
+func (c *Cache) refresh(f *flight) (a Answer, save func(context.Context), err error) {
 	o := f.origin
-	// Another caller may have refreshed o between our miss and this fetch.
-	if a, ok := c.fromState(o, c.opts.Now()); ok {
+	landed := func() {
 		c.mu.Lock()
 		c.land(f)
 		c.mu.Unlock()
-		return a, nil
+	}
+	// Another caller may have refreshed o between our miss and this fetch.
+	if a, ok := c.fromState(o, c.opts.Now()); ok {
+		landed()
+		return a, nil, nil
+	}
+	if a, ok := c.fromStore(f.ctx, o); ok {
+		landed()
+		return a, nil, nil
+	}
+	unlock, a, ok := c.lockOrAwait(f.ctx, o)
+	if ok {
+		landed()
+		return a, nil, nil
 	}
 	c.fetches.Add(1)
 	res := c.opts.Fetcher.Fetch(f.ctx, o, c.opts.Parse...)
 	// A fetched or unavailable answer is the origin's own, even if f was
 	// given up meanwhile: keep it.
 	if res.Outcome == Unreachable && f.ctx.Err() != nil {
-		c.mu.Lock()
-		c.land(f)
-		c.mu.Unlock()
-		return Answer{}, fmt.Errorf("fetch robots.txt for %s: %w", o, context.Cause(f.ctx))
+		landed()
+		if unlock != nil {
+			unlock()
+		}
+		return Answer{}, nil, fmt.Errorf("fetch robots.txt for %s: %w", o, context.Cause(f.ctx))
 	}
+	a, save = c.record(o, res)
+	if unlock != nil {
+		saveFirst := save
+		save = func(ctx context.Context) {
+			if saveFirst != nil {
+				saveFirst(ctx)
+			}
+			unlock() // after the result is in the store, for peers to read
+		}
+	}
+	landed()
+	return a, save, nil
+}
+
+// record keeps what a fetch found in the state (and the rules cache), and
+// returns the answer and the write of it to the Store (nil without one).
+func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 	if c.opts.OnFetch != nil {
 		c.opts.OnFetch(o, res)
 	}
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.land(f)
 	st := c.state(o)
 	if res.Outcome == Unreachable {
 		if st.good == nil {
@@ -519,7 +571,7 @@ func (c *Cache) refresh(f *flight) (Answer, error) {
 		}
 		st.lastErr, st.lastStatus, st.lastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
 		st.retryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
-		return c.failed(st, now), nil
+		return c.failed(st, now), c.saveFailure(o, st)
 	}
 	ttl := c.opts.TTL
 	if res.MaxAge >= 0 {
@@ -537,11 +589,16 @@ func (c *Cache) refresh(f *flight) (Answer, error) {
 		Note:        errText(res.Err),
 		Expires:     now.Add(ttl),
 	}
-	e.Size = int(unsafe.Sizeof(*e)) + len(e.URL) + e.Rules.MemSize()
+	e.Size = entrySize(e)
 	c.setGood(st, e)
 	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus, st.lastKind = time.Time{}, time.Time{}, "", 0, ""
 	c.set(o, e)
-	return Answer{Entry: e}, nil
+	return Answer{Entry: e}, c.saveGood(o, e, res.Body)
+}
+
+// entrySize is what an entry costs the cache.
+func entrySize(e *Entry) int {
+	return int(unsafe.Sizeof(*e)) + len(e.URL) + e.Rules.MemSize()
 }
 
 // set stores e in ristretto (which may drop it: the state keeps it).
@@ -634,9 +691,15 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	return Answer{}, false
 }
 
-// Purge forgets everything about o, so that the next request fetches its
-// robots.txt again. It reports whether anything was held.
+// Purge forgets everything about o, here and in the Store, so that the
+// next request fetches its robots.txt again. It reports whether anything
+// was held here.
 func (c *Cache) Purge(o Origin) bool {
+	if c.opts.Store != nil {
+		ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
+		c.opts.Store.Delete(ctx, o)
+		cancel()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, held := c.rc.Get(c.key(o))

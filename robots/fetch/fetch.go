@@ -165,6 +165,7 @@ type Result struct {
 	Outcome     Outcome
 	Status      int            // the last HTTP status; 0 if none was received
 	Rules       *robots.Robots // Fetched: the file (parsed with the fetch's options); else nil
+	Body        []byte         // Fetched: the body read (after the MaxBytes cap), for a Store to keep
 	DisallowAll bool           // 401 or 403 with AuthErrorsDisallow
 	MaxAge      time.Duration  // Cache-Control max-age; 0 for no-store, no-cache or max-age=0; -1 if absent
 	RetryAfter  time.Duration  // a 429 or 503's Retry-After, at most 24 h; 0 if none
@@ -208,7 +209,7 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *Result, opts []
 				res.Outcome, res.Err = Unreachable, err
 				return
 			}
-			res.Outcome, res.Rules, res.Truncated = Fetched, robots.Parse(body, opts...), truncated
+			res.Outcome, res.Rules, res.Truncated, res.Body = Fetched, robots.Parse(body, opts...), truncated, body
 			return
 		case code >= 300 && code <= 399:
 			drain(resp)

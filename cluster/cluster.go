@@ -1,0 +1,225 @@
+// Package cluster shares robotsgate's state among instances through Redis
+// (DESIGN "Fleet"): robots.txt entries and last good copies, with one
+// fetch per origin for the whole fleet (a lock in Redis); pacing slots per
+// host (reserved atomically by a script, on Redis's clock); and origin
+// back-offs (published to every instance). Redis is never on the path of
+// a decision that can do without it: a call that fails, or takes longer
+// than a short bound, fails at once for a while afterwards (a breaker), and
+// callers go on with their local state. Every key is under a prefix and
+// has a TTL.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrDown is returned, at once, by calls made while the breaker is open:
+// Redis failed recently and is not tried again before Options.RetryAfter.
+var ErrDown = errors.New("redis unavailable")
+
+// Defaults of Options.
+const (
+	DefaultOpTimeout  = 250 * time.Millisecond
+	DefaultRetryAfter = 2 * time.Second
+	DefaultKeepFor    = 30 * 24 * time.Hour
+)
+
+// Options configures a Client. Each zero value means the default named in
+// its comment.
+type Options struct {
+	// URL is the Redis URL: redis://[user:password@]host:port/db, or
+	// rediss:// for TLS.
+	URL string
+	// Prefix starts every key and channel name ("robotsgate:").
+	Prefix string
+	// OpTimeout bounds each call to Redis. 0: DefaultOpTimeout.
+	OpTimeout time.Duration
+	// RetryAfter is how long calls fail at once after one failed. 0:
+	// DefaultRetryAfter.
+	RetryAfter time.Duration
+	// KeepFor is the TTL of stored robots.txt copies and failure marks,
+	// renewed by every write. 0: DefaultKeepFor.
+	KeepFor time.Duration
+	// Logger gets "redis lost" and "redis regained" (once each per
+	// change) and malformed values. Nil: discarded.
+	Logger *slog.Logger
+	// OnError, if set, is called for each failed call (for
+	// robotsgate_cluster_errors_total).
+	OnError func()
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Client is one instance's connection to the fleet's Redis. It is safe
+// for concurrent use.
+type Client struct {
+	opts Options
+	rdb  *redis.Client
+	id   string // this instance, in lock values and back-off messages
+
+	reserve, unlock *redis.Script
+
+	mu        sync.Mutex
+	down      bool
+	downSince time.Time
+	retryAt   time.Time
+	lastErr   string
+	errors    atomic.Int64
+
+	lastMalformed atomic.Int64 // unix nanos of the last malformed-value log line
+
+	ctx    context.Context // ends at Close: subscriptions
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// ParseURL checks a Redis URL as New reads it.
+func ParseURL(u string) error {
+	_, err := redis.ParseURL(u)
+	return err
+}
+
+// New returns a Client for o.URL. It does not connect: Redis may be down
+// at start, and the client joins once it is up.
+func New(o Options) (*Client, error) {
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: redis URL: %w", err)
+	}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = DefaultOpTimeout
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = DefaultRetryAfter
+	}
+	if o.KeepFor <= 0 {
+		o.KeepFor = DefaultKeepFor
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	// Short bounds everywhere: a slow Redis must cost a request no more
+	// than OpTimeout, and then nothing while the breaker is open.
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.OpTimeout, o.OpTimeout, o.OpTimeout
+	ro.PoolTimeout = o.OpTimeout
+	ro.MaxRetries = -1 // the breaker retries, later
+	ro.ContextTimeoutEnabled = true
+	id := make([]byte, 8)
+	rand.Read(id)
+	c := &Client{opts: o, rdb: redis.NewClient(ro), id: hex.EncodeToString(id),
+		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Close ends the subscriptions and closes the connections.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return c.rdb.Close()
+}
+
+// Status is the breaker's state, for /healthz and /status.json.
+type Status struct {
+	Up        bool      `json:"up"`
+	Since     time.Time `json:"since"` // when it went down; zero when up
+	Errors    int64     `json:"errors"`
+	LastError string    `json:"last_error"`
+}
+
+// Status returns the breaker's state.
+func (c *Client) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Status{Up: !c.down, Errors: c.errors.Load(), LastError: c.lastErr}
+	if c.down {
+		s.Since = c.downSince
+	}
+	return s
+}
+
+// do runs one call to Redis under the breaker: at once ErrDown while it is
+// open; otherwise fn with OpTimeout. A failure that is Redis's (not the
+// caller's ctx, not a missing key) opens the breaker for RetryAfter; the
+// first success after it closes it. Each change is logged once.
+func (c *Client) do(ctx context.Context, fn func(context.Context) error) error {
+	now := c.opts.Now()
+	c.mu.Lock()
+	if c.down && now.Before(c.retryAt) {
+		c.mu.Unlock()
+		return ErrDown
+	}
+	c.mu.Unlock()
+	opCtx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
+	err := fn(opCtx)
+	cancel()
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+		c.up()
+		return err
+	case ctx.Err() != nil: // the caller left: not Redis's failure
+		return err
+	}
+	c.failed(err)
+	return err
+}
+
+func (c *Client) up() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		c.down = false
+		c.opts.Logger.Info("redis regained: sharing state with the fleet again", "down_for", c.opts.Now().Sub(c.downSince).Round(time.Millisecond))
+	}
+}
+
+func (c *Client) failed(err error) {
+	c.errors.Add(1)
+	if c.opts.OnError != nil {
+		c.opts.OnError()
+	}
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastErr = err.Error()
+	c.retryAt = now.Add(c.opts.RetryAfter)
+	if !c.down {
+		c.down, c.downSince = true, now
+		c.opts.Logger.Warn("redis lost: going on with this instance's own state", "err", err, "retry_every", c.opts.RetryAfter)
+	}
+}
+
+// malformed logs a value that Redis held and that could not be used, at
+// most once a minute.
+func (c *Client) malformed(key string, err error) {
+	now := c.opts.Now().UnixNano()
+	last := c.lastMalformed.Load()
+	if now-last < int64(time.Minute) || !c.lastMalformed.CompareAndSwap(last, now) {
+		return
+	}
+	c.opts.Logger.Warn("redis: ignoring a malformed or foreign value", "key", key, "err", err)
+}
+
+func (c *Client) key(parts ...string) string {
+	k := c.opts.Prefix
+	for i, p := range parts {
+		if i > 0 {
+			k += ":"
+		}
+		k += p
+	}
+	return k
+}

@@ -1,0 +1,214 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// syncBuffer is a log sink safe for the client's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newClient(t *testing.T, r *redistest.Server, log *syncBuffer, retry time.Duration) *Client {
+	t.Helper()
+	var h slog.Handler = slog.DiscardHandler
+	if log != nil {
+		h = slog.NewTextHandler(log, nil)
+	}
+	c, err := New(Options{URL: r.URL(), Prefix: "rgtest:", Logger: slog.New(h), RetryAfter: retry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var testOrigin = fetch.Origin{Scheme: "https", Host: "example.com", Port: 443}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	log := &syncBuffer{}
+	c := newClient(t, r, log, 0)
+	ctx := t.Context()
+	if rec, err := c.Load(ctx, testOrigin); err != nil || rec.Good != nil || rec.Failure != nil {
+		t.Fatalf("Load of nothing = %+v, %v", rec, err)
+	}
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	g := &fetch.GoodCopy{Outcome: fetch.Fetched, Status: 200, Body: []byte("User-agent: *\nDisallow: /x\n"), URL: "https://example.com/robots.txt", FetchedAt: at, Expires: at.Add(time.Hour)}
+	if err := c.SaveGood(ctx, testOrigin, g); err != nil {
+		t.Fatal(err)
+	}
+	f := &fetch.Failure{UnreachableSince: at, RetryAt: at.Add(time.Minute), LastError: "refused"}
+	if err := c.SaveFailure(ctx, testOrigin, f); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Load(ctx, testOrigin)
+	if err != nil || rec.Good == nil || !bytes.Equal(rec.Good.Body, g.Body) || rec.Failure == nil || rec.Failure.LastError != "refused" {
+		t.Fatalf("Load = %+v %+v, %v", rec.Good, rec.Failure, err)
+	}
+	for _, key := range []string{"rgtest:robots:good:https://example.com:443", "rgtest:robots:fail:https://example.com:443"} {
+		if ttl, err := r.Do("PTTL", key); err != nil || !strings.HasPrefix(ttl, ":") || ttl == ":-1" || ttl == ":-2" {
+			t.Errorf("PTTL %s = %q, %v; want a TTL", key, ttl, err)
+		}
+	}
+	// A success clears the failure.
+	c.SaveGood(ctx, testOrigin, g)
+	if rec, _ := c.Load(ctx, testOrigin); rec.Failure != nil {
+		t.Errorf("failure kept after a success")
+	}
+	// Malformed and foreign values are ignored, and logged.
+	r.Do("SET", "rgtest:robots:good:https://example.com:443", "{not json")
+	r.Do("SET", "rgtest:robots:fail:https://example.com:443", `{"origin":"https://evil.example:443","unreachable_since":"2026-01-01T00:00:00Z"}`)
+	if rec, err := c.Load(ctx, testOrigin); err != nil || rec.Good != nil || rec.Failure != nil {
+		t.Errorf("Load of malformed values = %+v, %v; want nothing", rec, err)
+	}
+	if !strings.Contains(log.String(), "malformed or foreign value") {
+		t.Errorf("malformed value not logged: %q", log.String())
+	}
+	r.Do("SET", "rgtest:robots:good:https://example.com:443", `{"origin":"https://example.com:443","outcome":"fetched","status":200,"url":"u","fetched_at":"2026-01-01T00:00:00Z"}`)
+	if rec, _ := c.Load(ctx, testOrigin); rec.Good != nil {
+		t.Error("a good copy without an expiry time was used")
+	}
+}
+
+func TestLockFetch(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
+	unlock, ok, err := a.LockFetch(t.Context(), testOrigin, 10*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("first lock: %v %v", ok, err)
+	}
+	if _, ok, err := b.LockFetch(t.Context(), testOrigin, 10*time.Second); err != nil || ok {
+		t.Fatalf("second lock while held: %v %v; want refused", ok, err)
+	}
+	unlock()
+	unlockB, ok, err := b.LockFetch(t.Context(), testOrigin, 10*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("lock after unlock: %v %v", ok, err)
+	}
+	unlock() // a's again: must not release b's lock
+	if _, ok, _ := a.LockFetch(t.Context(), testOrigin, 10*time.Second); ok {
+		t.Error("a stale unlock released another instance's lock")
+	}
+	unlockB()
+}
+
+func TestReserve(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
+	gap, maxWait := 300*time.Millisecond, 700*time.Millisecond
+	var waits []time.Duration
+	for i, c := range []*Client{a, b, a} {
+		w, ok, err := c.Reserve(t.Context(), "site.example", gap, maxWait)
+		if err != nil || !ok {
+			t.Fatalf("reserve %d: %v %v %v", i, w, ok, err)
+		}
+		waits = append(waits, w)
+	}
+	// Each start gap after the one before, whichever instance asked: the
+	// waits are about 0, gap and 2 gaps (less the time between calls).
+	for i, w := range waits {
+		if want := time.Duration(i) * gap; w > want || w < want-150*time.Millisecond {
+			t.Errorf("wait %d = %v; want about %v", i, w, want)
+		}
+	}
+	w, ok, err := b.Reserve(t.Context(), "site.example", gap, maxWait)
+	if err != nil || ok || w < 700*time.Millisecond {
+		t.Errorf("past max_wait: %v %v %v; want refused with the wait", w, ok, err)
+	}
+	if w, ok, _ := b.Reserve(t.Context(), "other.example", gap, maxWait); !ok || w != 0 {
+		t.Errorf("another host: %v %v; want at once", w, ok)
+	}
+}
+
+// TestBreaker: with Redis gone a call fails within the bound, later calls
+// fail at once, the loss and the return are logged once each, and the
+// client works again once Redis is back.
+func TestBreaker(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	log := &syncBuffer{}
+	c := newClient(t, r, log, 300*time.Millisecond)
+	if _, err := c.Load(t.Context(), testOrigin); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	start := time.Now()
+	if _, err := c.Load(t.Context(), testOrigin); err == nil {
+		t.Fatal("Load with Redis down succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a failed call took %v", d)
+	}
+	for range 5 {
+		if _, err := c.Load(t.Context(), testOrigin); !errors.Is(err, ErrDown) {
+			t.Fatalf("call with the breaker open: %v; want ErrDown", err)
+		}
+	}
+	if st := c.Status(); st.Up || st.Errors < 1 || st.LastError == "" || st.Since.IsZero() {
+		t.Errorf("Status = %+v", st)
+	}
+	r.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Status().Up == false && time.Now().Before(deadline) {
+		c.Load(t.Context(), testOrigin)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !c.Status().Up {
+		t.Fatal("the client did not rejoin after Redis came back")
+	}
+	out := log.String()
+	if strings.Count(out, "redis lost") != 1 || strings.Count(out, "redis regained") != 1 {
+		t.Errorf("log: want one loss and one return:\n%s", out)
+	}
+}
+
+func TestBackoffsPublished(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
+	got := make(chan string, 4)
+	apply := func(host string, until time.Time, why string) { got <- host + " " + why }
+	a.SubscribeBackoffs(func(host string, until time.Time, why string) { got <- "a saw its own: " + host })
+	b.SubscribeBackoffs(apply)
+	until := time.Now().Add(time.Minute)
+	// The subscription is asynchronous: publish until b has it (bounded).
+	var msg string
+	for i := 0; i < 100 && msg == ""; i++ {
+		if err := a.PublishBackoff(t.Context(), "site.example", until, "answered 429"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case msg = <-got:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if msg != "site.example answered 429" {
+		t.Errorf("b got %q; want the back-off", msg)
+	}
+}

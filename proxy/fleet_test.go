@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// startFleet runs n proxies sharing one real Redis.
+func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*Config)) []*testProxy {
+	t.Helper()
+	var fleet []*testProxy
+	for range n {
+		cfg := loopbackConfig()
+		cfg.Cluster.Redis, cfg.Cluster.KeyPrefix = r.URL(), "rgtest:"+t.Name()+":"
+		if mutate != nil {
+			mutate(cfg)
+		}
+		fleet = append(fleet, startProxy(t, cfg))
+	}
+	return fleet
+}
+
+// TestFleetOneFetch: three instances asked at once about a cold origin
+// fetch its robots.txt once between them, and all enforce it.
+func TestFleetOneFetch(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	o := newTestOrigin(t, testRobots, nil)
+	o.robotsDelay.Store(int64(300 * time.Millisecond)) // every instance asks while the first fetch runs
+	fleet := startFleet(t, r, 3, nil)
+	var wg sync.WaitGroup
+	codes := make([]int, 9)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := "/public"
+			if i%3 == 0 {
+				path = "/private/x"
+			}
+			resp, _ := get(t, fleet[i%3].client(), o.URL+path)
+			codes[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if want := map[bool]int{true: 403, false: 200}[i%3 == 0]; c != want {
+			t.Errorf("request %d: %d; want %d", i, c, want)
+		}
+	}
+	if n := o.count("/robots.txt"); n != 1 {
+		t.Errorf("robots.txt fetched %d times by the fleet; want 1", n)
+	}
+}
+
+// TestFleetCrawlDelay: requests to one site through three instances at
+// once start Crawl-delay apart, as through one.
+func TestFleetCrawlDelay(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	var mu sync.Mutex
+	var starts []time.Time
+	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.4\n", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	})
+	fleet := startFleet(t, r, 3, func(c *Config) { c.Politeness.CrawlDelay = true })
+	get(t, fleet[0].client(), o.URL+"/warm") // robots.txt cached by the fleet
+	for round := range 2 {
+		var wg sync.WaitGroup
+		for i := range fleet {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if resp, _ := get(t, fleet[i].client(), fmt.Sprintf("%s/r%d-%d", o.URL, round, i)); resp.StatusCode != 200 {
+					t.Errorf("round %d instance %d: %d", round, i, resp.StatusCode)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(starts); i++ {
+		// Redis's clock reserves the slots; the origin sees them a little
+		// apart either way.
+		if gap := starts[i].Sub(starts[i-1]); gap < 350*time.Millisecond {
+			t.Errorf("requests %d and %d started %v apart; want the 0.4 s Crawl-delay across the fleet", i-1, i, gap)
+		}
+	}
+}
+
+// TestFleetBackoffShared: an origin's 429 to one instance holds its host
+// on the others too.
+func TestFleetBackoffShared(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	var busy atomic.Int64
+	o := newTestOrigin(t, "User-agent: *\nDisallow:\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" && busy.Add(1) == 1 {
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	fleet := startFleet(t, r, 2, func(c *Config) {
+		c.Politeness.MaxWait, c.Politeness.MaxDelay = 100*time.Millisecond, 100*time.Millisecond
+	})
+	if resp, _ := get(t, fleet[0].client(), o.URL+"/busy"); resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != "" {
+		t.Fatalf("the origin's own 429: %d %v", resp.StatusCode, resp.Header)
+	}
+	host := "127.0.0.1"
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if until, _ := fleet[1].srv.world.backoffs.hold(host); !until.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other instance never learnt of the back-off")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, body := get(t, fleet[1].client(), o.URL+"/other")
+	if resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != ActionPaced || !strings.Contains(body, "another instance") {
+		t.Errorf("the other instance: %d %v %q; want its own 429, paced by the shared back-off", resp.StatusCode, resp.Header, body)
+	}
+	if n := o.count("/other"); n != 0 {
+		t.Errorf("the origin was sent %d requests while it asked for none", n)
+	}
+}
+
+// TestFleetRedisDown: with Redis killed mid-traffic each instance goes on
+// with its own state at once (cached origins cost no Redis call at all),
+// never letting a disallowed request through; /healthz and /status.json
+// say so; once Redis is back the instances rejoin.
+func TestFleetRedisDown(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	warm := newTestOrigin(t, testRobots, nil)
+	cold := newTestOrigin(t, testRobots, nil)
+	fleet := startFleet(t, r, 2, nil)
+	for _, p := range fleet {
+		get(t, p.client(), warm.URL+"/public")
+	}
+	p := fleet[1]
+	p.srv.cache.Wait()
+	errs := func() float64 { return testutil.ToFloat64(p.srv.metrics.clusterErrors) }
+
+	r.Stop()
+	for i := range 5 {
+		if resp, _ := get(t, p.client(), warm.URL+"/private/x"); resp.StatusCode != 403 {
+			t.Errorf("warm origin, disallowed path, Redis down (%d): %d; want 403", i, resp.StatusCode)
+		}
+	}
+	if n := errs(); n != 0 {
+		t.Errorf("cached origins cost %v Redis calls; want none", n)
+	}
+	start := time.Now()
+	if resp, _ := get(t, p.client(), cold.URL+"/private/x"); resp.StatusCode != 403 {
+		t.Errorf("cold origin, disallowed path, Redis down: %d; want 403", resp.StatusCode)
+	}
+	if resp, _ := get(t, p.client(), cold.URL+"/public"); resp.StatusCode != 200 {
+		t.Errorf("cold origin, allowed path, Redis down: %d; want 200", resp.StatusCode)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("two requests with Redis down took %v", d)
+	}
+	if errs() < 1 {
+		t.Error("robotsgate_cluster_errors_total did not count the failure")
+	}
+	resp, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/healthz")
+	if resp.StatusCode != 200 || !strings.Contains(body, "cluster: redis down") {
+		t.Errorf("/healthz with Redis down: %d %q", resp.StatusCode, body)
+	}
+	if st := getStatus(t, p); st.Cluster == nil || st.Cluster.Up {
+		t.Errorf("/status.json cluster = %+v; want down", st.Cluster)
+	}
+	if !strings.Contains(p.log.String(), "redis lost") {
+		t.Error("the loss of Redis was not logged")
+	}
+
+	r.Restart()
+	fresh := newTestOrigin(t, testRobots, nil)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		get(t, p.client(), fresh.URL+"/public") // a miss: the store is tried again
+		p.srv.cache.Purge(mustOrigin(t, fresh.URL))
+		if _, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/healthz"); strings.Contains(body, "redis up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the instance did not rejoin after Redis came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(p.log.String(), "redis regained") {
+		t.Error("the return of Redis was not logged")
+	}
+}
+
+// TestRestartKeepsLastGoodCopy: an instance restarted on the same
+// state_dir while the origin answers 503 keeps enforcing the rules it
+// fetched before, without fetching again.
+func TestRestartKeepsLastGoodCopy(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, testRobots, nil)
+	dir := t.TempDir()
+	cfg := loopbackConfig()
+	cfg.TLS.StateDir = dir
+	first := startProxy(t, cfg)
+	get(t, first.client(), o.URL+"/public")
+	first.srv.Shutdown(t.Context()) // writes what it fetched
+
+	o.robotsStatus.Store(http.StatusServiceUnavailable)
+	cfg2 := loopbackConfig()
+	cfg2.TLS.StateDir = dir
+	second := startProxy(t, cfg2)
+	if resp, _ := get(t, second.client(), o.URL+"/private/x"); resp.StatusCode != 403 {
+		t.Errorf("after a restart while robots.txt answers 503: %d; want 403 from the last good copy", resp.StatusCode)
+	}
+	if resp, _ := get(t, second.client(), o.URL+"/public"); resp.StatusCode != 200 {
+		t.Errorf("allowed path after the restart: %d; want 200", resp.StatusCode)
+	}
+	if n := o.count("/robots.txt"); n != 1 {
+		t.Errorf("robots.txt fetched %d times; want once, before the restart (the copy is fresh)", n)
+	}
+}
+
+func mustOrigin(t *testing.T, u string) fetch.Origin {
+	t.Helper()
+	o, err := fetch.ParseOrigin(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}

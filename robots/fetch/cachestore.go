@@ -1,0 +1,147 @@
+package fetch
+
+import (
+	"context"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// The Cache's use of its Store (CacheOptions.Store): adopting what the
+// store holds on a miss, waiting for a peer's fetch under a shared lock,
+// and writing each fetch's result.
+
+// peerPoll is how often a Get waiting for another process's fetch looks
+// for its result.
+const peerPoll = 50 * time.Millisecond
+
+// fromStore adopts what the Store holds for o and answers from it when
+// that needs no fetch (a fresh copy, or a failure whose retry time has not
+// come). A store that fails answers nothing: the caller fetches.
+func (c *Cache) fromStore(ctx context.Context, o Origin) (Answer, bool) {
+	if c.opts.Store == nil {
+		return Answer{}, false
+	}
+	rec, err := c.opts.Store.Load(ctx, o)
+	if err != nil {
+		return Answer{}, false
+	}
+	c.adopt(o, rec)
+	return c.fromState(o, c.opts.Now())
+}
+
+// adopt takes rec's good copy and failure marks into o's state where they
+// are newer than what the state holds.
+func (c *Cache) adopt(o Origin, rec Record) {
+	if rec.Good == nil && rec.Failure == nil {
+		return
+	}
+	var e *Entry
+	if g := rec.Good; g != nil {
+		e = c.entryFromGood(o, g)
+	}
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state(o)
+	if e != nil && (st.good == nil || e.FetchedAt.After(st.good.FetchedAt)) {
+		c.setGood(st, e)
+		if now.Before(e.Expires) {
+			c.set(o, e)
+		}
+	}
+	f := rec.Failure
+	switch {
+	case f == nil:
+		if e != nil && st.good == e { // the stored success is newer than our failure
+			st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus, st.lastKind = time.Time{}, time.Time{}, "", 0, ""
+		}
+	case e != nil && st.good == e && !f.UnreachableSince.After(e.FetchedAt):
+		// A failure older than the copy it sits beside cannot be.
+	case f.RetryAt.After(st.retryAt):
+		st.unreachableSince, st.retryAt = f.UnreachableSince, f.RetryAt
+		st.lastErr, st.lastKind, st.lastStatus = f.LastError, f.LastKind, f.LastStatus
+		if !st.unreachableSince.IsZero() && st.good != nil && st.good.FetchedAt.After(st.unreachableSince) {
+			st.unreachableSince = st.good.FetchedAt
+		}
+	}
+}
+
+// entryFromGood makes the Entry a stored good copy describes, parsing its
+// body with the Cache's options.
+func (c *Cache) entryFromGood(o Origin, g *GoodCopy) *Entry {
+	e := &Entry{
+		Origin:      o,
+		Outcome:     g.Outcome,
+		Status:      g.Status,
+		DisallowAll: g.DisallowAll,
+		URL:         g.URL,
+		Truncated:   g.Truncated,
+		Note:        g.Note,
+		FetchedAt:   g.FetchedAt,
+		Expires:     g.Expires,
+	}
+	if g.Outcome == Fetched {
+		e.Rules = robots.Parse(g.Body, c.opts.Parse...)
+	}
+	e.Size = entrySize(e)
+	return e
+}
+
+// lockOrAwait takes o's fetch lock when the Store is shared. When another
+// process holds it, it waits for that process's result in the store (up to
+// PeerWait), answering from it (ok); or takes the lock once it is free.
+// unlock is nil when no lock is held: no shared store, a store that
+// failed, or a peer that took too long (this process then fetches anyway:
+// a second fetch is better than no answer).
+func (c *Cache) lockOrAwait(ctx context.Context, o Origin) (unlock func(), a Answer, ok bool) {
+	l, shared := c.opts.Store.(FetchLocker)
+	if !shared {
+		return nil, Answer{}, false
+	}
+	ttl := c.opts.PeerWait
+	deadline := time.Now().Add(c.opts.PeerWait)
+	for {
+		unlock, got, err := l.LockFetch(ctx, o, ttl)
+		if err != nil || got {
+			return unlock, Answer{}, false
+		}
+		if !time.Now().Before(deadline) {
+			return nil, Answer{}, false
+		}
+		t := time.NewTimer(peerPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, Answer{}, false
+		}
+		if a, ok := c.fromStore(ctx, o); ok {
+			return nil, a, true
+		}
+	}
+}
+
+// saveGood returns the write of a successful fetch to the Store; nil
+// without one.
+func (c *Cache) saveGood(o Origin, e *Entry, body []byte) func(context.Context) {
+	if c.opts.Store == nil {
+		return nil
+	}
+	g := &GoodCopy{Outcome: e.Outcome, Status: e.Status, DisallowAll: e.DisallowAll, URL: e.URL,
+		Truncated: e.Truncated, Note: e.Note, FetchedAt: e.FetchedAt, Expires: e.Expires}
+	if e.Outcome == Fetched {
+		g.Body = body
+	}
+	return func(ctx context.Context) { c.opts.Store.SaveGood(ctx, o, g) }
+}
+
+// saveFailure returns the write of st's failure marks to the Store; nil
+// without one. c.mu is held.
+func (c *Cache) saveFailure(o Origin, st *originState) func(context.Context) {
+	if c.opts.Store == nil {
+		return nil
+	}
+	f := &Failure{UnreachableSince: st.unreachableSince, RetryAt: st.retryAt, LastError: st.lastErr, LastKind: st.lastKind, LastStatus: st.lastStatus}
+	return func(ctx context.Context) { c.opts.Store.SaveFailure(ctx, o, f) }
+}

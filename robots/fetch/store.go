@@ -1,0 +1,308 @@
+package fetch
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Store keeps what a Cache must not lose beyond itself: each origin's last
+// good copy (the body, so that it can be parsed again) and the marks of a
+// run of failures. A Cache consults it on a miss before fetching and
+// writes to it after every fetch, so that a restarted process, or another
+// instance sharing the store, answers as this one would. Implementations
+// must be safe for concurrent use, bound what they hold, and treat a value
+// they cannot read as absent (reporting it their own way): a Store never
+// turns a malformed value into rules.
+type Store interface {
+	// Load returns what is held for o; a zero Record if nothing.
+	Load(ctx context.Context, o Origin) (Record, error)
+	// SaveGood records a successful fetch: g becomes the last good copy
+	// and any failure marks are cleared.
+	SaveGood(ctx context.Context, o Origin, g *GoodCopy) error
+	// SaveFailure records the marks of a failed fetch; the good copy, if
+	// any, stays.
+	SaveFailure(ctx context.Context, o Origin, f *Failure) error
+	// Delete forgets o (Cache.Purge).
+	Delete(ctx context.Context, o Origin) error
+}
+
+// FetchLocker is implemented by a Store shared by several processes: at
+// most one of them fetches an origin at a time, and the others wait for its
+// result in the store (see CacheOptions.PeerWait).
+type FetchLocker interface {
+	// LockFetch tries to take o's fetch lock for ttl. ok is false when
+	// another holder has it; unlock releases it (only if still held).
+	LockFetch(ctx context.Context, o Origin, ttl time.Duration) (unlock func(), ok bool, err error)
+}
+
+// Record is what a Store holds for an origin.
+type Record struct {
+	Good    *GoodCopy // nil: none
+	Failure *Failure  // nil: the latest fetch succeeded, or none failed
+}
+
+// GoodCopy is a fetched or unavailable answer as stored: enough to make
+// the Entry again.
+type GoodCopy struct {
+	Outcome     Outcome   `json:"outcome"` // Fetched or Unavailable
+	Status      int       `json:"status"`
+	Body        []byte    `json:"body,omitempty"` // Fetched: the body after the MaxBytes cap
+	DisallowAll bool      `json:"disallow_all,omitempty"`
+	URL         string    `json:"url"`
+	Truncated   bool      `json:"truncated,omitempty"`
+	Note        string    `json:"note,omitempty"`
+	FetchedAt   time.Time `json:"fetched_at"`
+	Expires     time.Time `json:"expires"`
+}
+
+// Failure is the state of a run of failed fetches.
+type Failure struct {
+	UnreachableSince time.Time `json:"unreachable_since"`
+	RetryAt          time.Time `json:"retry_at"`
+	LastError        string    `json:"last_error"`
+	LastKind         string    `json:"last_kind,omitempty"`
+	LastStatus       int       `json:"last_status,omitempty"`
+}
+
+// Check reports whether g is a value a Store may hand back: a known
+// outcome, a status in range, times set, and no body for an unavailable
+// answer. A value read from a file or a shared store that fails it is
+// ignored.
+func (g *GoodCopy) Check() error {
+	switch {
+	case g.Outcome != Fetched && g.Outcome != Unavailable:
+		return fmt.Errorf("outcome %q", g.Outcome)
+	case g.Status < 100 || g.Status > 599:
+		return fmt.Errorf("status %d", g.Status)
+	case g.FetchedAt.IsZero() || g.Expires.IsZero():
+		return errors.New("no fetch or expiry time")
+	case g.Outcome == Unavailable && len(g.Body) > 0:
+		return errors.New("a body for an unavailable answer")
+	}
+	return nil
+}
+
+// Check reports whether f is a value a Store may hand back.
+func (f *Failure) Check() error {
+	if f.UnreachableSince.IsZero() {
+		return errors.New("no unreachable-since time")
+	}
+	return nil
+}
+
+// FileStore is the embedded Store: one file per origin under a directory,
+// written atomically (a temporary file renamed over the old one), bounded
+// in bytes (the least recently written files are removed past the bound).
+// A file that does not decode is logged, removed and treated as absent;
+// a directory that cannot be used is an error at open, never later.
+type FileStore struct {
+	dir      string
+	maxBytes int64
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]*list.Element // of *storedFile, by name
+	order list.List                // least recently written at the back
+	bytes int64
+}
+
+type storedFile struct {
+	name string
+	size int64
+}
+
+// fileRecord is the on-disk form of a Record.
+type fileRecord struct {
+	Version int       `json:"v"`
+	Origin  string    `json:"origin"`
+	Good    *GoodCopy `json:"good,omitempty"`
+	Failure *Failure  `json:"failure,omitempty"`
+}
+
+const fileVersion = 1
+
+// OpenFileStore opens (creating it, mode 0700) the store in dir, holding
+// at most maxBytes of files. Files already there are counted, oldest
+// first in line for removal; unreadable entries are skipped.
+func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("robots.txt store: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &FileStore{dir: dir, maxBytes: maxBytes, log: log, files: map[string]*list.Element{}}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("robots.txt store: %w", err)
+	}
+	type aged struct {
+		storedFile
+		mod time.Time
+	}
+	var found []aged
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".tmp-") { // left by a crash mid-write
+			os.Remove(filepath.Join(dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		found = append(found, aged{storedFile{name, info.Size()}, info.ModTime()})
+	}
+	// Newest first: PushBack keeps the oldest at the back.
+	slices.SortFunc(found, func(a, b aged) int { return b.mod.Compare(a.mod) })
+	for _, f := range found {
+		sf := f.storedFile
+		s.files[sf.name] = s.order.PushBack(&sf)
+		s.bytes += sf.size
+	}
+	s.mu.Lock()
+	s.trim()
+	s.mu.Unlock()
+	return s, nil
+}
+
+// fileName is o's file: a hash, so that any origin makes a safe name.
+func fileName(o Origin) string {
+	sum := sha256.Sum256([]byte(o.String()))
+	return hex.EncodeToString(sum[:16]) + ".json"
+}
+
+// Load reads o's file.
+func (s *FileStore) Load(_ context.Context, o Origin) (Record, error) {
+	name := fileName(o)
+	b, err := os.ReadFile(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{}, nil
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("robots.txt store: %w", err)
+	}
+	var fr fileRecord
+	err = json.Unmarshal(b, &fr)
+	switch {
+	case err != nil:
+	case fr.Version != fileVersion:
+		err = fmt.Errorf("version %d", fr.Version)
+	case fr.Origin != o.String():
+		err = fmt.Errorf("holds %q", fr.Origin) // a hash collision, or a file moved by hand
+	case fr.Good != nil:
+		err = fr.Good.Check()
+	}
+	if err == nil && fr.Failure != nil {
+		err = fr.Failure.Check()
+	}
+	if err != nil {
+		s.log.Warn("robots.txt store: ignoring an unreadable file", "file", filepath.Join(s.dir, name), "origin", o.String(), "err", err)
+		s.remove(name)
+		return Record{}, nil
+	}
+	return Record{Good: fr.Good, Failure: fr.Failure}, nil
+}
+
+// SaveGood writes g as o's last good copy, clearing its failure marks.
+func (s *FileStore) SaveGood(_ context.Context, o Origin, g *GoodCopy) error {
+	return s.write(o, &fileRecord{Version: fileVersion, Origin: o.String(), Good: g})
+}
+
+// SaveFailure writes o's failure marks, keeping its good copy.
+func (s *FileStore) SaveFailure(ctx context.Context, o Origin, f *Failure) error {
+	rec, err := s.Load(ctx, o)
+	if err != nil {
+		return err
+	}
+	return s.write(o, &fileRecord{Version: fileVersion, Origin: o.String(), Good: rec.Good, Failure: f})
+}
+
+func (s *FileStore) write(o Origin, fr *fileRecord) error {
+	b, err := json.Marshal(fr)
+	if err != nil {
+		return fmt.Errorf("robots.txt store: %w", err)
+	}
+	name := fileName(o)
+	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("robots.txt store: %w", err)
+	}
+	_, werr := tmp.Write(b)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("robots.txt store: write %s: %w", o, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, name)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("robots.txt store: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.files[name]; ok {
+		sf := el.Value.(*storedFile)
+		s.bytes += int64(len(b)) - sf.size
+		sf.size = int64(len(b))
+		s.order.MoveToFront(el)
+	} else {
+		s.files[name] = s.order.PushFront(&storedFile{name, int64(len(b))})
+		s.bytes += int64(len(b))
+	}
+	s.trim()
+	return nil
+}
+
+// Delete removes o's file.
+func (s *FileStore) Delete(_ context.Context, o Origin) error {
+	s.remove(fileName(o))
+	return nil
+}
+
+// remove deletes a file and forgets it.
+func (s *FileStore) remove(name string) {
+	os.Remove(filepath.Join(s.dir, name))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.files[name]; ok {
+		s.bytes -= el.Value.(*storedFile).size
+		s.order.Remove(el)
+		delete(s.files, name)
+	}
+}
+
+// trim removes the least recently written files while over the bound,
+// never the newest. s.mu is held.
+func (s *FileStore) trim() {
+	for s.bytes > s.maxBytes && s.order.Len() > 1 {
+		el := s.order.Back()
+		sf := el.Value.(*storedFile)
+		os.Remove(filepath.Join(s.dir, sf.name))
+		s.bytes -= sf.size
+		s.order.Remove(el)
+		delete(s.files, sf.name)
+	}
+}
+
+// Bytes returns the bytes of files held.
+func (s *FileStore) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}

@@ -1,0 +1,174 @@
+package fetch
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func openTestStore(t *testing.T, dir string, maxBytes int64, log *bytes.Buffer) *FileStore {
+	t.Helper()
+	var h slog.Handler = slog.DiscardHandler
+	if log != nil {
+		h = slog.NewTextHandler(log, nil)
+	}
+	s, err := OpenFileStore(dir, maxBytes, slog.New(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestFileStoreRoundTrip(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "robots") // created by the store
+	s := openTestStore(t, dir, 1<<20, nil)
+	o := Origin{Scheme: "https", Host: "example.com", Port: 443}
+	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	g := &GoodCopy{Outcome: Fetched, Status: 200, Body: []byte("User-agent: *\nDisallow: /x\n"), URL: "https://example.com/robots.txt", FetchedAt: at, Expires: at.Add(time.Hour)}
+	if err := s.SaveGood(t.Context(), o, g); err != nil {
+		t.Fatal(err)
+	}
+	f := &Failure{UnreachableSince: at.Add(2 * time.Hour), RetryAt: at.Add(3 * time.Hour), LastError: "refused", LastKind: "refused"}
+	if err := s.SaveFailure(t.Context(), o, f); err != nil {
+		t.Fatal(err)
+	}
+	// A store opened again on the same directory reads the same.
+	rec, err := openTestStore(t, dir, 1<<20, nil).Load(t.Context(), o)
+	if err != nil || rec.Good == nil || rec.Failure == nil {
+		t.Fatalf("Load = %+v, %v", rec, err)
+	}
+	if !bytes.Equal(rec.Good.Body, g.Body) || !rec.Good.FetchedAt.Equal(at) || rec.Failure.LastError != "refused" || !rec.Failure.RetryAt.Equal(f.RetryAt) {
+		t.Errorf("Load = %+v %+v", rec.Good, rec.Failure)
+	}
+	// A success clears the failure.
+	s.SaveGood(t.Context(), o, g)
+	if rec, _ := s.Load(t.Context(), o); rec.Failure != nil {
+		t.Errorf("failure kept after a success: %+v", rec.Failure)
+	}
+	if rec, err := s.Load(t.Context(), Origin{Scheme: "http", Host: "other.example", Port: 80}); err != nil || rec.Good != nil || rec.Failure != nil {
+		t.Errorf("Load of an unknown origin = %+v, %v", rec, err)
+	}
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Errorf("store directory mode %v, %v; want 0700", info.Mode(), err)
+	}
+}
+
+// TestFileStoreIgnoresBadFiles: a file that does not decode, or decodes to
+// something no fetch could make, is logged, removed and treated as absent.
+func TestFileStoreIgnoresBadFiles(t *testing.T) {
+	t.Parallel()
+	o := Origin{Scheme: "https", Host: "example.com", Port: 443}
+	at := time.Now()
+	for _, tt := range []struct{ name, content string }{
+		{"garbage", "\x00\x01not json"},
+		{"truncated", `{"v":1,"origin":"https://example.com:443","good":{"outcome":"fetched"`},
+		{"other version", `{"v":9,"origin":"https://example.com:443"}`},
+		{"other origin", `{"v":1,"origin":"https://evil.example:443","good":{"outcome":"fetched","status":200,"url":"x","fetched_at":"2026-01-01T00:00:00Z","expires":"2026-01-02T00:00:00Z"}}`},
+		{"bad outcome", `{"v":1,"origin":"https://example.com:443","good":{"outcome":"allow-all","status":200,"url":"x","fetched_at":"2026-01-01T00:00:00Z","expires":"2026-01-02T00:00:00Z"}}`},
+		{"bad status", fmt.Sprintf(`{"v":1,"origin":"https://example.com:443","good":{"outcome":"fetched","status":0,"url":"x","fetched_at":%q,"expires":%q}}`, at.Format(time.RFC3339), at.Format(time.RFC3339))},
+		{"failure without a time", `{"v":1,"origin":"https://example.com:443","failure":{"last_error":"x"}}`},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, fileName(o))
+		if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		rec, err := openTestStore(t, dir, 1<<20, &log).Load(t.Context(), o)
+		if err != nil || rec.Good != nil || rec.Failure != nil {
+			t.Errorf("%s: Load = %+v, %v; want nothing", tt.name, rec, err)
+		}
+		if !strings.Contains(log.String(), "ignoring an unreadable file") {
+			t.Errorf("%s: not logged: %q", tt.name, log.String())
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s: the bad file is still there", tt.name)
+		}
+	}
+}
+
+// TestFileStoreBound: past its bound the store removes the least recently
+// written files, at open and on write.
+func TestFileStoreBound(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openTestStore(t, dir, 4000, nil)
+	at := time.Now()
+	body := bytes.Repeat([]byte("Disallow: /x\n"), 60) // ~800 bytes, ~1 KB as JSON
+	for i := range 20 {
+		o := Origin{Scheme: "http", Host: fmt.Sprintf("h%d.example", i), Port: 80}
+		if err := s.SaveGood(t.Context(), o, &GoodCopy{Outcome: Fetched, Status: 200, Body: body, URL: "u", FetchedAt: at, Expires: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Bytes() > 4000 {
+		t.Errorf("store holds %d bytes; bound 4000", s.Bytes())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) == 0 || len(entries) > 4 {
+		t.Errorf("%d files kept; want the newest few", len(entries))
+	}
+	if rec, _ := s.Load(t.Context(), Origin{Scheme: "http", Host: "h19.example", Port: 80}); rec.Good == nil {
+		t.Error("the newest file was removed")
+	}
+	if rec, _ := s.Load(t.Context(), Origin{Scheme: "http", Host: "h0.example", Port: 80}); rec.Good != nil {
+		t.Error("the oldest file was kept")
+	}
+	if s2 := openTestStore(t, dir, 1500, nil); s2.Bytes() > 1500 {
+		t.Errorf("reopened with a smaller bound: %d bytes kept", s2.Bytes())
+	}
+}
+
+// TestCacheRestartKeepsLastGoodCopy: a cache started on the store of one
+// that fetched an origin answers from it, without fetching while it is
+// fresh, and with it (stale) while the origin fails.
+func TestCacheRestartKeepsLastGoodCopy(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "User-agent: *\nDisallow: /private\n")
+	})
+	dir := t.TempDir()
+	clock := newFakeClock()
+	first := newTestCache(t, clock, CacheOptions{Store: openTestStore(t, dir, 1<<20, nil)})
+	mustGet(t, first, o.origin(t))
+	first.Close() // waits for the write to the store
+
+	second := newTestCache(t, clock, CacheOptions{Store: openTestStore(t, dir, 1<<20, nil)})
+	a := mustGet(t, second, o.origin(t))
+	if a.Entry == nil || a.Stale || a.Entry.Rules.Allowed("Bot", "http://h/private") {
+		t.Fatalf("restarted, fresh: %+v; want the stored rules", a)
+	}
+	if n := o.count("/robots.txt"); n != 1 {
+		t.Errorf("robots.txt fetched %d times; want once, before the restart", n)
+	}
+
+	failing.Store(true)
+	clock.Advance(48 * time.Hour) // expired, and the origin answers 503
+	third := newTestCache(t, clock, CacheOptions{Store: openTestStore(t, dir, 1<<20, nil)})
+	a = mustGet(t, third, o.origin(t))
+	if a.Entry == nil || !a.Stale || a.Unreachable || a.Entry.Rules.Allowed("Bot", "http://h/private") {
+		t.Fatalf("restarted while the origin fails: %+v; want the last good copy, stale", a)
+	}
+	third.Close()
+	// The failure is stored too: a fourth start within retry_after does
+	// not fetch again, and still enforces the copy.
+	before := o.count("/robots.txt")
+	fourth := newTestCache(t, clock, CacheOptions{Store: openTestStore(t, dir, 1<<20, nil)})
+	a = mustGet(t, fourth, o.origin(t))
+	if a.Entry == nil || !a.Stale || a.LastError == "" || o.count("/robots.txt") != before {
+		t.Errorf("fourth start: %+v, fetched %d more; want the stored failure and copy, no fetch", a, o.count("/robots.txt")-before)
+	}
+}
