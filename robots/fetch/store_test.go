@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -171,4 +172,40 @@ func TestCacheRestartKeepsLastGoodCopy(t *testing.T) {
 	if a.Entry == nil || !a.Stale || a.LastError == "" || o.count("/robots.txt") != before {
 		t.Errorf("fourth start: %+v, fetched %d more; want the stored failure and copy, no fetch", a, o.count("/robots.txt")-before)
 	}
+}
+
+// FuzzFileStoreLoad reads any bytes as a store file: nothing panics, and a
+// record returned passes the checks, else the file is gone.
+func FuzzFileStoreLoad(f *testing.F) {
+	f.Add(`{"v":1,"origin":"https://example.com:443","good":{"outcome":"fetched","status":200,"body":"eA==","url":"u","fetched_at":"2026-01-01T00:00:00Z","expires":"2026-01-02T00:00:00Z"}}`)
+	f.Add(`{"v":1,"origin":"https://example.com:443","failure":{"unreachable_since":"2026-01-01T00:00:00Z"}}`)
+	f.Add(`{"v":2}`)
+	f.Add("\x00")
+	o := Origin{Scheme: "https", Host: "example.com", Port: 443}
+	dir := f.TempDir()
+	s, err := OpenFileStore(dir, 1<<20, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, content string) {
+		path := filepath.Join(dir, fileName(o))
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.Load(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Good != nil && rec.Good.Check() != nil || rec.Failure != nil && rec.Failure.Check() != nil {
+			t.Fatalf("accepted %q as %+v %+v", content, rec.Good, rec.Failure)
+		}
+		if rec.Good == nil && rec.Failure == nil {
+			if _, err := os.Stat(path); err == nil && content != "" {
+				var probe map[string]any
+				if json.Unmarshal([]byte(content), &probe) != nil {
+					t.Fatalf("an unreadable file was left in place: %q", content)
+				}
+			}
+		}
+	})
 }
