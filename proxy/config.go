@@ -31,6 +31,7 @@ type Config struct {
 	Sites        []SiteRule
 	Politeness   PolitenessConfig
 	Cluster      ClusterConfig
+	Responses    ResponsesConfig
 
 	// Source is the file the config was read from; "" for the defaults.
 	Source string
@@ -131,6 +132,15 @@ type PolitenessConfig struct {
 	MaxBackoff       time.Duration // the longest such back-off
 }
 
+// ResponsesConfig is the [responses] table: how the proxy's own answers
+// are written.
+type ResponsesConfig struct {
+	// BlockStyle is BlockStylePlain (every block is the plain-text 403 or
+	// 503) or BlockStyleBrowser (a blocked sub-resource gets an empty answer
+	// of its type and a blocked page an HTML explanation; see browser.go).
+	BlockStyle string
+}
+
 // Default returns the built-in configuration.
 func Default() *Config {
 	return &Config{
@@ -160,6 +170,7 @@ func Default() *Config {
 		},
 		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
 		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:"},
+		Responses:  ResponsesConfig{BlockStyle: BlockStylePlain},
 	}
 }
 
@@ -254,6 +265,7 @@ func compile(c *Config, d *decoder) *Policy {
 	if c.Politeness.MaxWait < c.Politeness.MaxDelay {
 		d.errorf("politeness.max_wait", "%v is less than max_delay (%v): a request paced max_delay apart would be refused, never held", c.Politeness.MaxWait, c.Politeness.MaxDelay)
 	}
+	oneOf(d, "responses.block_style", c.Responses.BlockStyle, BlockStylePlain, BlockStyleBrowser)
 	users := compileUsers(c.Auth.Users, d)
 	for i := range p.cfg.Agents {
 		p.agentRules = append(p.agentRules, compileAgent(&p.cfg.Agents[i], fmt.Sprintf("agents[%d]", i), users, d))

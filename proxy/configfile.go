@@ -232,9 +232,10 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"cluster": section(func() fields {
 			return fields{"redis": d.str(&c.Cluster.Redis), "key_prefix": d.str(&c.Cluster.KeyPrefix)}
 		}),
-		"auth":   section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
-		"agents": d.agentTables(&c.Agents),
-		"sites":  d.siteTables(&c.Sites),
+		"responses": section(func() fields { return fields{"block_style": d.str(&c.Responses.BlockStyle)} }),
+		"auth":      section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
+		"agents":    d.agentTables(&c.Agents),
+		"sites":     d.siteTables(&c.Sites),
 	})
 }
 

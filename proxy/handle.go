@@ -38,7 +38,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	}
 	var d Decision
 	p.decide(r.Context(), s.world, &req, &d)
-	if resp := s.respond(r, &d); resp != nil {
+	if resp := s.respond(p, r, &d); resp != nil {
 		s.finish(p, r, &d, resp.StatusCode, "")
 		return r, resp
 	}
@@ -63,7 +63,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	}
 	var d Decision
 	p.decide(r.Context(), s.world, &req, &d)
-	if resp := s.respond(r, &d); resp != nil {
+	if resp := s.respond(p, r, &d); resp != nil {
 		ctx.Resp = resp
 		s.finish(p, r, &d, resp.StatusCode, host)
 		return goproxy.RejectConnect, host
@@ -72,7 +72,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	if s.mitmCA == nil {
 		up, err := s.dialTunnel(r.Context(), host)
 		if err != nil {
-			ctx.Resp = s.upstreamFailure(r, d.Origin.HostPort(), err, &d)
+			ctx.Resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, &d)
 			s.finish(p, r, &d, ctx.Resp.StatusCode, host)
 			return goproxy.RejectConnect, host
 		}
@@ -101,7 +101,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
 	if err != nil {
-		resp = s.upstreamFailure(r, d.Origin.HostPort(), err, d)
+		resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, d)
 		s.finish(p, r, d, resp.StatusCode, "")
 		return resp
 	}
@@ -117,7 +117,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		// The body is withheld: closing it unread closes the origin
 		// connection, which no later request can then inherit half-read.
 		resp.Body.Close()
-		resp = s.respond(r, d)
+		resp = s.respond(p, r, d)
 		s.finish(p, r, d, resp.StatusCode, "")
 		return resp
 	}
@@ -146,17 +146,18 @@ func (s *Server) shareBackoff(host string) {
 }
 
 // upstreamFailure turns a failure to reach hostport into d's outcome and
-// the client's answer: 503 when a shutdown cut it, 403 when the dialler
-// found a private address (DNS rebinding, or a resolver that changed its
-// mind since step 2), else 502, or 504 for a timeout, naming the kind.
-func (s *Server) upstreamFailure(r *http.Request, hostport string, err error, d *Decision) *http.Response {
+// the client's answer: 503 when a shutdown cut it, the private-address
+// answer (403, in p's block style) when the dialler found a private address
+// (DNS rebinding, or a resolver that changed its mind since step 2), else
+// 502, or 504 for a timeout, naming the kind.
+func (s *Server) upstreamFailure(p *Policy, r *http.Request, hostport string, err error, d *Decision) *http.Response {
 	switch {
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
 		d.Action, d.Reason = ActionOverloaded, "shutting down before the origin answered"
 		return s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: shutting down before the origin answered; retry\n")
 	case errors.Is(err, errPrivateAddress):
 		d.Action, d.Reason = ActionPrivate, reasonPrivate
-		return s.respond(r, d)
+		return s.respond(p, r, d)
 	}
 	code := http.StatusBadGateway
 	if fetch.ErrorKind(err) == "timeout" {

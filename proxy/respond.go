@@ -107,8 +107,19 @@ func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// respond returns the proxy's own answer for a decision, or nil to forward.
-func (s *Server) respond(r *http.Request, d *Decision) *http.Response {
+// respond returns the proxy's own answer for a decision, or nil to forward,
+// written in the block style of p ([responses] block_style).
+func (s *Server) respond(p *Policy, r *http.Request, d *Decision) *http.Response {
+	resp := s.plainAnswer(r, d)
+	if resp != nil && p.cfg.Responses.BlockStyle == BlockStyleBrowser {
+		resp = s.browserAnswer(r, d, resp)
+	}
+	return resp
+}
+
+// plainAnswer is the proxy's own answer for a decision in plain text, or
+// nil to forward.
+func (s *Server) plainAnswer(r *http.Request, d *Decision) *http.Response {
 	switch d.Action {
 	case ActionAllowed, ActionWouldBlock:
 		return nil

@@ -1,0 +1,501 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image/gif"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func TestChooseBrowser(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		dest, target, accept string
+		want                 browserChoice
+	}{
+		// Sec-Fetch-Dest decides, whatever the extension says.
+		{"script", "/js/app.js", "*/*", chooseScript},
+		{"script", "/img/a.png", "*/*", chooseScript},
+		{"Script", "/x", "", chooseScript},
+		{"worker", "/w", "", chooseScript},
+		{"sharedworker", "/w", "", chooseScript},
+		{"audioworklet", "/w", "", chooseScript},
+		{"paintworklet", "/w", "", chooseScript},
+		{"style", "/a.css", "text/css,*/*;q=0.1", chooseStyle},
+		{"image", "/a.png", "image/avif,image/webp,*/*", chooseImage},
+		{"image", "/pixel", "", chooseImage},
+		{"font", "/f.woff2", "", browserChoice{status: 200, contentType: "font/woff2"}},
+		{"font", "/f.woff", "", browserChoice{status: 200, contentType: "font/woff"}},
+		{"font", "/f.TTF", "", browserChoice{status: 200, contentType: "font/ttf"}},
+		{"font", "/f.otf?v=1", "", browserChoice{status: 200, contentType: "font/otf"}},
+		{"font", "/font", "", browserChoice{status: 200, contentType: "font/woff2"}},
+		{"empty", "/api/items", "*/*", chooseNoBody},
+		{"empty", "/api/items.json", "*/*", chooseNoBody},
+		{"empty", "/api/items", "application/json, text/plain, */*", chooseJSON},
+		{"empty", "/api/items", "application/vnd.api+json", chooseJSON},
+		{"empty", "/api/items", "application/json;q=0, */*", chooseNoBody},
+		{"empty", "/api/items", "text/html", chooseNoBody},
+		{"json", "/data", "", chooseJSON},
+		{"manifest", "/site.webmanifest", "", chooseManifest},
+		{"track", "/subs.vtt", "", chooseTrack},
+		{"audio", "/a.mp3", "", chooseNoBody},
+		{"video", "/v.mp4", "", chooseNoBody},
+		{"report", "/csp", "", chooseNoBody},
+		{"document", "/page", "text/html", choosePage},
+		{"document", "/app.js", "", choosePage},
+		{"iframe", "/frame", "", choosePage},
+		{"frame", "/frame", "", choosePage},
+		{"fencedframe", "/ad", "", choosePage},
+		{"object", "/doc.pdf", "", choosePage},
+		{"embed", "/doc.pdf", "", choosePage},
+		{"serviceworker", "/sw.js", "", choosePlain},
+		{"websocket", "/ws", "", choosePlain},
+		{"xslt", "/style.xsl", "", choosePlain},
+		{"webidentity", "/fedcm", "", choosePlain},
+		// No Sec-Fetch-Dest (or one not known): the extension.
+		{"", "/js/app.js", "", chooseScript},
+		{"", "/m.MJS", "", chooseScript},
+		{"", "/app.js?v=3", "text/html", chooseScript},
+		{"", "/app.js;jsessionid=1", "", chooseScript},
+		{"", "/a.css", "", chooseStyle},
+		{"", "/a.png", "", chooseImage},
+		{"", "/a.jpg", "", chooseImage},
+		{"", "/a.jpeg", "", chooseImage},
+		{"", "/a.gif", "", chooseImage},
+		{"", "/a.webp", "", chooseImage},
+		{"", "/a.svg", "", chooseImage},
+		{"", "/favicon.ico", "", chooseImage},
+		{"", "/a.avif", "", chooseImage},
+		{"", "/f.woff", "", browserChoice{status: 200, contentType: "font/woff"}},
+		{"", "/f.woff2", "", browserChoice{status: 200, contentType: "font/woff2"}},
+		{"", "/f.ttf", "", browserChoice{status: 200, contentType: "font/ttf"}},
+		{"", "/f.otf", "", browserChoice{status: 200, contentType: "font/otf"}},
+		{"", "/data.json", "", chooseJSON},
+		{"future-dest", "/a.css", "", chooseStyle},
+		// Then Accept: a page for text/html, else the plain answer.
+		{"", "/page", "text/html,application/xhtml+xml,*/*;q=0.8", choosePage},
+		{"", "/page", "TEXT/HTML", choosePage},
+		{"", "/page", "text/html;q=0", choosePlain},
+		{"", "/page", "*/*", choosePlain},
+		{"", "/page", "", choosePlain},
+		{"", "/report.pdf", "application/pdf", choosePlain},
+		{"", "/js.d/", "", choosePlain},
+		{"", "/", "", choosePlain},
+	}
+	for _, tt := range tests {
+		if got := chooseBrowser(tt.dest, tt.target, tt.accept); got != tt.want {
+			t.Errorf("chooseBrowser(%q, %q, %q) = %+v; want %+v", tt.dest, tt.target, tt.accept, got, tt.want)
+		}
+	}
+}
+
+// TestTransparentGIF: the image a blocked image becomes is a valid 1×1
+// GIF whose one pixel is transparent.
+func TestTransparentGIF(t *testing.T) {
+	t.Parallel()
+	img, err := gif.Decode(strings.NewReader(transparentGIF))
+	if err != nil {
+		t.Fatalf("gif.Decode = %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 1 || b.Dy() != 1 {
+		t.Errorf("bounds %v; want 1×1", b)
+	}
+	if _, _, _, a := img.At(0, 0).RGBA(); a != 0 {
+		t.Errorf("alpha %d; want 0 (transparent)", a)
+	}
+}
+
+// TestBrowserSafe: only robots-style refusals change their answer; every
+// answer whose status a client acts on keeps it.
+func TestBrowserSafe(t *testing.T) {
+	t.Parallel()
+	for action, want := range map[string]bool{
+		ActionDisallowed: true, ActionDenied: true, ActionUsageRefused: true, ActionUnreachable: true, ActionPrivate: true,
+		ActionAllowed: false, ActionWouldBlock: false, ActionPaced: false, ActionUpstream: false, ActionBadRequest: false,
+		ActionMisdirected: false, ActionAuth: false, ActionOverloaded: false,
+	} {
+		if got := browserSafe(action); got != want {
+			t.Errorf("browserSafe(%q) = %v; want %v", action, got, want)
+		}
+	}
+}
+
+func TestConfigBlockStyle(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		toml    string
+		want    string // responses.block_style decoded, when no error is wanted
+		wantErr string
+	}{
+		{"", "plain", ""},
+		{"[responses]\nblock_style = \"plain\"\n", "plain", ""},
+		{"[responses]\nblock_style = \"browser\"\n", "browser", ""},
+		{"[responses]\n\nblock_style = \"Browser\"\n", "", `x.toml:3: responses.block_style: "Browser" is not one of ["plain" "browser"]`},
+		{"[responses]\nblock_style = \"\"\n", "", `x.toml:2: responses.block_style: "" is not one of ["plain" "browser"]`},
+		{"[responses]\nblock_style = true\n", "", `x.toml:2: responses.block_style: want a string, got a boolean`},
+		{"[responses]\nblockstyle = \"browser\"\n", "", `x.toml:2: responses.blockstyle: unknown key`},
+		{"[responses]\nBlock_style = \"browser\"\n", "", `x.toml:2: responses.Block_style: unknown key; keys are case-sensitive: did you mean "block_style"?`},
+	}
+	for _, tt := range tests {
+		cfg, err := ParseConfig("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("ParseConfig(%q) = %v; want no error", tt.toml, err)
+		case tt.wantErr == "" && cfg.Responses.BlockStyle != tt.want:
+			t.Errorf("ParseConfig(%q): block_style %q; want %q", tt.toml, cfg.Responses.BlockStyle, tt.want)
+		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+			t.Errorf("ParseConfig(%q) = %v; want %s", tt.toml, err, tt.wantErr)
+		}
+	}
+}
+
+// browserConfig is loopbackConfig with block_style "browser".
+func browserConfig() *Config {
+	cfg := loopbackConfig()
+	cfg.Responses.BlockStyle = BlockStyleBrowser
+	return cfg
+}
+
+// TestBrowserBlockStyle: through a real proxy, each kind of request for a
+// disallowed URL gets its browser-style answer, with the X-Robots-Gate
+// headers and no-store, counted once and audited with the status sent;
+// the origin sees none of them.
+func TestBrowserBlockStyle(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /private/\n", nil)
+	p := startProxy(t, browserConfig())
+	c := p.client()
+	tests := []struct {
+		path   string
+		header []string
+		status int
+		ctype  string
+		body   string // "" with page: checked below
+		page   bool
+	}{
+		{"/private/app.js", []string{"Sec-Fetch-Dest", "script"}, 200, "text/javascript; charset=utf-8", "", false},
+		{"/private/a.css", []string{"Sec-Fetch-Dest", "style"}, 200, "text/css; charset=utf-8", "", false},
+		{"/private/a.png", []string{"Sec-Fetch-Dest", "image"}, 200, "image/gif", transparentGIF, false},
+		{"/private/f.woff2", []string{"Sec-Fetch-Dest", "font"}, 200, "font/woff2", "", false},
+		{"/private/api", []string{"Sec-Fetch-Dest", "empty", "Accept", "*/*"}, 204, "", "", false},
+		{"/private/api", []string{"Sec-Fetch-Dest", "empty", "Accept", "application/json"}, 200, "application/json", "{}", false},
+		{"/private/page", []string{"Sec-Fetch-Dest", "document", "Accept", "text/html"}, 403, "text/html; charset=utf-8", "", true},
+		{"/private/x.js", nil, 200, "text/javascript; charset=utf-8", "", false},
+		{"/private/page", []string{"Accept", "text/html,*/*;q=0.8"}, 403, "text/html; charset=utf-8", "", true},
+		{"/private/page", nil, 403, "text/plain; charset=utf-8", "", false},
+	}
+	for _, tt := range tests {
+		var resp *http.Response
+		var body string
+		countedOnce(t, p, ActionDisallowed, "http", func() { resp, body = get(t, c, o.URL+tt.path, tt.header...) })
+		what := fmt.Sprintf("GET %s %q", tt.path, tt.header)
+		if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.ctype {
+			t.Errorf("%s: %d %q; want %d %q", what, resp.StatusCode, resp.Header.Get("Content-Type"), tt.status, tt.ctype)
+		}
+		for k, want := range map[string]string{
+			"X-Robots-Gate":      "disallowed",
+			"X-Robots-Gate-Rule": "disallow: /private/ (line 2)",
+			"Cache-Control":      "no-store",
+		} {
+			if got := resp.Header.Get(k); got != want {
+				t.Errorf("%s: %s = %q; want %q", what, k, got, want)
+			}
+		}
+		switch {
+		case tt.page:
+			for _, want := range []string{"<!DOCTYPE html>", o.URL + tt.path, "agent:      Go-http-client", o.URL + "/robots.txt", "disallow: /private/ (line 2)"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("%s: page lacks %q:\n%s", what, want, body)
+				}
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "default-src 'none'") {
+				t.Errorf("%s: Content-Security-Policy = %q", what, csp)
+			}
+		case tt.status == 403:
+			if !strings.Contains(body, "is disallowed by robots.txt") {
+				t.Errorf("%s: plain body:\n%s", what, body)
+			}
+		case body != tt.body:
+			t.Errorf("%s: body %q; want %q", what, body, tt.body)
+		}
+		if rec := p.lastAudit(t); rec["status"] != float64(resp.StatusCode) || rec["msg"] != "blocked" || rec["decision"] != "disallowed" {
+			t.Errorf("%s: audit = %v; want blocked, disallowed, status %d", what, rec, resp.StatusCode)
+		}
+		if n := o.count(tt.path); n != 0 {
+			t.Errorf("%s: origin saw it %d times", what, n)
+		}
+	}
+	// Allowed traffic is untouched.
+	if resp, body := get(t, c, o.URL+"/open.js", "Sec-Fetch-Dest", "script"); resp.StatusCode != 200 || body != "page /open.js\n" || resp.Header.Get("X-Robots-Gate") != "" {
+		t.Errorf("allowed: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+}
+
+// TestBrowserBlockStyleReload: block_style is reloaded like other keys.
+func TestBrowserBlockStyleReload(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /img/\n", nil)
+	p := startProxy(t, loopbackConfig())
+	if resp, _ := get(t, p.client(), o.URL+"/img/a.png", "Sec-Fetch-Dest", "image"); resp.StatusCode != 403 {
+		t.Errorf("plain: %d; want 403", resp.StatusCode)
+	}
+	if err := p.srv.Reload(browserConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(t, p.client(), o.URL+"/img/a.png", "Sec-Fetch-Dest", "image"); resp.StatusCode != 200 || body != transparentGIF {
+		t.Errorf("after reload to browser: %d %q; want 200 and the GIF", resp.StatusCode, body)
+	}
+	if err := p.srv.Reload(loopbackConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, p.client(), o.URL+"/img/a.png", "Sec-Fetch-Dest", "image"); resp.StatusCode != 403 {
+		t.Errorf("after reload to plain: %d; want 403", resp.StatusCode)
+	}
+}
+
+// TestBrowserBlockPageEscaped: the HTML page shows the URL as text, never
+// as markup, wherever in it the markup was put.
+func TestBrowserBlockPageEscaped(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /private\n", nil)
+	p := startProxy(t, browserConfig())
+	host := strings.TrimPrefix(o.URL, "http://")
+	for _, target := range []string{
+		"/private/%3Cscript%3Ealert(1)%3C/script%3E",
+		"/private/x?q=<script>alert(1)</script>&a=\"'",
+	} {
+		resp, body := p.raw(t, "GET "+o.URL+target+" HTTP/1.1\r\nHost: "+host+"\r\nAccept: text/html\r\nConnection: close\r\n\r\n")
+		if resp.StatusCode != 403 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+			t.Fatalf("%s: %d %q; want 403 text/html", target, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if strings.Contains(body, "<script") || strings.Contains(body, "q=<") {
+			t.Errorf("%s: markup from the URL in the page:\n%s", target, body)
+		}
+		want := strings.NewReplacer("<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "&", "&amp;").Replace(o.URL + target)
+		if !strings.Contains(body, want) {
+			t.Errorf("%s: page lacks the escaped URL %q:\n%s", target, want, body)
+		}
+		if n := o.count("/private/x") + o.count("/private/%3Cscript%3Ealert(1)%3C/script%3E"); n != 0 {
+			t.Errorf("origin reached %d times", n)
+		}
+	}
+}
+
+// TestBrowserBlockStyleOtherDecisions: site denies, private targets and
+// unreachable robots.txt are answered in the browser style too (the HTML
+// page keeps 503 and Retry-After); a CONNECT, a WebSocket handshake and a
+// 407 keep their answers.
+func TestBrowserBlockStyleOtherDecisions(t *testing.T) {
+	t.Parallel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	cfg := browserConfig()
+	cfg.Sites = []SiteRule{{Host: "denied.example", Policy: "deny", Reason: "asked us to stop"}}
+	p := startProxy(t, cfg)
+	c := p.client()
+
+	resp, body := get(t, c, "http://"+closedAddr+"/app.js", "Sec-Fetch-Dest", "script")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Robots-Gate") != "unreachable" || resp.Header.Get("Retry-After") != "" || body != "" {
+		t.Errorf("unreachable script: %d %v %q; want 200, unreachable, no Retry-After, empty", resp.StatusCode, resp.Header, body)
+	}
+	resp, body = get(t, c, "http://"+closedAddr+"/page", "Sec-Fetch-Dest", "document")
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "robots.txt could not be fetched") ||
+		resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Errorf("unreachable document: %d %v:\n%s", resp.StatusCode, resp.Header, body)
+	}
+	if rec := p.lastAudit(t); rec["status"] != 503.0 || rec["decision"] != "unreachable" {
+		t.Errorf("audit = %v", rec)
+	}
+
+	resp, body = get(t, c, "http://denied.example/a.png", "Sec-Fetch-Dest", "image")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Robots-Gate") != "denied" || body != transparentGIF {
+		t.Errorf("denied image: %d %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate"))
+	}
+	resp, body = get(t, c, "http://denied.example/", "Sec-Fetch-Dest", "document")
+	if resp.StatusCode != 403 || !strings.Contains(body, "asked us to stop") || !strings.Contains(body, "Denied by a site rule") {
+		t.Errorf("denied document: %d:\n%s", resp.StatusCode, body)
+	}
+	if rec := p.lastAudit(t); rec["status"] != 403.0 || rec["msg"] != "override" || rec["decision"] != "denied" {
+		t.Errorf("audit = %v", rec)
+	}
+
+	// A WebSocket handshake is never answered 200.
+	resp, _ = p.raw(t, "GET http://denied.example/ws HTTP/1.1\r\nHost: denied.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-Fetch-Dest: script\r\n\r\n")
+	if resp.StatusCode != 403 {
+		t.Errorf("WebSocket handshake: %d; want 403", resp.StatusCode)
+	}
+
+	// block_private: a private target.
+	q := startProxy(t, func() *Config {
+		c := Default()
+		c.Listen = "127.0.0.1:0"
+		c.Responses.BlockStyle = BlockStyleBrowser
+		return c
+	}())
+	resp, body = get(t, q.client(), "http://127.0.0.1:1/a.css", "Sec-Fetch-Dest", "style")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Robots-Gate") != "private-address" || resp.Header.Get("Content-Type") != "text/css; charset=utf-8" || body != "" {
+		t.Errorf("private style sheet: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	if rec := q.lastAudit(t); rec["status"] != 200.0 || rec["msg"] != "refused" {
+		t.Errorf("audit = %v", rec)
+	}
+	// A CONNECT is never answered 200 by a block: that would open the tunnel.
+	resp, _, _ = connect(t, q, "127.0.0.1:443", "Sec-Fetch-Dest: image\r\n")
+	if resp.StatusCode != 403 {
+		t.Errorf("CONNECT to a private address: %d; want 403", resp.StatusCode)
+	}
+}
+
+// TestBrowserBlockStyleStatusesKept: a 407 is not a block: it keeps its
+// status in the browser style.
+func TestBrowserBlockStyleStatusesKept(t *testing.T) {
+	t.Parallel()
+	cfg := browserConfig()
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}}
+	p := startProxy(t, cfg)
+	resp, _ := get(t, p.client(), "http://example.com/a.png", "Sec-Fetch-Dest", "image")
+	if resp.StatusCode != http.StatusProxyAuthRequired {
+		t.Errorf("no credentials: %d; want 407", resp.StatusCode)
+	}
+}
+
+// TestBrowserBlockStyleInTunnel: inside a MITM tunnel a blocked image is
+// the GIF too.
+func TestBrowserBlockStyleInTunnel(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, testRobots, "shop.example")
+	p := startMITM(t, pki, func(c *Config) { c.Responses.BlockStyle = BlockStyleBrowser })
+	c := p.mitmClient(t, nil, false)
+	resp, body := get(t, c, "https://shop.example:"+port+"/private/a.png", "Sec-Fetch-Dest", "image")
+	if resp.StatusCode != 200 || body != transparentGIF || resp.Header.Get("X-Robots-Gate") != "disallowed" {
+		t.Errorf("blocked image in a tunnel: %d %v", resp.StatusCode, resp.Header)
+	}
+	if rec := p.lastAudit(t); rec["status"] != 200.0 || rec["url"] != "https://shop.example:"+port+"/private/a.png" {
+		t.Errorf("audit = %v", rec)
+	}
+	if n := o.count("/private/a.png"); n != 0 {
+		t.Errorf("origin reached %d times", n)
+	}
+}
+
+// browserTestPage loads a disallowed script and image; its title says
+// which error handlers fired, or "loaded" when none did.
+const browserTestPage = `<!DOCTYPE html>
+<html><head><title>start</title>
+<script>var errs = []; function failed(what) { errs.push(what); document.title = errs.join(" "); }</script>
+<script src="/js/app.js" onerror="failed('script-error')"></script>
+</head><body>
+<img id="img" src="/img/a.png" onerror="failed('img-error')">
+<script>
+window.addEventListener("load", function () {
+	var img = document.getElementById("img");
+	document.body.setAttribute("data-img", img.naturalWidth + "x" + img.naturalHeight);
+	if (errs.length === 0) document.title = "loaded";
+});
+</script>
+</body></html>
+`
+
+// TestBrowserBlockStyleInChromium loads a page whose script and image are
+// disallowed in headless Chromium through the proxy: with block_style
+// "browser" no error handler fires, and with "plain" both do (so the test
+// can fail). Neither blocked URL reaches the origin.
+func TestBrowserBlockStyleInChromium(t *testing.T) {
+	t.Parallel()
+	browser := findBrowser()
+	if browser == "" {
+		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
+	}
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /js/\nDisallow: /img/\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, browserTestPage)
+	})
+	title := regexp.MustCompile(`<title>([^<]*)</title>`)
+	load := func(style string) (string, string, *testProxy) {
+		cfg := loopbackConfig()
+		cfg.Responses.BlockStyle = style
+		p := startProxy(t, cfg)
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu",
+			"--proxy-server="+p.url.String(), "--proxy-bypass-list=<-loopback>",
+			"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", o.URL+"/")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) || ctx.Err() != nil {
+				t.Fatalf("%s --dump-dom (%s): %v\n%.2000s", browser, style, err, stderr.String())
+			}
+			t.Fatalf("%s: %v", browser, err)
+		}
+		m := title.FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("%s: no title in the page:\n%.2000s", style, out)
+		}
+		return m[1], string(out), p
+	}
+
+	got, dom, p := load(BlockStyleBrowser)
+	if got != "loaded" {
+		t.Errorf("browser style: title %q; want \"loaded\" (no error handler fired)", got)
+	}
+	if !strings.Contains(dom, `data-img="1x1"`) {
+		t.Errorf("browser style: the blocked image is not the 1×1 GIF:\n%.2000s", dom)
+	}
+	var blocks []map[string]any
+	for _, rec := range p.auditLines(t) {
+		if rec["decision"] == ActionDisallowed {
+			blocks = append(blocks, rec)
+		}
+	}
+	if len(blocks) != 2 {
+		t.Errorf("browser style: %d blocks audited; want 2: %v", len(blocks), blocks)
+	}
+	for _, rec := range blocks {
+		if rec["status"] != 200.0 || rec["msg"] != "blocked" {
+			t.Errorf("browser style: audit = %v; want blocked with status 200", rec)
+		}
+	}
+
+	got, _, p = load(BlockStylePlain)
+	if !strings.Contains(got, "script-error") || !strings.Contains(got, "img-error") {
+		t.Errorf("plain style: title %q; want both error handlers fired (script-error img-error)", got)
+	}
+	if n := len(p.auditLines(t)); n < 2 {
+		t.Errorf("plain style: %d audit lines; want the 2 blocks", n)
+	}
+	if n := o.count("/js/app.js") + o.count("/img/a.png"); n != 0 {
+		t.Errorf("the origin saw the blocked script or image %d times", n)
+	}
+	if o.count("/") != 2 {
+		t.Errorf("the page was loaded %d times; want 2", o.count("/"))
+	}
+}
