@@ -92,6 +92,10 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
 	}
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
+	// "Connection: close" is the client's word on its own connection
+	// (hop-by-hop): the upstream one stays in the pool, for the next
+	// request and the next tunnel to the origin.
+	r.Close = false
 	removePurposeHeaders(r.Header) // robotsgate's, never the origin's
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default

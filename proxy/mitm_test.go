@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -590,4 +591,52 @@ func TestOpenTunnelsGauge(t *testing.T) {
 		}
 	}
 	t.Errorf("after the tunnels closed: open_tunnels %d, open_connections %d; want 0, 0", p.srv.conns.tunnels.Load(), p.srv.conns.count.Load())
+}
+
+// TestMITMReuse: tunnels opened one after another share robotsgate's side
+// of the work: a client that reconnects resumes its TLS session (one
+// config, one set of ticket keys, for every tunnel), and the requests of
+// clients that close their connections after each one ("Connection:
+// close", as clients without keep-alive send) still share one upstream
+// connection, which that header does not concern.
+func TestMITMReuse(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, testRobots, "reuse.example")
+	var mu sync.Mutex
+	remotes := map[string]bool{}
+	o.handler = func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		remotes[r.RemoteAddr] = true
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}
+	p := startMITM(t, pki, nil)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.srv.CA().certPEM())
+	sessions := tls.NewLRUClientSessionCache(8)
+	var resumed int
+	for i := range 5 {
+		resp, c, _ := connect(t, p, "reuse.example:"+port)
+		if resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %d: %d", i, resp.StatusCode)
+		}
+		tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "reuse.example", ClientSessionCache: sessions})
+		resp, body := roundTripRaw(t, tc, bufio.NewReader(tc), "GET /page HTTP/1.1\r\nHost: reuse.example:"+port+"\r\nConnection: close\r\n\r\n")
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		if tc.ConnectionState().DidResume {
+			resumed++
+		}
+		tc.Close()
+	}
+	if resumed < 4 {
+		t.Errorf("%d of 5 tunnels resumed their TLS session; want every one after the first", resumed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(remotes) != 1 {
+		t.Errorf("the origin saw %d connections for 5 requests; want 1, reused", len(remotes))
+	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,8 @@ type Server struct {
 	upstream *connSet
 	// pacer spaces request starts per origin ([politeness]).
 	pacer *pacer
+	// mitmConfig is the TLS config of every MITM tunnel; nil in tunnel mode.
+	mitmConfig *tls.Config
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
 	cluster *cluster.Client
 	// stopping ends when a shutdown's drain time is up: requests still
@@ -110,6 +113,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		if s.mitmCA, s.leaves, err = loadMITM(cfg, o.Now); err != nil {
 			return nil, err
 		}
+		s.mitmConfig = s.newMITMConfig()
 	}
 	if s.audit, err = newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now); err != nil {
 		return nil, err

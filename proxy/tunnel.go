@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -99,12 +100,12 @@ func tunnelProtocol(br *bufio.Reader) string {
 // terminateTLS is the MITM handshake with the client, with a leaf for
 // authority signed by robotsgate's CA, within timeout.
 func (s *Server) terminateTLS(conn net.Conn, authority string, timeout time.Duration) (*tls.Conn, error) {
-	cfg, err := s.mitmTLS(authority)
+	leaf, err := s.mitmLeaf(authority)
 	if err != nil {
 		s.log.Warn("tunnel: no certificate", "authority", authority, "err", err)
 		return nil, err
 	}
-	t := tls.Server(conn, cfg)
+	t := tls.Server(&leafConn{Conn: conn, leaf: leaf}, s.mitmConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := t.HandshakeContext(ctx); err != nil {
@@ -240,17 +241,37 @@ func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, err
 	return s.tr.DialContext(ctx, "tcp", hostport)
 }
 
-// mitmTLS is the TLS config presented to a client in a MITM tunnel: a leaf
-// for the CONNECT host, signed by robotsgate's CA, and HTTP/1.1 only, so
-// that no HTTP/2 stream can be routed by its own :authority.
-func (s *Server) mitmTLS(host string) (*tls.Config, error) {
-	o, err := fetch.OriginOf("https", host) // the normal form: punycode, no trailing dot
+// newMITMConfig is the one TLS config presented to clients in every MITM
+// tunnel: HTTP/1.1 only, so that no HTTP/2 stream can be routed by its own
+// :authority, and the leaf of each connection's CONNECT host (not its SNI),
+// which terminateTLS hands over with the connection. Being one config, its
+// session ticket keys are shared by every tunnel (and rotated by crypto/tls):
+// a client that reconnects resumes its session instead of a full handshake.
+func (s *Server) newMITMConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if lc, ok := hello.Conn.(*leafConn); ok {
+				return lc.leaf, nil
+			}
+			return nil, errors.New("no CONNECT host for this connection")
+		},
+	}
+}
+
+// leafConn is a client connection in a MITM tunnel with the leaf for its
+// CONNECT host, for the shared config's GetCertificate.
+type leafConn struct {
+	net.Conn
+	leaf *tls.Certificate
+}
+
+// mitmLeaf returns the leaf certificate for a CONNECT authority.
+func (s *Server) mitmLeaf(authority string) (*tls.Certificate, error) {
+	o, err := fetch.OriginOf("https", authority) // the normal form: punycode, no trailing dot
 	if err != nil {
 		return nil, err
 	}
-	cert, err := s.leaves.get(o.Host)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+	return s.leaves.get(o.Host)
 }
