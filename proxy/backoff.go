@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -127,22 +128,41 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// sweep makes room in a full table: it forgets hosts whose hold ended
-// longer than limit ago (their run of 429s is over too), then, if nine
-// tenths of the table still hold, any down to nine tenths: a flood of
-// more than backoffMaxHosts hosts backing off at once ends some holds
-// early rather than growing without bound. b.mu is held.
+// sweep makes room in a full table, down to nine tenths, forgetting first
+// what changes no answer: holds that ended longer than limit ago (their
+// run of 429s is over too); then holds that have ended (a later 429 starts
+// again at 10 s instead of doubling); and only then, when more than
+// nine tenths of backoffMaxHosts hosts are held at once, the holds that end
+// soonest, rather than growing without bound. b.mu is held.
 func (b *backoffs) sweep(now time.Time, limit time.Duration) {
+	room := backoffMaxHosts - backoffMaxHosts/10
 	for h, e := range b.hosts {
 		if now.Sub(e.until) > limit {
 			delete(b.hosts, h)
 		}
 	}
-	for h := range b.hosts {
-		if len(b.hosts) < backoffMaxHosts-backoffMaxHosts/10 {
-			break
+	for h, e := range b.hosts {
+		if len(b.hosts) < room {
+			return
 		}
-		delete(b.hosts, h)
+		if !e.until.After(now) {
+			delete(b.hosts, h)
+		}
+	}
+	if len(b.hosts) < room {
+		return
+	}
+	type held struct {
+		host  string
+		until time.Time
+	}
+	all := make([]held, 0, len(b.hosts))
+	for h, e := range b.hosts {
+		all = append(all, held{h, e.until})
+	}
+	slices.SortFunc(all, func(x, y held) int { return x.until.Compare(y.until) })
+	for _, x := range all[:len(all)-room+1] {
+		delete(b.hosts, x.host)
 	}
 }
 

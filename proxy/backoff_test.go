@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,5 +109,31 @@ func TestBackoffs(t *testing.T) {
 	now = now.Add(11 * time.Minute)
 	if until, _ := b.hold("h.example"); !until.IsZero() {
 		t.Errorf("held until %v after the back-off ended", until)
+	}
+}
+
+// TestBackoffsBounded: past backoffMaxHosts hosts held at once, the table
+// makes room by ending the holds that end soonest, never a longer one.
+func TestBackoffsBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	b := newBackoffs(func() time.Time { return now })
+	o := func(host string) fetch.Origin { return fetch.Origin{Scheme: "https", Host: host, Port: 443} }
+	b.observe(o("long.example"), 429, "600", time.Hour)
+	for i := range backoffMaxHosts - 1 {
+		b.observe(o(fmt.Sprintf("h%d.example", i)), 429, strconv.Itoa(60+i%300), time.Hour)
+	}
+	b.observe(o("short.example"), 429, "1", time.Hour)
+	if n := len(b.hosts); n > backoffMaxHosts {
+		t.Fatalf("%d hosts remembered; want at most %d", n, backoffMaxHosts)
+	}
+	if until, _ := b.hold("long.example"); !until.Equal(now.Add(10 * time.Minute)) {
+		t.Errorf("the longest hold was dropped (held until %v)", until)
+	}
+	if until, _ := b.hold("short.example"); until.IsZero() {
+		t.Error("the newest hold was not recorded")
+	}
+	if until, _ := b.hold("h0.example"); !until.IsZero() {
+		t.Errorf("a hold of the shortest kind kept until %v; want those ending soonest dropped", until)
 	}
 }

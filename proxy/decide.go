@@ -255,6 +255,8 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 	switch {
 	case err == nil:
 		d.Paced, d.Waited = true, waited
+	case errors.As(err, &pe) && pe.full:
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: pacing as many hosts as it remembers; room in %v", pe.wait.Round(time.Millisecond)), pe.wait
 	case errors.As(err, &pe):
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.wait.Round(time.Millisecond), gap), pe.wait
 	default: // the client gave up waiting

@@ -11,10 +11,19 @@ import (
 // max_wait; waitPaced carries how long.
 var errPaced = errors.New("paced beyond max_wait")
 
-// pacedError says how long a refused request would have waited.
-type pacedError struct{ wait time.Duration }
+// pacedError says how long a refused request would have waited, or, with
+// full, how long until the pacer can take one more host.
+type pacedError struct {
+	wait time.Duration
+	full bool
+}
 
-func (e *pacedError) Error() string { return "would wait " + e.wait.String() + " for its turn" }
+func (e *pacedError) Error() string {
+	if e.full {
+		return "pacing the most hosts it remembers; room in " + e.wait.String()
+	}
+	return "would wait " + e.wait.String() + " for its turn"
+}
 func (e *pacedError) Unwrap() error { return errPaced }
 
 // pacer spaces the starts of requests to each host (DESIGN step 8: scheme
@@ -23,13 +32,20 @@ func (e *pacedError) Unwrap() error { return errPaced }
 // before it. A request that would wait longer than max_wait is refused at
 // once; one whose client gives up leaves the queue, and those behind it
 // move up. No lock is held while a request waits, and a host with an
-// empty queue and no recent start is forgotten.
+// empty queue and no recent start is forgotten. At most maxHosts hosts are
+// remembered: past that, a request to a host not remembered is refused
+// (paced) until an idle one can be forgotten, never let through without
+// its gap.
 type pacer struct {
-	now func() time.Time
+	now      func() time.Time
+	maxHosts int // paceMaxHosts; tests lower it
 
 	mu    sync.Mutex
 	hosts map[string]*paceQueue
 	ops   int // acquisitions since the last sweep of idle hosts
+	// roomAt, when hosts is full, is the earliest time a sweep can free a
+	// place: requests to new hosts before it are refused without a sweep.
+	roomAt time.Time
 
 	// started, if set, is called (with mu held) at each start, with the
 	// time the pacer recorded: for tests.
@@ -53,8 +69,14 @@ type paceWaiter struct {
 // gap is longer, so an older start can no longer delay anything.
 const paceSweepEvery = 1024
 
+// paceMaxHosts bounds the hosts the pacer remembers (about 115 bytes
+// each). Only hosts started within max_delay, or with requests waiting,
+// are kept, so it takes more than 3,000 new hosts a second on the default
+// 30 s max_delay to fill.
+const paceMaxHosts = 100_000
+
 func newPacer(now func() time.Time) *pacer {
-	return &pacer{now: now, hosts: map[string]*paceQueue{}}
+	return &pacer{now: now, maxHosts: paceMaxHosts, hosts: map[string]*paceQueue{}}
 }
 
 // wait blocks until a request to host may start, gap after the start before
@@ -71,6 +93,12 @@ func (p *pacer) wait(ctx context.Context, host string, gap time.Duration, lim *P
 	}
 	q := p.hosts[host]
 	if q == nil {
+		if len(p.hosts) >= p.maxHosts {
+			if wait, ok := p.makeRoom(now, lim.MaxDelay); !ok {
+				p.mu.Unlock()
+				return 0, &pacedError{wait: wait, full: true}
+			}
+		}
 		q = &paceQueue{}
 		p.hosts[host] = q
 	}
@@ -195,6 +223,30 @@ func (p *pacer) sweep(now time.Time, maxDelay time.Duration) {
 			delete(p.hosts, host)
 		}
 	}
+}
+
+// makeRoom forgets idle hosts to make room for one more; if none can be
+// forgotten yet, it reports how long until one can. Forgetting a host that
+// started within max_delay could let its next request start early, so
+// none is. p.mu is held.
+func (p *pacer) makeRoom(now time.Time, maxDelay time.Duration) (time.Duration, bool) {
+	if now.Before(p.roomAt) {
+		return p.roomAt.Sub(now), false
+	}
+	p.sweep(now, maxDelay)
+	if len(p.hosts) < p.maxHosts {
+		return 0, true
+	}
+	// A host is forgotten once it is idle max_delay after its last start:
+	// when its projected tail, the start of its last waiter, is past.
+	var first time.Time
+	for _, q := range p.hosts {
+		if at := q.tail.Add(maxDelay + 1); first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	p.roomAt = later(first, now.Add(time.Millisecond))
+	return p.roomAt.Sub(now), false
 }
 
 // size is the number of hosts remembered.

@@ -401,3 +401,48 @@ func TestPacingScrapyLoseNoPage(t *testing.T) {
 	}
 	checkGaps(t, starts.gaps(t, o.URL), 7, 1500*time.Millisecond, time.Second)
 }
+
+// TestPacerBoundsHosts: with as many hosts as it remembers, all started
+// within max_delay, the pacer refuses a request to a new host (paced, with
+// the time until a place frees) rather than forget a host whose next
+// request must still wait; known hosts are paced as before, and once a
+// host has been idle for max_delay the new one gets its place.
+func TestPacerBoundsHosts(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	pc, lim := newPacer(now), &PolitenessConfig{MaxWait: time.Minute, MaxDelay: 10 * time.Second}
+	pc.maxHosts = 8
+	for i := range pc.maxHosts {
+		if _, err := pc.wait(t.Context(), fmt.Sprintf("h%d", i), time.Second, lim); err != nil {
+			t.Fatalf("host %d: %v", i, err)
+		}
+		advance(time.Second)
+	}
+	// h0 started 8 s ago: it is forgotten 10 s after, 2 s from now.
+	_, err := pc.wait(t.Context(), "new", time.Second, lim)
+	var pe *pacedError
+	if !errors.As(err, &pe) || !pe.full || pe.wait <= time.Second || pe.wait > 2*time.Second+time.Millisecond {
+		t.Fatalf("new host with the table full: %v; want refused, room in about 2s", err)
+	}
+	if n := pc.size(); n != pc.maxHosts {
+		t.Errorf("%d hosts remembered; want %d", n, pc.maxHosts)
+	}
+	// A known host is paced as before: h7 started 1 s ago with a 1 s gap.
+	if w, err := pc.wait(t.Context(), "h7", time.Second, lim); err != nil || w != 0 {
+		t.Errorf("known host: waited %v, %v; want its turn at once", w, err)
+	}
+	advance(time.Second)
+	if _, err := pc.wait(t.Context(), "new", time.Second, lim); err == nil {
+		t.Error("new host before a place frees: let through")
+	}
+	advance(time.Second + time.Millisecond)
+	if _, err := pc.wait(t.Context(), "new", time.Second, lim); err != nil {
+		t.Errorf("new host once h0 went idle: %v; want it paced", err)
+	}
+	if n := pc.size(); n > pc.maxHosts {
+		t.Errorf("%d hosts remembered; want at most %d", n, pc.maxHosts)
+	}
+}

@@ -316,6 +316,7 @@ func (r *Robots) compile(b *block) matcher {
 		})
 		m.wild = make([]wildRule, 0, nWild)
 		m.needs = make([][2]uint64, 0, nWild)
+		m.keyStart = make([]int32, 0, distinctKeys(wild)+1)
 		for n, w := range wild {
 			c := &items[w.i]
 			if m.keys[w.key>>6]&(1<<(w.key&63)) == 0 {
@@ -348,6 +349,11 @@ func (r *Robots) compile(b *block) matcher {
 	if !slices.IsSortedFunc(lit, byPrefix) {
 		slices.SortFunc(lit, byPrefix)
 	}
+	// Exactly one entry per distinct prefix: a cached file's matchers
+	// keep no spare room.
+	if n := distinctPrefixes(items, lit); n > 0 {
+		m.entries = make([]entry, 0, n)
+	}
 	var stack []int32
 	for i := 0; i < len(lit); {
 		prefix := items[lit[i].i].prefix
@@ -373,8 +379,30 @@ func (r *Robots) compile(b *block) matcher {
 		m.entries = append(m.entries, e)
 		stack = append(stack, int32(len(m.entries))-1)
 	}
-	m.entries = slices.Clip(m.entries)
 	return m
+}
+
+// distinctPrefixes counts the distinct prefixes of the literal items, lit
+// sorted by prefix.
+func distinctPrefixes(items []compiled, lit []sortKey) int {
+	n := 0
+	for i := range lit {
+		if i == 0 || items[lit[i].i].prefix != items[lit[i-1].i].prefix {
+			n++
+		}
+	}
+	return n
+}
+
+// distinctKeys counts the distinct key bytes of wild, sorted by key.
+func distinctKeys(wild []wildItem) int {
+	n := 0
+	for i := range wild {
+		if i == 0 || wild[i].key != wild[i-1].key {
+			n++
+		}
+	}
+	return n
 }
 
 type sortKey struct {

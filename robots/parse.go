@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // maxLineBytes is how much of one line the reference parser keeps: its line
@@ -30,19 +29,27 @@ type Robots struct {
 	blocks   []block
 	rules    []rule
 	text     string   // rule display texts ("disallow: /x"), patterns and tokens, back to back
+	textCap  int      // bytes of the allocation that holds text
 	agents   []string // every user-agent value as cut, in file order ("*" for a global line)
 	keys     []agentKey
 	keyBlock []int32 // keys[i] names the blocks keyBlock[keys[i].first:keys[i].last]
 	global   []int32 // indices of the blocks with a "*" user-agent line
 	sitemaps []string
-	usage    []usageStmt      // Content-Usage and Content-Signal statements, in line order
-	size     int              // bytes parsed
-	lines    int              // lines read
-	norm     bool             // patterns compiled in normalised form, see WithNormalization
-	normal   map[int32]string // normalised patterns that differ from the file's, by rule
+	usage    []usageStmt     // Content-Usage and Content-Signal statements, in line order
+	size     int             // bytes parsed
+	lines    int             // lines read
+	norm     bool            // patterns compiled in normalised form, see WithNormalization
+	normal   []normalPattern // normalised patterns that differ from the file's, by rule
 
 	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled
 	compileMu sync.Mutex
+}
+
+// A normalPattern is the normalised form of a rule's pattern, where it
+// differs from the file's.
+type normalPattern struct {
+	rule    int32
+	pattern string
 }
 
 // An agentKey is a lower-cased token that some user-agent line names; keys
@@ -366,10 +373,8 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 		// A view of the builder's buffer, compared and not kept.
 		pat := p.arena.String()[patStart:]
 		if n := normalize(pat, true); n != pat {
-			if r.normal == nil {
-				r.normal = map[int32]string{}
-			}
-			r.normal[int32(len(r.rules))] = n
+			// In rule order, as pattern's binary search needs.
+			r.normal = append(r.normal, normalPattern{int32(len(r.rules)), n})
 		}
 	}
 	r.rules = append(r.rules, ru)
@@ -435,12 +440,10 @@ func upper(c byte) byte {
 func (p *parser) finish() *Robots {
 	r := p.r
 	// Parsed files live long in caches: keep no spare room beyond an eighth.
-	if cap(r.rules) > len(r.rules)+len(r.rules)/8 {
-		r.rules = slices.Clone(r.rules)
-	}
-	r.blocks = slices.Clip(r.blocks)
-	if r.text = p.arena.String(); p.arena.Cap() > len(r.text)+len(r.text)/8 {
-		r.text = strings.Clone(r.text)
+	r.rules, r.blocks, r.normal, r.sitemaps = tight(r.rules), tight(r.blocks), tight(r.normal), tight(r.sitemaps)
+	r.text, r.textCap = p.arena.String(), p.arena.Cap()
+	if r.textCap > len(r.text)+len(r.text)/8 {
+		r.text, r.textCap = strings.Clone(r.text), len(r.text)
 	}
 	r.agents = make([]string, len(p.agents))
 	for i, a := range p.agents {
@@ -448,7 +451,17 @@ func (p *parser) finish() *Robots {
 	}
 	r.finishUsage(p.usage)
 	r.index(p)
+	r.keys, r.keyBlock, r.global = tight(r.keys), tight(r.keyBlock), tight(r.global)
 	return r
+}
+
+// tight returns s, or a copy of it without the spare room append left
+// when that is more than an eighth (slices.Clip would keep the memory).
+func tight[S ~[]E, E any](s S) S {
+	if cap(s) > len(s)+len(s)/8 {
+		return slices.Clone(s)
+	}
+	return s
 }
 
 // index builds the agent keys and compiles every block's matcher.
@@ -523,48 +536,12 @@ func (r *Robots) Size() int {
 	return r.size
 }
 
-// MemSize estimates the bytes r holds, counting the indexes its groups
-// build on first use as if all were built: the cost of a cached file.
-func (r *Robots) MemSize() int {
-	if r == nil {
-		return 0
-	}
-	n := int(unsafe.Sizeof(*r)) + len(r.text)
-	n += cap(r.rules)*int(unsafe.Sizeof(rule{})) + cap(r.blocks)*int(unsafe.Sizeof(block{}))
-	n += cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})) + cap(r.agents)*int(unsafe.Sizeof(""))
-	n += cap(r.keys)*int(unsafe.Sizeof(agentKey{})) + 4*(cap(r.keyBlock)+cap(r.global))
-	for _, k := range r.keys {
-		n += len(k.token) // lower-cased copies, at most
-	}
-	for _, s := range r.sitemaps {
-		n += int(unsafe.Sizeof(s)) + len(s)
-	}
-	n += cap(r.usage) * int(unsafe.Sizeof(usageStmt{}))
-	for i := range r.usage {
-		if s := &r.usage[i]; s.pattern != s.path {
-			n += len(s.pattern)
-		}
-	}
-	// The indexes, once built: an entry per literal rule at most, a
-	// wildcard rule and its byte set per wildcard rule.
-	for _, pat := range r.normal {
-		n += len(pat) + 32
-	}
-	for i := range r.rules {
-		if _, _, k, _ := classify(strings.TrimSuffix(r.pattern(int32(i)), "$"), false); k == kindWild {
-			n += int(unsafe.Sizeof(wildRule{}) + unsafe.Sizeof([2]uint64{}) + 4)
-		} else {
-			n += int(unsafe.Sizeof(entry{}))
-		}
-	}
-	n += len(r.blocks) * int(unsafe.Sizeof(matcher{}))
-	return n
-}
-
 // pattern returns the form of rule i's pattern that is matched.
 func (r *Robots) pattern(i int32) string {
-	if n, ok := r.normal[i]; ok {
-		return n
+	if len(r.normal) > 0 {
+		if k, ok := slices.BinarySearchFunc(r.normal, i, func(n normalPattern, i int32) int { return int(n.rule - i) }); ok {
+			return r.normal[k].pattern
+		}
 	}
 	ru := &r.rules[i]
 	return r.text[ru.patStart():ru.end]

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/dgraph-io/ristretto/v2"
 )
@@ -70,10 +69,14 @@ type CacheOptions struct {
 	// try; an origin's own longer Retry-After on 429 or 503 wins (at most
 	// 24 h). 0: DefaultRetryAfter.
 	RetryAfter time.Duration
-	// MaxBytes bounds the memory held by cached rules, and separately that
-	// held by the last good copies kept for failed refreshes (both hold the
-	// same entries, so together they usually take little more than one
-	// bound). 0: DefaultCacheMaxBytes.
+	// MaxBytes bounds the heap held for origins, in one bound: every entry
+	// (its rules counted with every matcher built, see Entry.Size), fresh
+	// or kept as the last good copy for failed refreshes (the same entry,
+	// counted once), and each origin's state and index slots, all counted
+	// at heapSlack times their live bytes to leave the collector its slack.
+	// Past it the least recently refreshed origins are forgotten, which
+	// only ever costs a refetch. The Go heap in use stays within it plus a
+	// fixed overhead (README, "Limits"). 0: DefaultCacheMaxBytes.
 	MaxBytes int64
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
@@ -111,7 +114,7 @@ type Entry struct {
 	Note        string         // why a 3xx counted as 404 (a loop, too many hops); "" if none
 	FetchedAt   time.Time      // when the fetch started
 	Expires     time.Time      // when the next request refetches
-	Size        int            // estimated bytes held
+	Size        int            // live heap bytes held, rules with every matcher built (see entrySize)
 }
 
 // Answer is what a Cache says about an origin: the rules to apply, or why
@@ -141,13 +144,14 @@ type Answer struct {
 	UnreachableSince time.Time
 }
 
-// Cache holds the robots.txt rules of many origins: fresh entries in a
-// ristretto cache bounded by bytes, and, outside it, the state that changes
-// answers (the last good copy, when failures began, when to retry) in a
-// bounded LRU, so that eviction only ever costs a refetch. Concurrent
-// lookups of an origin that needs fetching wait on one fetch, and at most
-// MaxFetches fetches run at once. Cache is safe for concurrent use; Close
-// releases it.
+// Cache holds the robots.txt rules of many origins: the state that changes
+// answers (the last good copy, when failures began, when to retry) in an
+// LRU bounded by MaxBytes, so that eviction only ever costs a refetch, and
+// a ristretto cache that indexes fresh entries for lookups without a lock.
+// ristretto holds only entries the LRU holds (forgetting an origin deletes
+// it there too), so one bound covers both. Concurrent lookups of an origin
+// that needs fetching wait on one fetch, and at most MaxFetches fetches
+// run at once. Cache is safe for concurrent use; Close releases it.
 type Cache struct {
 	opts CacheOptions
 	rc   *ristretto.Cache[uint64, *Entry]
@@ -200,10 +204,6 @@ type originState struct {
 	lastStatus       int
 }
 
-// stateOverhead is the approximate size of an originState and its LRU and
-// map slots, beyond its entry.
-const stateOverhead = int64(unsafe.Sizeof(originState{})) + 128
-
 // NewCache returns a Cache with opts, defaults filled in.
 func NewCache(opts CacheOptions) (*Cache, error) {
 	if opts.Fetcher == nil {
@@ -238,16 +238,20 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		lru:     list.New(),
 		flights: map[Origin]*flight{},
 	}
-	// About one counter per 300 bytes: ten per entry of a typical ~3 KB
-	// file, as ristretto advises.
-	counters := max(opts.MaxBytes/300, 1000)
+	// ristretto holds only what the LRU holds, under the same bound, so it
+	// never runs short of room and its admission counters are seldom
+	// consulted: one per 4 KiB (some ten per entry of a typical file) keeps
+	// them small (ristretto's sketch takes about 5 bytes per counter).
+	counters := max(opts.MaxBytes/4096, 1000)
 	rc, err := ristretto.NewCache(&ristretto.Config[uint64, *Entry]{
 		NumCounters: counters,
 		MaxCost:     opts.MaxBytes,
 		BufferItems: 64,
+		// The cache counts ristretto's slots itself, in stateOverhead.
+		IgnoreInternalCost: true,
 		// ristretto's own metrics cost every Get an atomic add; the cache
-		// counts what it reports itself.
-		OnEvict: func(*ristretto.Item[*Entry]) { c.evictions.Add(1) },
+		// counts what it reports itself (evictions in trim: what ristretto
+		// drops on its own the state still holds).
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create robots.txt cache: %w", err)
@@ -596,11 +600,6 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 	return Answer{Entry: e}, c.saveGood(o, e, res.Body)
 }
 
-// entrySize is what an entry costs the cache.
-func entrySize(e *Entry) int {
-	return int(unsafe.Sizeof(*e)) + len(e.URL) + e.Rules.MemSize()
-}
-
 // set stores e in ristretto (which may drop it: the state keeps it).
 func (c *Cache) set(o Origin, e *Entry) {
 	c.rc.Set(c.key(o), e, int64(e.Size))
@@ -658,13 +657,16 @@ func (c *Cache) setGood(st *originState, e *Entry) {
 }
 
 // trim forgets the least recently refreshed origins while the state is
-// over its bound, never the most recent. c.mu is held.
+// over its bound, never the most recent, and takes their entries out of
+// ristretto: what it holds stays within the state's bound. c.mu is held.
 func (c *Cache) trim() {
-	for c.stateBytes > c.opts.MaxBytes && c.lru.Len() > 1 {
+	for c.stateBytes*heapSlack > c.opts.MaxBytes && c.lru.Len() > 1 {
 		el := c.lru.Back()
 		st := el.Value.(*originState)
 		c.lru.Remove(el)
 		delete(c.states, st.origin)
+		c.rc.Del(c.key(st.origin))
+		c.evictions.Add(1)
 		c.stateBytes -= stateOverhead
 		if st.good != nil {
 			c.stateBytes -= int64(st.good.Size)
@@ -720,8 +722,8 @@ func (c *Cache) Purge(o Origin) bool {
 // CacheStats are a Cache's counters since it was made, and its gauges.
 type CacheStats struct {
 	Hits, Misses, Evictions, Fetches int64
-	Bytes                            int64 // held by cached rules
-	StateBytes                       int64 // held by the last good copies and failure state
+	Bytes                            int64 // heap the cache answers for, what MaxBytes bounds: StateBytes and the collector's slack (heapSlack)
+	StateBytes                       int64 // live bytes held: every entry (fresh or last good), failure state, index slots
 	Origins                          int   // origins with state
 	FetchesInFlight                  int   // fetches running now: at most CacheOptions.MaxFetches
 	FetchesAbandoned                 int64 // fetches given up because nobody waited for them
@@ -737,7 +739,7 @@ func (c *Cache) Stats() CacheStats {
 		Misses:     c.misses.Load(),
 		Evictions:  c.evictions.Load(),
 		Fetches:    c.fetches.Load(),
-		Bytes:      c.rc.MaxCost() - c.rc.RemainingCost(),
+		Bytes:      c.stateBytes * heapSlack,
 		StateBytes: c.stateBytes,
 		Origins:    c.lru.Len(),
 

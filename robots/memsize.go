@@ -1,0 +1,133 @@
+package robots
+
+import (
+	"math/bits"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+)
+
+// MemSize returns the bytes of Go heap that r holds once the matcher of
+// every group is built: the cost of a cached file. A file used by requests
+// builds the matchers of the groups they select, at most all of them, so
+// the count is an upper bound on a cached file's heap, not a guess at its
+// average. Each allocation of Parse and of the matchers is counted at the
+// size Go's allocator gives it (size classes, the header of pointer-holding
+// objects above 512 bytes, whole pages above 32 KiB); strings that are
+// views of the file's text are not counted twice. TestMemSizeMeasured holds
+// it to the heap measured over testdata/corpus.
+func (r *Robots) MemSize() int {
+	if r == nil {
+		return 0
+	}
+	n := heapSize(int(unsafe.Sizeof(*r)), true)
+	n += heapSize(r.textCap, false)
+	n += heapSize(cap(r.rules)*int(unsafe.Sizeof(rule{})), false)
+	n += heapSize(cap(r.blocks)*int(unsafe.Sizeof(block{})), false)
+	n += heapSize(cap(r.agents)*int(unsafe.Sizeof("")), true)
+	n += heapSize(cap(r.keys)*int(unsafe.Sizeof(agentKey{})), true)
+	for _, k := range r.keys {
+		n += r.owned(k.token) // lower-cased copies of mixed-case tokens
+	}
+	n += heapSize(4*cap(r.keyBlock), false) + heapSize(4*cap(r.global), false)
+	n += heapSize(cap(r.sitemaps)*int(unsafe.Sizeof("")), true)
+	for _, s := range r.sitemaps {
+		n += r.owned(s)
+	}
+	n += heapSize(cap(r.usage)*int(unsafe.Sizeof(usageStmt{})), true)
+	for i := range r.usage {
+		s := &r.usage[i]
+		n += r.owned(s.pattern) + r.owned(s.use)
+	}
+	n += heapSize(cap(r.normal)*int(unsafe.Sizeof(normalPattern{})), true)
+	for _, np := range r.normal {
+		n += r.owned(np.pattern)
+	}
+	n += heapSize(cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
+	for i := range r.blocks {
+		n += r.matcherSize(&r.blocks[i])
+	}
+	return n
+}
+
+// matcherSize is what compile keeps for block b, counted without building
+// it: the matcher, an entry per literal pattern (at most: equal prefixes
+// share one), and per wildcard pattern a wildRule and its byte set.
+func (r *Robots) matcherSize(b *block) int {
+	nLit, nWild := 0, 0
+	var keys [2]uint64
+	item := func(body string, anchored bool) {
+		if _, rest, k, _ := classify(body, anchored); k == kindWild {
+			nWild++
+			c := keyByte(rest)
+			keys[c>>6&1] |= 1 << (c & 63)
+		} else {
+			nLit++
+		}
+	}
+	for idx := b.first; idx < b.last; idx++ {
+		pat := r.pattern(idx)
+		body, anchored := strings.CutSuffix(pat, "$")
+		item(body, anchored)
+		if r.rules[idx].allow { // the "/x/index.htm" → "/x/$" derivation of compile
+			if s := strings.LastIndexByte(pat, '/'); s >= 0 && strings.HasPrefix(pat[s:], "/index.htm") {
+				item(pat[:s+1], true)
+			}
+		}
+	}
+	n := heapSize(int(unsafe.Sizeof(matcher{})), true)
+	n += heapSize(nLit*int(unsafe.Sizeof(entry{})), true)
+	if nWild > 0 {
+		nKeys := bits.OnesCount64(keys[0]) + bits.OnesCount64(keys[1])
+		n += heapSize(nWild*int(unsafe.Sizeof(wildRule{})), true)
+		n += heapSize(nWild*int(unsafe.Sizeof([2]uint64{})), false)
+		n += heapSize((nKeys+1)*4, false)
+	}
+	return n
+}
+
+// owned returns the heap size of s when s has its own allocation, 0 when
+// it is empty or a view of r.text.
+func (r *Robots) owned(s string) int {
+	if s == "" {
+		return 0
+	}
+	if len(r.text) > 0 {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		t := uintptr(unsafe.Pointer(unsafe.StringData(r.text)))
+		if p >= t && p < t+uintptr(len(r.text)) {
+			return 0
+		}
+	}
+	return heapSize(len(s), false)
+}
+
+// sizeClasses are the object sizes of Go's allocator up to 32 KiB, as
+// internal/runtime/gc.SizeClassToSize lists them (Go 1.26). Should they
+// change, TestMemSizeMeasured says so.
+var sizeClasses = [...]int{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224,
+	240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280,
+	1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784,
+	6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760,
+	24576, 27264, 28672, 32768}
+
+// heapSize returns the bytes Go's allocator takes for an object of n
+// bytes: tiny pointer-free objects share 16-byte blocks, small ones take
+// their size class (plus an 8-byte header above 512 bytes when they hold
+// pointers), large ones whole 8 KiB pages.
+func heapSize(n int, pointers bool) int {
+	switch {
+	case n <= 0:
+		return 0
+	case !pointers && n < 16:
+		return n
+	case pointers && n > 512:
+		n += 8
+	}
+	if n > sizeClasses[len(sizeClasses)-1] {
+		return (n + 8191) &^ 8191
+	}
+	i, _ := slices.BinarySearch(sizeClasses[:], n)
+	return sizeClasses[i]
+}
