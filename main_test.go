@@ -119,6 +119,21 @@ func TestCheck(t *testing.T) {
 			wantCode: 2,
 		},
 		{
+			// A client must percent-encode these (the proxy refuses them raw),
+			// so a rule written with them raw must match the encoded form.
+			name: "rules with characters a URI cannot hold raw",
+			args: []string{"check", "-robots", "testdata/check/rawchars.txt", "https://x.example/a%7Bb", "https://x.example/c%3cd", "https://x.example/e%22f",
+				"https://x.example/g%7Ch", "https://x.example/k%5El", "https://x.example/m%60n", "https://x.example/p%5Cq"},
+			wantOut: "disallowed\thttps://x.example/a%7Bb\tdisallowed by robots.txt; rule \"disallow: /a{b\" line 2\n" +
+				"disallowed\thttps://x.example/c%3cd\tdisallowed by robots.txt; rule \"disallow: /c<d\" line 3\n" +
+				"disallowed\thttps://x.example/e%22f\tdisallowed by robots.txt; rule \"disallow: /e\\\"f\" line 4\n" +
+				"disallowed\thttps://x.example/g%7Ch\tdisallowed by robots.txt; rule \"disallow: /g|h\" line 5\n" +
+				"disallowed\thttps://x.example/k%5El\tdisallowed by robots.txt; rule \"disallow: /k^l\" line 6\n" +
+				"disallowed\thttps://x.example/m%60n\tdisallowed by robots.txt; rule \"disallow: /m`n\" line 7\n" +
+				"disallowed\thttps://x.example/p%5Cq\tdisallowed by robots.txt; rule \"disallow: /p\\\\q\" line 8\n",
+			wantCode: 1,
+		},
+		{
 			name:     "usage statements shown with no purpose",
 			args:     []string{"check", "-robots", "testdata/check/usage.txt", "https://example.com/open/x"},
 			wantOut:  "allowed\thttps://example.com/open/x\tno rule matches; usage: ai-train refused by \"content-signal: search=yes, ai-train=no\" line 1, ai-input refused by \"content-usage: ai-use=n\" line 4, search allowed by \"content-signal: search=yes, ai-train=no\" line 1\n",

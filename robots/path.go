@@ -61,7 +61,8 @@ func indexFromStr(s string, from int, sub string) int {
 // form the proxy matches, so that equivalent spellings of a path cannot slip
 // past a rule: escapes of unreserved characters (ALPHA / DIGIT / "-._~",
 // RFC 3986 section 2.3) are decoded, other escapes upper-cased, bytes ≥ 0x80,
-// controls and spaces percent-encoded, and dot segments removed from the path
+// controls, spaces and the characters a URI cannot hold raw (`"<>\^{|}` and
+// backquote) percent-encoded, and dot segments removed from the path
 // (not the query); a "%" that starts no escape becomes "%25". "//", letter
 // case and "%2F" are kept as sent. Normalize is idempotent, and returns
 // target itself, without allocating, when nothing changes.
@@ -88,7 +89,7 @@ func needsNormalizing(s string) bool {
 	inPath := true
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
-		case c <= ' ' || c >= 0x7F:
+		case mustEscape(c):
 			return true
 		case c == '%':
 			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
@@ -111,6 +112,15 @@ func needsNormalizing(s string) bool {
 		}
 	}
 	return false
+}
+
+// mustEscape reports whether Normalize percent-encodes c: controls, space,
+// bytes >= 0x7F, and the characters a URI can never hold as they are (RFC
+// 3986: `"` `<` `>` `\` `^` backquote `{` `|` `}`). A client must send these
+// encoded (the proxy refuses them raw in a path), so a rule written with
+// them raw ("Disallow: /a{b") must match their encoded form ("/a%7Bb").
+func mustEscape(c byte) bool {
+	return c <= ' ' || c >= 0x7F || strings.IndexByte("\"<>\\^`{|}", c) >= 0
 }
 
 func isUnreserved(c byte) bool {
@@ -140,7 +150,7 @@ func appendNormalEscapes(b []byte, s string) []byte {
 				b = append(b, '%', upper(s[i+1]), upper(s[i+2]))
 			}
 			i += 2
-		case c <= ' ' || c >= 0x7F || c == '%':
+		case mustEscape(c) || c == '%':
 			// A "%" that starts no escape is encoded too, so that no escape
 			// can appear by decoding the bytes after it: one pass is final.
 			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
