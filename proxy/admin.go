@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster"
@@ -14,6 +18,10 @@ import (
 // serveAdmin answers requests to the proxy itself: /healthz, /metrics and
 // the robots.txt cache; the cache only to the clients adminAllowed admits.
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && !s.sameSite(r) {
+		http.Error(w, "robotsgate: the operator endpoints answer requests to this proxy's own address (an IP, localhost or the listen host) from no other site", http.StatusForbidden)
+		return
+	}
 	switch {
 	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -91,19 +99,48 @@ const (
 )
 
 // adminAllowed reports whether r may use an endpoint of the proxy itself
-// whose rule is access, and the [auth] user it authenticated as, if any. Loopback clients always may, without a credential
-// being checked; others need the Basic credentials of an [auth] user, in
+// whose rule is access, and the [auth] user it authenticated as, if any.
+// Loopback clients always may; one that sends credentials is checked like
+// any other, so that its user's [[agents]] rules apply (and wrong ones are
+// refused). Others need the Basic credentials of an [auth] user, in
 // Authorization or Proxy-Authorization, checked (and rate-limited) as
 // proxy requests are. The client is the connection's peer: behind a
 // reverse proxy on the same host, every client looks like loopback.
 func (p *Policy) adminAllowed(r *http.Request, access adminAccess) (string, bool) {
+	if p.auth != nil && (r.Header.Get("Authorization") != "" || r.Header.Get("Proxy-Authorization") != "") {
+		return p.auth.check(r, true)
+	}
 	if clientAddr(r).IsLoopback() {
 		return "", true
 	}
 	if p.auth == nil {
 		return "", access == openWithoutAuth
 	}
-	return p.auth.check(r, true)
+	return "", false
+}
+
+// sameSite reports whether a request to the proxy itself names it as its
+// own address, not a web page's: its Host is an IP address or "localhost"
+// (any port), or the listen host; and any Origin header names that same
+// host. A page a browser loaded from elsewhere cannot pass: a rebound DNS
+// name is a Host of its own, and a cross-site request carries its Origin.
+// This is what keeps the loopback rule of the admin endpoints from being
+// borrowed by the browsers on the same machine.
+func (s *Server) sameSite(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	listenHost, _, _ := net.SplitHostPort(s.listen)
+	if _, err := netip.ParseAddr(host); err != nil && !strings.EqualFold(host, "localhost") && !strings.EqualFold(host, listenHost) {
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		return err == nil && strings.EqualFold(u.Host, r.Host)
+	}
+	return true
 }
 
 // adminForbidden is the 403 answer to a client adminAllowed refused.

@@ -55,9 +55,10 @@ func TestAdminAccess(t *testing.T) {
 			{"POST", "/robots/purge", loopback, nil, 404}, // purged already
 			{"POST", "/v1/decide", remote, nil, 403},
 			{"POST", "/v1/decide", remote, []string{"Authorization", basic("etl:wrong")}, 403},
-			{"POST", "/v1/decide", remote, []string{"Authorization", basic("etl:s3cret")}, 400}, // no body
-			{"POST", "/v1/decide", loopback, nil, 400},
-			{"GET", "/status.json", remote, nil, 401}, // a browser asks for credentials
+			{"POST", "/v1/decide", remote, []string{"Authorization", basic("etl:s3cret")}, 415}, // no JSON body
+			{"POST", "/v1/decide", loopback, nil, 415},
+			{"POST", "/v1/decide", loopback, []string{"Authorization", basic("etl:wrong")}, 403}, // credentials sent are checked
+			{"GET", "/status.json", remote, nil, 401},                                            // a browser asks for credentials
 			{"GET", "/status", remote, []string{"Authorization", basic("etl:wrong")}, 401},
 			{"GET", "/status.json", remote, []string{"Authorization", basic("etl:s3cret")}, 200},
 			{"GET", "/status", loopback, nil, 200},
@@ -70,9 +71,18 @@ func TestAdminAccess(t *testing.T) {
 			{"POST", "/robots/purge", remote, []string{"Authorization", basic("etl:s3cret")}, 403},
 			{"POST", "/robots/purge", loopback, nil, 200},
 			{"POST", "/v1/decide", remote, nil, 403},
-			{"POST", "/v1/decide", loopback, nil, 400},
+			{"POST", "/v1/decide", loopback, nil, 415},
 			{"GET", "/status.json", remote, nil, 403},
 			{"GET", "/status.json", loopback, nil, 200},
+			// A browser on this machine, led there by a rebound name or a
+			// page of another site, cannot borrow the loopback rule.
+			{"GET", "/status.json", loopback, []string{"Host", "evil.example:8080"}, 403},
+			{"GET", "/status.json", loopback, []string{"Host", "localhost:8080"}, 200},
+			{"GET", "/status.json", loopback, []string{"Host", "[::1]:8080"}, 200},
+			{"GET", "/status.json", loopback, []string{"Origin", "http://evil.example"}, 403},
+			{"GET", "/status.json", loopback, []string{"Origin", "http://127.0.0.1:8080"}, 200},
+			{"POST", "/robots/purge", loopback, []string{"Host", "evil.example"}, 403},
+			{"GET", "/healthz", loopback, []string{"Host", "evil.example"}, 200},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,8 +107,12 @@ func TestAdminAccess(t *testing.T) {
 			for _, s := range tc.steps {
 				// The admin handler, reached as from a client at s.remote.
 				r := httptest.NewRequestWithContext(t.Context(), s.method, s.path+"?origin="+url.QueryEscape(o.URL), nil)
-				r.RemoteAddr = s.remote
+				r.RemoteAddr, r.Host = s.remote, "127.0.0.1:8080"
 				for i := 0; i+1 < len(s.header); i += 2 {
+					if s.header[i] == "Host" {
+						r.Host = s.header[i+1]
+						continue
+					}
 					r.Header.Set(s.header[i], s.header[i+1])
 				}
 				w := httptest.NewRecorder()
@@ -119,5 +133,25 @@ func TestAdminAccess(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNotThroughItself: a request through the proxy to the proxy's own
+// address, which would arrive as a loopback client and pass the operator
+// endpoints' loopback rule, is refused, as plain HTTP and as a CONNECT,
+// block_private or not.
+func TestNotThroughItself(t *testing.T) {
+	t.Parallel()
+	cfg := loopbackConfig() // block_private off
+	cfg.TLS.Mode = "tunnel"
+	p := startProxy(t, cfg)
+	for _, u := range []string{p.url.String() + "/status.json", "http://localhost:" + p.url.Port() + "/status.json"} {
+		resp, body := get(t, p.client(), u)
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(body, "origins") {
+			t.Errorf("GET %s through the proxy: %d %q; want 403", u, resp.StatusCode, body)
+		}
+	}
+	if resp, _, _ := connect(t, p, p.url.Host); resp.StatusCode == http.StatusOK {
+		t.Errorf("CONNECT to the proxy itself: %d; want it refused", resp.StatusCode)
 	}
 }

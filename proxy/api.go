@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -14,7 +15,10 @@ import (
 // Bounds of POST /v1/decide.
 const (
 	maxDecideURLs  = 10_000
-	maxDecideBytes = 32 << 20 // 10,000 URLs of 3 KiB, with room
+	maxDecideBytes = 16 << 20 // 10,000 URLs of 1.6 KiB
+	// maxDecideCalls bounds the calls decided at once: each may hold 16
+	// robots.txt fetches and its body's memory. Past it: 503, Retry-After.
+	maxDecideCalls = 4
 )
 
 // decideInput is the body of POST /v1/decide (DESIGN "Operator surface").
@@ -41,14 +45,28 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 		apiError(w, http.StatusMethodNotAllowed, "POST a JSON body: {\"user_agent\": \"...\", \"purpose\": [...], \"urls\": [...]}")
 		return
 	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		// Also what keeps a web page from posting here: a JSON body needs
+		// a CORS preflight, which is never answered.
+		apiError(w, http.StatusUnsupportedMediaType, "send the body as Content-Type: application/json")
+		return
+	}
+	select {
+	case s.decideCalls <- struct{}{}:
+		defer func() { <-s.decideCalls }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		apiError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d decide calls are running: retry", maxDecideCalls))
+		return
+	}
 	in, code, err := readDecideInput(w, r)
 	if err != nil {
 		apiError(w, code, err.Error())
 		return
 	}
 	p := s.pol.Load()
-	wd := &world{rules: s.cache.Get, private: s.world.private, now: s.opts.Now}
-	prefetch(r.Context(), s.cache, in.URLs)
+	wd := &world{rules: prefetch(r.Context(), s.cache, in.URLs), private: s.world.private, now: s.opts.Now}
+	declared, _ := parsePurposes(in.Purpose) // checked by readDecideInput
 	out := decideOutput{Results: make([]checkLine, 0, len(in.URLs))}
 	for _, u := range in.URLs {
 		req := request{kind: kindCheck, client: clientAddr(r), user: user, purposes: in.Purpose}
@@ -60,7 +78,7 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 		}
 		var d Decision
 		if err := urlRequest(u, &req); err != nil {
-			d.Action, d.Reason = ActionBadRequest, reasonBadRequest+": "+err.Error()
+			d.Action, d.Reason, d.Purposes = ActionBadRequest, reasonBadRequest+": "+err.Error(), declared
 		} else {
 			p.decide(r.Context(), wd, &req, &d)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -148,5 +149,68 @@ func TestOpenAPIResultFields(t *testing.T) {
 	want := "required: [" + strings.Join(fields, ", ") + "]"
 	if !strings.Contains(string(doc), want) {
 		t.Errorf("docs/openapi.yaml lacks %q: the Result schema is out of date", want)
+	}
+}
+
+// TestDecideAPIOneLookupPerOrigin: every URL is decided on its origin's
+// answer looked up for the call, never a second lookup (which, for an
+// origin whose fetch failed longer than retry_after ago, would fetch it
+// again, one URL at a time).
+func TestDecideAPIOneLookupPerOrigin(t *testing.T) {
+	t.Parallel()
+	failing := newTestOrigin(t, testRobots, nil)
+	failing.robotsStatus.Store(http.StatusServiceUnavailable)
+	slow := newTestOrigin(t, testRobots, nil)
+	slow.robotsDelay.Store(int64(1500 * time.Millisecond)) // the call's lookups outlast retry_after
+	cfg := loopbackConfig()
+	cfg.Robots.RetryAfter = time.Second
+	p := startProxy(t, cfg)
+	body, _ := json.Marshal(map[string]any{"agent": "Bot", "urls": []string{failing.URL + "/a", slow.URL + "/b", failing.URL + "/c", failing.URL + "/d"}})
+	code, out := postDecide(t, p, string(body))
+	if code != 200 {
+		t.Fatalf("%d %v", code, out)
+	}
+	for i, r := range out["results"].([]any) {
+		if want := map[bool]string{true: "allowed", false: "unreachable"}[i == 1]; r.(map[string]any)["decision"] != want {
+			t.Errorf("result %d: %v; want %s", i, r, want)
+		}
+	}
+	if n := failing.count("/robots.txt"); n != 1 {
+		t.Errorf("the failing origin's robots.txt was fetched %d times for one call; want 1", n)
+	}
+}
+
+// TestDecideAPIBusy: past maxDecideCalls calls at once, the next is told to
+// retry at once, not queued behind their fetches.
+func TestDecideAPIBusy(t *testing.T) {
+	t.Parallel()
+	slow := newTestOrigin(t, testRobots, nil)
+	slow.robotsDelay.Store(int64(2 * time.Second))
+	p := startProxy(t, loopbackConfig())
+	body := fmt.Sprintf(`{"urls": [%q]}`, slow.URL+"/x")
+	var wg sync.WaitGroup
+	for range maxDecideCalls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			postDecide(t, p, body)
+		}()
+	}
+	defer wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.srv.decideCalls) < maxDecideCalls && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, out := postDecide(t, p, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "retry") {
+		t.Errorf("call %d: %d %v; want 503", maxDecideCalls+1, code, out)
+	}
+	resp, err := http.Post(p.url.String()+"/v1/decide", "text/plain", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain body: %d; want 415", resp.StatusCode)
 	}
 }

@@ -108,12 +108,12 @@ type auditRecord struct {
 }
 
 // write writes one record; a failure is reported on the operational log.
-func (a *Audit) write(r *auditRecord) {
+func (a *Audit) write(r *auditRecord, t time.Time) {
 	level := slog.LevelInfo
 	if r.msg != "allowed" {
 		level = slog.LevelWarn
 	}
-	rec := slog.NewRecord(a.now(), level, r.msg, 0)
+	rec := slog.NewRecord(t, level, r.msg, 0)
 	client := ""
 	if r.client.IsValid() {
 		client = r.client.Unmap().String()
@@ -185,9 +185,10 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 	if connectHost != "" {
 		rec.url = connectHost
 	}
-	s.audit.write(rec)
+	t := s.audit.now() // one time for the log line and its copy on /status.json
+	s.audit.write(rec, t)
 	if msg != "allowed" {
-		s.status.remember(rec.marshal(s.opts.Now()))
+		s.status.remember(rec.marshal(t))
 	}
 }
 

@@ -76,7 +76,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*fetch.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := newUpstreamTransport(p, net.DefaultResolver.LookupNetIP, nil)
+	tr, err := newUpstreamTransport(p, net.DefaultResolver.LookupNetIP, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (c *Checker) Run(ctx context.Context, urls []string, stdout, stderr io.Writ
 	}
 	w := &world{rules: c.rulesFor(cfg), now: c.Now} // no private lookups: check has no client
 	if c.Robots == nil {
-		prefetch(ctx, c.Cache, urls)
+		w.rules = prefetch(ctx, c.Cache, urls)
 	}
 	var bad, blocked int
 	for _, u := range urls {
@@ -208,29 +208,52 @@ func (c *Checker) productToken(stderr io.Writer) {
 	}
 }
 
-// prefetch gets the robots.txt of every distinct origin among urls into
+// prefetch gets the robots.txt of every distinct origin among urls from
 // cache, 16 at a time (and no more than the cache's own max_fetches), so
-// that unreachable origins do not add up their timeouts.
-func prefetch(ctx context.Context, cache *fetch.Cache, urls []string) {
+// that unreachable origins do not add up their timeouts; and returns the
+// answers, for deciding each URL on the answer got here rather than a
+// second lookup (which, for an origin whose fetch failed or found no slot,
+// would fetch again, one at a time).
+func prefetch(ctx context.Context, cache *fetch.Cache, urls []string) rulesSource {
 	const parallel = 16
-	seen := map[fetch.Origin]bool{}
+	type got struct {
+		a   fetch.Answer
+		err error
+	}
+	var mu sync.Mutex
+	answers := map[fetch.Origin]got{}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, u := range urls {
 		o, err := fetch.ParseOrigin(u)
-		if err != nil || seen[o] {
+		if err != nil {
 			continue
 		}
-		seen[o] = true
+		mu.Lock()
+		_, seen := answers[o]
+		answers[o] = got{}
+		mu.Unlock()
+		if seen {
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			cache.Get(ctx, o) // the answer is cached; errors show when deciding
+			a, err := cache.Get(ctx, o)
+			mu.Lock()
+			answers[o] = got{a, err}
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	return func(ctx context.Context, o fetch.Origin) (fetch.Answer, error) {
+		if g, ok := answers[o]; ok {
+			return g.a, g.err
+		}
+		return cache.Get(ctx, o) // an origin the URLs' parsing did not find: the decision's own
+	}
 }
 
 // rulesFor returns where rules come from: the given file for every origin,

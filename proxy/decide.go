@@ -46,6 +46,7 @@ type world struct {
 	pacer    *pacer
 	backoffs *backoffs  // nil: no origin back-off (check)
 	fleet    fleetPacer // nil: this instance paces alone
+	self     *selfAddrs // robotsgate's own listener, never a target; nil: unknown (check)
 	now      func() time.Time
 }
 
@@ -70,6 +71,7 @@ const (
 	reasonBadByte     = "bad request URL: the request-target holds %q, which a URI cannot (RFC 3986): percent-encode it"
 	reasonMisdirected = "request for %s inside a tunnel to %s"
 	reasonPrivate     = "target resolves to a private address"
+	reasonSelf        = "target is robotsgate itself"
 	reasonMITM        = "tunnel opened: every request inside is decided on its own"
 	reasonSiteAllow   = "site allow %q"
 	reasonSiteDeny    = "site deny %q"
@@ -157,6 +159,10 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 	d.Origin = o
 	if r.kind != kindConnect {
 		d.Target = r.target
+	}
+	if w.self.isOrigin(o) {
+		d.Action, d.Reason = ActionPrivate, reasonSelf
+		return false
 	}
 	if p.private(ctx, w, o.Host) {
 		d.Action, d.Reason = ActionPrivate, reasonPrivate

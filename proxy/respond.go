@@ -136,6 +136,9 @@ func (s *Server) plainAnswer(r *http.Request, d *Decision) *http.Response {
 	case ActionDenied:
 		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s is denied by a site rule: %s\n", displayURL(r), d.Site.Reason))
 	case ActionPrivate:
+		if d.Reason == reasonSelf {
+			return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s: %s: ask its own address directly, not through it\n", displayHost(r), reasonSelf))
+		}
 		return s.answer(r, http.StatusForbidden, d.Action, fmt.Sprintf("robotsgate: %s: %s (refused by [upstream] block_private; "+
 			"set block_private = false to reach private addresses, for example a test origin on this machine)\n", displayHost(r), reasonPrivate))
 	case ActionUnreachable:

@@ -62,6 +62,10 @@ type Server struct {
 	metrics *metrics
 	// status keeps what /status shows: counts per origin, recent blocks.
 	status *statusBoard
+	// self is the listener's address, which nothing robotsgate dials may reach.
+	self selfAddrs
+	// decideCalls are the /v1/decide calls running (maxDecideCalls slots).
+	decideCalls chan struct{}
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *connSet
 	// pacer spaces request starts per origin ([politeness]).
@@ -105,8 +109,9 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.pol.Store(pol)
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
 	s.status = newStatusBoard(o.Now())
+	s.decideCalls = make(chan struct{}, maxDecideCalls)
 	s.conns.overloaded = s.overloaded
-	if s.tr, err = newUpstreamTransport(pol, o.LookupNetIP, s.upstream); err != nil {
+	if s.tr, err = newUpstreamTransport(pol, o.LookupNetIP, s.upstream, &s.self); err != nil {
 		return nil, err
 	}
 	if cfg.TLS.Mode == "mitm" {
@@ -128,7 +133,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
-	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: newBackoffs(o.Now), now: o.Now}
+	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: newBackoffs(o.Now), self: &s.self, now: o.Now}
 	if s.cluster != nil {
 		s.world.fleet = s.cluster
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
@@ -316,6 +321,7 @@ func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() 
 
 // Serve accepts proxy connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
+	s.self.listen(l.Addr())
 	err := s.srv.Serve(s.conns.wrap(l))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -13,8 +13,11 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // errPrivateAddress is returned when a dial would reach a loopback,
@@ -89,6 +92,74 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// selfAddrs are the addresses robotsgate listens on, which no proxied
+// request, tunnel or robots.txt fetch may dial, block_private or not: a
+// request through the proxy to the proxy itself would arrive as a
+// loopback client, which the operator endpoints trust. A nil *selfAddrs
+// knows none.
+type selfAddrs struct{ p atomic.Pointer[selfSet] }
+
+type selfSet struct {
+	port     string
+	any      bool // listening on every address (0.0.0.0 or ::)
+	loopback bool // listening on a loopback address
+	ips      map[netip.Addr]bool
+}
+
+// listen records the listener's address; on an unspecified address, the
+// machine's own addresses all count.
+func (s *selfAddrs) listen(a net.Addr) {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return
+	}
+	ip := ap.Addr().Unmap()
+	set := &selfSet{port: fmt.Sprint(ap.Port()), any: ip.IsUnspecified(), loopback: ip.IsLoopback(), ips: map[netip.Addr]bool{ip: true}}
+	if set.any {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+					set.ips[pfx.Addr().Unmap()] = true
+				}
+			}
+		}
+	}
+	s.p.Store(set)
+}
+
+// isOrigin reports whether o names robotsgate's own listener: by address,
+// or as "localhost". (Other names that resolve to it are caught when they
+// are dialled.)
+func (s *selfAddrs) isOrigin(o fetch.Origin) bool {
+	port := fmt.Sprint(o.Port)
+	if ip, err := netip.ParseAddr(o.Host); err == nil {
+		return s.is(ip, port)
+	}
+	return o.Host == "localhost" && s.is(netip.IPv6Loopback(), port)
+}
+
+// is reports whether ip:port reaches robotsgate's own listener: its
+// address, an unspecified one, or any loopback address when it listens on
+// loopback or everywhere (127.0.0.2 reaches 127.0.0.1's socket on most
+// systems' dialers only by accident; it is refused anyway).
+func (s *selfAddrs) is(ip netip.Addr, port string) bool {
+	if s == nil {
+		return false
+	}
+	set := s.p.Load()
+	if set == nil || port != set.port {
+		return false
+	}
+	ip = ip.Unmap()
+	switch {
+	case set.ips[ip], ip.IsUnspecified():
+		return true
+	case ip.IsLoopback():
+		return set.any || set.loopback
+	}
+	return false
+}
+
 // lookupFunc resolves a host name, as net.Resolver.LookupNetIP.
 type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
 
@@ -97,7 +168,7 @@ type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, e
 // the addresses actually dialled, after DNS, so a name that resolves inward
 // is caught even if it did not at step 2. exempt is the one host:port
 // allowed anyway (the upstream proxy).
-func guardedDialer(timeout time.Duration, block bool, exempt string, lookup lookupFunc, set *connSet) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func guardedDialer(timeout time.Duration, block bool, exempt string, lookup lookupFunc, set *connSet, self *selfAddrs) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if block {
 		// A last check on the socket's own address, whatever dialled it.
@@ -137,6 +208,11 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup look
 				if isPrivate(ip) {
 					return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("%s resolves to %s: %w", host, ip, errPrivateAddress)}
 				}
+			}
+		}
+		for _, ip := range ips {
+			if self.is(ip, port) {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("%s is robotsgate itself: %w", net.JoinHostPort(ip.String(), port), errPrivateAddress)}
 			}
 		}
 		var firstErr error
@@ -194,7 +270,7 @@ func readPool(path string) (*x509.CertPool, error) {
 // with the system roots and upstream.ca, upstream.proxy or a direct
 // connection, and never the environment's proxy variables, which would
 // point back at robotsgate. Compression is left to the client and origin.
-func newUpstreamTransport(p *Policy, lookup lookupFunc, set *connSet) (*http.Transport, error) {
+func newUpstreamTransport(p *Policy, lookup lookupFunc, set *connSet, self *selfAddrs) (*http.Transport, error) {
 	c := &p.cfg
 	pool, err := readPool(c.Upstream.CA)
 	if err != nil {
@@ -208,7 +284,7 @@ func newUpstreamTransport(p *Policy, lookup lookupFunc, set *connSet) (*http.Tra
 		}
 	}
 	t := &http.Transport{
-		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt, lookup, set),
+		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt, lookup, set, self),
 		TLSClientConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    c.Upstream.Timeout,
 		ResponseHeaderTimeout:  c.Upstream.Timeout,

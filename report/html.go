@@ -208,7 +208,9 @@ func (s *Summary) chart() *svgChart {
 		order = append(order, series{maxSeries, Other, otherColor})
 	}
 
-	c := &svgChart{Width: 800, Left: 64, Top: 16, Right: 784, Bottom: 256}
+	// Right leaves room for half of the last x label, which is centred on
+	// its bar.
+	c := &svgChart{Width: 800, Left: 64, Top: 16, Right: 744, Bottom: 256}
 	var top int64
 	for _, sp := range spans {
 		var n int64
