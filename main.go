@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy"
 	"github.com/robotsgate/robotsgate/report"
 )
@@ -329,6 +330,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cluster.RouteLibraryLogs(logger)
 	s, err := proxy.NewServer(cfg, proxy.Options{Logger: logger, AuditOut: stdout, Version: version})
 	if err != nil {
 		return err

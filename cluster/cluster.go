@@ -122,7 +122,49 @@ func New(o Options) (*Client, error) {
 	c := &Client{opts: o, rdb: redis.NewClient(ro), id: hex.EncodeToString(id),
 		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.watch()
 	return c, nil
+}
+
+// watchEvery is how often a Client checks Redis with no calls to make, so
+// that its Status (and /healthz) follows Redis going and coming back even
+// when no request needs it.
+const watchEvery = 5 * time.Second
+
+// watch pings Redis at once, then every watchEvery while it is up and
+// every RetryAfter while it is down, until Close: a client that starts
+// with Redis away says so, and one whose Redis comes back rejoins without
+// waiting for traffic.
+func (c *Client) watch() {
+	defer c.wg.Done()
+	for {
+		c.do(c.ctx, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() })
+		wait := watchEvery
+		if !c.Status().Up {
+			wait = c.opts.RetryAfter
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RouteLibraryLogs sends go-redis's own log lines (a dial failure each
+// time it retries) to l at debug level instead of stderr: the breaker
+// reports Redis going and coming back once each. go-redis keeps one
+// logger per process, so the program sets it once, at start.
+func RouteLibraryLogs(l *slog.Logger) { redis.SetLogger(quietLogger{l}) }
+
+// quietLogger takes go-redis's log lines to a slog.Logger at debug level.
+type quietLogger struct{ l *slog.Logger }
+
+func (q quietLogger) Printf(ctx context.Context, format string, v ...any) {
+	q.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
 }
 
 // Close ends the subscriptions and closes the connections.

@@ -175,8 +175,7 @@ func TestBreaker(t *testing.T) {
 	}
 	r.Restart()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Status().Up == false && time.Now().Before(deadline) {
-		c.Load(t.Context(), testOrigin)
+	for !c.Status().Up && time.Now().Before(deadline) { // no calls: the client watches by itself
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !c.Status().Up {
@@ -210,5 +209,46 @@ func TestBackoffsPublished(t *testing.T) {
 	}
 	if msg != "site.example answered 429" {
 		t.Errorf("b got %q; want the back-off", msg)
+	}
+}
+
+// TestDownAtStart: a client whose Redis is not there says so by itself,
+// before any call, and logs it once.
+func TestDownAtStart(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	r.Stop()
+	log := &syncBuffer{}
+	c := newClient(t, r, log, 300*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Status().Up && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Status().Up {
+		t.Fatal("a client with no Redis reports it up")
+	}
+	if !strings.Contains(log.String(), "redis lost") {
+		t.Errorf("not logged: %q", log.String())
+	}
+}
+
+func TestPurgesPublished(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
+	got := make(chan fetch.Origin, 4)
+	b.SubscribePurges(func(o fetch.Origin) { got <- o })
+	var o fetch.Origin
+	for i := 0; i < 100 && o.IsZero(); i++ {
+		if err := a.PublishPurge(t.Context(), testOrigin); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case o = <-got:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if o != testOrigin {
+		t.Errorf("b got %v; want %v", o, testOrigin)
 	}
 }

@@ -3,12 +3,15 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// Pacing and back-off shared by the fleet.
+// Pacing, back-off and purges shared by the fleet.
 
 // reserveSource reserves a request's start on a host for the whole fleet:
 // gap after the last start reserved, on Redis's own clock (instances'
@@ -74,7 +77,59 @@ func (c *Client) PublishBackoff(ctx context.Context, host string, until time.Tim
 // Redis comes back; back-offs published while it was away are missed
 // (each instance still backs off on the answers it sees itself).
 func (c *Client) SubscribeBackoffs(apply func(host string, until time.Time, why string)) {
-	sub := c.rdb.Subscribe(c.ctx, c.key("backoff"))
+	c.subscribe(c.key("backoff"), func(payload string) error {
+		var m backoffMessage
+		if err := json.Unmarshal([]byte(payload), &m); err != nil || m.Host == "" || m.Until <= 0 {
+			return fmt.Errorf("back-off message %q", payload)
+		}
+		if m.From != c.id {
+			apply(m.Host, time.UnixMilli(m.Until), m.Why)
+		}
+		return nil
+	})
+}
+
+// purgeMessage asks every instance to forget an origin (POST /robots/purge).
+type purgeMessage struct {
+	From   string `json:"from"`
+	Origin string `json:"origin"`
+}
+
+// PublishPurge tells the other instances to forget what they hold for
+// origin, so that the fleet's next request fetches it again.
+func (c *Client) PublishPurge(ctx context.Context, origin fetch.Origin) error {
+	b, err := json.Marshal(purgeMessage{From: c.id, Origin: origin.String()})
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.rdb.Publish(ctx, c.key("purge"), b).Err()
+	})
+}
+
+// SubscribePurges calls purge for every origin another instance purges,
+// until Close.
+func (c *Client) SubscribePurges(purge func(fetch.Origin)) {
+	c.subscribe(c.key("purge"), func(payload string) error {
+		var m purgeMessage
+		if err := json.Unmarshal([]byte(payload), &m); err != nil {
+			return err
+		}
+		o, err := fetch.ParseOrigin(m.Origin)
+		if err != nil {
+			return err
+		}
+		if m.From != c.id {
+			purge(o)
+		}
+		return nil
+	})
+}
+
+// subscribe hands every message on channel to handle, until Close; a
+// message handle cannot read is logged as malformed.
+func (c *Client) subscribe(channel string, handle func(payload string) error) {
+	sub := c.rdb.Subscribe(c.ctx, channel)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -88,13 +143,8 @@ func (c *Client) SubscribeBackoffs(apply func(host string, until time.Time, why 
 				if !ok {
 					return
 				}
-				var m backoffMessage
-				if err := json.Unmarshal([]byte(msg.Payload), &m); err != nil || m.Host == "" || m.Until <= 0 {
+				if err := handle(msg.Payload); err != nil {
 					c.malformed(msg.Channel, err)
-					continue
-				}
-				if m.From != c.id {
-					apply(m.Host, time.UnixMilli(m.Until), m.Why)
 				}
 			}
 		}

@@ -47,7 +47,11 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if !s.cache.Purge(o) {
+		held := s.cache.Purge(o)
+		if s.cluster != nil { // the other instances forget it too
+			s.cluster.PublishPurge(r.Context(), o)
+		}
+		if !held {
 			http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
 			return
 		}

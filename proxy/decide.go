@@ -24,17 +24,18 @@ const (
 // A request is what a decision needs to know of one request, whatever its
 // entry point: adapters build one, and the Policy decides it.
 type request struct {
-	kind        kind
-	scheme      string // "http" or "https"
-	authority   string // host[:port] the request names
-	target      string // raw request-target: path, params and query ("/" for a CONNECT)
-	userAgent   string
-	client      netip.Addr
-	credentials string       // Proxy-Authorization as sent
-	tunnel      *connectInfo // kindInner: the CONNECT it came through
-	user        string       // the authenticated proxy user, once known
-	agents      []string     // the tokens obeyed, when given (check -agent); nil: step 3 finds them
-	purposes    []string     // X-Robots-Gate-Purpose's values (or check -purpose), unparsed
+	kind                 kind
+	scheme               string // "http" or "https"
+	authority            string // host[:port] the request names
+	target               string // raw request-target: path, params and query ("/" for a CONNECT)
+	userAgent            string
+	client               netip.Addr
+	credentials          string       // Proxy-Authorization as sent
+	tunnel               *connectInfo // kindInner: the CONNECT it came through
+	user                 string       // the authenticated proxy user, once known
+	agents               []string     // the tokens obeyed, when given (check -agent); nil: step 3 finds them
+	purposes             []string     // X-Robots-Gate-Purpose's values (or check -purpose), unparsed
+	otherPurposeSpelling bool         // the header came spelt another way too (X_Robots_Gate_Purpose)
 }
 
 // world is what a decision looks at besides the policy: where rules come

@@ -38,6 +38,25 @@ const (
 	ActionUsageRefused = "usage-refused"
 )
 
+// numActions is the number of actions.
+const numActions = 13
+
+// actions returns every action, in a fixed order (actionIndex's).
+func actions() [numActions]string {
+	return [numActions]string{ActionAllowed, ActionDisallowed, ActionDenied, ActionPrivate, ActionUnreachable, ActionPaced,
+		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded, ActionUsageRefused}
+}
+
+// actionIndex returns a's place in actions(), or -1.
+func actionIndex(a string) int {
+	for i, x := range actions() {
+		if x == a {
+			return i
+		}
+	}
+	return -1
+}
+
 // Reasons, as they appear in the audit log, the 403 body and check's output.
 const (
 	reasonDisallowed = "disallowed by robots.txt"

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,28 @@ func TestFleetOneFetch(t *testing.T) {
 	}
 	if n := o.count("/robots.txt"); n != 1 {
 		t.Errorf("robots.txt fetched %d times by the fleet; want 1", n)
+	}
+
+	// A purge on one instance is a purge for the fleet.
+	o.robotsDelay.Store(0)
+	resp, err := http.Post(fleet[0].url.String()+"/robots/purge?origin="+url.QueryEscape(o.URL), "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("purge: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	origin := mustOrigin(t, o.URL)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, held := fleet[2].srv.cache.Peek(origin); !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("another instance still holds the purged origin")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	get(t, fleet[2].client(), o.URL+"/public")
+	if n := o.count("/robots.txt"); n != 2 {
+		t.Errorf("robots.txt fetched %d times; want a second fetch after the purge", n)
 	}
 }
 

@@ -31,8 +31,8 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 		userAgent:   r.Header.Get("User-Agent"),
 		client:      clientAddr(r),
 		credentials: r.Header.Get("Proxy-Authorization"),
-		purposes:    purposeValues(r.Header),
 	}
+	req.purposes, req.otherPurposeSpelling = purposeValues(r.Header)
 	if ci, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
 		req.kind, req.tunnel = kindInner, ci
 	}
@@ -59,8 +59,8 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		userAgent:   r.Header.Get("User-Agent"),
 		client:      clientAddr(r),
 		credentials: r.Header.Get("Proxy-Authorization"),
-		purposes:    purposeValues(r.Header),
 	}
+	req.purposes, _ = purposeValues(r.Header)
 	var d Decision
 	p.decide(r.Context(), s.world, &req, &d)
 	if resp := s.respond(p, r, &d); resp != nil {
@@ -96,7 +96,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	// (hop-by-hop): the upstream one stays in the pool, for the next
 	// request and the next tunnel to the origin.
 	r.Close = false
-	removePurposeHeaders(r.Header) // robotsgate's, never the origin's
+	removePurposeHeaders(r.Header, req.otherPurposeSpelling) // robotsgate's, never the origin's
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}

@@ -88,8 +88,7 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 			func() float64 { return float64(conns.tunnels.Load()) }),
 	)
 	m.byDecision = map[string]*[2]prometheus.Counter{}
-	for _, d := range []string{ActionAllowed, ActionDisallowed, ActionDenied, ActionPrivate, ActionUnreachable, ActionPaced,
-		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded, ActionUsageRefused} {
+	for _, d := range actions() {
 		m.byDecision[d] = &[2]prometheus.Counter{m.requests.WithLabelValues(d, "http"), m.requests.WithLabelValues(d, "https")}
 	}
 	for _, o := range []fetch.Outcome{fetch.Fetched, fetch.Unavailable, fetch.Unreachable} {

@@ -108,7 +108,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	}
 	s.pol.Store(pol)
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
-	s.status = newStatusBoard(o.Now())
+	s.status = newStatusBoard(o.Now)
 	s.decideCalls = make(chan struct{}, maxDecideCalls)
 	s.conns.overloaded = s.overloaded
 	if s.tr, err = newUpstreamTransport(pol, o.LookupNetIP, s.upstream, &s.self); err != nil {
@@ -139,6 +139,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
 			s.world.backoffs.apply(host, until, why, s.pol.Load().cfg.Politeness.MaxBackoff)
 		})
+		s.cluster.SubscribePurges(func(o fetch.Origin) { s.cache.Purge(o) })
 	}
 	s.gp = s.newGoproxy(pol.upstreamProxy)
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)

@@ -1,12 +1,13 @@
 package proxy
 
 import (
-	"container/list"
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster"
@@ -26,26 +27,30 @@ const (
 var statusPage []byte
 
 // statusBoard keeps what /status shows besides the cache: decision counts
-// per origin since start, bounded (the least recently seen origin is
-// dropped past maxStatusOrigins), and the last non-allow audit records.
+// per origin since start, bounded (past maxStatusOrigins the least recently
+// seen tenth is dropped at once), and the last non-allow audit records.
+// Counting a request takes no lock: a lookup in a sync.Map and atomic adds.
 type statusBoard struct {
 	started time.Time
+	now     func() time.Time
 
-	mu      sync.Mutex
-	origins map[fetch.Origin]*list.Element // of *originCounts, most recent first
-	order   list.List
-	recent  [recentRecords]json.RawMessage // a ring
-	next    int                            // where the next record goes
-	filled  bool                           // the ring has wrapped
+	origins sync.Map     // fetch.Origin → *originCounts
+	n       atomic.Int64 // entries in origins
+
+	mu     sync.Mutex                     // inserting into origins; the ring
+	recent [recentRecords]json.RawMessage // a ring
+	next   int                            // where the next record goes
+	filled bool                           // the ring has wrapped
 }
 
 type originCounts struct {
-	origin fetch.Origin
-	counts map[string]int64 // by decision: a bounded set of names
+	origin   fetch.Origin
+	lastSeen atomic.Int64             // Unix nanoseconds
+	counts   [numActions]atomic.Int64 // by actionIndex
 }
 
-func newStatusBoard(now time.Time) *statusBoard {
-	return &statusBoard{started: now, origins: map[fetch.Origin]*list.Element{}}
+func newStatusBoard(now func() time.Time) *statusBoard {
+	return &statusBoard{started: now(), now: now}
 }
 
 // count adds one decision for an origin.
@@ -53,21 +58,48 @@ func (b *statusBoard) count(o fetch.Origin, decision string) {
 	if o.IsZero() {
 		return
 	}
+	i := actionIndex(decision)
+	if i < 0 {
+		return
+	}
+	v, ok := b.origins.Load(o)
+	if !ok {
+		v = b.insert(o)
+	}
+	oc := v.(*originCounts)
+	oc.lastSeen.Store(b.now().UnixNano())
+	oc.counts[i].Add(1)
+}
+
+// insert adds o, dropping the least recently seen tenth first when the
+// board is full.
+func (b *statusBoard) insert(o fetch.Origin) any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.origins[o]
-	if ok {
-		b.order.MoveToFront(e)
-	} else {
-		if b.order.Len() >= maxStatusOrigins {
-			last := b.order.Back()
-			delete(b.origins, last.Value.(*originCounts).origin)
-			b.order.Remove(last)
-		}
-		e = b.order.PushFront(&originCounts{origin: o, counts: map[string]int64{}})
-		b.origins[o] = e
+	if v, ok := b.origins.Load(o); ok {
+		return v
 	}
-	e.Value.(*originCounts).counts[decision]++
+	if b.n.Load() >= maxStatusOrigins {
+		var seen []int64
+		b.origins.Range(func(_, v any) bool {
+			seen = append(seen, v.(*originCounts).lastSeen.Load())
+			return true
+		})
+		slices.Sort(seen)
+		cut := seen[len(seen)/10]
+		b.origins.Range(func(k, v any) bool {
+			if v.(*originCounts).lastSeen.Load() <= cut {
+				b.origins.Delete(k)
+				b.n.Add(-1)
+			}
+			return true
+		})
+	}
+	oc := &originCounts{origin: o}
+	oc.lastSeen.Store(b.now().UnixNano())
+	b.origins.Store(o, oc)
+	b.n.Add(1)
+	return oc
 }
 
 // remember keeps one non-allow audit record.
@@ -79,20 +111,31 @@ func (b *statusBoard) remember(rec json.RawMessage) {
 	b.filled = b.filled || b.next == 0
 }
 
+// statusCounts is one origin's counts as /status.json shows them.
+type statusCounts struct {
+	origin   fetch.Origin
+	lastSeen int64
+	counts   map[string]int64
+}
+
 // snapshot copies the counts (most recently seen origin first) and the
 // recent records (oldest first).
-func (b *statusBoard) snapshot() ([]originCounts, []json.RawMessage) {
+func (b *statusBoard) snapshot() ([]statusCounts, []json.RawMessage) {
+	var origins []statusCounts
+	b.origins.Range(func(_, v any) bool {
+		oc := v.(*originCounts)
+		sc := statusCounts{origin: oc.origin, lastSeen: oc.lastSeen.Load(), counts: map[string]int64{}}
+		for i := range oc.counts {
+			if n := oc.counts[i].Load(); n > 0 {
+				sc.counts[actions()[i]] = n
+			}
+		}
+		origins = append(origins, sc)
+		return true
+	})
+	slices.SortFunc(origins, func(a, b statusCounts) int { return cmp.Compare(b.lastSeen, a.lastSeen) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	origins := make([]originCounts, 0, b.order.Len())
-	for e := b.order.Front(); e != nil; e = e.Next() {
-		oc := e.Value.(*originCounts)
-		counts := make(map[string]int64, len(oc.counts))
-		for k, v := range oc.counts {
-			counts[k] = v
-		}
-		origins = append(origins, originCounts{origin: oc.origin, counts: counts})
-	}
 	var recent []json.RawMessage
 	if b.filled {
 		recent = append(recent, b.recent[b.next:]...)

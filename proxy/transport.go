@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -100,7 +101,7 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 type selfAddrs struct{ p atomic.Pointer[selfSet] }
 
 type selfSet struct {
-	port     string
+	port     uint16
 	any      bool // listening on every address (0.0.0.0 or ::)
 	loopback bool // listening on a loopback address
 	ips      map[netip.Addr]bool
@@ -114,7 +115,7 @@ func (s *selfAddrs) listen(a net.Addr) {
 		return
 	}
 	ip := ap.Addr().Unmap()
-	set := &selfSet{port: fmt.Sprint(ap.Port()), any: ip.IsUnspecified(), loopback: ip.IsLoopback(), ips: map[netip.Addr]bool{ip: true}}
+	set := &selfSet{port: ap.Port(), any: ip.IsUnspecified(), loopback: ip.IsLoopback(), ips: map[netip.Addr]bool{ip: true}}
 	if set.any {
 		if addrs, err := net.InterfaceAddrs(); err == nil {
 			for _, a := range addrs {
@@ -131,18 +132,26 @@ func (s *selfAddrs) listen(a net.Addr) {
 // or as "localhost". (Other names that resolve to it are caught when they
 // are dialled.)
 func (s *selfAddrs) isOrigin(o fetch.Origin) bool {
-	port := fmt.Sprint(o.Port)
-	if ip, err := netip.ParseAddr(o.Host); err == nil {
-		return s.is(ip, port)
+	if s == nil || s.p.Load() == nil || s.p.Load().port != uint16(o.Port) {
+		return false // the common case: no parsing
 	}
-	return o.Host == "localhost" && s.is(netip.IPv6Loopback(), port)
+	if ip, err := netip.ParseAddr(o.Host); err == nil {
+		return s.isAddr(ip, uint16(o.Port))
+	}
+	return o.Host == "localhost" && s.isAddr(netip.IPv6Loopback(), uint16(o.Port))
 }
 
-// is reports whether ip:port reaches robotsgate's own listener: its
-// address, an unspecified one, or any loopback address when it listens on
-// loopback or everywhere (127.0.0.2 reaches 127.0.0.1's socket on most
-// systems' dialers only by accident; it is refused anyway).
+// is reports whether ip:port (as a dialer has them) reaches robotsgate's
+// own listener; see isAddr.
 func (s *selfAddrs) is(ip netip.Addr, port string) bool {
+	p, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && s.isAddr(ip, uint16(p))
+}
+
+// isAddr reports whether ip:port reaches robotsgate's own listener: its
+// address, an unspecified one, or any loopback address when it listens on
+// loopback or everywhere.
+func (s *selfAddrs) isAddr(ip netip.Addr, port uint16) bool {
 	if s == nil {
 		return false
 	}

@@ -153,22 +153,27 @@ func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
 
 // purposeValues returns the values of the request's purpose header and of
 // any spelling of it with "_" for "-" (X_Robots_Gate_Purpose), which
-// CGI-style servers read as the same header: all are declarations. In the
-// common case it is the header's own slice, and allocates nothing.
-func purposeValues(h http.Header) []string {
-	vals := h[PurposeHeader]
+// CGI-style servers read as the same header: all are declarations. other
+// says whether there were other spellings (for removePurposeHeaders). One
+// pass over the header names; in the common case it returns the header's
+// own slice and allocates nothing.
+func purposeValues(h http.Header) (vals []string, other bool) {
+	vals = h[PurposeHeader]
 	for k, v := range h {
-		if k != PurposeHeader && isPurposeSpelling(k) {
-			vals = append(vals[:len(vals):len(vals)], v...)
+		if len(k) == len(PurposeHeader) && k != PurposeHeader && isPurposeSpelling(k) {
+			vals, other = append(vals[:len(vals):len(vals)], v...), true
 		}
 	}
-	return vals
+	return vals, other
 }
 
-// removePurposeHeaders deletes the purpose header in every spelling that
-// purposeValues reads.
-func removePurposeHeaders(h http.Header) {
+// removePurposeHeaders deletes the purpose header, and, when other says
+// there are, its other spellings.
+func removePurposeHeaders(h http.Header, other bool) {
 	delete(h, PurposeHeader)
+	if !other {
+		return
+	}
 	for k := range h {
 		if isPurposeSpelling(k) {
 			delete(h, k)

@@ -120,7 +120,15 @@ func needsNormalizing(s string) bool {
 // encoded (the proxy refuses them raw in a path), so a rule written with
 // them raw ("Disallow: /a{b") must match their encoded form ("/a%7Bb").
 func mustEscape(c byte) bool {
-	return c <= ' ' || c >= 0x7F || strings.IndexByte("\"<>\\^`{|}", c) >= 0
+	// Bit c of the 128-bit set: controls, space, DEL and `"<>\^{|}`.
+	const lo, hi uint64 = 0x50000005ffffffff, 0xb800000150000000
+	switch {
+	case c < 64:
+		return lo>>c&1 != 0
+	case c < 128:
+		return hi>>(c-64)&1 != 0
+	}
+	return true
 }
 
 func isUnreserved(c byte) bool {

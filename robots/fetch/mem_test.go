@@ -1,6 +1,8 @@
 package fetch
 
 import (
+	"slices"
+
 	"github.com/robotsgate/robotsgate/robots"
 
 	"bytes"
@@ -297,4 +299,36 @@ func BenchmarkCacheHitCorpus(b *testing.B) {
 	if s := c.Stats(); s.Fetches != hitOrigins {
 		b.Fatalf("%d fetches; want %d: lookups missed", s.Fetches, hitOrigins)
 	}
+}
+
+// BenchmarkCache100kTypical holds 100,000 origins whose files are the
+// corpus's smaller half (up to its median, 2.8 KB: the corpus leans to big
+// sites), with a bound that holds them all, and reports what one costs:
+// the figure for "100,000 typical origins" (issue 16), beside
+// BenchmarkCache100kOrigins' whole-corpus mix.
+func BenchmarkCache100kTypical(b *testing.B) {
+	all := corpusBodies(b)
+	slices.SortFunc(all, func(x, y []byte) int { return len(x) - len(y) })
+	bodies := all[:len(all)/2]
+	for b.Loop() {
+		inuse0, live0 := heapInUse()
+		c, err := NewCache(CacheOptions{
+			Fetcher:  NewFetcher(FetcherOptions{Transport: cycleCorpus(bodies)}),
+			Parse:    []robots.Option{robots.WithNormalization()},
+			MaxBytes: 16 << 30,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fill(b, c, 100_000)
+		inuse, live := heapInUse()
+		held := float64(c.Stats().Origins)
+		b.ReportMetric(held, "origins-held")
+		b.ReportMetric(float64(live-live0)/held, "live-B/origin")
+		b.ReportMetric(float64(inuse-inuse0)/held, "heap-inuse-B/origin")
+		b.ReportMetric(float64(inuse-inuse0)/(1<<20), "heap-inuse-MiB")
+		b.ReportMetric(float64(rss())/(1<<20), "rss-MiB")
+		c.Close()
+	}
+	runtime.KeepAlive(all)
 }
