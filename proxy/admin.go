@@ -58,17 +58,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "purged %s\n", o)
 	case r.URL.Path == "/status" || r.URL.Path == "/status.json":
-		p := s.pol.Load()
-		if _, ok := p.adminAllowed(r, loopbackOrUser); !ok {
-			if p.auth != nil { // a browser asks for the user's credentials
-				w.Header().Set("WWW-Authenticate", `Basic realm="robotsgate", charset="UTF-8"`)
-				http.Error(w, "robotsgate: log in as an [auth] user", http.StatusUnauthorized)
-				return
-			}
-			adminForbidden(w)
-			return
+		if s.statusAllowed(w, r) {
+			s.serveStatus(w, r)
 		}
-		s.serveStatus(w, r)
 	case r.URL.Path == "/v1/decide":
 		user, ok := s.pol.Load().adminAllowed(r, loopbackOrUser)
 		if !ok {
@@ -79,6 +71,23 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// statusAllowed applies the operator surface's access rule to the status
+// page and its JSON, answering a refused request: with [auth] users, 401
+// with a Basic challenge, so that a browser asks for the login.
+func (s *Server) statusAllowed(w http.ResponseWriter, r *http.Request) bool {
+	p := s.pol.Load()
+	if _, ok := p.adminAllowed(r, loopbackOrUser); ok {
+		return true
+	}
+	if p.auth != nil {
+		w.Header().Set("WWW-Authenticate", `Basic realm="robotsgate", charset="UTF-8"`)
+		http.Error(w, "robotsgate: log in as an [auth] user", http.StatusUnauthorized)
+		return false
+	}
+	adminForbidden(w)
+	return false
 }
 
 // clusterLine describes the fleet's Redis for /healthz.

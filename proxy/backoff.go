@@ -75,15 +75,7 @@ func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, l
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.hosts[host]
-	if e == nil {
-		if len(b.hosts) >= backoffMaxHosts {
-			b.sweep(now, limit)
-		}
-		e = &backoff{}
-		b.hosts[host] = e
-		b.n.Store(int64(len(b.hosts)))
-	}
+	e := b.entry(host, now, limit)
 	wait, ok := parseRetryAfter(retryAfter, now)
 	why := fmt.Sprintf("%s answered %d with Retry-After: %s", origin, status, retryAfter)
 	if !ok {
@@ -97,6 +89,21 @@ func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, l
 	return wait, wait > 0
 }
 
+// entry returns host's entry, making it (and room for it) if need be.
+// b.mu is held.
+func (b *backoffs) entry(host string, now time.Time, limit time.Duration) *backoff {
+	e := b.hosts[host]
+	if e == nil {
+		if len(b.hosts) >= backoffMaxHosts {
+			b.sweep(now, limit)
+		}
+		e = &backoff{}
+		b.hosts[host] = e
+		b.n.Store(int64(len(b.hosts)))
+	}
+	return e
+}
+
 // apply holds host until until (at most limit from now), as another
 // instance of the fleet asked: it saw the origin's answer.
 func (b *backoffs) apply(host string, until time.Time, why string, limit time.Duration) {
@@ -107,15 +114,7 @@ func (b *backoffs) apply(host string, until time.Time, why string, limit time.Du
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.hosts[host]
-	if e == nil {
-		if len(b.hosts) >= backoffMaxHosts {
-			b.sweep(now, limit)
-		}
-		e = &backoff{}
-		b.hosts[host] = e
-		b.n.Store(int64(len(b.hosts)))
-	}
+	e := b.entry(host, now, limit)
 	if until.After(e.until) {
 		e.until, e.why = until, why+" (seen by another instance)"
 	}

@@ -93,6 +93,20 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// refuseAddrs returns why host's addresses ips may not be dialled on port,
+// or nil: one is private (with block), or is robotsgate's own listener.
+func refuseAddrs(ips []netip.Addr, host, port string, block bool, self *selfAddrs) error {
+	for _, ip := range ips {
+		switch {
+		case block && isPrivate(ip):
+			return fmt.Errorf("%s resolves to %s: %w", host, ip, errPrivateAddress)
+		case self.is(ip, port):
+			return fmt.Errorf("%s is robotsgate itself: %w", net.JoinHostPort(ip.String(), port), errPrivateAddress)
+		}
+	}
+	return nil
+}
+
 // selfAddrs are the addresses robotsgate listens on, which no proxied
 // request, tunnel or robots.txt fetch may dial, block_private or not: a
 // request through the proxy to the proxy itself would arrive as a
@@ -212,17 +226,8 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup look
 				return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 			}
 		}
-		if block {
-			for _, ip := range ips {
-				if isPrivate(ip) {
-					return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("%s resolves to %s: %w", host, ip, errPrivateAddress)}
-				}
-			}
-		}
-		for _, ip := range ips {
-			if self.is(ip, port) {
-				return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("%s is robotsgate itself: %w", net.JoinHostPort(ip.String(), port), errPrivateAddress)}
-			}
+		if err := refuseAddrs(ips, host, port, block, self); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 		}
 		var firstErr error
 		for _, ip := range ips {
