@@ -18,8 +18,8 @@ import (
 // serveAdmin answers requests to the proxy itself: /healthz, /metrics and
 // the robots.txt cache; the cache only to the clients adminAllowed admits.
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && !s.sameSite(r) {
-		http.Error(w, "robotsgate: the operator endpoints answer requests to this proxy's own address (an IP, localhost or the listen host) from no other site", http.StatusForbidden)
+	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && !sameOrigin(r) {
+		http.Error(w, "robotsgate: the operator endpoints answer no request sent by a page of another site", http.StatusForbidden)
 		return
 	}
 	switch {
@@ -113,9 +113,10 @@ const (
 
 // adminAllowed reports whether r may use an endpoint of the proxy itself
 // whose rule is access, and the [auth] user it authenticated as, if any.
-// Loopback clients always may; one that sends credentials is checked like
-// any other, so that its user's [[agents]] rules apply (and wrong ones are
-// refused). Others need the Basic credentials of an [auth] user, in
+// Loopback clients may, when they name the proxy by its own address
+// (localHost); one that sends credentials is checked like any other, so
+// that its user's [[agents]] rules apply (and wrong ones are refused).
+// Others need the Basic credentials of an [auth] user, in
 // Authorization or Proxy-Authorization, checked (and rate-limited) as
 // proxy requests are. The client is the connection's peer: behind a
 // reverse proxy on the same host, every client looks like loopback.
@@ -123,7 +124,7 @@ func (p *Policy) adminAllowed(r *http.Request, access adminAccess) (string, bool
 	if p.auth != nil && (r.Header.Get("Authorization") != "" || r.Header.Get("Proxy-Authorization") != "") {
 		return p.auth.check(r, true)
 	}
-	if clientAddr(r).IsLoopback() {
+	if clientAddr(r).IsLoopback() && p.localHost(r) {
 		return "", true
 	}
 	if p.auth == nil {
@@ -132,28 +133,31 @@ func (p *Policy) adminAllowed(r *http.Request, access adminAccess) (string, bool
 	return "", false
 }
 
-// sameSite reports whether a request to the proxy itself names it as its
-// own address, not a web page's: its Host is an IP address or "localhost"
-// (any port), or the listen host; and any Origin header names that same
-// host. A page a browser loaded from elsewhere cannot pass: a rebound DNS
-// name is a Host of its own, and a cross-site request carries its Origin.
-// This is what keeps the loopback rule of the admin endpoints from being
-// borrowed by the browsers on the same machine.
-func (s *Server) sameSite(r *http.Request) bool {
+// localHost reports whether a request names the proxy by its own address:
+// its Host is an IP address or "localhost" (any port), or the listen host.
+// Only such a request is let in on the loopback rule: a page that a local
+// browser loaded from a rebound DNS name sends that name, and gets no
+// further than the credentials rule.
+func (p *Policy) localHost(r *http.Request) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	listenHost, _, _ := net.SplitHostPort(s.listen)
-	if _, err := netip.ParseAddr(host); err != nil && !strings.EqualFold(host, "localhost") && !strings.EqualFold(host, listenHost) {
-		return false
+	listenHost, _, _ := net.SplitHostPort(p.cfg.Listen)
+	_, err := netip.ParseAddr(host)
+	return err == nil || strings.EqualFold(host, "localhost") || strings.EqualFold(host, listenHost)
+}
+
+// sameOrigin reports whether a request to the proxy itself carries no
+// Origin of another site: a page posting across sites does.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		return err == nil && strings.EqualFold(u.Host, r.Host)
-	}
-	return true
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 // adminForbidden is the 403 answer to a client adminAllowed refused.

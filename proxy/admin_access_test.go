@@ -61,6 +61,9 @@ func TestAdminAccess(t *testing.T) {
 			{"GET", "/status.json", remote, nil, 401},                                            // a browser asks for credentials
 			{"GET", "/status", remote, []string{"Authorization", basic("etl:wrong")}, 401},
 			{"GET", "/status.json", remote, []string{"Authorization", basic("etl:s3cret")}, 200},
+			// An operator behind a name (or a TLS front) logs in.
+			{"GET", "/status.json", remote, []string{"Host", "robotsgate.internal:8080", "Authorization", basic("etl:s3cret")}, 200},
+			{"GET", "/status.json", loopback, []string{"Host", "rebound.example:8080"}, 401},
 			{"GET", "/status", loopback, nil, 200},
 		}},
 		{"no auth users", nil, []step{

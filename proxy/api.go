@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -19,6 +20,8 @@ const (
 	// maxDecideCalls bounds the calls decided at once: each may hold 16
 	// robots.txt fetches and its body's memory. Past it: 503, Retry-After.
 	maxDecideCalls = 4
+	// decideReadTimeout bounds the time to send a body.
+	decideReadTimeout = 30 * time.Second
 )
 
 // decideInput is the body of POST /v1/decide (DESIGN "Operator surface").
@@ -59,6 +62,9 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 		apiError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d decide calls are running: retry", maxDecideCalls))
 		return
 	}
+	// The slot is held while the body arrives: a client that drips it
+	// cannot hold one for long.
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(decideReadTimeout))
 	in, code, err := readDecideInput(w, r)
 	if err != nil {
 		apiError(w, code, err.Error())

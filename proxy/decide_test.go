@@ -31,6 +31,7 @@ func tableWorld(t *testing.T, p *Policy) *world {
 		"down.example":   {Unreachable: true, LastError: "refused: connection refused"},
 		"usage.example":  fetched("Content-Signal: search=yes, ai-train=no\nUser-agent: *\nContent-Usage: ai-use=n\nDisallow: /private\n"),
 		"cu.example":     fetched("User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\n"),
+		"mixed.example":  fetched("User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\nContent-Signal: ai-train=no\n"),
 	}
 	resolve := func(_ context.Context, _, host string) ([]netip.Addr, error) {
 		if host == "internal.example" {
@@ -140,6 +141,11 @@ func TestDecide(t *testing.T) {
 			r.purposes = []string{"ai-train"}
 			return r
 		}(), false, ActionAllowed, reasonSomePaths, ""},
+		{"9: tunnel mode, one kind grants somewhere, the other refuses everywhere", func(c *Config) { c.TLS.Mode = "tunnel" }, func() request {
+			r := request{kind: kindConnect, scheme: "https", authority: "mixed.example:443", target: "/"}
+			r.purposes = []string{"ai-train"}
+			return r
+		}(), false, ActionUsageRefused, "content-signal: ai-train=no", "*"},
 		{"9: tunnel mode, unreachable", func(c *Config) { c.TLS.Mode = "tunnel" }, request{kind: kindConnect, scheme: "https", authority: "down.example:443", target: "/"}, false, ActionUnreachable, reasonNoCopy, ""},
 	}
 	for _, tt := range tests {

@@ -131,6 +131,9 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch, store)
 	if err != nil {
 		s.audit.Close()
+		if s.cluster != nil {
+			s.cluster.Close()
+		}
 		return nil, err
 	}
 	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: newBackoffs(o.Now), self: &s.self, now: o.Now}
@@ -139,7 +142,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
 			s.world.backoffs.apply(host, until, why, s.pol.Load().cfg.Politeness.MaxBackoff)
 		})
-		s.cluster.SubscribePurges(func(o fetch.Origin) { s.cache.Purge(o) })
+		s.cluster.SubscribePurges(func(o fetch.Origin) { s.cache.Forget(o) }) // the store is the purger's to clear
 	}
 	s.gp = s.newGoproxy(pol.upstreamProxy)
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)

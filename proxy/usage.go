@@ -127,10 +127,11 @@ func (d *Decision) judgeUsage() {
 // allowed request that declares purposes (step 7b, on the response): it
 // reports whether they refuse one, setting d's action (usage-refused, or
 // would-block in report mode) and evidence. A site allow rule lifts them,
-// as it lifts robots.txt. A WebSocket's 101 is judged too: its stream is
+// as it lifts robots.txt; /robots.txt itself is always allowed (step 4),
+// whatever its headers say. A WebSocket's 101 is judged too: its stream is
 // the site's content.
 func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
-	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed {
+	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed || d.Reason == reasonRobotsTxt {
 		return false
 	}
 	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation"} {

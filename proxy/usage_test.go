@@ -3,7 +3,9 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -240,5 +242,25 @@ func TestUsageInTunnel(t *testing.T) {
 	}
 	if resp, _, _ := connect(t, p, "data.example:"+port, PurposeHeader+": bogus\r\n"); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("CONNECT with an unknown purpose: %d; want 400", resp.StatusCode)
+	}
+}
+
+// TestUsageRobotsTxtExempt: /robots.txt itself is always allowed (step 4),
+// even from a server that sends tdm-reservation on every response: a
+// client declaring ai-train must still be able to read the rules.
+func TestUsageRobotsTxtExempt(t *testing.T) {
+	t.Parallel()
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("TDM-Reservation", "1")
+		io.WriteString(w, "User-agent: *\nDisallow: /private\n")
+	}))
+	t.Cleanup(o.Close)
+	p := startProxy(t, loopbackConfig())
+	resp, body := get(t, p.client(), o.URL+"/robots.txt", PurposeHeader, "ai-train")
+	if resp.StatusCode != 200 || !strings.Contains(body, "Disallow: /private") {
+		t.Errorf("/robots.txt with ai-train declared: %d %q; want the file", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, p.client(), o.URL+"/page", PurposeHeader, "ai-train"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/page: %d; want 403, the header refusing ai-train", resp.StatusCode)
 	}
 }

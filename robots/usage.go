@@ -325,33 +325,39 @@ func (g Group) Usage(path string) Usage {
 
 // UsageEverywhere answers, for each purpose, whether the group refuses it
 // on every path, as a tunnelling proxy that cannot see paths must know:
-// Refused where a statement matching every path ("", "/", "/*" or "*")
-// refuses it and no longer statement of the same kind grants it; Unstated
-// otherwise.
+// Refused where, for either kind of statement, one matching every path
+// ("", "/", "/*" or "*") refuses it and no longer statement of that kind
+// grants it; Unstated otherwise.
 func (g Group) UsageEverywhere() Usage {
-	u := g.Usage("/")
+	var u Usage
 	for p := range u {
-		v := &u[p]
-		if v.State != Refused {
-			*v = UsageVerdict{}
-			continue
-		}
-		everywhere := false
-		g.eachStatement(func(s *usageStmt) {
-			if s.text == v.Statement && s.line == int32(v.Line) {
-				everywhere = s.pattern == "" || s.pattern == "/" || s.pattern == "/*" || s.pattern == "*"
+		for _, signal := range [2]bool{false, true} {
+			var refusal *usageStmt
+			g.eachStatement(func(s *usageStmt) {
+				if s.signal == signal && s.state[p] == Refused && matchesEverything(s.pattern) &&
+					(refusal == nil || len(s.pattern) > len(refusal.pattern)) {
+					refusal = s
+				}
+			})
+			if refusal == nil {
+				continue
 			}
-		})
-		g.eachStatement(func(s *usageStmt) {
-			if s.state[p] == Granted && s.signal == strings.HasPrefix(v.Statement, fieldSignal) && len(s.pattern) > 1 {
-				everywhere = false
+			granted := false
+			g.eachStatement(func(s *usageStmt) {
+				granted = granted || s.signal == signal && s.state[p] == Granted && len(s.pattern) > len(refusal.pattern)
+			})
+			if !granted {
+				u[p] = UsageVerdict{State: Refused, Statement: refusal.text, Line: int(refusal.line)}
+				break
 			}
-		})
-		if !everywhere {
-			*v = UsageVerdict{}
 		}
 	}
 	return u
+}
+
+// matchesEverything reports whether a path pattern matches every path.
+func matchesEverything(pattern string) bool {
+	return pattern == "" || pattern == "/" || pattern == "/*" || pattern == "*"
 }
 
 // patternMatches reports whether a robots.txt path pattern matches path:

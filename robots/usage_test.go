@@ -268,3 +268,27 @@ func TestUsageCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageEverywhere: a purpose refused on every path, kind by kind: a
+// grant of one kind on a longer path does not lift the other kind's
+// refusal.
+func TestUsageEverywhere(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, robots string
+		want         wantUsage
+	}{
+		{"refused everywhere", "User-agent: *\nContent-Usage: train-ai=n\n", wantUsage{"refused 2", "", ""}},
+		{"a longer grant lifts it", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /public/ train-ai=y\n", wantUsage{}},
+		{"a path refusal is not everywhere", "User-agent: *\nContent-Usage: /private/ train-ai=n\n", wantUsage{}},
+		{"the other kind still refuses", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /public/ train-ai=y\nContent-Signal: ai-train=no\n", wantUsage{"refused 4", "", ""}},
+		{"an equal grant does not lift it", "User-agent: *\nContent-Usage: / train-ai=n\nContent-Usage: / train-ai=y\n", wantUsage{"refused 2", "", ""}},
+		{"a signal before any group", "Content-Signal: ai-input=no\nUser-agent: *\nDisallow:\n", wantUsage{"", "refused 1", ""}},
+	}
+	for _, tt := range tests {
+		u := Parse([]byte(tt.robots), WithNormalization()).Group("bot").UsageEverywhere()
+		if got := u.compact(); got != tt.want {
+			t.Errorf("%s: UsageEverywhere = %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}

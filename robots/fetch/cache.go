@@ -702,6 +702,13 @@ func (c *Cache) Purge(o Origin) bool {
 		c.opts.Store.Delete(ctx, o)
 		cancel()
 	}
+	return c.Forget(o)
+}
+
+// Forget forgets what this Cache holds for o, leaving the Store alone: for
+// a purge another process made (and made in the store already). It reports
+// whether anything was held.
+func (c *Cache) Forget(o Origin) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, held := c.rc.Get(c.key(o))

@@ -37,8 +37,8 @@ func (c *Cache) adopt(o Origin, rec Record) {
 		return
 	}
 	var e *Entry
-	if g := rec.Good; g != nil {
-		e = c.entryFromGood(o, g)
+	if g := rec.Good; g != nil && c.newerThanHeld(o, g.FetchedAt) {
+		e = c.entryFromGood(o, g) // parsed only when it will be adopted
 	}
 	now := c.opts.Now()
 	c.mu.Lock()
@@ -65,6 +65,19 @@ func (c *Cache) adopt(o Origin, rec Record) {
 			st.unreachableSince = st.good.FetchedAt
 		}
 	}
+}
+
+// newerThanHeld reports whether a copy fetched at t is newer than the good
+// copy held for o, if any.
+func (c *Cache) newerThanHeld(o Origin, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.states[o]
+	if !ok {
+		return true
+	}
+	st := el.Value.(*originState)
+	return st.good == nil || t.After(st.good.FetchedAt)
 }
 
 // entryFromGood makes the Entry a stored good copy describes, parsing its
@@ -103,7 +116,16 @@ func (c *Cache) lockOrAwait(ctx context.Context, o Origin) (unlock func(), a Ans
 	deadline := time.Now().Add(c.opts.PeerWait)
 	for {
 		unlock, got, err := l.LockFetch(ctx, o, ttl)
-		if err != nil || got {
+		switch {
+		case err != nil:
+			return nil, Answer{}, false
+		case got:
+			// A peer may have saved its result and let go of the lock
+			// since this process last looked: no second fetch then.
+			if a, ok := c.fromStore(ctx, o); ok {
+				unlock()
+				return nil, a, true
+			}
 			return unlock, Answer{}, false
 		}
 		if !time.Now().Before(deadline) {

@@ -23,7 +23,8 @@ import (
 // run of failures. A Cache consults it on a miss before fetching and
 // writes to it after every fetch, so that a restarted process, or another
 // instance sharing the store, answers as this one would. Implementations
-// must be safe for concurrent use, bound what they hold, and treat a value
+// must be safe for concurrent use, bound what they hold (or leave that to a
+// backend with its own bound and TTLs, as Redis), and treat a value
 // they cannot read as absent (reporting it their own way): a Store never
 // turns a malformed value into rules.
 type Store interface {
@@ -105,13 +106,17 @@ func (f *Failure) Check() error {
 
 // FileStore is the embedded Store: one file per origin under a directory,
 // written atomically (a temporary file renamed over the old one), bounded
-// in bytes (the least recently written files are removed past the bound).
+// in bytes and in files (the least recently written are removed past
+// either bound: the index it keeps in memory costs ~200 bytes a file, so
+// the count bounds that too).
 // A file that does not decode is logged, removed and treated as absent;
 // a directory that cannot be used is an error at open, never later.
 type FileStore struct {
 	dir      string
 	maxBytes int64
 	log      *slog.Logger
+
+	maxFiles int
 
 	mu    sync.Mutex
 	files map[string]*list.Element // of *storedFile, by name
@@ -134,8 +139,12 @@ type fileRecord struct {
 
 const fileVersion = 1
 
+// MaxStoreFiles bounds the files of a FileStore: 100,000 origins' last
+// good copies, an index of ~20 MB.
+const MaxStoreFiles = 100_000
+
 // OpenFileStore opens (creating it, mode 0700) the store in dir, holding
-// at most maxBytes of files. Files already there are counted, oldest
+// at most maxBytes of files, and at most MaxStoreFiles. Files already there are counted, oldest
 // first in line for removal; unreadable entries are skipped.
 func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -144,7 +153,7 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &FileStore{dir: dir, maxBytes: maxBytes, log: log, files: map[string]*list.Element{}}
+	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, log: log, files: map[string]*list.Element{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("robots.txt store: %w", err)
@@ -287,10 +296,10 @@ func (s *FileStore) remove(name string) {
 	}
 }
 
-// trim removes the least recently written files while over the bound,
+// trim removes the least recently written files while over a bound,
 // never the newest. s.mu is held.
 func (s *FileStore) trim() {
-	for s.bytes > s.maxBytes && s.order.Len() > 1 {
+	for (s.bytes > s.maxBytes || s.order.Len() > s.maxFiles) && s.order.Len() > 1 {
 		el := s.order.Back()
 		sf := el.Value.(*storedFile)
 		os.Remove(filepath.Join(s.dir, sf.name))

@@ -126,6 +126,17 @@ func TestFileStoreBound(t *testing.T) {
 	if s2 := openTestStore(t, dir, 1500, nil); s2.Bytes() > 1500 {
 		t.Errorf("reopened with a smaller bound: %d bytes kept", s2.Bytes())
 	}
+
+	// The count bounds the index in memory, whatever the bytes.
+	few := openTestStore(t, t.TempDir(), 1<<30, nil)
+	few.maxFiles = 3
+	for i := range 10 {
+		o := Origin{Scheme: "http", Host: fmt.Sprintf("n%d.example", i), Port: 80}
+		few.SaveGood(t.Context(), o, &GoodCopy{Outcome: Unavailable, Status: 404, URL: "u", FetchedAt: at, Expires: at})
+	}
+	if n := len(few.files); n != 3 {
+		t.Errorf("%d files kept; want 3, the count bound", n)
+	}
 }
 
 // TestCacheRestartKeepsLastGoodCopy: a cache started on the store of one
