@@ -20,6 +20,9 @@ const (
 	// maxDecideCalls bounds the calls decided at once: each may hold 16
 	// robots.txt fetches and its body's memory. Past it: 503, Retry-After.
 	maxDecideCalls = 4
+	// maxDecideURLBytes bounds one URL, as max_header_bytes bounds a
+	// proxied request's target.
+	maxDecideURLBytes = 16 << 10
 	// decideReadTimeout bounds the time to send a body.
 	decideReadTimeout = 30 * time.Second
 )
@@ -75,6 +78,9 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 	declared, _ := parsePurposes(in.Purpose) // checked by readDecideInput
 	out := decideOutput{Results: make([]checkLine, 0, len(in.URLs))}
 	for _, u := range in.URLs {
+		if r.Context().Err() != nil {
+			return // the caller left: decide no more
+		}
 		req := request{kind: kindCheck, client: clientAddr(r), user: user, purposes: in.Purpose}
 		switch {
 		case in.Agent != nil:
@@ -83,7 +89,9 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 			req.userAgent = *in.UserAgent
 		}
 		var d Decision
-		if err := urlRequest(u, &req); err != nil {
+		if len(u) > maxDecideURLBytes {
+			d.Action, d.Reason, d.Purposes = ActionBadRequest, fmt.Sprintf("%s: longer than %d bytes", reasonBadRequest, maxDecideURLBytes), declared
+		} else if err := urlRequest(u, &req); err != nil {
 			d.Action, d.Reason, d.Purposes = ActionBadRequest, reasonBadRequest+": "+err.Error(), declared
 		} else {
 			p.decide(r.Context(), wd, &req, &d)

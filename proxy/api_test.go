@@ -47,7 +47,8 @@ func TestDecideAPI(t *testing.T) {
 	closed.Close()
 	p := startProxy(t, loopbackConfig())
 
-	urls := []string{o.URL + "/ok", o.URL + "/private/x", o.URL + "/train/set", down + "/x", "not a url", o.URL + "/robots.txt"}
+	urls := []string{o.URL + "/ok", o.URL + "/private/x", o.URL + "/train/set", down + "/x", "not a url", o.URL + "/robots.txt",
+		o.URL + "/" + strings.Repeat("a/..", maxDecideURLBytes/4)}
 	body, _ := json.Marshal(map[string]any{"user_agent": "DataBot/1.0", "purpose": []string{"ai-train"}, "urls": urls})
 	code, out := postDecide(t, p, string(body))
 	if code != 200 {
@@ -64,6 +65,7 @@ func TestDecideAPI(t *testing.T) {
 		{"unreachable", ""},
 		{"bad-request", ""},
 		{"allowed", ""},
+		{"bad-request", ""}, // too long
 	}
 	fields := []string{"url", "origin", "agent", "allowed", "decision", "reason", "robots_url", "rule", "line", "fetch", "crawl_delay", "purpose", "usage"}
 	for i, r := range results {
@@ -85,6 +87,17 @@ func TestDecideAPI(t *testing.T) {
 	}
 	if n := o.count("/robots.txt"); n != 1 {
 		t.Errorf("robots.txt fetched %d times; want once for the batch", n)
+	}
+
+	// Many URLs of one origin, looked up once (the lookups of a batch
+	// must not undo each other).
+	sameOrigin := make([]string, 3000)
+	for i := range sameOrigin {
+		sameOrigin[i] = fmt.Sprintf("%s/p%d", o.URL, i)
+	}
+	sameBody, _ := json.Marshal(map[string]any{"agent": "Bot", "urls": sameOrigin})
+	if code, out := postDecide(t, p, string(sameBody)); code != 200 || len(out["results"].([]any)) != len(sameOrigin) {
+		t.Errorf("3000 URLs of one origin: %d %.200v", code, out)
 	}
 	if n := o.count("/ok"); n != 0 {
 		t.Errorf("deciding fetched the page itself %d times", n)

@@ -208,6 +208,10 @@ func (c *Checker) productToken(stderr io.Writer) {
 	}
 }
 
+// errNotLookedUp stands for an answer prefetch has not got yet; it is
+// never seen once prefetch returns.
+var errNotLookedUp = errors.New("robots.txt not looked up yet")
+
 // prefetch gets the robots.txt of every distinct origin among urls from
 // cache, 16 at a time (and no more than the cache's own max_fetches), so
 // that unreachable origins do not add up their timeouts; and returns the
@@ -231,7 +235,9 @@ func prefetch(ctx context.Context, cache *fetch.Cache, urls []string) rulesSourc
 		}
 		mu.Lock()
 		_, seen := answers[o]
-		answers[o] = got{}
+		if !seen {
+			answers[o] = got{err: errNotLookedUp} // until its lookup ends
+		}
 		mu.Unlock()
 		if seen {
 			continue

@@ -276,6 +276,9 @@ func displayURL(r *http.Request) string {
 	if r.URL == nil {
 		return ""
 	}
+	if r.Method == http.MethodConnect {
+		return displayHost(r) // a CONNECT names host:port, no URL
+	}
 	host := r.URL.Host
 	if host == "" {
 		host = r.Host

@@ -1,6 +1,7 @@
 package robots
 
 import (
+	"bytes"
 	"iter"
 	"slices"
 	"strings"
@@ -174,32 +175,34 @@ func removeDotSegments(in []byte) []byte {
 	if !hasDotSegment(in) {
 		return in
 	}
+	// Each step looks at the start of in only, and moves it on: linear in
+	// the path (converting in to a string at each step would copy the rest
+	// of it every time).
 	out := make([]byte, 0, len(in))
 	for len(in) > 0 {
-		s := string(in) // no allocation: compared, not kept
 		switch {
-		case strings.HasPrefix(s, "../"):
+		case bytes.HasPrefix(in, []byte("../")):
 			in = in[3:]
-		case strings.HasPrefix(s, "./"):
+		case bytes.HasPrefix(in, []byte("./")):
 			in = in[2:]
-		case strings.HasPrefix(s, "/./"):
+		case bytes.HasPrefix(in, []byte("/./")):
 			in = in[2:]
-		case s == "/.":
+		case string(in) == "/.":
 			in = append(in[:0], '/')
-		case strings.HasPrefix(s, "/../"):
+		case bytes.HasPrefix(in, []byte("/../")):
 			in = in[3:]
 			out = dropLastSegment(out)
-		case s == "/..":
+		case string(in) == "/..":
 			in = append(in[:0], '/')
 			out = dropLastSegment(out)
-		case s == "." || s == "..":
+		case string(in) == "." || string(in) == "..":
 			in = in[:0]
 		default:
 			n := 0
 			if in[0] == '/' {
 				n = 1
 			}
-			if j := strings.IndexByte(s[n:], '/'); j >= 0 {
+			if j := bytes.IndexByte(in[n:], '/'); j >= 0 {
 				n += j
 			} else {
 				n = len(in)
