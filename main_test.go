@@ -134,6 +134,19 @@ func TestCheck(t *testing.T) {
 			wantCode: 1,
 		},
 		{
+			// Servers read an escaped ":" "(" ";" "@" as the character:
+			// rules written either way match both spellings.
+			name: "reserved characters, escaped or not",
+			args: []string{"check", "-robots", "testdata/check/reserved.txt", "https://x.example/wiki/Special%3ASearch", "https://x.example/paren%28x%29",
+				"https://x.example/semi%3Bx", "https://x.example/enc(y)", "https://x.example/at%40x"},
+			wantOut: "disallowed\thttps://x.example/wiki/Special%3ASearch\tdisallowed by robots.txt; rule \"disallow: /wiki/Special:\" line 2\n" +
+				"disallowed\thttps://x.example/paren%28x%29\tdisallowed by robots.txt; rule \"disallow: /paren(x)\" line 3\n" +
+				"disallowed\thttps://x.example/semi%3Bx\tdisallowed by robots.txt; rule \"disallow: /semi;x\" line 4\n" +
+				"disallowed\thttps://x.example/enc(y)\tdisallowed by robots.txt; rule \"disallow: /enc%28y%29\" line 5\n" +
+				"disallowed\thttps://x.example/at%40x\tdisallowed by robots.txt; rule \"disallow: /at@x\" line 6\n",
+			wantCode: 1,
+		},
+		{
 			name:     "usage statements shown with no purpose",
 			args:     []string{"check", "-robots", "testdata/check/usage.txt", "https://example.com/open/x"},
 			wantOut:  "allowed\thttps://example.com/open/x\tno rule matches; usage: ai-train refused by \"content-signal: search=yes, ai-train=no\" line 1, ai-input refused by \"content-usage: ai-use=n\" line 4, search allowed by \"content-signal: search=yes, ai-train=no\" line 1\n",

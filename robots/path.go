@@ -78,9 +78,9 @@ func normalize(s string, pattern bool) string {
 		path, query = s[:q], s[q:]
 	}
 	b := make([]byte, 0, len(s)+8)
-	b = appendNormalEscapes(b, path)
+	b = appendNormalEscapes(b, path, true)
 	b = removeDotSegments(b)
-	b = appendNormalEscapes(b, query)
+	b = appendNormalEscapes(b, query, false)
 	return string(b)
 }
 
@@ -96,7 +96,7 @@ func needsNormalizing(s string) bool {
 			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
 				return true // a lone "%" becomes "%25"
 			}
-			if isUnreserved(unhex(s[i+1])<<4|unhex(s[i+2])) || upper(s[i+1]) != s[i+1] || upper(s[i+2]) != s[i+2] {
+			if d := unhex(s[i+1])<<4 | unhex(s[i+2]); isUnreserved(d) || inPath && pathDecodable(d) || upper(s[i+1]) != s[i+1] || upper(s[i+2]) != s[i+2] {
 				return true
 			}
 			i += 2
@@ -132,6 +132,20 @@ func mustEscape(c byte) bool {
 	return true
 }
 
+// pathDecodable reports whether an escape of c in a path is decoded by
+// Normalize: the reserved characters a server reads the same written
+// either way in a path ("/wiki/Special%3ASearch" is "/wiki/Special:Search"
+// to every server): ":", "@", "[", "]" and the sub-delims but "$" and "*",
+// which are the pattern syntax of robots.txt rules. "/", "?", "#" and "%"
+// keep their escapes (they delimit), and so does "\" (a lenient reading).
+func pathDecodable(c byte) bool {
+	switch c {
+	case ':', '@', '[', ']', '!', '&', '\'', '(', ')', '+', ',', ';', '=':
+		return true
+	}
+	return false
+}
+
 func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '-' || c == '.' || c == '_' || c == '~'
@@ -148,12 +162,16 @@ func unhex(c byte) byte {
 	}
 }
 
-func appendNormalEscapes(b []byte, s string) []byte {
+// appendNormalEscapes appends s with its escapes in Normalize's form: those
+// of unreserved characters decoded, and, in a path (inPath), those of the
+// reserved characters every server decodes alike (see pathDecodable);
+// others upper-cased; bytes mustEscape names encoded.
+func appendNormalEscapes(b []byte, s string, inPath bool) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
-			if d := unhex(s[i+1])<<4 | unhex(s[i+2]); isUnreserved(d) {
+			if d := unhex(s[i+1])<<4 | unhex(s[i+2]); isUnreserved(d) || inPath && pathDecodable(d) {
 				b = append(b, d)
 			} else {
 				b = append(b, '%', upper(s[i+1]), upper(s[i+2]))
@@ -339,7 +357,7 @@ func splitQuery(target string) (path, query string) {
 // normalEscapes is path with its escapes as Normalize writes them (so
 // "%2e" is "." and "%2f" is "%2F"), dot segments not yet resolved.
 func normalEscapes(path string) string {
-	return string(appendNormalEscapes(make([]byte, 0, len(path)+8), path))
+	return string(appendNormalEscapes(make([]byte, 0, len(path)+8), path, true))
 }
 
 // lenientReading reads escaped (a path in Normalize's escapes; raw is the
@@ -380,7 +398,7 @@ func lenientReading(escaped, query string, w way, raw string) string {
 	if w&wayTrim != 0 && len(b) > 1 && b[len(b)-1] == '/' && !strings.HasSuffix(raw, "/") {
 		b = b[:len(b)-1]
 	}
-	return string(appendNormalEscapes(b, query))
+	return string(appendNormalEscapes(b, query, false))
 }
 
 // needsLenient reports whether a server could read path otherwise than
