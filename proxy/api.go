@@ -27,12 +27,13 @@ const (
 	decideReadTimeout = 30 * time.Second
 )
 
-// decideInput is the body of POST /v1/decide (DESIGN "Operator surface").
+// decideInput is the body of POST /v1/decide (DESIGN "Operator surface"),
+// read by decodeDecideFields.
 type decideInput struct {
-	UserAgent *string  `json:"user_agent"`
-	Agent     *string  `json:"agent"`
-	Purpose   []string `json:"purpose"`
-	URLs      []string `json:"urls"`
+	UserAgent *string
+	Agent     *string
+	Purpose   []string
+	URLs      []string
 }
 
 // decideOutput is its answer: one check -json object per URL, in order.
@@ -107,9 +108,15 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 // the status to answer with (400, or 413 for too much).
 func readDecideInput(w http.ResponseWriter, r *http.Request) (*decideInput, int, error) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDecideBytes))
-	dec.DisallowUnknownFields()
+	// Fields by their exact names: encoding/json alone would take "URLS"
+	// for "urls".
+	var fields map[string]json.RawMessage
+	err := dec.Decode(&fields)
 	var in decideInput
-	if err := dec.Decode(&in); err != nil {
+	if err == nil {
+		err = decodeDecideFields(fields, &in)
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxDecideBytes)
@@ -136,6 +143,30 @@ func readDecideInput(w http.ResponseWriter, r *http.Request) (*decideInput, int,
 		return nil, http.StatusBadRequest, fmt.Errorf(`"purpose": %v`, err)
 	}
 	return &in, 0, nil
+}
+
+// decodeDecideFields reads a /v1/decide body's fields, each by its exact
+// name; any other name is an error naming the known ones.
+func decodeDecideFields(fields map[string]json.RawMessage, in *decideInput) error {
+	for name, raw := range fields {
+		var err error
+		switch name {
+		case "user_agent":
+			err = json.Unmarshal(raw, &in.UserAgent)
+		case "agent":
+			err = json.Unmarshal(raw, &in.Agent)
+		case "purpose":
+			err = json.Unmarshal(raw, &in.Purpose)
+		case "urls":
+			err = json.Unmarshal(raw, &in.URLs)
+		default:
+			return fmt.Errorf("unknown field %q: the fields are user_agent, agent, purpose and urls", name)
+		}
+		if err != nil {
+			return fmt.Errorf("%q: %v", name, err)
+		}
+	}
+	return nil
 }
 
 // apiError answers a JSON API request with {"error": msg}.
