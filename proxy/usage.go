@@ -185,24 +185,7 @@ func removePurposeHeaders(h http.Header, other bool) {
 // isPurposeSpelling reports whether a header name is PurposeHeader's,
 // ignoring case and reading "_" as "-".
 func isPurposeSpelling(k string) bool {
-	if len(k) != len(PurposeHeader) {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c, want := lower(k[i]), lower(PurposeHeader[i])
-		if c == '_' {
-			c = '-'
-		}
-		if c != want {
-			return false
-		}
-	}
-	return true
-}
-
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
+	// ReplaceAll returns k itself when it holds no "_": no allocation for
+	// the spellings that matter.
+	return len(k) == len(PurposeHeader) && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), PurposeHeader)
 }
