@@ -2,7 +2,11 @@ package proxy
 
 import (
 	"encoding/base64"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +112,59 @@ func FuzzPurposeHeader(f *testing.F) {
 		again, err := parsePurposes([]string{strings.Join(ps.Names(), ",")})
 		if err != nil || again != ps {
 			t.Fatalf("parsePurposes(%q) = %v; its names read back as %v, %v", v, ps, again, err)
+		}
+	})
+}
+
+// FuzzInnerStream sends any bytes into a tunnel, as requests inside it:
+// whatever they are, no disallowed file is served, no answer is the 500
+// of a panic, and the proxy answers or closes the tunnel once the client
+// has sent all it will (its side closed), within a bound.
+func FuzzInnerStream(f *testing.F) {
+	o := newLenientOrigin(f, nil, nil)
+	host := strings.TrimPrefix(o.URL, "http://")
+	for _, s := range []string{
+		"GET /public HTTP/1.1\r\nHost: H\r\n\r\n",
+		"GET /private/x HTTP/1.1\r\nHost: H\r\n\r\nGET /public HTTP/1.1\r\nHost: H\r\n\r\n",
+		"POST /private/x HTTP/1.1\r\nHost: H\r\nContent-Length: 33\r\n\r\nGET /private/y HTTP/1.1\r\nHost: H\r\n\r\n",
+		"POST /public HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"POST /public HTTP/1.1\r\nHost: H\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /private/z HTTP/1.1\r\nHost: H\r\n\r\n",
+		"GET /public HTTP/1.0\r\n\r\n",
+		"GET /public HTTP/1.1\r\nHost: H\r\nExpect: 100-continue\r\n\r\n",
+		"GET http://H/private/x HTTP/1.1\r\nHost: H\r\n\r\n",
+		"CONNECT H HTTP/1.1\r\nHost: H\r\n\r\n",
+	} {
+		f.Add(strings.ReplaceAll(s, "H", host))
+	}
+	p := startProxy(f, loopbackConfig())
+	f.Fuzz(func(t *testing.T, stream string) {
+		if stream == "" || stream[0] < 'A' || stream[0] > 'Z' {
+			return // not HTTP/1.x: closed at once (TestMITMGarbageInTunnelIsClosed)
+		}
+		_, _, before := o.last()
+		resp, c, br := connect(t, p, host)
+		if resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %d", resp.StatusCode)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, stream)
+		c.(*net.TCPConn).CloseWrite()
+		for range 100 { // more answers than requests the bytes can hold
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("no answer and no close within 10 s of the client's end: %v", err)
+				}
+				break
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusInternalServerError {
+				t.Fatalf("500: %s", body)
+			}
+		}
+		if l := o.leakedSince(before); len(l) > 0 {
+			t.Fatalf("the origin served disallowed files:\n%s", strings.Join(l, "\n"))
 		}
 	})
 }

@@ -90,6 +90,9 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) *http.Response {
 	if req.kind == kindInner {
 		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
+		if w, ok := r.Context().(*watchCtx); ok {
+			w.settle() // decided: the round trip does not watch for the client leaving
+		}
 	}
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
 	// "Connection: close" is the client's word on its own connection

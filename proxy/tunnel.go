@@ -7,11 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -115,53 +112,6 @@ func (s *Server) terminateTLS(conn net.Conn, authority string, timeout time.Dura
 	return t, nil
 }
 
-// serveInner serves the requests inside a tunnel with an http.Server of
-// its own, so that they get the same header timeout, header size limit and
-// idle timeout as requests to the proxy itself, and malformed ones a 400.
-// Each request then goes through the proxy's one decision, bound to the
-// CONNECT (ci) and its client (remote); a WebSocket inside is idle-timed
-// like a tunnel (on tc, the client's connection) and ends the tunnel.
-func (s *Server) serveInner(conn net.Conn, scheme, remote string, ci *connectInfo, tc *trackedConn, lim LimitsConfig) {
-	ln := newOneConnListener(conn)
-	var hijacked atomic.Bool
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
-			defer func() {
-				if hijacked.Load() {
-					ln.Close()
-				}
-			}()
-			in.URL.Scheme = scheme
-			if in.URL.Host == "" {
-				in.URL.Host = in.Host
-			}
-			if in.URL.Host == "" {
-				in.URL.Host = ci.authority
-			}
-			in.RemoteAddr = remote
-			s.ServeHTTP(w, in.WithContext(context.WithValue(in.Context(), connectKey{}, ci)))
-		}),
-		ReadHeaderTimeout: lim.ReadHeaderTimeout,
-		MaxHeaderBytes:    lim.MaxHeaderBytes,
-		IdleTimeout:       lim.TunnelIdleTimeout,
-		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // HTTP/1.1 only
-		ErrorLog:          log.New(slogWriter{s.log}, "", 0),
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateHijacked:
-				hijacked.Store(true)
-				if tc != nil {
-					tc.setIdle(lim.TunnelIdleTimeout)
-				}
-			case http.StateClosed:
-				ln.Close()
-			}
-		},
-	}
-	srv.Serve(ln)
-	ln.wait()
-}
-
 // peekedConn reads first what a bufio.Reader has already taken from Conn.
 type peekedConn struct {
 	net.Conn
@@ -169,43 +119,6 @@ type peekedConn struct {
 }
 
 func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
-
-// oneConnListener hands one connection to an http.Server, then blocks
-// Accept until it is closed.
-type oneConnListener struct {
-	conn   net.Conn
-	once   sync.Once
-	closed chan struct{}
-	mu     sync.Mutex
-	served bool
-	done   chan struct{} // closed when the connection's serving has ended
-}
-
-func newOneConnListener(c net.Conn) *oneConnListener {
-	return &oneConnListener{conn: c, closed: make(chan struct{}), done: make(chan struct{})}
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	if !l.served {
-		l.served = true
-		l.mu.Unlock()
-		return l.conn, nil
-	}
-	l.mu.Unlock()
-	<-l.closed
-	return nil, net.ErrClosed
-}
-
-func (l *oneConnListener) Close() error {
-	l.once.Do(func() { close(l.closed); close(l.done) })
-	return nil
-}
-
-// wait blocks until the connection is done with (closed or hijacked).
-func (l *oneConnListener) wait() { <-l.done }
-
-func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
 // connectInfo is what inner requests of a tunnel know of their CONNECT.
 type connectInfo struct {

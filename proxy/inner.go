@@ -1,0 +1,559 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The requests inside a tunnel are served here, one after another on the
+// connection, as goproxy's own MITM loop serves them, rather than by an
+// http.Server per tunnel: that server's per-request machinery (a
+// cancellable context, a background read of the connection, deadlines set
+// six times, a header map copied into its own) cost about a tenth of a
+// kept-alive MITM request. What it gave is kept, to the same limits as the
+// proxy's own listener: the header timeout and size limit (408 is not
+// sent: the connection is closed, as net/http does), the idle timeout
+// between requests, the validation of request heads (400), Expect:
+// 100-continue, keep-alive and Connection: close, HTTP/1.0 clients,
+// streamed bodies sent as they arrive, trailers, WebSocket upgrades, and
+// a 500 rather than a panic. A client that leaves while its request waits
+// (for pacing, a back-off or a robots.txt fetch) is noticed, as net/http
+// notices it: see watchCtx.
+
+// innerConn is one tunnel's client connection, with what serving its
+// requests needs.
+type innerConn struct {
+	s      *Server
+	conn   net.Conn // decrypted (MITM) or as it is (plain HTTP in a tunnel)
+	in     *innerReader
+	br     *bufio.Reader // over in
+	bw     *bufio.Writer // over conn
+	scheme string
+	remote string
+	ci     *connectInfo
+	tc     *trackedConn // the client's TCP connection; nil in tests that have none
+	lim    LimitsConfig
+	ctx    context.Context // the tunnel's: inner requests' contexts derive from it
+
+	wmu         sync.Mutex // serialises a 100 Continue with the response head
+	headWritten bool       // the current request's final response head is written (under wmu)
+}
+
+// innerBufs pools the buffered readers and writers of tunnels' connections,
+// 4 KiB each as net/http's, so that a tunnel per request does not allocate
+// them each time.
+var (
+	innerReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+	innerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+)
+
+// serveInner serves the HTTP/1.1 requests inside a tunnel: each goes
+// through the proxy's one decision, bound to the CONNECT (ci) and its
+// client (remote); a WebSocket inside is idle-timed like a tunnel (on tc,
+// the client's connection) and ends the tunnel.
+func (s *Server) serveInner(conn net.Conn, scheme, remote string, ci *connectInfo, tc *trackedConn, lim LimitsConfig) {
+	ic := &innerConn{
+		s: s, conn: conn, in: &innerReader{conn: conn, limit: -1},
+		scheme: scheme, remote: remote, ci: ci, tc: tc, lim: lim,
+		ctx: context.WithValue(context.Background(), connectKey{}, ci),
+	}
+	ic.br = innerReaders.Get().(*bufio.Reader)
+	ic.br.Reset(ic.in)
+	ic.bw = innerWriters.Get().(*bufio.Writer)
+	ic.bw.Reset(conn)
+	defer func() {
+		ic.br.Reset(nil)
+		innerReaders.Put(ic.br)
+		ic.bw.Reset(nil)
+		innerWriters.Put(ic.bw)
+	}()
+	for first := true; ; first = false {
+		if !ic.serveOne(first) {
+			return
+		}
+	}
+}
+
+// serveOne reads one request and answers it; it reports whether the
+// connection can carry another.
+func (ic *innerConn) serveOne(first bool) bool {
+	r, status, why := ic.readRequest(first)
+	if r == nil {
+		if status != 0 {
+			ic.writeError(status, why)
+		}
+		return false
+	}
+	clientClose := r.Close // the request's own word, before forward clears it for upstream
+	watch := newWatchCtx(ic, r.Body == http.NoBody && ic.br.Buffered() == 0)
+	var body *innerBody
+	if r.Body != http.NoBody {
+		body = &innerBody{ReadCloser: r.Body, ic: ic, expect: r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
+		r.Body = body
+	}
+	r = r.WithContext(watch)
+	r.URL.Scheme = ic.scheme
+	if r.URL.Host == "" {
+		r.URL.Host = r.Host
+	}
+	if r.URL.Host == "" {
+		r.URL.Host = ic.ci.authority
+	}
+	r.RemoteAddr = ic.remote
+	ic.wmu.Lock()
+	ic.headWritten = false
+	ic.wmu.Unlock()
+
+	resp := ic.handle(r)
+	watch.stop() // before anything else reads the connection (a WebSocket relay, the next request)
+	return ic.writeResponse(r, resp, clientClose, body)
+}
+
+// handle decides and answers one request, with a 500 in place of a panic.
+func (ic *innerConn) handle(r *http.Request) (resp *http.Response) {
+	defer func() {
+		if v := recover(); v != nil {
+			ic.s.log.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", redactURL(r.RequestURI))
+			resp = ic.s.answer(r, http.StatusInternalServerError, "error", "robotsgate: internal error\n")
+			resp.Close = true
+		}
+	}()
+	_, resp = ic.s.onRequest(r, nil)
+	return resp
+}
+
+// readRequest reads the next request head, within the idle timeout for
+// its first byte (but the first request's, which the tunnel's header
+// timeout already covers) and the header timeout for the rest. It returns
+// nil and the status to answer with (0: close without one) when there is
+// no request to serve.
+func (ic *innerConn) readRequest(first bool) (*http.Request, int, string) {
+	if !first {
+		if ic.br.Buffered() == 0 {
+			ic.conn.SetReadDeadline(time.Now().Add(ic.lim.TunnelIdleTimeout))
+			if _, err := ic.br.Peek(1); err != nil {
+				return nil, 0, ""
+			}
+		}
+	}
+	ic.conn.SetReadDeadline(time.Now().Add(ic.lim.ReadHeaderTimeout))
+	ic.in.limit = int64(ic.lim.MaxHeaderBytes) + 4096 // net/http's slack for its buffer
+	r, err := http.ReadRequest(ic.br)
+	hitLimit := ic.in.limit == 0
+	ic.in.limit = -1
+	if err != nil {
+		var ne net.Error
+		switch {
+		case hitLimit:
+			return nil, http.StatusRequestHeaderFieldsTooLarge, ""
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne):
+			return nil, 0, "" // gone, or too slow: nothing to answer
+		}
+		return nil, http.StatusBadRequest, "malformed request"
+	}
+	if why := badHead(r); why != "" {
+		return nil, http.StatusBadRequest, why
+	}
+	if r.Body != http.NoBody {
+		ic.conn.SetReadDeadline(time.Time{}) // a body takes as long as it takes, as on the listener
+	}
+	// A request without a body keeps the header deadline until the next
+	// one is read: nothing reads the connection meanwhile but a watch,
+	// which takes a deadline as a stop, not as the client's leaving.
+	return r, 0, ""
+}
+
+// badHead is net/http's server's check of a request head beyond what
+// http.ReadRequest checks: why it is refused, or "".
+func badHead(r *http.Request) string {
+	if r.ProtoMajor != 1 {
+		return "unsupported protocol version"
+	}
+	// http.ReadRequest has taken the Host header into r.Host (and refused
+	// two of them).
+	if r.ProtoAtLeast(1, 1) && r.Host == "" {
+		return "missing required Host header"
+	}
+	if !httpguts.ValidHostHeader(r.Host) {
+		return "malformed Host header"
+	}
+	for k, vv := range r.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return "invalid header name"
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return "invalid header value"
+			}
+		}
+	}
+	if e := r.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
+		return "unsupported Expect"
+	}
+	return ""
+}
+
+// writeError answers a request that could not be read, and the
+// connection is closed after it.
+func (ic *innerConn) writeError(status int, why string) {
+	body := strconv.Itoa(status) + " " + http.StatusText(status)
+	if why != "" {
+		body += ": " + why
+	}
+	ic.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(ic.bw, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		strconv.Itoa(status)+" "+http.StatusText(status), len(body), body)
+	ic.bw.Flush()
+}
+
+// framingHeaders are written by writeResponse from the response's fields,
+// never copied from its header.
+var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Trailer": true}
+
+// writeResponse sends resp to the client of r and closes its body; it
+// reports whether the connection can carry another request. A body of
+// known length is sent as such; any other is chunked (to HTTP/1.0
+// clients: sent until the connection closes). What the origin sends in
+// pieces is passed on piece by piece.
+func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientClose bool, body *innerBody) bool {
+	defer resp.Body.Close()
+	code := resp.StatusCode
+	upgrade := code == http.StatusSwitchingProtocols
+	bodyAllowed := r.Method != http.MethodHead && code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
+	length := resp.ContentLength
+	keep := !clientClose && !resp.Close && !upgrade
+	if body != nil && !body.eof.Load() {
+		keep = false // the rest of the request's body is not read: it would be taken for the next request
+	}
+	chunked := bodyAllowed && length < 0 && r.ProtoAtLeast(1, 1)
+	if bodyAllowed && length < 0 && !chunked {
+		keep = false // an HTTP/1.0 client reads to the end of the connection
+	}
+
+	ic.wmu.Lock()
+	ic.headWritten = true
+	ic.wmu.Unlock()
+	bw := ic.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(strconv.Itoa(code))
+	bw.WriteByte(' ')
+	if text := http.StatusText(code); text != "" {
+		bw.WriteString(text)
+	} else {
+		bw.WriteString("status code " + strconv.Itoa(code))
+	}
+	bw.WriteString("\r\n")
+	resp.Header.WriteSubset(bw, framingHeaders)
+	switch {
+	case chunked:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		if len(resp.Trailer) > 0 {
+			names := make([]string, 0, len(resp.Trailer))
+			for k := range resp.Trailer {
+				names = append(names, k)
+			}
+			bw.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
+		}
+	case length >= 0 && (bodyAllowed || r.Method == http.MethodHead):
+		bw.WriteString("Content-Length: " + strconv.FormatInt(length, 10) + "\r\n")
+	case !bodyAllowed && code == http.StatusNotModified:
+		if cl := resp.Header.Get("Content-Length"); cl != "" {
+			bw.WriteString("Content-Length: " + cl + "\r\n")
+		}
+	}
+	if !keep && !upgrade {
+		bw.WriteString("Connection: close\r\n")
+	} else if keep && !r.ProtoAtLeast(1, 1) {
+		bw.WriteString("Connection: keep-alive\r\n")
+	}
+	bw.WriteString("\r\n")
+
+	if upgrade {
+		up, ok := resp.Body.(io.ReadWriteCloser)
+		if bw.Flush() == nil && ok && isWebSocketUpgrade(resp.Header) {
+			ic.relayUpgrade(up)
+		}
+		return false
+	}
+	if !bodyAllowed {
+		return bw.Flush() == nil && keep
+	}
+	var w io.Writer = bw
+	var cw io.WriteCloser
+	if chunked {
+		cw = newChunkedWriter(bw)
+		w = cw
+	}
+	n, err := copyFlushing(w, bw, resp.Body, length)
+	if err != nil || length >= 0 && n != length {
+		bw.Flush()
+		return false // the client can tell the body is cut short only by the connection's end
+	}
+	if chunked {
+		cw.Close()
+		if len(resp.Trailer) > 0 {
+			resp.Trailer.Write(bw)
+		}
+		bw.WriteString("\r\n")
+	}
+	return bw.Flush() == nil && keep
+}
+
+// copyFlushing copies body to w, at most length bytes when length ≥ 0, and
+// flushes bw after each piece while more is to come: a streamed or slow
+// body reaches the client as the origin sends it, and a whole one goes in
+// one write with its head. The copy buffer is pooled.
+func copyFlushing(w io.Writer, bw *bufio.Writer, body io.Reader, length int64) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		p := buf
+		if length >= 0 && int64(len(p)) > length-n {
+			p = p[:length-n+1] // one byte over: a body longer than said is cut, not passed on
+		}
+		nr, rerr := body.Read(p)
+		if length >= 0 && n+int64(nr) > length {
+			nr = int(length - n)
+			rerr = errors.New("body longer than its Content-Length")
+		}
+		if nr > 0 {
+			nw, werr := w.Write(p[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			if length < 0 || n < length {
+				if err := bw.Flush(); err != nil {
+					return n, err
+				}
+			}
+		}
+		if rerr == io.EOF || length >= 0 && n == length && rerr == nil && nr == 0 {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// relayUpgrade relays a WebSocket between the client and the origin until
+// either ends, idle-timed like a tunnel.
+func (ic *innerConn) relayUpgrade(up io.ReadWriteCloser) {
+	ic.conn.SetReadDeadline(time.Time{})
+	if ic.tc != nil {
+		ic.tc.setIdle(ic.lim.TunnelIdleTimeout)
+	}
+	done := make(chan struct{}, 2)
+	go func() {
+		io.Copy(up, ic.br) // what the client sent after its request first
+		done <- struct{}{}
+	}()
+	go func() {
+		io.Copy(ic.conn, up)
+		done <- struct{}{}
+	}()
+	<-done
+	up.Close()
+	ic.conn.Close()
+	<-done
+}
+
+// writeContinue tells a client that waits for it to send its body, unless
+// the final answer is already on its way.
+func (ic *innerConn) writeContinue() {
+	ic.wmu.Lock()
+	defer ic.wmu.Unlock()
+	if !ic.headWritten {
+		ic.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		ic.bw.Flush()
+	}
+}
+
+// innerBody is a request body read inside a tunnel. Closing it does not
+// read what is left (http.ReadRequest's body would, without bound): the
+// connection is closed instead, unless the body was read to its end.
+type innerBody struct {
+	io.ReadCloser
+	ic        *innerConn
+	expect    bool // the client waits for 100 Continue before sending it
+	continued atomic.Bool
+	eof       atomic.Bool
+}
+
+func (b *innerBody) Read(p []byte) (int, error) {
+	if b.expect && b.continued.CompareAndSwap(false, true) {
+		b.ic.writeContinue()
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+func (b *innerBody) Close() error { return nil }
+
+// innerReader is the connection as a tunnel's requests are read from it:
+// with the header size limit while a head is read, and a byte that a
+// watch read ahead handed back first.
+type innerReader struct {
+	conn    net.Conn
+	limit   int64 // bytes the current head may still take; < 0: none
+	stash   [1]byte
+	stashed bool
+}
+
+func (r *innerReader) Read(p []byte) (int, error) {
+	if r.stashed && len(p) > 0 {
+		r.stashed = false
+		p[0] = r.stash[0]
+		return 1, nil
+	}
+	if r.limit >= 0 {
+		if r.limit == 0 {
+			return 0, io.EOF
+		}
+		if int64(len(p)) > r.limit {
+			p = p[:r.limit]
+		}
+	}
+	n, err := r.conn.Read(p)
+	if r.limit >= 0 {
+		r.limit -= int64(n)
+	}
+	return n, err
+}
+
+// watchCtx is an inner request's context. Its Done channel closes when
+// the client leaves, which can be known only by reading the connection:
+// a read of one byte in the background starts when something first waits
+// on Done (a paced request, one held by a back-off, one waiting for a
+// robots.txt fetch), as net/http's server reads in the background while a
+// handler runs, and stops once the answer is written. The upstream round
+// trip does not start one (see settle): a client that leaves then costs
+// that one upstream request, as in goproxy's own MITM loop.
+type watchCtx struct {
+	context.Context // the tunnel's, for its values
+	ic              *innerConn
+	canWatch        bool // the request has no body and nothing follows it yet
+
+	mu      sync.Mutex
+	done    chan struct{} // nil until Done is first called
+	err     error
+	settled bool          // no watch starts from here on
+	watched chan struct{} // closed when the watch's read returns; nil if none started
+	stopped bool
+}
+
+func newWatchCtx(ic *innerConn, canWatch bool) *watchCtx {
+	return &watchCtx{Context: ic.ctx, ic: ic, canWatch: canWatch}
+}
+
+// errClientLeft is the cause of an inner request's cancellation.
+var errClientLeft = errors.New("client left the tunnel")
+
+// Done starts the watch, the first time, unless the request is settled.
+func (c *watchCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		if c.settled {
+			return nil // never cancelled: nothing waits on it
+		}
+		c.done = make(chan struct{})
+		if c.canWatch && !c.stopped {
+			c.watched = make(chan struct{})
+			go c.watch()
+		}
+	}
+	return c.done
+}
+
+func (c *watchCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Value answers for the tunnel's context; context.Cause asks for no
+// cancelCtx of ours, so it takes Err.
+func (c *watchCtx) Value(key any) any { return c.Context.Value(key) }
+
+func (c *watchCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// settle marks the decision as made: from here on Done starts no watch.
+func (c *watchCtx) settle() {
+	c.mu.Lock()
+	c.settled = true
+	c.mu.Unlock()
+}
+
+// watch reads one byte: an error that is not the stop's deadline means
+// the client has gone; a byte (the next request, pipelined) is handed
+// back to the reader.
+func (c *watchCtx) watch() {
+	defer close(c.watched)
+	in := c.ic.in
+	n, err := c.ic.conn.Read(in.stash[:])
+	if n == 1 {
+		in.stashed = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil && !c.stopped && c.err == nil {
+		c.err = context.Canceled
+		close(c.done)
+	}
+}
+
+// stop ends a watch, if one started, before the connection is read again.
+func (c *watchCtx) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	watched := c.watched
+	c.mu.Unlock()
+	if watched == nil {
+		return
+	}
+	c.ic.conn.SetReadDeadline(time.Unix(1, 0)) // a time long past: the watch's read returns now
+	<-watched
+}
+
+// chunkedWriter writes HTTP/1.1 chunks; Close writes the last, empty one
+// (without the final CRLF, which goes after any trailers).
+type chunkedWriter struct{ w *bufio.Writer }
+
+func newChunkedWriter(w *bufio.Writer) *chunkedWriter { return &chunkedWriter{w: w} }
+
+func (c *chunkedWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.w.WriteString(strconv.FormatInt(int64(len(p)), 16))
+	c.w.WriteString("\r\n")
+	c.w.Write(p)
+	if _, err := c.w.WriteString("\r\n"); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (c *chunkedWriter) Close() error {
+	_, err := c.w.WriteString("0\r\n")
+	return err
+}

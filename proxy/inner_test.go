@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// innerOrigin is an HTTPS origin for the tests of requests inside a
+// tunnel: /private is disallowed; /echo answers the request's body,
+// /stream sends a piece and the rest only once release is closed,
+// /trailer sends a trailer, anything else a page.
+func innerOrigin(t *testing.T, pki *testPKI, release chan struct{}) (*testOrigin, string) {
+	t.Helper()
+	o, port := tlsOrigin(t, pki, "User-agent: *\nDisallow: /private\nCrawl-delay: 1\n", "127.0.0.1")
+	o.handler = func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo":
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "echo %s", b)
+		case "/stream":
+			io.WriteString(w, "first\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			io.WriteString(w, "second\n")
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Sum")
+			w.(http.Flusher).Flush() // chunked, whatever the size
+			io.WriteString(w, "body")
+			w.Header().Set("X-Sum", "42")
+		default:
+			fmt.Fprintf(w, "page %s", r.URL.Path)
+		}
+	}
+	return o, port
+}
+
+// TestInnerRequests: the requests inside a MITM tunnel are served as
+// net/http's server served them: pipelined ones in order, Expect:
+// 100-continue, HTTP/1.0 clients, streamed bodies piece by piece,
+// trailers, and a blocked request's unread body never read as a request.
+func TestInnerRequests(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	release := make(chan struct{})
+	o, port := innerOrigin(t, pki, release)
+	p := startMITM(t, pki, nil)
+	authority := "127.0.0.1:" + port
+	host := "Host: " + authority + "\r\n"
+	tunnel := func() (net.Conn, *bufio.Reader) { return p.rawTunnel(t, authority, "127.0.0.1", false) }
+	read := func(br *bufio.Reader, method string) (*http.Response, string) {
+		t.Helper()
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("response: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+
+	t.Run("pipelined", func(t *testing.T) {
+		c, br := tunnel()
+		io.WriteString(c, "GET /a HTTP/1.1\r\n"+host+"\r\nGET /private/x HTTP/1.1\r\n"+host+"\r\nHEAD /b HTTP/1.1\r\n"+host+"\r\n")
+		for _, want := range []struct {
+			method string
+			status int
+			body   string
+		}{{"GET", 200, "page /a"}, {"GET", 403, ""}, {"HEAD", 200, ""}} {
+			resp, body := read(br, want.method)
+			if resp.StatusCode != want.status || want.body != "" && body != want.body || want.method == "HEAD" && (body != "" || resp.ContentLength != int64(len("page /b"))) {
+				t.Errorf("%s: %d %q (length %d); want %d %q", want.method, resp.StatusCode, body, resp.ContentLength, want.status, want.body)
+			}
+		}
+	})
+
+	t.Run("expect 100-continue", func(t *testing.T) {
+		c, br := tunnel()
+		io.WriteString(c, "POST /echo HTTP/1.1\r\n"+host+"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+		// The client waits for the interim answer before its body.
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusContinue {
+			t.Fatalf("before the body: %v %v; want 100 Continue", resp, err)
+		}
+		io.WriteString(c, "hello")
+		if resp, body := read(br, "POST"); resp.StatusCode != 200 || body != "echo hello" || resp.Close {
+			t.Errorf("POST with Expect: %d %q close=%v; want 200 \"echo hello\", kept alive", resp.StatusCode, body, resp.Close)
+		}
+	})
+
+	t.Run("blocked body is not a request", func(t *testing.T) {
+		c, br := tunnel()
+		smuggled := "GET /smuggled HTTP/1.1\r\n" + host + "\r\n"
+		fmt.Fprintf(c, "POST /private/form HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s", host, len(smuggled), smuggled)
+		if resp, _ := read(br, "POST"); resp.StatusCode != 403 || !resp.Close {
+			t.Errorf("blocked POST: %d close=%v; want 403 and the connection closed", resp.StatusCode, resp.Close)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if b, err := br.ReadByte(); err == nil {
+			t.Errorf("the connection carried on after a blocked request's unread body: read %q", b)
+		}
+		if n, ok := o.hits.Load("/smuggled"); ok {
+			t.Errorf("the body of a blocked request was served as a request (%d hits)", n.(*atomic.Int64).Load())
+		}
+	})
+
+	t.Run("HTTP/1.0", func(t *testing.T) {
+		c, br := tunnel()
+		io.WriteString(c, "GET /a HTTP/1.0\r\n"+host+"Connection: keep-alive\r\n\r\n")
+		if resp, body := read(br, "GET"); resp.StatusCode != 200 || body != "page /a" || resp.Close {
+			t.Errorf("HTTP/1.0 keep-alive: %d %q close=%v", resp.StatusCode, body, resp.Close)
+		}
+		// A body of unknown length: sent until the connection closes.
+		io.WriteString(c, "GET /trailer HTTP/1.0\r\n"+host+"\r\n")
+		if resp, body := read(br, "GET"); resp.StatusCode != 200 || body != "body" || !resp.Close {
+			t.Errorf("HTTP/1.0, unknown length: %d %q close=%v; want the body, then the connection closed", resp.StatusCode, body, resp.Close)
+		}
+	})
+
+	t.Run("CONNECT inside", func(t *testing.T) {
+		c, br := tunnel()
+		io.WriteString(c, "CONNECT "+authority+" HTTP/1.1\r\n"+host+"\r\n")
+		if resp, _ := read(br, "CONNECT"); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("a CONNECT inside a tunnel: %d; want 400 (no tunnel in a tunnel)", resp.StatusCode)
+		}
+	})
+
+	t.Run("trailers", func(t *testing.T) {
+		c, br := tunnel()
+		io.WriteString(c, "GET /trailer HTTP/1.1\r\n"+host+"\r\n")
+		if resp, body := read(br, "GET"); body != "body" || resp.Trailer.Get("X-Sum") != "42" {
+			t.Errorf("trailer: %q %v; want body and X-Sum: 42", body, resp.Trailer)
+		}
+	})
+
+	t.Run("streamed", func(t *testing.T) {
+		c, br := tunnel()
+		io.WriteString(c, "GET /stream HTTP/1.1\r\n"+host+"\r\n")
+		c.SetReadDeadline(time.Now().Add(3 * time.Second)) // the origin holds the rest for 5 s
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first piece arrives while the origin still holds the rest.
+		first, err := bufio.NewReader(resp.Body).ReadString('\n')
+		close(release)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err != nil || first != "first\n" {
+			t.Errorf("first piece before the rest: %q %v", first, err)
+		}
+		resp.Body.Close()
+	})
+}
+
+// TestInnerHeadLimits: inside a tunnel, a request head gets the listener's
+// limits: too large (431), malformed (400), too slow or idle (closed).
+func TestInnerHeadLimits(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := innerOrigin(t, pki, nil)
+	p := startMITM(t, pki, func(c *Config) {
+		c.Limits.MaxHeaderBytes = 4 << 10
+		c.Limits.ReadHeaderTimeout = 500 * time.Millisecond
+		c.Limits.TunnelIdleTimeout = 2 * time.Second
+	})
+	authority := "127.0.0.1:" + port
+	for _, tt := range []struct {
+		name, send string
+		status     int // 0: closed without an answer
+	}{
+		{"oversized", "GET /a HTTP/1.1\r\nHost: " + authority + "\r\nX-Big: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", 431},
+		{"malformed", "GET /a HTTP/1.1\r\nHost: " + authority + "\r\nBad Header\r\n\r\n", 400},
+		{"no Host", "GET /a HTTP/1.1\r\n\r\n", 400},
+		{"two Hosts", "GET /a HTTP/1.1\r\nHost: " + authority + "\r\nHost: " + authority + "\r\n\r\n", 400},
+		{"bad Expect", "GET /a HTTP/1.1\r\nHost: " + authority + "\r\nExpect: magic\r\n\r\n", 400},
+		{"HTTP/2 line", "GET /a HTTP/2.0\r\nHost: " + authority + "\r\n\r\n", 400},
+		{"slow head", "GET /a HTTP/1.1\r\nHost: ", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, br := p.rawTunnel(t, authority, "127.0.0.1", false)
+			io.WriteString(c, tt.send)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			switch {
+			case tt.status == 0 && err == nil:
+				t.Errorf("%s: %d; want the connection closed", tt.name, resp.StatusCode)
+			case tt.status != 0 && (err != nil || resp.StatusCode != tt.status || !resp.Close):
+				t.Errorf("%s: %v %v; want %d and Connection: close", tt.name, resp, err, tt.status)
+			}
+		})
+	}
+	t.Run("idle", func(t *testing.T) {
+		c, br := p.rawTunnel(t, authority, "127.0.0.1", false)
+		io.WriteString(c, "GET /a HTTP/1.1\r\nHost: "+authority+"\r\n\r\n")
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("first request: %v %v", resp, err)
+		}
+		io.Copy(io.Discard, br) // until the idle tunnel is closed, or the test's own deadline
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		if _, err := br.ReadByte(); err == nil || time.Since(start) > 4*time.Second {
+			t.Errorf("an idle tunnel stayed open: %v after %v", err, time.Since(start))
+		}
+	})
+}
+
+// TestInnerClientLeavesWhilePaced: a request inside a tunnel that waits
+// for its turn is dropped when its client leaves: the origin never gets
+// it, and the next request takes its turn.
+func TestInnerClientLeavesWhilePaced(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := innerOrigin(t, pki, nil)
+	p := startMITM(t, pki, func(c *Config) { c.Politeness.CrawlDelay = true })
+	authority := "127.0.0.1:" + port
+	host := "Host: " + authority + "\r\n"
+	c1, br1 := p.rawTunnel(t, authority, "127.0.0.1", false)
+	if resp, _ := roundTripRaw(t, c1, br1, "GET /first HTTP/1.1\r\n"+host+"\r\n"); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	// The second waits for the crawl delay (1 s); its client leaves.
+	c2, _ := p.rawTunnel(t, authority, "127.0.0.1", false)
+	io.WriteString(c2, "GET /left HTTP/1.1\r\n"+host+"\r\n")
+	time.Sleep(200 * time.Millisecond) // queued by now; not a state to poll from outside
+	c2.Close()
+	// The third takes the turn the second left.
+	start := time.Now()
+	if resp, _ := roundTripRaw(t, c1, br1, "GET /third HTTP/1.1\r\n"+host+"\r\n"); resp.StatusCode != 200 {
+		t.Fatalf("third: %d", resp.StatusCode)
+	}
+	if waited := time.Since(start); waited > 1500*time.Millisecond {
+		t.Errorf("the third request waited %v: the one whose client left kept its turn", waited)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the turn the second would have had
+	if n, ok := o.hits.Load("/left"); ok {
+		t.Errorf("a request whose client left was forwarded (%d)", n.(*atomic.Int64).Load())
+	}
+}
