@@ -49,6 +49,7 @@ type innerConn struct {
 
 	wmu         sync.Mutex // serialises a 100 Continue with the response head
 	headWritten bool       // the current request's final response head is written (under wmu)
+	failed      bool       // a request's handling panicked: the connection ends after its 500
 }
 
 // innerBufs pools the buffered readers and writers of tunnels' connections,
@@ -127,7 +128,7 @@ func (ic *innerConn) handle(r *http.Request) (resp *http.Response) {
 		if v := recover(); v != nil {
 			ic.s.log.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", redactURL(r.RequestURI))
 			resp = ic.s.answer(r, http.StatusInternalServerError, "error", "robotsgate: internal error\n")
-			resp.Close = true
+			ic.failed = true
 		}
 	}()
 	_, resp = ic.s.onRequest(r, nil)
@@ -228,12 +229,15 @@ var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding"
 // clients: sent until the connection closes). What the origin sends in
 // pieces is passed on piece by piece.
 func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientClose bool, body *innerBody) bool {
+	if resp.Body == nil {
+		resp.Body = http.NoBody
+	}
 	defer resp.Body.Close()
 	code := resp.StatusCode
 	upgrade := code == http.StatusSwitchingProtocols
 	bodyAllowed := r.Method != http.MethodHead && code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
 	length := resp.ContentLength
-	keep := !clientClose && !resp.Close && !upgrade
+	keep := !clientClose && !ic.failed && !upgrade // the origin's Connection: close is about its own connection
 	if body != nil && !body.eof.Load() {
 		keep = false // the rest of the request's body is not read: it would be taken for the next request
 	}
@@ -477,6 +481,9 @@ func (c *watchCtx) Done() <-chan struct{} {
 		}
 		c.done = make(chan struct{})
 		if c.canWatch && !c.stopped {
+			// The head's deadline may still be set: a wait may be longer.
+			// Cleared here, under mu, so that stop's deadline comes after.
+			c.ic.conn.SetReadDeadline(time.Time{})
 			c.watched = make(chan struct{})
 			go c.watch()
 		}

@@ -219,7 +219,12 @@ func TestInnerClientLeavesWhilePaced(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
 	o, port := innerOrigin(t, pki, nil)
-	p := startMITM(t, pki, func(c *Config) { c.Politeness.CrawlDelay = true })
+	p := startMITM(t, pki, func(c *Config) {
+		c.Politeness.CrawlDelay = true
+		// Shorter than the waits: a request's wait outlasts its head's
+		// deadline, which must not be taken for its client leaving.
+		c.Limits.ReadHeaderTimeout = 300 * time.Millisecond
+	})
 	authority := "127.0.0.1:" + port
 	host := "Host: " + authority + "\r\n"
 	c1, br1 := p.rawTunnel(t, authority, "127.0.0.1", false)
