@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,8 +69,16 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, c := range conformanceCases(t) {
 		body := c.body(t)
-		if got := Parse(body).Allowed(c.Agent, c.URL); got != c.Allowed {
+		r := Parse(body)
+		if got := r.Allowed(c.Agent, c.URL); got != c.Allowed {
 			t.Errorf("%s: Allowed(%q, %q) = %v; want %v\nrobots.txt:\n%s", c.Name, c.Agent, c.URL, got, c.Allowed, body)
+		}
+		// Every block by its matcher, and every block by scan, alike.
+		v := r.TestURL(c.Agent, c.URL)
+		for _, limit := range []int32{-1, math.MaxInt32} {
+			if got := r.testURL(c.Agent, c.URL, limit); got != v {
+				t.Errorf("%s: TestURL(%q, %q) with scanLimit %d = %+v; want %+v", c.Name, c.Agent, c.URL, limit, got, v)
+			}
 		}
 		// The naive transliteration must agree too, or it is no oracle.
 		if got, _ := refAllowed(string(body), c.Agent, c.URL); got != c.Allowed {

@@ -75,6 +75,9 @@ func TestDifferentialRandom(t *testing.T) {
 			if v.Allowed != allowed || v.Line != line {
 				t.Fatalf("case %d: TestURL(%q, %q) = %v line %d; want %v line %d\nrobots.txt: %q", i, tok, u, v.Allowed, v.Line, allowed, line, body)
 			}
+			if m := r.testURL(tok, u, -1); m != v {
+				t.Fatalf("case %d: TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", i, tok, u, m, v, body)
+			}
 		}
 	}
 }
@@ -107,10 +110,15 @@ func FuzzMatch(f *testing.F) {
 		if len(body) > 4096 || len(url) > 256 {
 			return // the naive reference is quadratic
 		}
-		v := Parse(body).TestURL(agent, url)
+		r := Parse(body)
+		v := r.TestURL(agent, url)
 		allowed, line := refAllowed(string(body), agent, url)
 		if v.Allowed != allowed || v.Line != line {
 			t.Fatalf("TestURL(%q, %q) = %v line %d; want %v line %d\nrobots.txt: %q", agent, url, v.Allowed, v.Line, allowed, line, body)
+		}
+		// Small blocks are scanned: their matchers must agree.
+		if m := r.testURL(agent, url, -1); m != v {
+			t.Fatalf("TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", agent, url, m, v, body)
 		}
 	})
 }

@@ -116,11 +116,19 @@ func (g Group) Rules() int {
 // [WithNormalization] it must be normalised with [Normalize]. Test does not
 // allocate, and runs in time bounded by the sum over candidate rules of
 // len(pattern) × len(path).
-func (g Group) Test(path string) Verdict {
+func (g Group) Test(path string) Verdict { return g.test(path, scanMax) }
+
+// test is Test with blocks of more than scanLimit rules tested by their
+// matchers: tests pass -1 to check the matchers against scan.
+func (g Group) test(path string, scanLimit int32) Verdict {
 	acc := [2]best{noMatch, noMatch}
 	var pm pathMask
 	for _, bi := range g.blocks {
-		g.r.matcher(bi).test(path, &acc, &pm)
+		if b := &g.r.blocks[bi]; b.last-b.first <= scanLimit {
+			g.r.scan(b, path, &acc)
+		} else {
+			g.r.matcher(bi).test(path, &acc, &pm)
+		}
 	}
 	d, a := acc[0], acc[1]
 	if d.prio > a.prio {
@@ -137,7 +145,9 @@ func (g Group) Test(path string) Verdict {
 // by [PathOf] without any normalisation, and cut at a NUL byte as the
 // reference's C string is (for a file parsed with [WithNormalization], the
 // path is normalised instead).
-func (r *Robots) TestURL(token, url string) Verdict {
+func (r *Robots) TestURL(token, url string) Verdict { return r.testURL(token, url, scanMax) }
+
+func (r *Robots) testURL(token, url string, scanLimit int32) Verdict {
 	p := PathOf(url)
 	if i := strings.IndexByte(p, 0); i >= 0 {
 		p = p[:i]
@@ -145,7 +155,7 @@ func (r *Robots) TestURL(token, url string) Verdict {
 	if r != nil && r.norm {
 		p = Normalize(p)
 	}
-	return r.Group(token).Test(p)
+	return r.Group(token).test(p, scanLimit)
 }
 
 // Allowed reports whether token may fetch url; see [Robots.TestURL].
@@ -243,10 +253,82 @@ func classify(body string, anchored bool) (prefix, rest string, k kind, anch boo
 	return prefix, rest, kindWild, anchored
 }
 
+// derivedIndex returns where the last "/" of pat is when an allow rule
+// with pattern pat also allows the path up to it exactly ("/x/index.htm…"
+// allows "/x/", as the pattern "/x/$"), or -1.
+func derivedIndex(pat string) int {
+	if s := strings.LastIndexByte(pat, '/'); s >= 0 && strings.HasPrefix(pat[s:], "/index.htm") {
+		return s
+	}
+	return -1
+}
+
+// scanMax is the most rules a block is tested by scan, rule by rule, not
+// by a compiled matcher. Most blocks of most files have one rule or a few
+// ("User-agent: GPTBot" / "Disallow: /"), and a matcher for them would
+// cost more memory than the rules themselves for no speed.
+const scanMax = 8
+
+// scan tests path against each rule of block b in turn, with exactly the
+// matcher's semantics: the same patterns (the derived ".../$" included),
+// priorities and ties, so that acc comes out the same. A rule is matched
+// only if it would beat the best so far, and most are plain prefixes.
+func (r *Robots) scan(b *block, s string, acc *[2]best) {
+	for idx := b.first; idx < b.last; idx++ {
+		ru := &r.rules[idx]
+		var pat string
+		if ru.flags&ruleNormal != 0 {
+			pat = r.pattern(idx)
+		} else {
+			pat = r.text[ru.patStart():ru.end]
+		}
+		k := 0
+		if ru.allow {
+			k = 1
+		}
+		if c := (best{prio: int32(len(pat)), rule: idx}); c.beats(acc[k]) {
+			var ok bool
+			if ru.flags&rulePlain != 0 {
+				ok = strings.HasPrefix(s, pat)
+			} else {
+				body, anchored := strings.CutSuffix(pat, "$")
+				ok = matchPattern(s, body, anchored)
+			}
+			if ok {
+				acc[k] = c
+			}
+		}
+		if ru.flags&ruleIndex != 0 {
+			sl := derivedIndex(pat)
+			if c := (best{prio: int32(sl + 2), rule: idx}); c.beats(acc[k]) && matchPattern(s, pat[:sl+1], true) {
+				acc[k] = c
+			}
+		}
+	}
+}
+
+// matchPattern reports whether s matches the pattern body (followed by
+// "$" when anchored), as the compiled matcher decides it.
+func matchPattern(s, body string, anchored bool) bool {
+	prefix, rest, k, anch := classify(body, anchored)
+	switch k {
+	case kindPrefix:
+		return strings.HasPrefix(s, prefix)
+	case kindExact:
+		return s == prefix
+	}
+	return strings.HasPrefix(s, prefix) && matchWild(s[len(prefix):], rest, anch)
+}
+
 // matcher returns block bi's matcher, compiling it on first use: most
 // files name many crawlers, and a proxy asks about a few. The fast path is
 // one atomic load and does not allocate.
 func (r *Robots) matcher(bi int32) *matcher {
+	if r.lazy == nil {
+		// No block needs a matcher: a test is checking one against scan.
+		m := r.compile(&r.blocks[bi])
+		return &m
+	}
 	if m := r.lazy[bi].Load(); m != nil {
 		return m
 	}
@@ -284,7 +366,7 @@ func (r *Robots) compile(b *block) matcher {
 		// Matching both is equivalent: the derived pattern is shorter, so it
 		// only decides when the original does not match.
 		if ru.allow {
-			if s := strings.LastIndexByte(pat, '/'); s >= 0 && strings.HasPrefix(pat[s:], "/index.htm") {
+			if s := derivedIndex(pat); s >= 0 {
 				items = appendCompiled(items, pat[:s+1], true, ru, idx, s+2)
 			}
 		}

@@ -55,6 +55,9 @@ func (r *Robots) MemSize() int {
 // it: the matcher, an entry per literal pattern (at most: equal prefixes
 // share one), and per wildcard pattern a wildRule and its byte set.
 func (r *Robots) matcherSize(b *block) int {
+	if b.last-b.first <= scanMax {
+		return 0 // tested by scan
+	}
 	nLit, nWild := 0, 0
 	var keys [2]uint64
 	item := func(body string, anchored bool) {
@@ -71,7 +74,7 @@ func (r *Robots) matcherSize(b *block) int {
 		body, anchored := strings.CutSuffix(pat, "$")
 		item(body, anchored)
 		if r.rules[idx].allow { // the "/x/index.htm" → "/x/$" derivation of compile
-			if s := strings.LastIndexByte(pat, '/'); s >= 0 && strings.HasPrefix(pat[s:], "/index.htm") {
+			if s := derivedIndex(pat); s >= 0 {
 				item(pat[:s+1], true)
 			}
 		}

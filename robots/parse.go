@@ -41,7 +41,7 @@ type Robots struct {
 	norm     bool            // patterns compiled in normalised form, see WithNormalization
 	normal   []normalPattern // normalised patterns that differ from the file's, by rule
 
-	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled
+	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled; nil when no block needs one
 	compileMu sync.Mutex
 }
 
@@ -76,7 +76,18 @@ type rule struct {
 	start, end uint32 // text[start:end] is the display text, "allow: " or "disallow: " and the pattern
 	line       int32
 	allow      bool
+	flags      ruleFlags // what scan needs to know of the pattern matched, found once by Parse
 }
+
+// ruleFlags describe the pattern a rule is matched by (its normalised form
+// when it has one), so that scan tests most rules with one HasPrefix.
+type ruleFlags uint8
+
+const (
+	ruleNormal ruleFlags = 1 << iota // the pattern matched is in Robots.normal, not the file's
+	rulePlain                        // no "*" and no final "$": a plain prefix
+	ruleIndex                        // an allow pattern ".../index.htm…": it also allows ".../" exactly (see compile)
+)
 
 // patStart returns where the rule's pattern starts in Robots.text.
 func (ru *rule) patStart() uint32 {
@@ -369,16 +380,31 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	patStart := p.arena.Len()
 	writeEscapedPattern(&p.arena, value)
 	ru := rule{start: uint32(start), end: uint32(p.arena.Len()), line: int32(num), allow: allow}
+	// A view of the builder's buffer, inspected and not kept.
+	pat := p.arena.String()[patStart:]
 	if r.norm {
-		// A view of the builder's buffer, compared and not kept.
-		pat := p.arena.String()[patStart:]
 		if n := normalize(pat, true); n != pat {
 			// In rule order, as pattern's binary search needs.
 			r.normal = append(r.normal, normalPattern{int32(len(r.rules)), n})
+			pat = n
+			ru.flags |= ruleNormal
 		}
 	}
+	ru.flags |= patternFlags(pat, allow)
 	r.rules = append(r.rules, ru)
 	r.blocks[p.cur].last = int32(len(r.rules))
+}
+
+// patternFlags returns the flags of a rule matched by pat.
+func patternFlags(pat string, allow bool) ruleFlags {
+	var f ruleFlags
+	if strings.IndexByte(pat, '*') < 0 && !strings.HasSuffix(pat, "$") {
+		f |= rulePlain
+	}
+	if allow && derivedIndex(pat) >= 0 {
+		f |= ruleIndex
+	}
+	return f
 }
 
 func (p *parser) crawlDelay(value []byte) {
@@ -503,7 +529,13 @@ func (r *Robots) index(p *parser) {
 		r.keys = append(r.keys, k)
 		i = j
 	}
-	r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+	for i := range r.blocks {
+		if b := &r.blocks[i]; b.last-b.first > scanMax {
+			// Slots for every block, only when one needs a matcher.
+			r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+			break
+		}
+	}
 }
 
 // compareFold compares a and b as if both were lower-cased (ASCII).
@@ -538,7 +570,7 @@ func (r *Robots) Size() int {
 
 // pattern returns the form of rule i's pattern that is matched.
 func (r *Robots) pattern(i int32) string {
-	if len(r.normal) > 0 {
+	if r.rules[i].flags&ruleNormal != 0 {
 		if k, ok := slices.BinarySearchFunc(r.normal, i, func(n normalPattern, i int32) int { return int(n.rule - i) }); ok {
 			return r.normal[k].pattern
 		}
