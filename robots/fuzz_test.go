@@ -135,7 +135,7 @@ func FuzzParse(f *testing.F) {
 		for _, tok := range []string{agent, "*", ExtractToken(agent)} {
 			g := r.Group(tok)
 			v := g.Test(PathOf(url))
-			if v.Line < 0 || v.Line > r.lines {
+			if v.Line < 0 || v.Line > int(r.lines) {
 				t.Fatalf("Test(%q).Line = %d; file has %d lines", url, v.Line, r.lines)
 			}
 			if v.Line > 0 && !strings.HasPrefix(v.Rule, "allow:") && !strings.HasPrefix(v.Rule, "disallow:") {
@@ -162,7 +162,7 @@ func checkUsage(t *testing.T, r *Robots, agent, path string) {
 			}
 			continue
 		}
-		if v.Line < 1 || v.Line > r.lines || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
+		if v.Line < 1 || v.Line > int(r.lines) || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
 			t.Fatalf("Usage(%q)[%s] = %+v; want a statement on one of the file's %d lines", path, Purpose(p), v, r.lines)
 		}
 	}

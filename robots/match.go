@@ -36,18 +36,18 @@ func (r *Robots) Group(token string) Group {
 		lo, hi := 0, len(keys)
 		for lo < hi {
 			h := int(uint(lo+hi) >> 1)
-			if compareFold(keys[h].token, token) < 0 {
+			if compareFold(r.text[keys[h].start:keys[h].end], token) < 0 {
 				lo = h + 1
 			} else {
 				hi = h
 			}
 		}
-		if lo < len(keys) && compareFold(keys[lo].token, token) == 0 {
+		if lo < len(keys) && compareFold(r.text[keys[lo].start:keys[lo].end], token) == 0 {
 			k := keys[lo]
-			return Group{r: r, blocks: r.keyBlock[k.first:k.last], specific: true}
+			return Group{r: r, blocks: r.groups[k.first:k.last], specific: true}
 		}
 	}
-	return Group{r: r, blocks: r.global}
+	return Group{r: r, blocks: r.groups[:r.nGlobal]}
 }
 
 // Specific reports whether some group of the file names the token, so that
@@ -86,12 +86,11 @@ func (g Group) DisallowsAll() bool {
 	for _, bi := range g.blocks {
 		b := &g.r.blocks[bi]
 		for i := b.first; i < b.last; i++ {
-			ru := &g.r.rules[i]
-			pat := g.r.text[ru.patStart():ru.end]
+			allow, pat := g.r.rules[i].allow(), g.r.filePattern(i)
 			switch {
-			case ru.allow && pat != "":
+			case allow && pat != "":
 				return false
-			case !ru.allow && (pat == "/" || pat == "/*" || pat == "*"):
+			case !allow && (pat == "/" || pat == "/*" || pat == "*"):
 				all = true
 			}
 		}
@@ -161,11 +160,6 @@ func (r *Robots) testURL(token, url string, scanLimit int32) Verdict {
 // Allowed reports whether token may fetch url; see [Robots.TestURL].
 func (r *Robots) Allowed(token, url string) bool {
 	return r.TestURL(token, url).Allowed
-}
-
-func (r *Robots) ruleText(i int32) string {
-	ru := &r.rules[i]
-	return r.text[ru.start:ru.end]
 }
 
 // A best is the highest-priority match so far of one kind (allow or
@@ -276,16 +270,8 @@ const scanMax = 8
 func (r *Robots) scan(b *block, s string, acc *[2]best) {
 	for idx := b.first; idx < b.last; idx++ {
 		ru := &r.rules[idx]
-		var pat string
-		if ru.flags&ruleNormal != 0 {
-			pat = r.pattern(idx)
-		} else {
-			pat = r.text[ru.patStart():ru.end]
-		}
-		k := 0
-		if ru.allow {
-			k = 1
-		}
+		pat := r.text[ru.pat : ru.pat+uint32(ru.n)]
+		k := int(ru.flags & ruleAllow)
 		if c := (best{prio: int32(len(pat)), rule: idx}); c.beats(acc[k]) {
 			var ok bool
 			if ru.flags&rulePlain != 0 {
@@ -343,7 +329,7 @@ func (r *Robots) matcher(bi int32) *matcher {
 }
 
 func appendCompiled(items []compiled, body string, anchored bool, ru *rule, idx int32, prio int) []compiled {
-	c := compiled{allow: ru.allow, b: best{prio: int32(prio), rule: idx}}
+	c := compiled{allow: ru.allow(), b: best{prio: int32(prio), rule: idx}}
 	c.prefix, c.rest, c.kind, c.anchored = classify(body, anchored)
 	return append(items, c)
 }
@@ -365,7 +351,7 @@ func (r *Robots) compile(b *block) matcher {
 		// as the pattern "/x/$", when the pattern itself does not match.
 		// Matching both is equivalent: the derived pattern is shorter, so it
 		// only decides when the original does not match.
-		if ru.allow {
+		if ru.allow() {
 			if s := derivedIndex(pat); s >= 0 {
 				items = appendCompiled(items, pat[:s+1], true, ru, idx, s+2)
 			}
@@ -703,10 +689,14 @@ func (r *Robots) Groups() []GroupInfo {
 		return nil
 	}
 	out := make([]GroupInfo, len(r.blocks))
+	agents := make([]string, r.nAgents)
+	for i, a := range r.spans[:r.nAgents] {
+		agents[i] = r.str(a)
+	}
 	for i := range r.blocks {
 		b := &r.blocks[i]
 		out[i] = GroupInfo{
-			Agents:     r.agents[b.agentStart:b.agentEnd:b.agentEnd],
+			Agents:     agents[b.agentStart:b.agentEnd:b.agentEnd],
 			Line:       int(b.line),
 			Rules:      int(b.last - b.first),
 			CrawlDelay: b.crawlDelay,

@@ -25,25 +25,15 @@ func (r *Robots) MemSize() int {
 	n += heapSize(r.textCap, false)
 	n += heapSize(cap(r.rules)*int(unsafe.Sizeof(rule{})), false)
 	n += heapSize(cap(r.blocks)*int(unsafe.Sizeof(block{})), false)
-	n += heapSize(cap(r.agents)*int(unsafe.Sizeof("")), true)
-	n += heapSize(cap(r.keys)*int(unsafe.Sizeof(agentKey{})), true)
-	for _, k := range r.keys {
-		n += r.owned(k.token) // lower-cased copies of mixed-case tokens
-	}
-	n += heapSize(4*cap(r.keyBlock), false) + heapSize(4*cap(r.global), false)
-	n += heapSize(cap(r.sitemaps)*int(unsafe.Sizeof("")), true)
-	for _, s := range r.sitemaps {
-		n += r.owned(s)
-	}
+	n += heapSize(cap(r.spans)*int(unsafe.Sizeof(span{})), false)
+	n += heapSize(cap(r.keys)*int(unsafe.Sizeof(agentKey{})), false)
+	n += heapSize(4*cap(r.groups), false)
 	n += heapSize(cap(r.usage)*int(unsafe.Sizeof(usageStmt{})), true)
 	for i := range r.usage {
 		s := &r.usage[i]
 		n += r.owned(s.pattern) + r.owned(s.use)
 	}
-	n += heapSize(cap(r.normal)*int(unsafe.Sizeof(normalPattern{})), true)
-	for _, np := range r.normal {
-		n += r.owned(np.pattern)
-	}
+	n += heapSize(cap(r.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
 	n += heapSize(cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
 	for i := range r.blocks {
 		n += r.matcherSize(&r.blocks[i])
@@ -73,7 +63,7 @@ func (r *Robots) matcherSize(b *block) int {
 		pat := r.pattern(idx)
 		body, anchored := strings.CutSuffix(pat, "$")
 		item(body, anchored)
-		if r.rules[idx].allow { // the "/x/index.htm" → "/x/$" derivation of compile
+		if r.rules[idx].allow() { // the "/x/index.htm" → "/x/$" derivation of compile
 			if s := derivedIndex(pat); s >= 0 {
 				item(pat[:s+1], true)
 			}

@@ -25,80 +25,105 @@ const maxLineBytes = 2083*8 - 1
 
 // Robots is a parsed robots.txt file. It is immutable and safe for concurrent
 // use. The zero value, like a nil *Robots, is an empty file: it allows all.
+//
+// A cached file is held for a long time by many origins at once, so the
+// representation is compact: the file's strings live in one text, and
+// everything else refers to them by offsets, in pointer-free slices of
+// small fixed-size records, allocated exactly once each.
 type Robots struct {
-	blocks   []block
-	rules    []rule
-	text     string   // rule display texts ("disallow: /x"), patterns and tokens, back to back
-	textCap  int      // bytes of the allocation that holds text
-	agents   []string // every user-agent value as cut, in file order ("*" for a global line)
-	keys     []agentKey
-	keyBlock []int32 // keys[i] names the blocks keyBlock[keys[i].first:keys[i].last]
-	global   []int32 // indices of the blocks with a "*" user-agent line
-	sitemaps []string
-	usage    []usageStmt     // Content-Usage and Content-Signal statements, in line order
-	size     int             // bytes parsed
-	lines    int             // lines read
-	norm     bool            // patterns compiled in normalised form, see WithNormalization
-	normal   []normalPattern // normalised patterns that differ from the file's, by rule
+	blocks []block
+	rules  []rule
+	// text holds, back to back, each rule's display text ("disallow: /x",
+	// ending with the pattern as escaped) followed by its normalised
+	// pattern when that differs, the user-agent values as cut, sitemap
+	// values, and usage statements.
+	text    string
+	textCap int    // bytes of the allocation that holds text
+	spans   []span // the user-agent values (spans[:nAgents], file order), then the sitemap values
+	keys    []agentKey
+	// groups lists block indices: groups[:nGlobal] are the blocks with a
+	// "*" user-agent line, and each key names groups[first:last].
+	groups  []int32
+	nGlobal int32
+	nAgents int32
+	lines   int32           // lines read
+	norm    bool            // patterns compiled in normalised form, see WithNormalization
+	size    int             // bytes parsed
+	usage   []usageStmt     // Content-Usage and Content-Signal statements, in line order
+	normal  []normalDisplay // the display texts of the rules with ruleNormal, in rule order
 
 	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled; nil when no block needs one
 	compileMu sync.Mutex
 }
 
-// A normalPattern is the normalised form of a rule's pattern, where it
-// differs from the file's.
-type normalPattern struct {
-	rule    int32
-	pattern string
+// A normalDisplay locates the display text of a rule whose normalised
+// pattern differs from the file's: the rule's own span is the pattern as
+// matched.
+type normalDisplay struct {
+	rule int32
+	text span
 }
 
-// An agentKey is a lower-cased token that some user-agent line names; keys
-// are sorted so that Group finds one by binary search.
+// An agentKey is a token that some user-agent line names: text[start:end]
+// is one of its spellings, compared with others ignoring ASCII case. Keys
+// are sorted by that comparison so that Group finds one by binary search.
 type agentKey struct {
-	token       string
-	first, last int32
+	start, end  uint32
+	first, last int32 // Robots.groups[first:last] are the blocks that name it
 }
 
 // A block is one group as the reference parser sees it: consecutive
 // user-agent lines and the rules that follow them, up to the next user-agent
 // line that comes after a rule.
 type block struct {
-	agentStart, agentEnd int32 // Robots.agents[agentStart:agentEnd]
-	global               bool
-	first                int32   // rules[first:last] belong to this block
-	last                 int32   //
-	crawlDelay           float64 // seconds; -1 when the block has no valid Crawl-delay
+	agentStart, agentEnd int32   // Robots.spans[agentStart:agentEnd] are its user-agent values
+	first, last          int32   // rules[first:last] belong to this block
 	line                 int32   // line of the block's first user-agent line
+	global               bool    // a user-agent line is "*"
+	crawlDelay           float64 // seconds; -1 when the block has no valid Crawl-delay
 }
 
-// A rule is one allow or disallow line.
+// A rule is one allow or disallow line, in 12 bytes: there is one for
+// nearly every line of a cached file.
 type rule struct {
-	start, end uint32 // text[start:end] is the display text, "allow: " or "disallow: " and the pattern
-	line       int32
-	allow      bool
-	flags      ruleFlags // what scan needs to know of the pattern matched, found once by Parse
+	// pat is where the pattern as matched starts in Robots.text. Without
+	// ruleNormal, it is the end of the display text, which starts
+	// len("allow: ") or len("disallow: ") before it (without the space
+	// when the pattern is empty); with it, the display text is in
+	// Robots.normal.
+	pat  uint32
+	line int32
+	// n is the pattern's length: a line holds at most 16,663 bytes
+	// (maxLineBytes), which escaping or normalising at most triples.
+	n     uint16
+	flags ruleFlags
 }
 
-// ruleFlags describe the pattern a rule is matched by (its normalised form
-// when it has one), so that scan tests most rules with one HasPrefix.
+// ruleFlags say what kind of rule it is and what scan needs to know of
+// the pattern it is matched by, found once by Parse, so that scan tests
+// most rules with one HasPrefix.
 type ruleFlags uint8
 
 const (
-	ruleNormal ruleFlags = 1 << iota // the pattern matched is in Robots.normal, not the file's
-	rulePlain                        // no "*" and no final "$": a plain prefix
+	ruleAllow  ruleFlags = 1 << iota // an allow rule; else disallow
+	ruleNormal                       // the pattern matched is the normalised form, which differs from the file's
+	rulePlain                        // the pattern has no "*" and no final "$": a plain prefix
 	ruleIndex                        // an allow pattern ".../index.htm…": it also allows ".../" exactly (see compile)
 )
 
-// patStart returns where the rule's pattern starts in Robots.text.
-func (ru *rule) patStart() uint32 {
+// allow reports whether ru is an allow rule.
+func (ru *rule) allow() bool { return ru.flags&ruleAllow != 0 }
+
+// displayPrefix is the length of the display text before a pattern of n bytes.
+func (ru *rule) displayPrefix() uint32 {
 	n := uint32(len("disallow:"))
-	if ru.allow {
+	if ru.allow() {
 		n = uint32(len("allow:"))
 	}
-	if ru.end > ru.start+n {
+	if ru.n > 0 {
 		n++ // the space before a pattern
 	}
-	return ru.start + n
+	return n
 }
 
 // Option changes how [Parse] compiles a file.
@@ -135,15 +160,18 @@ func Parse(body []byte, opts ...Option) *Robots {
 }
 
 type parser struct {
-	r       *Robots
-	cur     int32 // current block, -1 before the first user-agent line
-	ruleHit bool  // a rule followed the current block's user-agent lines
-	arena   strings.Builder
-	agents  []span // user-agent values as cut, in arena
-	usage   []usageSpan
+	r        *Robots
+	cur      int32 // current block, -1 before the first user-agent line
+	ruleHit  bool  // a rule followed the current block's user-agent lines
+	arena    strings.Builder
+	sitemaps []span // sitemap values, in arena
+	usage    []usageSpan
 }
 
+// A span is text[start:end] of a Robots (or of the parser's arena).
 type span struct{ start, end uint32 }
+
+func (r *Robots) str(s span) string { return r.text[s.start:s.end] }
 
 var utf8BOM = [3]byte{0xEF, 0xBB, 0xBF}
 
@@ -181,7 +209,7 @@ func (p *parser) run(body []byte) {
 		lastCR = ch == '\r'
 		i = end + 1
 	}
-	p.r.lines = line
+	p.r.lines = int32(line)
 }
 
 // indexFrom returns the index of the first c in b at or after i, or len(b).
@@ -213,7 +241,9 @@ func (p *parser) line(num int, b []byte) {
 	case keyDisallow:
 		p.rule(num, value, false)
 	case keySitemap:
-		p.r.sitemaps = append(p.r.sitemaps, string(value))
+		start := p.arena.Len()
+		p.arena.Write(value)
+		p.sitemaps = append(p.sitemaps, span{uint32(start), uint32(p.arena.Len())})
 	case keyCrawlDelay:
 		p.crawlDelay(value)
 	case keyContentUsage:
@@ -338,7 +368,7 @@ func (p *parser) userAgent(num int, value []byte) {
 	r := p.r
 	if p.cur < 0 || p.ruleHit {
 		r.blocks = append(r.blocks, block{
-			agentStart: int32(len(p.agents)),
+			agentStart: int32(len(r.spans)),
 			first:      int32(len(r.rules)),
 			last:       int32(len(r.rules)),
 			crawlDelay: -1,
@@ -358,8 +388,8 @@ func (p *parser) userAgent(num int, value []byte) {
 	}
 	start := p.arena.Len()
 	p.arena.Write(value)
-	p.agents = append(p.agents, span{uint32(start), uint32(p.arena.Len())})
-	b.agentEnd = int32(len(p.agents))
+	r.spans = append(r.spans, span{uint32(start), uint32(p.arena.Len())})
+	b.agentEnd = int32(len(r.spans))
 }
 
 func (p *parser) rule(num int, value []byte, allow bool) {
@@ -379,17 +409,23 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	}
 	patStart := p.arena.Len()
 	writeEscapedPattern(&p.arena, value)
-	ru := rule{start: uint32(start), end: uint32(p.arena.Len()), line: int32(num), allow: allow}
+	ru := rule{pat: uint32(patStart), line: int32(num)}
+	if allow {
+		ru.flags |= ruleAllow
+	}
 	// A view of the builder's buffer, inspected and not kept.
 	pat := p.arena.String()[patStart:]
 	if r.norm {
 		if n := normalize(pat, true); n != pat {
-			// In rule order, as pattern's binary search needs.
-			r.normal = append(r.normal, normalPattern{int32(len(r.rules)), n})
+			// In rule order, as ruleText's binary search needs.
+			r.normal = append(r.normal, normalDisplay{int32(len(r.rules)), span{uint32(start), uint32(p.arena.Len())}})
+			ru.pat = uint32(p.arena.Len())
+			p.arena.WriteString(n)
 			pat = n
 			ru.flags |= ruleNormal
 		}
 	}
+	ru.n = uint16(len(pat))
 	ru.flags |= patternFlags(pat, allow)
 	r.rules = append(r.rules, ru)
 	r.blocks[p.cur].last = int32(len(r.rules))
@@ -466,18 +502,15 @@ func upper(c byte) byte {
 func (p *parser) finish() *Robots {
 	r := p.r
 	// Parsed files live long in caches: keep no spare room beyond an eighth.
-	r.rules, r.blocks, r.normal, r.sitemaps = tight(r.rules), tight(r.blocks), tight(r.normal), tight(r.sitemaps)
+	r.rules, r.blocks, r.normal = tight(r.rules), tight(r.blocks), tight(r.normal)
 	r.text, r.textCap = p.arena.String(), p.arena.Cap()
 	if r.textCap > len(r.text)+len(r.text)/8 {
 		r.text, r.textCap = strings.Clone(r.text), len(r.text)
 	}
-	r.agents = make([]string, len(p.agents))
-	for i, a := range p.agents {
-		r.agents[i] = r.text[a.start:a.end]
-	}
+	r.nAgents = int32(len(r.spans))
+	r.spans = tight(append(r.spans, p.sitemaps...))
 	r.finishUsage(p.usage)
-	r.index(p)
-	r.keys, r.keyBlock, r.global = tight(r.keys), tight(r.keyBlock), tight(r.global)
+	r.index()
 	return r
 }
 
@@ -490,42 +523,65 @@ func tight[S ~[]E, E any](s S) S {
 	return s
 }
 
-// index builds the agent keys and compiles every block's matcher.
-func (r *Robots) index(p *parser) {
+// index builds the agent keys and the lists of blocks they name, each
+// allocated at its exact size, and makes room for the matchers.
+func (r *Robots) index() {
 	type named struct {
-		token string
+		agent span
 		block int32
 	}
 	var names []named
+	nGlobal := 0
 	for i := range r.blocks {
 		b := &r.blocks[i]
 		if b.global {
-			r.global = append(r.global, int32(i))
+			nGlobal++
 		}
-		for _, a := range r.agents[b.agentStart:b.agentEnd] {
-			if a == "*" { // only a global line keeps a "*"
+		for _, a := range r.spans[b.agentStart:b.agentEnd] {
+			if r.str(a) == "*" { // only a global line keeps a "*"
 				continue
 			}
 			names = append(names, named{a, int32(i)})
 		}
 	}
-	// Sort by lower-cased token, then block; keys are views of r.text when
-	// already lower-case.
+	// Sort by lower-cased token, then block.
 	slices.SortFunc(names, func(a, b named) int {
-		if c := compareFold(a.token, b.token); c != 0 {
+		if c := compareFold(r.str(a.agent), r.str(b.agent)); c != 0 {
 			return c
 		}
 		return int(a.block - b.block)
 	})
+	nKeys, nGroups := 0, nGlobal
+	for i := range names {
+		if i == 0 || compareFold(r.str(names[i].agent), r.str(names[i-1].agent)) != 0 {
+			nKeys++
+			nGroups++
+		} else if names[i].block != names[i-1].block {
+			nGroups++
+		}
+	}
+	if nGroups > 0 {
+		r.groups = make([]int32, 0, nGroups)
+	}
+	for i := range r.blocks {
+		if r.blocks[i].global {
+			r.groups = append(r.groups, int32(i))
+		}
+	}
+	r.nGlobal = int32(nGlobal)
+	if nKeys > 0 {
+		r.keys = make([]agentKey, 0, nKeys)
+	}
 	for i := 0; i < len(names); {
+		a := names[i].agent
+		k := agentKey{start: a.start, end: a.end, first: int32(len(r.groups))}
 		j := i
-		k := agentKey{token: strings.ToLower(names[i].token), first: int32(len(r.keyBlock))}
-		for ; j < len(names) && compareFold(names[j].token, names[i].token) == 0; j++ {
-			if n := len(r.keyBlock); n == int(k.first) || r.keyBlock[n-1] != names[j].block {
-				r.keyBlock = append(r.keyBlock, names[j].block)
+		for ; j < len(names) && compareFold(r.str(names[j].agent), r.str(a)) == 0; j++ {
+			if n := len(r.groups); n == int(k.first) || r.groups[n-1] != names[j].block {
+				r.groups = append(r.groups, names[j].block)
 			}
 		}
-		k.last = int32(len(r.keyBlock))
+		k.last = int32(len(r.groups))
 		r.keys = append(r.keys, k)
 		i = j
 	}
@@ -554,10 +610,14 @@ func compareFold(a, b string) int {
 
 // Sitemaps returns the values of the file's sitemap lines, in order.
 func (r *Robots) Sitemaps() []string {
-	if r == nil {
+	if r == nil || len(r.spans) == int(r.nAgents) {
 		return nil
 	}
-	return r.sitemaps
+	out := make([]string, 0, len(r.spans)-int(r.nAgents))
+	for _, s := range r.spans[r.nAgents:] {
+		out = append(out, r.str(s))
+	}
+	return out
 }
 
 // Size returns the number of bytes that were parsed.
@@ -570,11 +630,28 @@ func (r *Robots) Size() int {
 
 // pattern returns the form of rule i's pattern that is matched.
 func (r *Robots) pattern(i int32) string {
-	if r.rules[i].flags&ruleNormal != 0 {
-		if k, ok := slices.BinarySearchFunc(r.normal, i, func(n normalPattern, i int32) int { return int(n.rule - i) }); ok {
-			return r.normal[k].pattern
-		}
-	}
 	ru := &r.rules[i]
-	return r.text[ru.patStart():ru.end]
+	return r.text[ru.pat : ru.pat+uint32(ru.n)]
+}
+
+// ruleText returns rule i's display text: "allow: " or "disallow: " and
+// its pattern as escaped.
+func (r *Robots) ruleText(i int32) string {
+	ru := &r.rules[i]
+	if ru.flags&ruleNormal == 0 {
+		return r.text[ru.pat-ru.displayPrefix() : ru.pat+uint32(ru.n)]
+	}
+	k, _ := slices.BinarySearchFunc(r.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
+	return r.str(r.normal[k].text)
+}
+
+// filePattern returns rule i's pattern as escaped, not normalised.
+func (r *Robots) filePattern(i int32) string {
+	t := r.ruleText(i)
+	if r.rules[i].allow() {
+		t = t[len("allow:"):]
+	} else {
+		t = t[len("disallow:"):]
+	}
+	return strings.TrimPrefix(t, " ")
 }
