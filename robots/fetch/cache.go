@@ -3,7 +3,6 @@ package fetch
 import (
 	"github.com/robotsgate/robotsgate/robots"
 
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -165,10 +164,12 @@ type Cache struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // fetches running
 
-	mu         sync.Mutex
-	states     map[Origin]*list.Element // of *originState
-	lru        *list.List               // most recently refreshed first
-	stateBytes int64
+	mu     sync.Mutex
+	states map[Origin]*originState
+	// newest and oldest end the LRU list of states, linked through
+	// their newer and older fields: most recently refreshed first.
+	newest, oldest *originState
+	stateBytes     int64
 	// flights holds the fetch in flight of each origin, which every Get
 	// of that origin waits on. It replaces x/sync/singleflight: joining a
 	// fetch, counting its waiters and giving it up when none is left must
@@ -194,14 +195,25 @@ type flight struct {
 	waiters int // Gets waiting on it; c.mu is held
 }
 
+// originState is what the cache holds for an origin, one per origin it
+// knows: kept small (80 bytes), as most origins have only a good copy.
 type originState struct {
-	origin           Origin
-	good             *Entry
-	unreachableSince time.Time
-	retryAt          time.Time
-	lastErr          string
-	lastKind         string // ErrorKind of the failure, "tls-verify" and the like
-	lastStatus       int
+	origin Origin
+	good   *Entry
+	// fail describes the current run of failures: when it began, when to
+	// retry, the latest error. Nil while the latest fetch succeeded; set
+	// and cleared by setFailure, as a whole, never changed in place.
+	fail         *Failure
+	newer, older *originState // the LRU list's links
+}
+
+// failure returns st's failure marks: all zero while the latest fetch
+// succeeded.
+func (st *originState) failure() Failure {
+	if st.fail == nil {
+		return Failure{}
+	}
+	return *st.fail
 }
 
 // NewCache returns a Cache with opts, defaults filled in.
@@ -234,8 +246,7 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		opts:    opts,
 		seed:    maphash.MakeSeed(),
 		slots:   make(chan struct{}, opts.MaxFetches),
-		states:  map[Origin]*list.Element{},
-		lru:     list.New(),
+		states:  map[Origin]*originState{},
 		flights: map[Origin]*flight{},
 	}
 	// ristretto holds only what the LRU holds, under the same bound, so it
@@ -460,16 +471,16 @@ func (c *Cache) land(f *flight) {
 func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &originState{origin: o}
-	if el, ok := c.states[o]; ok {
-		st = el.Value.(*originState)
+	st := c.states[o]
+	if st == nil {
+		st = &originState{origin: o}
 	}
 	var a Answer
-	if st.good != nil {
+	if since := st.failure().UnreachableSince; st.good != nil {
 		a = c.failed(st, now)
 	} else if e, ok := c.rc.Get(c.key(o)); ok && e.Origin == o {
-		a = Answer{Entry: e, Stale: true, UnreachableSince: st.unreachableSince}
-	} else if !st.unreachableSince.IsZero() && now.Sub(st.unreachableSince) >= c.opts.UnreachableLimit {
+		a = Answer{Entry: e, Stale: true, UnreachableSince: since}
+	} else if !since.IsZero() && now.Sub(since) >= c.opts.UnreachableLimit {
 		a = c.failed(st, now)
 	} else {
 		return Answer{}, false
@@ -485,16 +496,15 @@ func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.states[o]
-	if !ok {
+	st := c.states[o]
+	if st == nil {
 		return Answer{}, false
 	}
-	st := el.Value.(*originState)
 	if st.good != nil && now.Before(st.good.Expires) {
 		c.set(o, st.good)
 		return Answer{Entry: st.good}, true
 	}
-	if now.Before(st.retryAt) {
+	if now.Before(st.failure().RetryAt) {
 		return c.failed(st, now), true
 	}
 	return Answer{}, false
@@ -570,11 +580,13 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 				c.setGood(st, e)
 			}
 		}
-		if st.unreachableSince.IsZero() {
-			st.unreachableSince = res.At
+		f := st.failure()
+		if f.UnreachableSince.IsZero() {
+			f.UnreachableSince = res.At
 		}
-		st.lastErr, st.lastStatus, st.lastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
-		st.retryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+		f.LastError, f.LastStatus, f.LastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
+		f.RetryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+		c.setFailure(st, &f)
 		return c.failed(st, now), c.saveFailure(o, st)
 	}
 	ttl := c.opts.TTL
@@ -595,7 +607,7 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 	}
 	e.Size = entrySize(e)
 	c.setGood(st, e)
-	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus, st.lastKind = time.Time{}, time.Time{}, "", 0, ""
+	c.setFailure(st, nil)
 	c.set(o, e)
 	return Answer{Entry: e}, c.saveGood(o, e, res.Body)
 }
@@ -621,11 +633,12 @@ func errText(err error) string {
 
 // failed answers for an origin whose latest fetch failed.
 func (c *Cache) failed(st *originState, now time.Time) Answer {
-	a := Answer{LastError: st.lastErr, LastKind: st.lastKind, LastStatus: st.lastStatus, RetryAt: st.retryAt, UnreachableSince: st.unreachableSince}
+	f := st.failure()
+	a := Answer{LastError: f.LastError, LastKind: f.LastKind, LastStatus: f.LastStatus, RetryAt: f.RetryAt, UnreachableSince: f.UnreachableSince}
 	switch {
 	case st.good != nil:
 		a.Entry, a.Stale = st.good, true
-	case now.Sub(st.unreachableSince) >= c.opts.UnreachableLimit:
+	case now.Sub(f.UnreachableSince) >= c.opts.UnreachableLimit:
 		a.LimitPassed = true
 	default:
 		a.Unreachable = true
@@ -635,15 +648,59 @@ func (c *Cache) failed(st *originState, now time.Time) Answer {
 
 // state returns o's state, creating it, and marks it most recent. c.mu is held.
 func (c *Cache) state(o Origin) *originState {
-	if el, ok := c.states[o]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*originState)
+	if st := c.states[o]; st != nil {
+		c.unlink(st)
+		c.pushNewest(st)
+		return st
 	}
 	st := &originState{origin: o}
-	c.states[o] = c.lru.PushFront(st)
+	c.states[o] = st
+	c.pushNewest(st)
 	c.stateBytes += stateOverhead
 	c.trim()
 	return st
+}
+
+// pushNewest puts st, not in the LRU list, at its front. c.mu is held.
+func (c *Cache) pushNewest(st *originState) {
+	st.older, st.newer = c.newest, nil
+	if c.newest != nil {
+		c.newest.newer = st
+	} else {
+		c.oldest = st
+	}
+	c.newest = st
+}
+
+// unlink takes st out of the LRU list. c.mu is held.
+func (c *Cache) unlink(st *originState) {
+	if st.newer != nil {
+		st.newer.older = st.older
+	} else {
+		c.newest = st.older
+	}
+	if st.older != nil {
+		st.older.newer = st.newer
+	} else {
+		c.oldest = st.newer
+	}
+	st.newer, st.older = nil, nil
+}
+
+// forget takes st out of the state and counts its bytes out. c.mu is held.
+func (c *Cache) forget(st *originState) {
+	c.unlink(st)
+	delete(c.states, st.origin)
+	c.stateBytes -= stateOverhead + failureSize(st.fail)
+	if st.good != nil {
+		c.stateBytes -= int64(st.good.Size)
+	}
+}
+
+// setFailure makes f (nil: none) st's failure marks. c.mu is held.
+func (c *Cache) setFailure(st *originState, f *Failure) {
+	c.stateBytes += failureSize(f) - failureSize(st.fail)
+	st.fail = f
 }
 
 // setGood makes e the last good copy of st's origin. c.mu is held.
@@ -660,17 +717,11 @@ func (c *Cache) setGood(st *originState, e *Entry) {
 // over its bound, never the most recent, and takes their entries out of
 // ristretto: what it holds stays within the state's bound. c.mu is held.
 func (c *Cache) trim() {
-	for c.stateBytes*heapSlack > c.opts.MaxBytes && c.lru.Len() > 1 {
-		el := c.lru.Back()
-		st := el.Value.(*originState)
-		c.lru.Remove(el)
-		delete(c.states, st.origin)
+	for c.stateBytes*heapSlack > c.opts.MaxBytes && c.oldest != c.newest {
+		st := c.oldest
+		c.forget(st)
 		c.rc.Del(c.key(st.origin))
 		c.evictions.Add(1)
-		c.stateBytes -= stateOverhead
-		if st.good != nil {
-			c.stateBytes -= int64(st.good.Size)
-		}
 	}
 }
 
@@ -680,9 +731,8 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.states[o]; ok {
-		st := el.Value.(*originState)
-		if st.good != nil && st.lastErr == "" {
+	if st := c.states[o]; st != nil {
+		if st.good != nil && st.failure().LastError == "" {
 			return Answer{Entry: st.good}, true
 		}
 		return c.failed(st, now), true
@@ -713,15 +763,9 @@ func (c *Cache) Forget(o Origin) bool {
 	defer c.mu.Unlock()
 	_, held := c.rc.Get(c.key(o))
 	c.rc.Del(c.key(o))
-	if el, ok := c.states[o]; ok {
+	if st := c.states[o]; st != nil {
 		held = true
-		st := el.Value.(*originState)
-		c.lru.Remove(el)
-		delete(c.states, o)
-		c.stateBytes -= stateOverhead
-		if st.good != nil {
-			c.stateBytes -= int64(st.good.Size)
-		}
+		c.forget(st)
 	}
 	return held
 }
@@ -748,7 +792,7 @@ func (c *Cache) Stats() CacheStats {
 		Fetches:    c.fetches.Load(),
 		Bytes:      c.stateBytes * heapSlack,
 		StateBytes: c.stateBytes,
-		Origins:    c.lru.Len(),
+		Origins:    len(c.states),
 
 		FetchesInFlight:  len(c.slots),
 		FetchesAbandoned: c.abandoned.Load(),
