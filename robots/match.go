@@ -126,7 +126,7 @@ func (g Group) test(path string, scanLimit int32) Verdict {
 		if b := &g.r.blocks[bi]; b.last-b.first <= scanLimit {
 			g.r.scan(b, path, &acc)
 		} else {
-			g.r.matcher(bi).test(path, &acc, &pm)
+			g.r.matcher(bi).test(g.r.text, path, &acc, &pm)
 		}
 	}
 	d, a := acc[0], acc[1]
@@ -177,13 +177,19 @@ func (a best) beats(b best) bool {
 
 // A matcher indexes the rules of one block. Rules that are plain prefixes
 // ("/a") or exact paths ("/a$") are indexed by that literal: entries are
-// sorted by it, each pointing to its longest proper prefix among the entries,
-// so the entries that are prefixes of a path are found with one binary
-// search and a walk up that chain, and each entry keeps only the best rule of
-// each kind. Rules with a "*" after their literal prefix are indexed by their
-// key: the rarest byte (in URL paths) that they need after the prefix. A path
-// only visits the rules keyed by bytes it contains, and each of those passes
-// a filter on all the bytes it needs before it is matched.
+// sorted by it, each pointing to its longest prefix among the entries
+// before it, so the entries that are prefixes of a path are found with one
+// binary search and a walk up that chain. Rules with a "*" after their
+// literal prefix are indexed by their key: the rarest byte (in URL paths)
+// that they need after the prefix. A path only visits the rules keyed by
+// bytes it contains, and each of those passes a filter on all the bytes it
+// needs before it is matched.
+//
+// Entries and wildcard rules hold no strings: their prefixes and rests
+// are offsets into Robots.text, where every pattern matched is (as the
+// file's or as its normalised form), and lengths of 16 bits, as rules
+// hold theirs. A cached file keeps the matchers of the groups it was asked
+// about for as long as it is cached.
 type matcher struct {
 	entries  []entry
 	wild     []wildRule  // by key byte, then best first
@@ -192,22 +198,41 @@ type matcher struct {
 	keyStart []int32     // wild[keyStart[n]:keyStart[n+1]] have the n-th key byte in keys
 }
 
+// An entry is one literal pattern, in 20 bytes. Several patterns may have
+// the same prefix: each has its own entry, and the later ones have the
+// earlier as parent.
 type entry struct {
-	prefix string
-	parent int32   // index of the longest entry that is a proper prefix; -1 if none
-	lit    [2]best // [0] disallow, [1] allow: patterns that are exactly this prefix
-	exact  [2]best // same, for patterns "prefix$"
+	start  uint32 // the prefix is Robots.text[start : start+n]
+	parent int32  // index of the last entry before it whose prefix is a prefix of its own; -1 if none
+	rule   int32  // index in Robots.rules
+	n      uint16 // the prefix's length
+	prio   uint16 // the pattern's priority: its length (see best)
+	kind   entryKind
 }
 
-// A wildRule is a pattern whose literal prefix is followed by a "*": rest is
-// literal segments separated by "*", the first floating.
+type entryKind uint8
+
+const (
+	entryAllow entryKind = 1 << iota // an allow rule; must be bit 0, the index in the accumulators
+	entryExact                       // the pattern is prefix + "$": only the prefix itself matches
+)
+
+// A wildRule is a pattern whose literal prefix is followed by a "*", in 20
+// bytes: rest is literal segments separated by "*", the first floating.
 type wildRule struct {
-	prefix   string
-	rest     string
-	b        best
-	allow    bool
-	anchored bool // the last segment must end the path
+	pstart, rstart uint32 // prefix: Robots.text[pstart : pstart+pn]; rest: Robots.text[rstart : rstart+rn]
+	rule           int32  // index in Robots.rules
+	pn, rn         uint16
+	prio           uint16
+	kind           wildKind
 }
+
+type wildKind uint8
+
+const (
+	wildAllow    wildKind = 1 << iota // an allow rule; must be bit 0, the index in the accumulators
+	wildAnchored                      // the last segment of rest must end the path
+)
 
 type kind uint8
 
@@ -217,34 +242,45 @@ const (
 	kindWild               // prefix, then rest
 )
 
+// A compiled pattern while compile sorts them: prefix and rest are views
+// of Robots.text, at pstart and rstart.
 type compiled struct {
-	prefix, rest string
-	b            best
-	kind         kind
-	anchored     bool
-	allow        bool
+	prefix, rest   string
+	pstart, rstart uint32
+	b              best
+	kind           kind
+	anchored       bool
+	allow          bool
 }
 
 // classify splits a pattern, without its final "$" if any, into its literal
 // prefix and the rest, simplifying what cannot change the answer: repeated
 // "*", a trailing "*", and "*$".
 func classify(body string, anchored bool) (prefix, rest string, k kind, anch bool) {
+	pn, rs, re, k, anch := classifyAt(body, anchored)
+	return body[:pn], body[rs:re], k, anch
+}
+
+// classifyAt is classify giving where the prefix ends (body[:pn]) and the
+// rest is (body[rs:re]) in body.
+func classifyAt(body string, anchored bool) (pn, rs, re int, k kind, anch bool) {
 	star := strings.IndexByte(body, '*')
 	if star < 0 {
 		if anchored {
-			return body, "", kindExact, false
+			return len(body), 0, 0, kindExact, false
 		}
-		return body, "", kindPrefix, false
+		return len(body), 0, 0, kindPrefix, false
 	}
-	prefix, rest = body[:star], body[star:]
+	rest := body[star:]
 	if t := strings.TrimRight(rest, "*"); len(t) < len(rest) {
 		rest, anchored = t, false // "…*" and "…*$" match anything after
 	}
+	re = star + len(rest)
 	rest = strings.TrimLeft(rest, "*")
 	if rest == "" {
-		return prefix, "", kindPrefix, false
+		return star, 0, 0, kindPrefix, false
 	}
-	return prefix, rest, kindWild, anchored
+	return star, re - len(rest), re, kindWild, anchored
 }
 
 // derivedIndex returns where the last "/" of pat is when an allow rule
@@ -328,9 +364,13 @@ func (r *Robots) matcher(bi int32) *matcher {
 	return &m
 }
 
-func appendCompiled(items []compiled, body string, anchored bool, ru *rule, idx int32, prio int) []compiled {
+// appendCompiled appends the pattern body (+ "$" when anchored), which is
+// r.text[at : at+len(body)], of rule idx.
+func appendCompiled(items []compiled, at uint32, body string, anchored bool, ru *rule, idx int32, prio int) []compiled {
 	c := compiled{allow: ru.allow(), b: best{prio: int32(prio), rule: idx}}
-	c.prefix, c.rest, c.kind, c.anchored = classify(body, anchored)
+	pn, rs, re, k, anch := classifyAt(body, anchored)
+	c.prefix, c.pstart, c.kind, c.anchored = body[:pn], at, k, anch
+	c.rest, c.rstart = body[rs:re], at+uint32(rs)
 	return append(items, c)
 }
 
@@ -346,14 +386,14 @@ func (r *Robots) compile(b *block) matcher {
 		if strings.HasSuffix(pat, "$") {
 			body, anchored = pat[:len(pat)-1], true
 		}
-		items = appendCompiled(items, body, anchored, ru, idx, len(pat))
+		items = appendCompiled(items, ru.pat, body, anchored, ru, idx, len(pat))
 		// The reference also lets "allow: /x/index.htm…" allow "/x/" exactly,
 		// as the pattern "/x/$", when the pattern itself does not match.
 		// Matching both is equivalent: the derived pattern is shorter, so it
 		// only decides when the original does not match.
 		if ru.allow() {
 			if s := derivedIndex(pat); s >= 0 {
-				items = appendCompiled(items, pat[:s+1], true, ru, idx, s+2)
+				items = appendCompiled(items, ru.pat, pat[:s+1], true, ru, idx, s+2)
 			}
 		}
 	}
@@ -391,7 +431,15 @@ func (r *Robots) compile(b *block) matcher {
 				m.keys[w.key>>6] |= 1 << (w.key & 63)
 				m.keyStart = append(m.keyStart, int32(n))
 			}
-			m.wild = append(m.wild, wildRule{prefix: c.prefix, rest: c.rest, b: c.b, allow: c.allow, anchored: c.anchored})
+			wr := wildRule{pstart: c.pstart, rstart: c.rstart, rule: c.b.rule,
+				pn: uint16(len(c.prefix)), rn: uint16(len(c.rest)), prio: uint16(c.b.prio)}
+			if c.allow {
+				wr.kind |= wildAllow
+			}
+			if c.anchored {
+				wr.kind |= wildAnchored
+			}
+			m.wild = append(m.wild, wr)
 			m.needs = append(m.needs, byteSet(c.rest))
 		}
 		m.keyStart = append(m.keyStart, int32(len(wild)))
@@ -417,28 +465,22 @@ func (r *Robots) compile(b *block) matcher {
 	if !slices.IsSortedFunc(lit, byPrefix) {
 		slices.SortFunc(lit, byPrefix)
 	}
-	// Exactly one entry per distinct prefix: a cached file's matchers
-	// keep no spare room.
-	if n := distinctPrefixes(items, lit); n > 0 {
-		m.entries = make([]entry, 0, n)
+	// Exactly one entry per pattern: a cached file's matchers keep no
+	// spare room.
+	if len(lit) > 0 {
+		m.entries = make([]entry, 0, len(lit))
 	}
 	var stack []int32
-	for i := 0; i < len(lit); {
-		prefix := items[lit[i].i].prefix
-		e := entry{prefix: prefix, parent: -1, lit: [2]best{noMatch, noMatch}, exact: [2]best{noMatch, noMatch}}
-		for ; i < len(lit) && items[lit[i].i].prefix == prefix; i++ {
-			c := &items[lit[i].i]
-			k := 0
-			if c.allow {
-				k = 1
-			}
-			if c.kind == kindPrefix && c.b.beats(e.lit[k]) {
-				e.lit[k] = c.b
-			} else if c.kind == kindExact && c.b.beats(e.exact[k]) {
-				e.exact[k] = c.b
-			}
+	for _, l := range lit {
+		c := &items[l.i]
+		e := entry{start: c.pstart, parent: -1, rule: c.b.rule, n: uint16(len(c.prefix)), prio: uint16(c.b.prio)}
+		if c.allow {
+			e.kind |= entryAllow
 		}
-		for len(stack) > 0 && !strings.HasPrefix(prefix, m.entries[stack[len(stack)-1]].prefix) {
+		if c.kind == kindExact {
+			e.kind |= entryExact
+		}
+		for len(stack) > 0 && !strings.HasPrefix(c.prefix, items[lit[stack[len(stack)-1]].i].prefix) {
 			stack = stack[:len(stack)-1]
 		}
 		if len(stack) > 0 {
@@ -448,18 +490,6 @@ func (r *Robots) compile(b *block) matcher {
 		stack = append(stack, int32(len(m.entries))-1)
 	}
 	return m
-}
-
-// distinctPrefixes counts the distinct prefixes of the literal items, lit
-// sorted by prefix.
-func distinctPrefixes(items []compiled, lit []sortKey) int {
-	n := 0
-	for i := range lit {
-		if i == 0 || items[lit[i].i].prefix != items[lit[i-1].i].prefix {
-			n++
-		}
-	}
-	return n
 }
 
 // distinctKeys counts the distinct key bytes of wild, sorted by key.
@@ -562,12 +592,12 @@ func (pm *pathMask) get(s string) *[2]uint64 {
 	return &pm.m
 }
 
-func (m *matcher) test(s string, acc *[2]best, pm *pathMask) {
+func (m *matcher) test(text, s string, acc *[2]best, pm *pathMask) {
 	es := m.entries
 	lo, hi := 0, len(es)
 	for lo < hi {
 		h := int(uint(lo+hi) >> 1)
-		if es[h].prefix <= s {
+		if e := &es[h]; text[e.start:e.start+uint32(e.n)] <= s {
 			lo = h + 1
 		} else {
 			hi = h
@@ -576,20 +606,16 @@ func (m *matcher) test(s string, acc *[2]best, pm *pathMask) {
 	// Every entry that is a prefix of s is a prefix of es[i] no longer than
 	// the common prefix of es[i] and s, so it is on es[i]'s parent chain.
 	if i := lo - 1; i >= 0 {
-		common := commonPrefixLen(es[i].prefix, s)
+		common := commonPrefixLen(text[es[i].start:es[i].start+uint32(es[i].n)], s)
 		for i >= 0 {
 			e := &es[i]
 			i = int(e.parent)
-			if len(e.prefix) > common {
+			if int(e.n) > common || e.kind&entryExact != 0 && int(e.n) != len(s) {
 				continue
 			}
-			for k := range 2 {
-				if e.lit[k].beats(acc[k]) {
-					acc[k] = e.lit[k]
-				}
-				if len(e.prefix) == len(s) && e.exact[k].beats(acc[k]) {
-					acc[k] = e.exact[k]
-				}
+			k := e.kind & entryAllow
+			if b := (best{prio: int32(e.prio), rule: e.rule}); b.beats(acc[k]) {
+				acc[k] = b
 			}
 		}
 	}
@@ -607,24 +633,22 @@ func (m *matcher) test(s string, acc *[2]best, pm *pathMask) {
 			if w == 1 {
 				n += bits.OnesCount64(m.keys[0])
 			}
-			m.testWild(s, int(m.keyStart[n]), int(m.keyStart[n+1]), have, acc)
+			m.testWild(text, s, int(m.keyStart[n]), int(m.keyStart[n+1]), have, acc)
 		}
 	}
 }
 
-func (m *matcher) testWild(s string, from, to int, have *[2]uint64, acc *[2]best) {
+func (m *matcher) testWild(text, s string, from, to int, have *[2]uint64, acc *[2]best) {
 	for j := from; j < to; j++ {
 		if n := &m.needs[j]; n[0]&^have[0]|n[1]&^have[1] != 0 {
 			continue
 		}
 		wr := &m.wild[j]
-		k := 0
-		if wr.allow {
-			k = 1
-		}
-		if wr.b.beats(acc[k]) && len(s) >= len(wr.prefix) && s[:len(wr.prefix)] == wr.prefix &&
-			matchWild(s[len(wr.prefix):], wr.rest, wr.anchored) {
-			acc[k] = wr.b
+		k := wr.kind & wildAllow
+		if b := (best{prio: int32(wr.prio), rule: wr.rule}); b.beats(acc[k]) && len(s) >= int(wr.pn) &&
+			s[:wr.pn] == text[wr.pstart:wr.pstart+uint32(wr.pn)] &&
+			matchWild(s[wr.pn:], text[wr.rstart:wr.rstart+uint32(wr.rn)], wr.kind&wildAnchored != 0) {
+			acc[k] = b
 		}
 	}
 }

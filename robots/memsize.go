@@ -42,8 +42,8 @@ func (r *Robots) MemSize() int {
 }
 
 // matcherSize is what compile keeps for block b, counted without building
-// it: the matcher, an entry per literal pattern (at most: equal prefixes
-// share one), and per wildcard pattern a wildRule and its byte set.
+// it: nothing for a block tested by scan, else the matcher, an entry per
+// literal pattern, and per wildcard pattern a wildRule and its byte set.
 func (r *Robots) matcherSize(b *block) int {
 	if b.last-b.first <= scanMax {
 		return 0 // tested by scan
@@ -70,10 +70,10 @@ func (r *Robots) matcherSize(b *block) int {
 		}
 	}
 	n := heapSize(int(unsafe.Sizeof(matcher{})), true)
-	n += heapSize(nLit*int(unsafe.Sizeof(entry{})), true)
+	n += heapSize(nLit*int(unsafe.Sizeof(entry{})), false)
 	if nWild > 0 {
 		nKeys := bits.OnesCount64(keys[0]) + bits.OnesCount64(keys[1])
-		n += heapSize(nWild*int(unsafe.Sizeof(wildRule{})), true)
+		n += heapSize(nWild*int(unsafe.Sizeof(wildRule{})), false)
 		n += heapSize(nWild*int(unsafe.Sizeof([2]uint64{})), false)
 		n += heapSize((nKeys+1)*4, false)
 	}
