@@ -63,7 +63,7 @@ func (g Group) Empty() bool { return len(g.blocks) == 0 }
 func (g Group) CrawlDelay() (float64, bool) {
 	d := -1.0
 	for _, bi := range g.blocks {
-		d = max(d, g.r.blocks[bi].crawlDelay)
+		d = max(d, g.r.crawlDelay(&g.r.blocks[bi]))
 	}
 	return d, d >= 0
 }
@@ -723,7 +723,7 @@ func (r *Robots) Groups() []GroupInfo {
 			Agents:     agents[b.agentStart:b.agentEnd:b.agentEnd],
 			Line:       int(b.line),
 			Rules:      int(b.last - b.first),
-			CrawlDelay: b.crawlDelay,
+			CrawlDelay: r.crawlDelay(b),
 		}
 	}
 	return out

@@ -28,12 +28,16 @@ func (r *Robots) MemSize() int {
 	n += heapSize(cap(r.spans)*int(unsafe.Sizeof(span{})), false)
 	n += heapSize(cap(r.keys)*int(unsafe.Sizeof(agentKey{})), false)
 	n += heapSize(4*cap(r.groups), false)
-	n += heapSize(cap(r.usage)*int(unsafe.Sizeof(usageStmt{})), true)
-	for i := range r.usage {
-		s := &r.usage[i]
-		n += r.owned(s.pattern) + r.owned(s.use)
+	if x := r.x; x != nil {
+		n += heapSize(int(unsafe.Sizeof(*x)), true)
+		n += heapSize(cap(x.usage)*int(unsafe.Sizeof(usageStmt{})), true)
+		for i := range x.usage {
+			s := &x.usage[i]
+			n += r.owned(s.pattern) + r.owned(s.use)
+		}
+		n += heapSize(cap(x.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
+		n += heapSize(8*cap(x.delays), false)
 	}
-	n += heapSize(cap(r.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
 	n += heapSize(cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
 	for i := range r.blocks {
 		n += r.matcherSize(&r.blocks[i])

@@ -46,14 +46,29 @@ type Robots struct {
 	groups  []int32
 	nGlobal int32
 	nAgents int32
-	lines   int32           // lines read
-	norm    bool            // patterns compiled in normalised form, see WithNormalization
-	size    int             // bytes parsed
-	usage   []usageStmt     // Content-Usage and Content-Signal statements, in line order
-	normal  []normalDisplay // the display texts of the rules with ruleNormal, in rule order
+	lines   int32  // lines read
+	norm    bool   // patterns compiled in normalised form, see WithNormalization
+	size    int    // bytes parsed
+	x       *extra // what few files have; nil when they have none of it
 
 	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled; nil when no block needs one
 	compileMu sync.Mutex
+}
+
+// extra holds the parts of a file that most files lack, out of line so
+// that a file without them does not carry their slice headers.
+type extra struct {
+	usage  []usageStmt     // Content-Usage and Content-Signal statements, in line order
+	normal []normalDisplay // the display texts of the rules with ruleNormal, in rule order
+	delays []float64       // Crawl-delay values, in seconds, in block order (see block.delay)
+}
+
+// statements returns the file's usage statements.
+func (r *Robots) statements() []usageStmt {
+	if r.x == nil {
+		return nil
+	}
+	return r.x.usage
 }
 
 // A normalDisplay locates the display text of a rule whose normalised
@@ -76,11 +91,29 @@ type agentKey struct {
 // user-agent lines and the rules that follow them, up to the next user-agent
 // line that comes after a rule.
 type block struct {
-	agentStart, agentEnd int32   // Robots.spans[agentStart:agentEnd] are its user-agent values
-	first, last          int32   // rules[first:last] belong to this block
-	line                 int32   // line of the block's first user-agent line
-	global               bool    // a user-agent line is "*"
-	crawlDelay           float64 // seconds; -1 when the block has no valid Crawl-delay
+	agentStart, agentEnd int32 // Robots.spans[agentStart:agentEnd] are its user-agent values
+	first, last          int32 // rules[first:last] belong to this block
+	line                 int32 // line of the block's first user-agent line
+	delay                int32 // Robots.x.delays[delay-1] is its largest valid Crawl-delay; 0 when none
+}
+
+// global reports whether b has a "*" user-agent line: only such a line
+// keeps a "*" in its value.
+func (r *Robots) global(b *block) bool {
+	for _, a := range r.spans[b.agentStart:b.agentEnd] {
+		if r.str(a) == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// crawlDelay returns b's Crawl-delay in seconds, or -1.
+func (r *Robots) crawlDelay(b *block) float64 {
+	if b.delay == 0 {
+		return -1
+	}
+	return r.x.delays[b.delay-1]
 }
 
 // A rule is one allow or disallow line, in 12 bytes: there is one for
@@ -166,6 +199,8 @@ type parser struct {
 	arena    strings.Builder
 	sitemaps []span // sitemap values, in arena
 	usage    []usageSpan
+	normal   []normalDisplay
+	delays   []float64
 }
 
 // A span is text[start:end] of a Robots (or of the parser's arena).
@@ -371,7 +406,6 @@ func (p *parser) userAgent(num int, value []byte) {
 			agentStart: int32(len(r.spans)),
 			first:      int32(len(r.rules)),
 			last:       int32(len(r.rules)),
-			crawlDelay: -1,
 			line:       int32(num),
 		})
 		p.cur = int32(len(r.blocks) - 1)
@@ -381,7 +415,6 @@ func (p *parser) userAgent(num int, value []byte) {
 	// "*" alone, or followed by whitespace, opens the global group; any other
 	// value is cut at the first byte outside A-Z a-z _ - (so "*Bot" is "").
 	if len(value) > 0 && value[0] == '*' && (len(value) == 1 || isSpace(value[1])) {
-		b.global = true
 		value = value[:1]
 	} else {
 		value = value[:tokenLen(value)]
@@ -418,7 +451,7 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	if r.norm {
 		if n := normalize(pat, true); n != pat {
 			// In rule order, as ruleText's binary search needs.
-			r.normal = append(r.normal, normalDisplay{int32(len(r.rules)), span{uint32(start), uint32(p.arena.Len())}})
+			p.normal = append(p.normal, normalDisplay{int32(len(r.rules)), span{uint32(start), uint32(p.arena.Len())}})
 			ru.pat = uint32(p.arena.Len())
 			p.arena.WriteString(n)
 			pat = n
@@ -453,8 +486,12 @@ func (p *parser) crawlDelay(value []byte) {
 	if err != nil || d < 0 || d != d || d > 1e9 {
 		return
 	}
-	if b := &p.r.blocks[p.cur]; d > b.crawlDelay {
-		b.crawlDelay = d
+	switch b := &p.r.blocks[p.cur]; {
+	case b.delay == 0:
+		p.delays = append(p.delays, d)
+		b.delay = int32(len(p.delays))
+	case d > p.delays[b.delay-1]:
+		p.delays[b.delay-1] = d
 	}
 }
 
@@ -502,7 +539,10 @@ func upper(c byte) byte {
 func (p *parser) finish() *Robots {
 	r := p.r
 	// Parsed files live long in caches: keep no spare room beyond an eighth.
-	r.rules, r.blocks, r.normal = tight(r.rules), tight(r.blocks), tight(r.normal)
+	r.rules, r.blocks = tight(r.rules), tight(r.blocks)
+	if len(p.normal) > 0 || len(p.delays) > 0 || len(p.usage) > 0 {
+		r.x = &extra{normal: tight(p.normal), delays: tight(p.delays)}
+	}
 	r.text, r.textCap = p.arena.String(), p.arena.Cap()
 	if r.textCap > len(r.text)+len(r.text)/8 {
 		r.text, r.textCap = strings.Clone(r.text), len(r.text)
@@ -534,7 +574,7 @@ func (r *Robots) index() {
 	nGlobal := 0
 	for i := range r.blocks {
 		b := &r.blocks[i]
-		if b.global {
+		if r.global(b) {
 			nGlobal++
 		}
 		for _, a := range r.spans[b.agentStart:b.agentEnd] {
@@ -564,7 +604,7 @@ func (r *Robots) index() {
 		r.groups = make([]int32, 0, nGroups)
 	}
 	for i := range r.blocks {
-		if r.blocks[i].global {
+		if r.global(&r.blocks[i]) {
 			r.groups = append(r.groups, int32(i))
 		}
 	}
@@ -641,8 +681,8 @@ func (r *Robots) ruleText(i int32) string {
 	if ru.flags&ruleNormal == 0 {
 		return r.text[ru.pat-ru.displayPrefix() : ru.pat+uint32(ru.n)]
 	}
-	k, _ := slices.BinarySearchFunc(r.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
-	return r.str(r.normal[k].text)
+	k, _ := slices.BinarySearchFunc(r.x.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
+	return r.str(r.x.normal[k].text)
 }
 
 // filePattern returns rule i's pattern as escaped, not normalised.
