@@ -164,8 +164,12 @@ type Cache struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // fetches running
 
-	mu     sync.Mutex
-	states map[Origin]*originState
+	mu sync.Mutex
+	// states holds each origin's state by its key (see key), in 16-byte
+	// map slots where an Origin key would take 48: the origins of
+	// colliding keys chain through their states' sameKey.
+	states  map[uint64]*originState
+	nStates int
 	// newest and oldest end the LRU list of states, linked through
 	// their newer and older fields: most recently refreshed first.
 	newest, oldest *originState
@@ -196,7 +200,7 @@ type flight struct {
 }
 
 // originState is what the cache holds for an origin, one per origin it
-// knows: kept small (80 bytes), as most origins have only a good copy.
+// knows: kept small (80 bytes, with its links), as most origins have only a good copy.
 type originState struct {
 	origin Origin
 	good   *Entry
@@ -205,6 +209,7 @@ type originState struct {
 	// and cleared by setFailure, as a whole, never changed in place.
 	fail         *Failure
 	newer, older *originState // the LRU list's links
+	sameKey      *originState // the next state in Cache.states with the same key
 }
 
 // failure returns st's failure marks: all zero while the latest fetch
@@ -246,7 +251,7 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		opts:    opts,
 		seed:    maphash.MakeSeed(),
 		slots:   make(chan struct{}, opts.MaxFetches),
-		states:  map[Origin]*originState{},
+		states:  map[uint64]*originState{},
 		flights: map[Origin]*flight{},
 	}
 	// ristretto holds only what the LRU holds, under the same bound, so it
@@ -471,7 +476,7 @@ func (c *Cache) land(f *flight) {
 func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.states[o]
+	st := c.lookup(o)
 	if st == nil {
 		st = &originState{origin: o}
 	}
@@ -496,7 +501,7 @@ func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.states[o]
+	st := c.lookup(o)
 	if st == nil {
 		return Answer{}, false
 	}
@@ -648,17 +653,29 @@ func (c *Cache) failed(st *originState, now time.Time) Answer {
 
 // state returns o's state, creating it, and marks it most recent. c.mu is held.
 func (c *Cache) state(o Origin) *originState {
-	if st := c.states[o]; st != nil {
+	if st := c.lookup(o); st != nil {
 		c.unlink(st)
 		c.pushNewest(st)
 		return st
 	}
-	st := &originState{origin: o}
-	c.states[o] = st
+	k := c.key(o)
+	st := &originState{origin: o, sameKey: c.states[k]}
+	c.states[k] = st
+	c.nStates++
 	c.pushNewest(st)
 	c.stateBytes += stateOverhead
 	c.trim()
 	return st
+}
+
+// lookup returns o's state, or nil. c.mu is held.
+func (c *Cache) lookup(o Origin) *originState {
+	for st := c.states[c.key(o)]; st != nil; st = st.sameKey {
+		if st.origin == o {
+			return st
+		}
+	}
+	return nil
 }
 
 // pushNewest puts st, not in the LRU list, at its front. c.mu is held.
@@ -690,7 +707,23 @@ func (c *Cache) unlink(st *originState) {
 // forget takes st out of the state and counts its bytes out. c.mu is held.
 func (c *Cache) forget(st *originState) {
 	c.unlink(st)
-	delete(c.states, st.origin)
+	k := c.key(st.origin)
+	if first := c.states[k]; first == st {
+		if st.sameKey == nil {
+			delete(c.states, k)
+		} else {
+			c.states[k] = st.sameKey
+		}
+	} else {
+		for prev := first; prev != nil; prev = prev.sameKey {
+			if prev.sameKey == st {
+				prev.sameKey = st.sameKey
+				break
+			}
+		}
+	}
+	st.sameKey = nil
+	c.nStates--
 	c.stateBytes -= stateOverhead + failureSize(st.fail)
 	if st.good != nil {
 		c.stateBytes -= int64(st.good.Size)
@@ -731,7 +764,7 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := c.states[o]; st != nil {
+	if st := c.lookup(o); st != nil {
 		if st.good != nil && st.failure().LastError == "" {
 			return Answer{Entry: st.good}, true
 		}
@@ -763,7 +796,7 @@ func (c *Cache) Forget(o Origin) bool {
 	defer c.mu.Unlock()
 	_, held := c.rc.Get(c.key(o))
 	c.rc.Del(c.key(o))
-	if st := c.states[o]; st != nil {
+	if st := c.lookup(o); st != nil {
 		held = true
 		c.forget(st)
 	}
@@ -792,7 +825,7 @@ func (c *Cache) Stats() CacheStats {
 		Fetches:    c.fetches.Load(),
 		Bytes:      c.stateBytes * heapSlack,
 		StateBytes: c.stateBytes,
-		Origins:    len(c.states),
+		Origins:    c.nStates,
 
 		FetchesInFlight:  len(c.slots),
 		FetchesAbandoned: c.abandoned.Load(),

@@ -72,7 +72,7 @@ func (c *Cache) adopt(o Origin, rec Record) {
 func (c *Cache) newerThanHeld(o Origin, t time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.states[o]
+	st := c.lookup(o)
 	if st == nil {
 		return true
 	}

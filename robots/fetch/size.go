@@ -23,7 +23,7 @@ const heapSlack = 2
 // heap.
 const stateOverhead = int64(0 +
 	(unsafe.Sizeof(originState{})+15)&^15 + // the state, rounded to its size class
-	100 + // states map slot: Origin key and state pointer, and control byte
+	40 + // states map slot: key and state pointer, and control byte
 	90 + // ristretto's store slot (key, conflict, value, expiration)
 	30 + // ristretto's policy slot (key and cost)
 	32) // the host name
