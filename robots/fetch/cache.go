@@ -254,11 +254,14 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		states:  map[uint64]*originState{},
 		flights: map[Origin]*flight{},
 	}
-	// ristretto holds only what the LRU holds, under the same bound, so it
-	// never runs short of room and its admission counters are seldom
-	// consulted: one per 4 KiB (some ten per entry of a typical file) keeps
-	// them small (ristretto's sketch takes about 5 bytes per counter).
-	counters := max(opts.MaxBytes/4096, 1000)
+	// ristretto holds only what the LRU holds, whose live bytes are at most
+	// half of MaxCost (heapSlack), so it never runs short of room, and its
+	// admission policy, which decides only when there is none, is never
+	// consulted: its counters just take the increments of hits. One per
+	// 64 KiB keeps them to a few bytes an origin (ristretto's sketch and
+	// doorkeeper take about 4 bytes per counter: 16 MiB for a 16 GiB bound
+	// at one per 4 KiB, 1 MiB at one per 64 KiB).
+	counters := max(opts.MaxBytes/(64<<10), 1000)
 	rc, err := ristretto.NewCache(&ristretto.Config[uint64, *Entry]{
 		NumCounters: counters,
 		MaxCost:     opts.MaxBytes,

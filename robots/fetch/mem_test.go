@@ -146,7 +146,7 @@ func rss() int64 {
 
 // cacheFixedOverhead is the heap a Cache takes whatever it holds, beyond
 // MaxBytes (README, "Limits"): ristretto's buffers and admission sketch
-// (about 5 bytes per 4 KiB of MaxBytes), the fetcher's client and
+// (about 4 bytes per 64 KiB of MaxBytes), the fetcher's client and
 // transport, and room for fragmentation of the heap's spans as entries
 // come and go.
 const cacheFixedOverhead = 24 << 20
