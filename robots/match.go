@@ -296,7 +296,11 @@ func derivedIndex(pat string) int {
 // scanMax is the most rules a block is tested by scan, rule by rule, not
 // by a compiled matcher. Most blocks of most files have one rule or a few
 // ("User-agent: GPTBot" / "Disallow: /"), and a matcher for them would
-// cost more memory than the rules themselves for no speed.
+// cost more memory than the rules themselves for little speed.
+// BenchmarkScanVsMatcher, on the corpus's blocks: up to 2 rules, scan 60
+// ns and a matcher 65; up to 4, 48 and 40; 5 to 8, 67 and 46; 9 to 12, 83
+// and 50; 13 to 16, 159 and 53. Scanning blocks of 5 to 8 rules saves 41
+// bytes per file of the corpus's smaller half (MemSize), 9 to 12 another 27.
 const scanMax = 8
 
 // scan tests path against each rule of block b in turn, with exactly the
