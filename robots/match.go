@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Verdict is the answer for one path under one group of rules.
@@ -198,9 +199,9 @@ type matcher struct {
 	keyStart []int32     // wild[keyStart[n]:keyStart[n+1]] have the n-th key byte in keys
 }
 
-// An entry is one literal pattern, in 20 bytes. Several patterns may have
-// the same prefix: each has its own entry, and the later ones have the
-// earlier as parent.
+// An entry is the best literal pattern of one prefix and kind, in 20
+// bytes. A prefix may have up to four, one per kind: the later ones have
+// the earlier as parent.
 type entry struct {
 	start  uint32 // the prefix is Robots.text[start : start+n]
 	parent int32  // index of the last entry before it whose prefix is a prefix of its own; -1 if none
@@ -464,27 +465,32 @@ func (r *Robots) compile(b *block) matcher {
 			}
 			return 1
 		}
-		return strings.Compare(items[a.i].prefix, items[b.i].prefix)
+		if c := strings.Compare(items[a.i].prefix, items[b.i].prefix); c != 0 {
+			return c
+		}
+		return int(items[a.i].entryKind()) - int(items[b.i].entryKind())
 	}
 	if !slices.IsSortedFunc(lit, byPrefix) {
 		slices.SortFunc(lit, byPrefix)
 	}
-	// Exactly one entry per pattern: a cached file's matchers keep no
+	// One entry per prefix and kind, for the best of its patterns (only
+	// that one can decide), exactly sized: a cached file's matchers keep no
 	// spare room.
-	if len(lit) > 0 {
-		m.entries = make([]entry, 0, len(lit))
+	if n := distinctLiterals(items, lit); n > 0 {
+		m.entries = make([]entry, 0, n)
 	}
 	var stack []int32
-	for _, l := range lit {
-		c := &items[l.i]
-		e := entry{start: c.pstart, parent: -1, rule: c.b.rule, n: uint16(len(c.prefix)), prio: uint16(c.b.prio)}
-		if c.allow {
-			e.kind |= entryAllow
+	for i := 0; i < len(lit); {
+		c := &items[lit[i].i]
+		e := entry{start: c.pstart, parent: -1, n: uint16(len(c.prefix)), kind: c.entryKind()}
+		b := c.b
+		for i++; i < len(lit) && items[lit[i].i].prefix == c.prefix && items[lit[i].i].entryKind() == e.kind; i++ {
+			if o := items[lit[i].i].b; o.beats(b) {
+				b = o
+			}
 		}
-		if c.kind == kindExact {
-			e.kind |= entryExact
-		}
-		for len(stack) > 0 && !strings.HasPrefix(c.prefix, items[lit[stack[len(stack)-1]].i].prefix) {
+		e.rule, e.prio = b.rule, uint16(b.prio)
+		for len(stack) > 0 && !strings.HasPrefix(c.prefix, view(r.text, m.entries[stack[len(stack)-1]].start, m.entries[stack[len(stack)-1]].n)) {
 			stack = stack[:len(stack)-1]
 		}
 		if len(stack) > 0 {
@@ -494,6 +500,30 @@ func (r *Robots) compile(b *block) matcher {
 		stack = append(stack, int32(len(m.entries))-1)
 	}
 	return m
+}
+
+// entryKind returns the kind of the entry of a literal pattern.
+func (c *compiled) entryKind() entryKind {
+	var k entryKind
+	if c.allow {
+		k |= entryAllow
+	}
+	if c.kind == kindExact {
+		k |= entryExact
+	}
+	return k
+}
+
+// distinctLiterals counts the distinct prefixes and kinds of the literal
+// items, lit sorted by prefix, then kind.
+func distinctLiterals(items []compiled, lit []sortKey) int {
+	n := 0
+	for i := range lit {
+		if i == 0 || items[lit[i].i].prefix != items[lit[i-1].i].prefix || items[lit[i].i].entryKind() != items[lit[i-1].i].entryKind() {
+			n++
+		}
+	}
+	return n
 }
 
 // distinctKeys counts the distinct key bytes of wild, sorted by key.
@@ -601,7 +631,7 @@ func (m *matcher) test(text, s string, acc *[2]best, pm *pathMask) {
 	lo, hi := 0, len(es)
 	for lo < hi {
 		h := int(uint(lo+hi) >> 1)
-		if e := &es[h]; text[e.start:e.start+uint32(e.n)] <= s {
+		if e := &es[h]; view(text, e.start, e.n) <= s {
 			lo = h + 1
 		} else {
 			hi = h
@@ -610,7 +640,7 @@ func (m *matcher) test(text, s string, acc *[2]best, pm *pathMask) {
 	// Every entry that is a prefix of s is a prefix of es[i] no longer than
 	// the common prefix of es[i] and s, so it is on es[i]'s parent chain.
 	if i := lo - 1; i >= 0 {
-		common := commonPrefixLen(text[es[i].start:es[i].start+uint32(es[i].n)], s)
+		common := commonPrefixLen(view(text, es[i].start, es[i].n), s)
 		for i >= 0 {
 			e := &es[i]
 			i = int(e.parent)
@@ -650,11 +680,22 @@ func (m *matcher) testWild(text, s string, from, to int, have *[2]uint64, acc *[
 		wr := &m.wild[j]
 		k := wr.kind & wildAllow
 		if b := (best{prio: int32(wr.prio), rule: wr.rule}); b.beats(acc[k]) && len(s) >= int(wr.pn) &&
-			s[:wr.pn] == text[wr.pstart:wr.pstart+uint32(wr.pn)] &&
-			matchWild(s[wr.pn:], text[wr.rstart:wr.rstart+uint32(wr.rn)], wr.kind&wildAnchored != 0) {
+			s[:wr.pn] == view(text, wr.pstart, wr.pn) &&
+			matchWild(s[wr.pn:], view(text, wr.rstart, wr.rn), wr.kind&wildAnchored != 0) {
 			acc[k] = b
 		}
 	}
+}
+
+// view returns text[start : start+n] without checking the bounds, which
+// compile took from views of text: the matchers' hot loops slice the text
+// at every step. An empty view is "", so that no pointer is made to the
+// end of text's allocation.
+func view(text string, start uint32, n uint16) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(text)), start)), n)
 }
 
 func commonPrefixLen(a, b string) int {

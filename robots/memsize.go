@@ -47,32 +47,48 @@ func (r *Robots) MemSize() int {
 
 // matcherSize is what compile keeps for block b, counted without building
 // it: nothing for a block tested by scan, else the matcher, an entry per
-// literal pattern, and per wildcard pattern a wildRule and its byte set.
+// distinct prefix and kind of its literal patterns, and per wildcard
+// pattern a wildRule and its byte set.
 func (r *Robots) matcherSize(b *block) int {
 	if b.last-b.first <= scanMax {
 		return 0 // tested by scan
 	}
-	nLit, nWild := 0, 0
+	type literal struct {
+		prefix string
+		kind   entryKind
+	}
+	var lits []literal
+	nWild := 0
 	var keys [2]uint64
-	item := func(body string, anchored bool) {
-		if _, rest, k, _ := classify(body, anchored); k == kindWild {
+	item := func(body string, anchored, allow bool) {
+		prefix, rest, k, _ := classify(body, anchored)
+		if k == kindWild {
 			nWild++
 			c := keyByte(rest)
 			keys[c>>6&1] |= 1 << (c & 63)
-		} else {
-			nLit++
+			return
 		}
+		c := compiled{kind: k, allow: allow}
+		lits = append(lits, literal{prefix, c.entryKind()})
 	}
 	for idx := b.first; idx < b.last; idx++ {
-		pat := r.pattern(idx)
+		pat, allow := r.pattern(idx), r.rules[idx].allow()
 		body, anchored := strings.CutSuffix(pat, "$")
-		item(body, anchored)
-		if r.rules[idx].allow() { // the "/x/index.htm" → "/x/$" derivation of compile
+		item(body, anchored, allow)
+		if allow { // the "/x/index.htm" → "/x/$" derivation of compile
 			if s := derivedIndex(pat); s >= 0 {
-				item(pat[:s+1], true)
+				item(pat[:s+1], true, true)
 			}
 		}
 	}
+	// An entry per distinct prefix and kind, as compile makes them.
+	slices.SortFunc(lits, func(a, b literal) int {
+		if c := strings.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return int(a.kind) - int(b.kind)
+	})
+	nLit := len(slices.Compact(lits))
 	n := heapSize(int(unsafe.Sizeof(matcher{})), true)
 	n += heapSize(nLit*int(unsafe.Sizeof(entry{})), false)
 	if nWild > 0 {
