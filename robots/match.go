@@ -37,18 +37,24 @@ func (r *Robots) Group(token string) Group {
 		lo, hi := 0, len(keys)
 		for lo < hi {
 			h := int(uint(lo+hi) >> 1)
-			if compareFold(r.text[keys[h].start:keys[h].end], token) < 0 {
+			if compareFold(r.key(h), token) < 0 {
 				lo = h + 1
 			} else {
 				hi = h
 			}
 		}
-		if lo < len(keys) && compareFold(r.text[keys[lo].start:keys[lo].end], token) == 0 {
+		if lo < len(keys) && compareFold(r.key(lo), token) == 0 {
 			k := keys[lo]
 			return Group{r: r, blocks: r.groups[k.first:k.last], specific: true}
 		}
 	}
 	return Group{r: r, blocks: r.groups[:r.nGlobal]}
+}
+
+// key returns the token of keys[i], as one of its spellings.
+func (r *Robots) key(i int) string {
+	k := &r.keys[i]
+	return view(r.text, k.start, uint16(k.end-k.start)) // a token is part of a line
 }
 
 // Specific reports whether some group of the file names the token, so that
@@ -64,7 +70,9 @@ func (g Group) Empty() bool { return len(g.blocks) == 0 }
 func (g Group) CrawlDelay() (float64, bool) {
 	d := -1.0
 	for _, bi := range g.blocks {
-		d = max(d, g.r.crawlDelay(&g.r.blocks[bi]))
+		if b := &g.r.blocks[bi]; b.delay != 0 {
+			d = max(d, g.r.x.delays[b.delay-1])
+		}
 	}
 	return d, d >= 0
 }
@@ -309,14 +317,18 @@ const scanMax = 8
 // priorities and ties, so that acc comes out the same. A rule is matched
 // only if it would beat the best so far, and most are plain prefixes.
 func (r *Robots) scan(b *block, s string, acc *[2]best) {
-	for idx := b.first; idx < b.last; idx++ {
-		ru := &r.rules[idx]
-		pat := r.text[ru.pat : ru.pat+uint32(ru.n)]
-		k := int(ru.flags & ruleAllow)
-		if c := (best{prio: int32(len(pat)), rule: idx}); c.beats(acc[k]) {
+	rules := r.rules[b.first:b.last]
+	for i := range rules {
+		ru := &rules[i]
+		idx := b.first + int32(i)
+		k := ru.flags & ruleAllow
+		// A pattern's priority is its length: most rules are passed over
+		// without looking at their pattern.
+		if c := (best{prio: int32(ru.n), rule: idx}); c.beats(acc[k]) {
+			pat := view(r.text, ru.pat, ru.n)
 			var ok bool
 			if ru.flags&rulePlain != 0 {
-				ok = strings.HasPrefix(s, pat)
+				ok = len(s) >= len(pat) && s[:len(pat)] == pat
 			} else {
 				body, anchored := strings.CutSuffix(pat, "$")
 				ok = matchPattern(s, body, anchored)
@@ -326,6 +338,7 @@ func (r *Robots) scan(b *block, s string, acc *[2]best) {
 			}
 		}
 		if ru.flags&ruleIndex != 0 {
+			pat := view(r.text, ru.pat, ru.n)
 			sl := derivedIndex(pat)
 			if c := (best{prio: int32(sl + 2), rule: idx}); c.beats(acc[k]) && matchPattern(s, pat[:sl+1], true) {
 				acc[k] = c

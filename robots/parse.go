@@ -138,7 +138,7 @@ type rule struct {
 type ruleFlags uint8
 
 const (
-	ruleAllow  ruleFlags = 1 << iota // an allow rule; else disallow
+	ruleAllow  ruleFlags = 1 << iota // an allow rule, else disallow; must be bit 0, the index in the accumulators
 	ruleNormal                       // the pattern matched is the normalised form, which differs from the file's
 	rulePlain                        // the pattern has no "*" and no final "$": a plain prefix
 	ruleIndex                        // an allow pattern ".../index.htm…": it also allows ".../" exactly (see compile)
@@ -149,10 +149,8 @@ func (ru *rule) allow() bool { return ru.flags&ruleAllow != 0 }
 
 // displayPrefix is the length of the display text before a pattern of n bytes.
 func (ru *rule) displayPrefix() uint32 {
-	n := uint32(len("disallow:"))
-	if ru.allow() {
-		n = uint32(len("allow:"))
-	}
+	// len("disallow:"), or len("allow:") for an allow rule.
+	n := uint32(len("disallow:")) - uint32(len("dis"))*uint32(ru.flags&ruleAllow)
 	if ru.n > 0 {
 		n++ // the space before a pattern
 	}
