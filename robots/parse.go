@@ -120,16 +120,16 @@ func (r *Robots) crawlDelay(b *block) float64 {
 // nearly every line of a cached file.
 type rule struct {
 	// pat is where the pattern as matched starts in Robots.text. Without
-	// ruleNormal, it is the end of the display text, which starts
-	// len("allow: ") or len("disallow: ") before it (without the space
-	// when the pattern is empty); with it, the display text is in
-	// Robots.normal.
+	// ruleNormal, it is the end of the display text, which starts pre
+	// bytes before it: "allow: " or "disallow: " (without the space when
+	// the pattern is empty); with it, the display text is in Robots.x.normal.
 	pat  uint32
 	line int32
 	// n is the pattern's length: a line holds at most 16,663 bytes
 	// (maxLineBytes), which escaping or normalising at most triples.
 	n     uint16
 	flags ruleFlags
+	pre   uint8 // the display text's bytes before the pattern (see pat), in the spare byte
 }
 
 // ruleFlags say what kind of rule it is and what scan needs to know of
@@ -146,16 +146,6 @@ const (
 
 // allow reports whether ru is an allow rule.
 func (ru *rule) allow() bool { return ru.flags&ruleAllow != 0 }
-
-// displayPrefix is the length of the display text before a pattern of n bytes.
-func (ru *rule) displayPrefix() uint32 {
-	// len("disallow:"), or len("allow:") for an allow rule.
-	n := uint32(len("disallow:")) - uint32(len("dis"))*uint32(ru.flags&ruleAllow)
-	if ru.n > 0 {
-		n++ // the space before a pattern
-	}
-	return n
-}
 
 // Option changes how [Parse] compiles a file.
 type Option func(*options)
@@ -457,6 +447,7 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 		}
 	}
 	ru.n = uint16(len(pat))
+	ru.pre = uint8(patStart - start)
 	ru.flags |= patternFlags(pat, allow)
 	r.rules = append(r.rules, ru)
 	r.blocks[p.cur].last = int32(len(r.rules))
@@ -676,9 +667,14 @@ func (r *Robots) pattern(i int32) string {
 // its pattern as escaped.
 func (r *Robots) ruleText(i int32) string {
 	ru := &r.rules[i]
-	if ru.flags&ruleNormal == 0 {
-		return r.text[ru.pat-ru.displayPrefix() : ru.pat+uint32(ru.n)]
+	if ru.flags&ruleNormal != 0 {
+		return r.normalText(i)
 	}
+	return r.text[ru.pat-uint32(ru.pre) : ru.pat+uint32(ru.n)]
+}
+
+// normalText is ruleText for a rule with ruleNormal.
+func (r *Robots) normalText(i int32) string {
 	k, _ := slices.BinarySearchFunc(r.x.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
 	return r.str(r.x.normal[k].text)
 }
