@@ -2,8 +2,12 @@ package robots
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -164,4 +168,54 @@ func BenchmarkTestVsReference(b *testing.B) {
 	b.ReportMetric(float64(tOurs.Nanoseconds())/n, "ns/decision")
 	b.ReportMetric(float64(tRef.Nanoseconds())/n, "reference-ns/decision")
 	b.ReportMetric(float64(tRef)/float64(tOurs), "speedup")
+}
+
+// BenchmarkScanVsMatcher decides paths on single blocks of the corpus's
+// files, grouped by their number of rules, by scan and by a compiled
+// matcher: what scanMax is chosen from.
+func BenchmarkScanVsMatcher(b *testing.B) {
+	files, err := filepath.Glob("testdata/corpus/*.txt")
+	if err != nil || len(files) == 0 {
+		b.Fatal("no corpus", err)
+	}
+	type blockPaths struct {
+		g     Group
+		paths []string
+	}
+	sizes := []int32{2, 4, 8, 12, 16, 32} // up to each, above the one before
+	bySize := make([][]blockPaths, len(sizes))
+	for _, f := range files {
+		r := Parse(readBench(b, f[len("testdata/"):]), WithNormalization())
+		if r.lazy == nil { // no block needs a matcher: make room for them
+			r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+		}
+		for i := range r.blocks {
+			n := r.blocks[i].last - r.blocks[i].first
+			if k, _ := slices.BinarySearch(sizes, n); n > 0 && k < len(sizes) {
+				bySize[k] = append(bySize[k], blockPaths{Group{r: r, blocks: []int32{int32(i)}}, append(corpusPaths(r), benchPaths...)})
+			}
+		}
+	}
+	for k, n := range sizes {
+		for _, m := range []struct {
+			name  string
+			limit int32
+		}{{"matcher", -1}, {"scan", math.MaxInt32}} {
+			bps := bySize[k]
+			for _, bp := range bps { // compile the matchers first
+				bp.g.test("/", m.limit)
+			}
+			b.Run(fmt.Sprintf("rules-%d/%s", n, m.name), func(b *testing.B) {
+				b.ReportAllocs()
+				i, j := 0, 0
+				for b.Loop() {
+					bp := &bps[i%len(bps)]
+					bp.g.test(bp.paths[j%len(bp.paths)], m.limit)
+					if j++; j%7 == 0 {
+						i++
+					}
+				}
+			})
+		}
+	}
 }

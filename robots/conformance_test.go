@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,8 +69,16 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, c := range conformanceCases(t) {
 		body := c.body(t)
-		if got := Parse(body).Allowed(c.Agent, c.URL); got != c.Allowed {
+		r := Parse(body)
+		if got := r.Allowed(c.Agent, c.URL); got != c.Allowed {
 			t.Errorf("%s: Allowed(%q, %q) = %v; want %v\nrobots.txt:\n%s", c.Name, c.Agent, c.URL, got, c.Allowed, body)
+		}
+		// Every block by its matcher, and every block by scan, alike.
+		v := r.TestURL(c.Agent, c.URL)
+		for _, limit := range []int32{-1, math.MaxInt32} {
+			if got := r.testURL(c.Agent, c.URL, limit); got != v {
+				t.Errorf("%s: TestURL(%q, %q) with scanLimit %d = %+v; want %+v", c.Name, c.Agent, c.URL, limit, got, v)
+			}
 		}
 		// The naive transliteration must agree too, or it is no oracle.
 		if got, _ := refAllowed(string(body), c.Agent, c.URL); got != c.Allowed {
@@ -125,5 +134,42 @@ func TestReferenceHelpers(t *testing.T) {
 	}
 	if counts["GetPathParamsQuery"] != 19 || counts["MaybeEscapePattern"] != 4 || counts["IsValidUserAgentToObey"] != 11 {
 		t.Errorf("helper cases by function = %v; want 19, 4, 11", counts)
+	}
+}
+
+// TestLongestPatterns checks the longest patterns a line can hold, which
+// escaping or normalising triples, against the 16-bit length a rule keeps.
+func TestLongestPatterns(t *testing.T) {
+	t.Parallel()
+	const n = maxLineBytes - len("disallow: /") // the pattern's bytes after "/" that a line keeps
+	for _, tt := range []struct {
+		name    string
+		char    string // the pattern is "/" and n of it
+		escaped string // how the file's pattern escapes it
+		opts    []Option
+	}{
+		{"escaped", "\xff", "%FF", nil},
+		{"normalised", "%", "%", []Option{WithNormalization()}},
+		{"normalised quotes", "\"", "\"", []Option{WithNormalization()}},
+	} {
+		r := Parse([]byte("user-agent: *\ndisallow: /"+strings.Repeat(tt.char, n+100)+"\n"), tt.opts...)
+		if len(r.rules) != 1 {
+			t.Fatalf("%s: %d rules; want 1", tt.name, len(r.rules))
+		}
+		path := "/" + strings.Repeat(tt.escaped, n)
+		if len(tt.opts) > 0 {
+			path = Normalize(path)
+		}
+		if pat := r.pattern(0); pat != path || int(r.rules[0].n) != len(path) || len(path) != 1+3*n {
+			t.Errorf("%s: pattern of %d bytes, rule says %d; want %d", tt.name, len(pat), r.rules[0].n, 1+3*n)
+		}
+		for _, limit := range []int32{-1, scanMax} {
+			if v := r.Group("x").test(path, limit); v.Allowed || v.Line != 2 {
+				t.Errorf("%s: Test by scanLimit %d = %+v; want disallowed by line 2", tt.name, limit, v)
+			}
+		}
+		if got, want := r.ruleText(0), "disallow: /"+strings.Repeat(tt.escaped, n); got != want {
+			t.Errorf("%s: rule text %.20q… of %d bytes; want %.20q… of %d", tt.name, got, len(got), want, len(want))
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,20 @@ func TestCorpus(t *testing.T) {
 		r := Parse(body)
 		if r.Size() != len(body) {
 			t.Errorf("%s: Size() = %d; want %d", name, r.Size(), len(body))
+		}
+		// Scan and matchers agree on every block, as read and normalised.
+		for _, rr := range []*Robots{r, Parse(body, WithNormalization())} {
+			for _, tok := range []string{"Googlebot", "*", "GPTBot", "bingbot", "python-requests"} {
+				g := rr.Group(tok)
+				for _, p := range corpusPaths(rr) {
+					v := g.Test(p)
+					for _, limit := range []int32{-1, math.MaxInt32} {
+						if got := g.test(p, limit); got != v {
+							t.Errorf("%s: Group(%q).test(%q, %d) = %+v; want %+v", name, tok, p, limit, got, v)
+						}
+					}
+				}
+			}
 		}
 		if len(body) > 32<<10 {
 			continue // the naive reference re-parses per path: too slow here

@@ -75,6 +75,9 @@ func TestDifferentialRandom(t *testing.T) {
 			if v.Allowed != allowed || v.Line != line {
 				t.Fatalf("case %d: TestURL(%q, %q) = %v line %d; want %v line %d\nrobots.txt: %q", i, tok, u, v.Allowed, v.Line, allowed, line, body)
 			}
+			if m := r.testURL(tok, u, -1); m != v {
+				t.Fatalf("case %d: TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", i, tok, u, m, v, body)
+			}
 		}
 	}
 }
@@ -107,10 +110,15 @@ func FuzzMatch(f *testing.F) {
 		if len(body) > 4096 || len(url) > 256 {
 			return // the naive reference is quadratic
 		}
-		v := Parse(body).TestURL(agent, url)
+		r := Parse(body)
+		v := r.TestURL(agent, url)
 		allowed, line := refAllowed(string(body), agent, url)
 		if v.Allowed != allowed || v.Line != line {
 			t.Fatalf("TestURL(%q, %q) = %v line %d; want %v line %d\nrobots.txt: %q", agent, url, v.Allowed, v.Line, allowed, line, body)
+		}
+		// Small blocks are scanned: their matchers must agree.
+		if m := r.testURL(agent, url, -1); m != v {
+			t.Fatalf("TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", agent, url, m, v, body)
 		}
 	})
 }
@@ -127,7 +135,7 @@ func FuzzParse(f *testing.F) {
 		for _, tok := range []string{agent, "*", ExtractToken(agent)} {
 			g := r.Group(tok)
 			v := g.Test(PathOf(url))
-			if v.Line < 0 || v.Line > r.lines {
+			if v.Line < 0 || v.Line > int(r.lines) {
 				t.Fatalf("Test(%q).Line = %d; file has %d lines", url, v.Line, r.lines)
 			}
 			if v.Line > 0 && !strings.HasPrefix(v.Rule, "allow:") && !strings.HasPrefix(v.Rule, "disallow:") {
@@ -154,7 +162,7 @@ func checkUsage(t *testing.T, r *Robots, agent, path string) {
 			}
 			continue
 		}
-		if v.Line < 1 || v.Line > r.lines || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
+		if v.Line < 1 || v.Line > int(r.lines) || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
 			t.Fatalf("Usage(%q)[%s] = %+v; want a statement on one of the file's %d lines", path, Purpose(p), v, r.lines)
 		}
 	}

@@ -25,24 +25,18 @@ func (r *Robots) MemSize() int {
 	n += heapSize(r.textCap, false)
 	n += heapSize(cap(r.rules)*int(unsafe.Sizeof(rule{})), false)
 	n += heapSize(cap(r.blocks)*int(unsafe.Sizeof(block{})), false)
-	n += heapSize(cap(r.agents)*int(unsafe.Sizeof("")), true)
-	n += heapSize(cap(r.keys)*int(unsafe.Sizeof(agentKey{})), true)
-	for _, k := range r.keys {
-		n += r.owned(k.token) // lower-cased copies of mixed-case tokens
-	}
-	n += heapSize(4*cap(r.keyBlock), false) + heapSize(4*cap(r.global), false)
-	n += heapSize(cap(r.sitemaps)*int(unsafe.Sizeof("")), true)
-	for _, s := range r.sitemaps {
-		n += r.owned(s)
-	}
-	n += heapSize(cap(r.usage)*int(unsafe.Sizeof(usageStmt{})), true)
-	for i := range r.usage {
-		s := &r.usage[i]
-		n += r.owned(s.pattern) + r.owned(s.use)
-	}
-	n += heapSize(cap(r.normal)*int(unsafe.Sizeof(normalPattern{})), true)
-	for _, np := range r.normal {
-		n += r.owned(np.pattern)
+	n += heapSize(cap(r.spans)*int(unsafe.Sizeof(span{})), false)
+	n += heapSize(cap(r.keys)*int(unsafe.Sizeof(agentKey{})), false)
+	n += heapSize(4*cap(r.groups), false)
+	if x := r.x; x != nil {
+		n += heapSize(int(unsafe.Sizeof(*x)), true)
+		n += heapSize(cap(x.usage)*int(unsafe.Sizeof(usageStmt{})), true)
+		for i := range x.usage {
+			s := &x.usage[i]
+			n += r.owned(s.pattern) + r.owned(s.use)
+		}
+		n += heapSize(cap(x.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
+		n += heapSize(8*cap(x.delays), false)
 	}
 	n += heapSize(cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
 	for i := range r.blocks {
@@ -52,35 +46,54 @@ func (r *Robots) MemSize() int {
 }
 
 // matcherSize is what compile keeps for block b, counted without building
-// it: the matcher, an entry per literal pattern (at most: equal prefixes
-// share one), and per wildcard pattern a wildRule and its byte set.
+// it: nothing for a block tested by scan, else the matcher, an entry per
+// distinct prefix and kind of its literal patterns, and per wildcard
+// pattern a wildRule and its byte set.
 func (r *Robots) matcherSize(b *block) int {
-	nLit, nWild := 0, 0
+	if b.last-b.first <= scanMax {
+		return 0 // tested by scan
+	}
+	type literal struct {
+		prefix string
+		kind   entryKind
+	}
+	var lits []literal
+	nWild := 0
 	var keys [2]uint64
-	item := func(body string, anchored bool) {
-		if _, rest, k, _ := classify(body, anchored); k == kindWild {
+	item := func(body string, anchored, allow bool) {
+		prefix, rest, k, _ := classify(body, anchored)
+		if k == kindWild {
 			nWild++
 			c := keyByte(rest)
 			keys[c>>6&1] |= 1 << (c & 63)
-		} else {
-			nLit++
+			return
 		}
+		c := compiled{kind: k, allow: allow}
+		lits = append(lits, literal{prefix, c.entryKind()})
 	}
 	for idx := b.first; idx < b.last; idx++ {
-		pat := r.pattern(idx)
+		pat, allow := r.pattern(idx), r.rules[idx].allow()
 		body, anchored := strings.CutSuffix(pat, "$")
-		item(body, anchored)
-		if r.rules[idx].allow { // the "/x/index.htm" → "/x/$" derivation of compile
-			if s := strings.LastIndexByte(pat, '/'); s >= 0 && strings.HasPrefix(pat[s:], "/index.htm") {
-				item(pat[:s+1], true)
+		item(body, anchored, allow)
+		if allow { // the "/x/index.htm" → "/x/$" derivation of compile
+			if s := derivedIndex(pat); s >= 0 {
+				item(pat[:s+1], true, true)
 			}
 		}
 	}
+	// An entry per distinct prefix and kind, as compile makes them.
+	slices.SortFunc(lits, func(a, b literal) int {
+		if c := strings.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return int(a.kind) - int(b.kind)
+	})
+	nLit := len(slices.Compact(lits))
 	n := heapSize(int(unsafe.Sizeof(matcher{})), true)
-	n += heapSize(nLit*int(unsafe.Sizeof(entry{})), true)
+	n += heapSize(nLit*int(unsafe.Sizeof(entry{})), false)
 	if nWild > 0 {
 		nKeys := bits.OnesCount64(keys[0]) + bits.OnesCount64(keys[1])
-		n += heapSize(nWild*int(unsafe.Sizeof(wildRule{})), true)
+		n += heapSize(nWild*int(unsafe.Sizeof(wildRule{})), false)
 		n += heapSize(nWild*int(unsafe.Sizeof([2]uint64{})), false)
 		n += heapSize((nKeys+1)*4, false)
 	}

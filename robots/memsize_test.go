@@ -15,7 +15,9 @@ import (
 // every group has been used holds them.
 func buildAll(r *Robots) {
 	for i := range r.blocks {
-		r.matcher(int32(i))
+		if b := &r.blocks[i]; b.last-b.first > scanMax {
+			r.matcher(int32(i))
+		}
 	}
 }
 

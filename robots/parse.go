@@ -25,70 +25,127 @@ const maxLineBytes = 2083*8 - 1
 
 // Robots is a parsed robots.txt file. It is immutable and safe for concurrent
 // use. The zero value, like a nil *Robots, is an empty file: it allows all.
+//
+// A cached file is held for a long time by many origins at once, so the
+// representation is compact: the file's strings live in one text, and
+// everything else refers to them by offsets, in pointer-free slices of
+// small fixed-size records, allocated exactly once each.
 type Robots struct {
-	blocks   []block
-	rules    []rule
-	text     string   // rule display texts ("disallow: /x"), patterns and tokens, back to back
-	textCap  int      // bytes of the allocation that holds text
-	agents   []string // every user-agent value as cut, in file order ("*" for a global line)
-	keys     []agentKey
-	keyBlock []int32 // keys[i] names the blocks keyBlock[keys[i].first:keys[i].last]
-	global   []int32 // indices of the blocks with a "*" user-agent line
-	sitemaps []string
-	usage    []usageStmt     // Content-Usage and Content-Signal statements, in line order
-	size     int             // bytes parsed
-	lines    int             // lines read
-	norm     bool            // patterns compiled in normalised form, see WithNormalization
-	normal   []normalPattern // normalised patterns that differ from the file's, by rule
+	blocks []block
+	rules  []rule
+	// text holds, back to back, each rule's display text ("disallow: /x",
+	// ending with the pattern as escaped) followed by its normalised
+	// pattern when that differs, the user-agent values as cut, sitemap
+	// values, and usage statements.
+	text    string
+	textCap int    // bytes of the allocation that holds text
+	spans   []span // the user-agent values (spans[:nAgents], file order), then the sitemap values
+	keys    []agentKey
+	// groups lists block indices: groups[:nGlobal] are the blocks with a
+	// "*" user-agent line, and each key names groups[first:last].
+	groups  []int32
+	nGlobal int32
+	nAgents int32
+	lines   int32  // lines read
+	norm    bool   // patterns compiled in normalised form, see WithNormalization
+	size    int    // bytes parsed
+	x       *extra // what few files have; nil when they have none of it
 
-	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled
+	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled; nil when no block needs one
 	compileMu sync.Mutex
 }
 
-// A normalPattern is the normalised form of a rule's pattern, where it
-// differs from the file's.
-type normalPattern struct {
-	rule    int32
-	pattern string
+// extra holds the parts of a file that most files lack, out of line so
+// that a file without them does not carry their slice headers.
+type extra struct {
+	usage  []usageStmt     // Content-Usage and Content-Signal statements, in line order
+	normal []normalDisplay // the display texts of the rules with ruleNormal, in rule order
+	delays []float64       // Crawl-delay values, in seconds, in block order (see block.delay)
 }
 
-// An agentKey is a lower-cased token that some user-agent line names; keys
-// are sorted so that Group finds one by binary search.
+// statements returns the file's usage statements.
+func (r *Robots) statements() []usageStmt {
+	if r.x == nil {
+		return nil
+	}
+	return r.x.usage
+}
+
+// A normalDisplay locates the display text of a rule whose normalised
+// pattern differs from the file's: the rule's own span is the pattern as
+// matched.
+type normalDisplay struct {
+	rule int32
+	text span
+}
+
+// An agentKey is a token that some user-agent line names: text[start:end]
+// is one of its spellings, compared with others ignoring ASCII case. Keys
+// are sorted by that comparison so that Group finds one by binary search.
 type agentKey struct {
-	token       string
-	first, last int32
+	start, end  uint32
+	first, last int32 // Robots.groups[first:last] are the blocks that name it
 }
 
 // A block is one group as the reference parser sees it: consecutive
 // user-agent lines and the rules that follow them, up to the next user-agent
 // line that comes after a rule.
 type block struct {
-	agentStart, agentEnd int32 // Robots.agents[agentStart:agentEnd]
-	global               bool
-	first                int32   // rules[first:last] belong to this block
-	last                 int32   //
-	crawlDelay           float64 // seconds; -1 when the block has no valid Crawl-delay
-	line                 int32   // line of the block's first user-agent line
+	agentStart, agentEnd int32 // Robots.spans[agentStart:agentEnd] are its user-agent values
+	first, last          int32 // rules[first:last] belong to this block
+	line                 int32 // line of the block's first user-agent line
+	delay                int32 // Robots.x.delays[delay-1] is its largest valid Crawl-delay; 0 when none
 }
 
-// A rule is one allow or disallow line.
+// global reports whether b has a "*" user-agent line: only such a line
+// keeps a "*" in its value.
+func (r *Robots) global(b *block) bool {
+	for _, a := range r.spans[b.agentStart:b.agentEnd] {
+		if r.str(a) == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// crawlDelay returns b's Crawl-delay in seconds, or -1.
+func (r *Robots) crawlDelay(b *block) float64 {
+	if b.delay == 0 {
+		return -1
+	}
+	return r.x.delays[b.delay-1]
+}
+
+// A rule is one allow or disallow line, in 12 bytes: there is one for
+// nearly every line of a cached file.
 type rule struct {
-	start, end uint32 // text[start:end] is the display text, "allow: " or "disallow: " and the pattern
-	line       int32
-	allow      bool
+	// pat is where the pattern as matched starts in Robots.text. Without
+	// ruleNormal, it is the end of the display text, which starts pre
+	// bytes before it: "allow: " or "disallow: " (without the space when
+	// the pattern is empty); with it, the display text is in Robots.x.normal.
+	pat  uint32
+	line int32
+	// n is the pattern's length: a line holds at most 16,663 bytes
+	// (maxLineBytes), which escaping or normalising at most triples.
+	n     uint16
+	flags ruleFlags
+	pre   uint8 // the display text's bytes before the pattern (see pat), in the spare byte
 }
 
-// patStart returns where the rule's pattern starts in Robots.text.
-func (ru *rule) patStart() uint32 {
-	n := uint32(len("disallow:"))
-	if ru.allow {
-		n = uint32(len("allow:"))
-	}
-	if ru.end > ru.start+n {
-		n++ // the space before a pattern
-	}
-	return ru.start + n
-}
+// ruleFlags say what kind of rule it is and what scan needs to know of
+// the pattern it is matched by, found once by Parse, so that scan tests
+// most rules with one HasPrefix.
+type ruleFlags uint8
+
+const (
+	ruleAllow  ruleFlags = 1 << iota // an allow rule, else disallow; must be bit 0, the index in the accumulators
+	ruleNormal                       // the pattern matched is the normalised form, which differs from the file's
+	rulePlain                        // the pattern has no "*" and no final "$": a plain prefix
+	ruleIndex                        // an allow pattern ".../index.htm…": it also allows ".../" exactly (see compile)
+)
+
+// allow reports whether ru is an allow rule.
+func (ru *rule) allow() bool { return ru.flags&ruleAllow != 0 }
 
 // Option changes how [Parse] compiles a file.
 type Option func(*options)
@@ -124,15 +181,20 @@ func Parse(body []byte, opts ...Option) *Robots {
 }
 
 type parser struct {
-	r       *Robots
-	cur     int32 // current block, -1 before the first user-agent line
-	ruleHit bool  // a rule followed the current block's user-agent lines
-	arena   strings.Builder
-	agents  []span // user-agent values as cut, in arena
-	usage   []usageSpan
+	r        *Robots
+	cur      int32 // current block, -1 before the first user-agent line
+	ruleHit  bool  // a rule followed the current block's user-agent lines
+	arena    strings.Builder
+	sitemaps []span // sitemap values, in arena
+	usage    []usageSpan
+	normal   []normalDisplay
+	delays   []float64
 }
 
+// A span is text[start:end] of a Robots (or of the parser's arena).
 type span struct{ start, end uint32 }
+
+func (r *Robots) str(s span) string { return r.text[s.start:s.end] }
 
 var utf8BOM = [3]byte{0xEF, 0xBB, 0xBF}
 
@@ -170,7 +232,7 @@ func (p *parser) run(body []byte) {
 		lastCR = ch == '\r'
 		i = end + 1
 	}
-	p.r.lines = line
+	p.r.lines = int32(line)
 }
 
 // indexFrom returns the index of the first c in b at or after i, or len(b).
@@ -202,7 +264,9 @@ func (p *parser) line(num int, b []byte) {
 	case keyDisallow:
 		p.rule(num, value, false)
 	case keySitemap:
-		p.r.sitemaps = append(p.r.sitemaps, string(value))
+		start := p.arena.Len()
+		p.arena.Write(value)
+		p.sitemaps = append(p.sitemaps, span{uint32(start), uint32(p.arena.Len())})
 	case keyCrawlDelay:
 		p.crawlDelay(value)
 	case keyContentUsage:
@@ -327,10 +391,9 @@ func (p *parser) userAgent(num int, value []byte) {
 	r := p.r
 	if p.cur < 0 || p.ruleHit {
 		r.blocks = append(r.blocks, block{
-			agentStart: int32(len(p.agents)),
+			agentStart: int32(len(r.spans)),
 			first:      int32(len(r.rules)),
 			last:       int32(len(r.rules)),
-			crawlDelay: -1,
 			line:       int32(num),
 		})
 		p.cur = int32(len(r.blocks) - 1)
@@ -340,15 +403,14 @@ func (p *parser) userAgent(num int, value []byte) {
 	// "*" alone, or followed by whitespace, opens the global group; any other
 	// value is cut at the first byte outside A-Z a-z _ - (so "*Bot" is "").
 	if len(value) > 0 && value[0] == '*' && (len(value) == 1 || isSpace(value[1])) {
-		b.global = true
 		value = value[:1]
 	} else {
 		value = value[:tokenLen(value)]
 	}
 	start := p.arena.Len()
 	p.arena.Write(value)
-	p.agents = append(p.agents, span{uint32(start), uint32(p.arena.Len())})
-	b.agentEnd = int32(len(p.agents))
+	r.spans = append(r.spans, span{uint32(start), uint32(p.arena.Len())})
+	b.agentEnd = int32(len(r.spans))
 }
 
 func (p *parser) rule(num int, value []byte, allow bool) {
@@ -368,17 +430,39 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	}
 	patStart := p.arena.Len()
 	writeEscapedPattern(&p.arena, value)
-	ru := rule{start: uint32(start), end: uint32(p.arena.Len()), line: int32(num), allow: allow}
+	ru := rule{pat: uint32(patStart), line: int32(num)}
+	if allow {
+		ru.flags |= ruleAllow
+	}
+	// A view of the builder's buffer, inspected and not kept.
+	pat := p.arena.String()[patStart:]
 	if r.norm {
-		// A view of the builder's buffer, compared and not kept.
-		pat := p.arena.String()[patStart:]
 		if n := normalize(pat, true); n != pat {
-			// In rule order, as pattern's binary search needs.
-			r.normal = append(r.normal, normalPattern{int32(len(r.rules)), n})
+			// In rule order, as ruleText's binary search needs.
+			p.normal = append(p.normal, normalDisplay{int32(len(r.rules)), span{uint32(start), uint32(p.arena.Len())}})
+			ru.pat = uint32(p.arena.Len())
+			p.arena.WriteString(n)
+			pat = n
+			ru.flags |= ruleNormal
 		}
 	}
+	ru.n = uint16(len(pat))
+	ru.pre = uint8(patStart - start)
+	ru.flags |= patternFlags(pat, allow)
 	r.rules = append(r.rules, ru)
 	r.blocks[p.cur].last = int32(len(r.rules))
+}
+
+// patternFlags returns the flags of a rule matched by pat.
+func patternFlags(pat string, allow bool) ruleFlags {
+	var f ruleFlags
+	if strings.IndexByte(pat, '*') < 0 && !strings.HasSuffix(pat, "$") {
+		f |= rulePlain
+	}
+	if allow && derivedIndex(pat) >= 0 {
+		f |= ruleIndex
+	}
+	return f
 }
 
 func (p *parser) crawlDelay(value []byte) {
@@ -391,8 +475,12 @@ func (p *parser) crawlDelay(value []byte) {
 	if err != nil || d < 0 || d != d || d > 1e9 {
 		return
 	}
-	if b := &p.r.blocks[p.cur]; d > b.crawlDelay {
-		b.crawlDelay = d
+	switch b := &p.r.blocks[p.cur]; {
+	case b.delay == 0:
+		p.delays = append(p.delays, d)
+		b.delay = int32(len(p.delays))
+	case d > p.delays[b.delay-1]:
+		p.delays[b.delay-1] = d
 	}
 }
 
@@ -440,18 +528,18 @@ func upper(c byte) byte {
 func (p *parser) finish() *Robots {
 	r := p.r
 	// Parsed files live long in caches: keep no spare room beyond an eighth.
-	r.rules, r.blocks, r.normal, r.sitemaps = tight(r.rules), tight(r.blocks), tight(r.normal), tight(r.sitemaps)
+	r.rules, r.blocks = tight(r.rules), tight(r.blocks)
+	if len(p.normal) > 0 || len(p.delays) > 0 || len(p.usage) > 0 {
+		r.x = &extra{normal: tight(p.normal), delays: tight(p.delays)}
+	}
 	r.text, r.textCap = p.arena.String(), p.arena.Cap()
 	if r.textCap > len(r.text)+len(r.text)/8 {
 		r.text, r.textCap = strings.Clone(r.text), len(r.text)
 	}
-	r.agents = make([]string, len(p.agents))
-	for i, a := range p.agents {
-		r.agents[i] = r.text[a.start:a.end]
-	}
+	r.nAgents = int32(len(r.spans))
+	r.spans = tight(append(r.spans, p.sitemaps...))
 	r.finishUsage(p.usage)
-	r.index(p)
-	r.keys, r.keyBlock, r.global = tight(r.keys), tight(r.keyBlock), tight(r.global)
+	r.index()
 	return r
 }
 
@@ -464,46 +552,75 @@ func tight[S ~[]E, E any](s S) S {
 	return s
 }
 
-// index builds the agent keys and compiles every block's matcher.
-func (r *Robots) index(p *parser) {
+// index builds the agent keys and the lists of blocks they name, each
+// allocated at its exact size, and makes room for the matchers.
+func (r *Robots) index() {
 	type named struct {
-		token string
+		agent span
 		block int32
 	}
 	var names []named
+	nGlobal := 0
 	for i := range r.blocks {
 		b := &r.blocks[i]
-		if b.global {
-			r.global = append(r.global, int32(i))
+		if r.global(b) {
+			nGlobal++
 		}
-		for _, a := range r.agents[b.agentStart:b.agentEnd] {
-			if a == "*" { // only a global line keeps a "*"
+		for _, a := range r.spans[b.agentStart:b.agentEnd] {
+			if r.str(a) == "*" { // only a global line keeps a "*"
 				continue
 			}
 			names = append(names, named{a, int32(i)})
 		}
 	}
-	// Sort by lower-cased token, then block; keys are views of r.text when
-	// already lower-case.
+	// Sort by lower-cased token, then block.
 	slices.SortFunc(names, func(a, b named) int {
-		if c := compareFold(a.token, b.token); c != 0 {
+		if c := compareFold(r.str(a.agent), r.str(b.agent)); c != 0 {
 			return c
 		}
 		return int(a.block - b.block)
 	})
+	nKeys, nGroups := 0, nGlobal
+	for i := range names {
+		if i == 0 || compareFold(r.str(names[i].agent), r.str(names[i-1].agent)) != 0 {
+			nKeys++
+			nGroups++
+		} else if names[i].block != names[i-1].block {
+			nGroups++
+		}
+	}
+	if nGroups > 0 {
+		r.groups = make([]int32, 0, nGroups)
+	}
+	for i := range r.blocks {
+		if r.global(&r.blocks[i]) {
+			r.groups = append(r.groups, int32(i))
+		}
+	}
+	r.nGlobal = int32(nGlobal)
+	if nKeys > 0 {
+		r.keys = make([]agentKey, 0, nKeys)
+	}
 	for i := 0; i < len(names); {
+		a := names[i].agent
+		k := agentKey{start: a.start, end: a.end, first: int32(len(r.groups))}
 		j := i
-		k := agentKey{token: strings.ToLower(names[i].token), first: int32(len(r.keyBlock))}
-		for ; j < len(names) && compareFold(names[j].token, names[i].token) == 0; j++ {
-			if n := len(r.keyBlock); n == int(k.first) || r.keyBlock[n-1] != names[j].block {
-				r.keyBlock = append(r.keyBlock, names[j].block)
+		for ; j < len(names) && compareFold(r.str(names[j].agent), r.str(a)) == 0; j++ {
+			if n := len(r.groups); n == int(k.first) || r.groups[n-1] != names[j].block {
+				r.groups = append(r.groups, names[j].block)
 			}
 		}
-		k.last = int32(len(r.keyBlock))
+		k.last = int32(len(r.groups))
 		r.keys = append(r.keys, k)
 		i = j
 	}
-	r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+	for i := range r.blocks {
+		if b := &r.blocks[i]; b.last-b.first > scanMax {
+			// Slots for every block, only when one needs a matcher.
+			r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+			break
+		}
+	}
 }
 
 // compareFold compares a and b as if both were lower-cased (ASCII).
@@ -522,10 +639,14 @@ func compareFold(a, b string) int {
 
 // Sitemaps returns the values of the file's sitemap lines, in order.
 func (r *Robots) Sitemaps() []string {
-	if r == nil {
+	if r == nil || len(r.spans) == int(r.nAgents) {
 		return nil
 	}
-	return r.sitemaps
+	out := make([]string, 0, len(r.spans)-int(r.nAgents))
+	for _, s := range r.spans[r.nAgents:] {
+		out = append(out, r.str(s))
+	}
+	return out
 }
 
 // Size returns the number of bytes that were parsed.
@@ -538,11 +659,33 @@ func (r *Robots) Size() int {
 
 // pattern returns the form of rule i's pattern that is matched.
 func (r *Robots) pattern(i int32) string {
-	if len(r.normal) > 0 {
-		if k, ok := slices.BinarySearchFunc(r.normal, i, func(n normalPattern, i int32) int { return int(n.rule - i) }); ok {
-			return r.normal[k].pattern
-		}
-	}
 	ru := &r.rules[i]
-	return r.text[ru.patStart():ru.end]
+	return r.text[ru.pat : ru.pat+uint32(ru.n)]
+}
+
+// ruleText returns rule i's display text: "allow: " or "disallow: " and
+// its pattern as escaped.
+func (r *Robots) ruleText(i int32) string {
+	ru := &r.rules[i]
+	if ru.flags&ruleNormal != 0 {
+		return r.normalText(i)
+	}
+	return r.text[ru.pat-uint32(ru.pre) : ru.pat+uint32(ru.n)]
+}
+
+// normalText is ruleText for a rule with ruleNormal.
+func (r *Robots) normalText(i int32) string {
+	k, _ := slices.BinarySearchFunc(r.x.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
+	return r.str(r.x.normal[k].text)
+}
+
+// filePattern returns rule i's pattern as escaped, not normalised.
+func (r *Robots) filePattern(i int32) string {
+	t := r.ruleText(i)
+	if r.rules[i].allow() {
+		t = t[len("allow:"):]
+	} else {
+		t = t[len("disallow:"):]
+	}
+	return strings.TrimPrefix(t, " ")
 }

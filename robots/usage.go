@@ -199,9 +199,9 @@ func (r *Robots) finishUsage(spans []usageSpan) {
 	if len(spans) == 0 {
 		return
 	}
-	r.usage = make([]usageStmt, len(spans))
+	r.x.usage = make([]usageStmt, len(spans))
 	for i, sp := range spans {
-		s := &r.usage[i]
+		s := &r.x.usage[i]
 		s.text = r.text[sp.start:sp.end]
 		s.path = r.text[sp.pathStart:sp.pathEnd]
 		s.value = r.text[sp.valStart:sp.end]
@@ -221,12 +221,12 @@ func (r *Robots) finishUsage(spans []usageSpan) {
 // Statements returns every Content-Usage and Content-Signal statement of
 // the file, in line order.
 func (r *Robots) Statements() []Statement {
-	if r == nil || len(r.usage) == 0 {
+	if r == nil || len(r.statements()) == 0 {
 		return nil
 	}
-	out := make([]Statement, len(r.usage))
-	for i := range r.usage {
-		out[i] = r.usage[i].export()
+	out := make([]Statement, len(r.x.usage))
+	for i := range r.x.usage {
+		out[i] = r.x.usage[i].export()
 	}
 	return out
 }
@@ -254,8 +254,9 @@ func (g Group) eachStatement(f func(*usageStmt)) {
 	if g.r == nil {
 		return
 	}
-	for i := range g.r.usage {
-		s := &g.r.usage[i]
+	stmts := g.r.statements()
+	for i := range stmts {
+		s := &stmts[i]
 		if s.block < 0 {
 			f(s)
 			continue

@@ -3,7 +3,6 @@ package fetch
 import (
 	"github.com/robotsgate/robotsgate/robots"
 
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -165,10 +164,16 @@ type Cache struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // fetches running
 
-	mu         sync.Mutex
-	states     map[Origin]*list.Element // of *originState
-	lru        *list.List               // most recently refreshed first
-	stateBytes int64
+	mu sync.Mutex
+	// states holds each origin's state by its key (see key), in 16-byte
+	// map slots where an Origin key would take 48: the origins of
+	// colliding keys chain through their states' sameKey.
+	states  map[uint64]*originState
+	nStates int
+	// newest and oldest end the LRU list of states, linked through
+	// their newer and older fields: most recently refreshed first.
+	newest, oldest *originState
+	stateBytes     int64
 	// flights holds the fetch in flight of each origin, which every Get
 	// of that origin waits on. It replaces x/sync/singleflight: joining a
 	// fetch, counting its waiters and giving it up when none is left must
@@ -194,14 +199,26 @@ type flight struct {
 	waiters int // Gets waiting on it; c.mu is held
 }
 
+// originState is what the cache holds for an origin, one per origin it
+// knows: kept small (80 bytes, with its links), as most origins have only a good copy.
 type originState struct {
-	origin           Origin
-	good             *Entry
-	unreachableSince time.Time
-	retryAt          time.Time
-	lastErr          string
-	lastKind         string // ErrorKind of the failure, "tls-verify" and the like
-	lastStatus       int
+	origin Origin
+	good   *Entry
+	// fail describes the current run of failures: when it began, when to
+	// retry, the latest error. Nil while the latest fetch succeeded; set
+	// and cleared by setFailure, as a whole, never changed in place.
+	fail         *Failure
+	newer, older *originState // the LRU list's links
+	sameKey      *originState // the next state in Cache.states with the same key
+}
+
+// failure returns st's failure marks: all zero while the latest fetch
+// succeeded.
+func (st *originState) failure() Failure {
+	if st.fail == nil {
+		return Failure{}
+	}
+	return *st.fail
 }
 
 // NewCache returns a Cache with opts, defaults filled in.
@@ -234,15 +251,17 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		opts:    opts,
 		seed:    maphash.MakeSeed(),
 		slots:   make(chan struct{}, opts.MaxFetches),
-		states:  map[Origin]*list.Element{},
-		lru:     list.New(),
+		states:  map[uint64]*originState{},
 		flights: map[Origin]*flight{},
 	}
-	// ristretto holds only what the LRU holds, under the same bound, so it
-	// never runs short of room and its admission counters are seldom
-	// consulted: one per 4 KiB (some ten per entry of a typical file) keeps
-	// them small (ristretto's sketch takes about 5 bytes per counter).
-	counters := max(opts.MaxBytes/4096, 1000)
+	// ristretto holds only what the LRU holds, whose live bytes are at most
+	// half of MaxCost (heapSlack), so it never runs short of room, and its
+	// admission policy, which decides only when there is none, is never
+	// consulted: its counters just take the increments of hits. One per
+	// 64 KiB keeps them to a few bytes an origin (ristretto's sketch and
+	// doorkeeper take about 4 bytes per counter: 16 MiB for a 16 GiB bound
+	// at one per 4 KiB, 1 MiB at one per 64 KiB).
+	counters := max(opts.MaxBytes/(64<<10), 1000)
 	rc, err := ristretto.NewCache(&ristretto.Config[uint64, *Entry]{
 		NumCounters: counters,
 		MaxCost:     opts.MaxBytes,
@@ -460,16 +479,16 @@ func (c *Cache) land(f *flight) {
 func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &originState{origin: o}
-	if el, ok := c.states[o]; ok {
-		st = el.Value.(*originState)
+	st := c.lookup(o)
+	if st == nil {
+		st = &originState{origin: o}
 	}
 	var a Answer
-	if st.good != nil {
+	if since := st.failure().UnreachableSince; st.good != nil {
 		a = c.failed(st, now)
 	} else if e, ok := c.rc.Get(c.key(o)); ok && e.Origin == o {
-		a = Answer{Entry: e, Stale: true, UnreachableSince: st.unreachableSince}
-	} else if !st.unreachableSince.IsZero() && now.Sub(st.unreachableSince) >= c.opts.UnreachableLimit {
+		a = Answer{Entry: e, Stale: true, UnreachableSince: since}
+	} else if !since.IsZero() && now.Sub(since) >= c.opts.UnreachableLimit {
 		a = c.failed(st, now)
 	} else {
 		return Answer{}, false
@@ -485,16 +504,15 @@ func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.states[o]
-	if !ok {
+	st := c.lookup(o)
+	if st == nil {
 		return Answer{}, false
 	}
-	st := el.Value.(*originState)
 	if st.good != nil && now.Before(st.good.Expires) {
 		c.set(o, st.good)
 		return Answer{Entry: st.good}, true
 	}
-	if now.Before(st.retryAt) {
+	if now.Before(st.failure().RetryAt) {
 		return c.failed(st, now), true
 	}
 	return Answer{}, false
@@ -570,11 +588,13 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 				c.setGood(st, e)
 			}
 		}
-		if st.unreachableSince.IsZero() {
-			st.unreachableSince = res.At
+		f := st.failure()
+		if f.UnreachableSince.IsZero() {
+			f.UnreachableSince = res.At
 		}
-		st.lastErr, st.lastStatus, st.lastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
-		st.retryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+		f.LastError, f.LastStatus, f.LastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
+		f.RetryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+		c.setFailure(st, &f)
 		return c.failed(st, now), c.saveFailure(o, st)
 	}
 	ttl := c.opts.TTL
@@ -595,7 +615,7 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 	}
 	e.Size = entrySize(e)
 	c.setGood(st, e)
-	st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus, st.lastKind = time.Time{}, time.Time{}, "", 0, ""
+	c.setFailure(st, nil)
 	c.set(o, e)
 	return Answer{Entry: e}, c.saveGood(o, e, res.Body)
 }
@@ -621,11 +641,12 @@ func errText(err error) string {
 
 // failed answers for an origin whose latest fetch failed.
 func (c *Cache) failed(st *originState, now time.Time) Answer {
-	a := Answer{LastError: st.lastErr, LastKind: st.lastKind, LastStatus: st.lastStatus, RetryAt: st.retryAt, UnreachableSince: st.unreachableSince}
+	f := st.failure()
+	a := Answer{LastError: f.LastError, LastKind: f.LastKind, LastStatus: f.LastStatus, RetryAt: f.RetryAt, UnreachableSince: f.UnreachableSince}
 	switch {
 	case st.good != nil:
 		a.Entry, a.Stale = st.good, true
-	case now.Sub(st.unreachableSince) >= c.opts.UnreachableLimit:
+	case now.Sub(f.UnreachableSince) >= c.opts.UnreachableLimit:
 		a.LimitPassed = true
 	default:
 		a.Unreachable = true
@@ -635,15 +656,87 @@ func (c *Cache) failed(st *originState, now time.Time) Answer {
 
 // state returns o's state, creating it, and marks it most recent. c.mu is held.
 func (c *Cache) state(o Origin) *originState {
-	if el, ok := c.states[o]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*originState)
+	if st := c.lookup(o); st != nil {
+		c.unlink(st)
+		c.pushNewest(st)
+		return st
 	}
-	st := &originState{origin: o}
-	c.states[o] = c.lru.PushFront(st)
+	k := c.key(o)
+	st := &originState{origin: o, sameKey: c.states[k]}
+	c.states[k] = st
+	c.nStates++
+	c.pushNewest(st)
 	c.stateBytes += stateOverhead
 	c.trim()
 	return st
+}
+
+// lookup returns o's state, or nil. c.mu is held.
+func (c *Cache) lookup(o Origin) *originState {
+	for st := c.states[c.key(o)]; st != nil; st = st.sameKey {
+		if st.origin == o {
+			return st
+		}
+	}
+	return nil
+}
+
+// pushNewest puts st, not in the LRU list, at its front. c.mu is held.
+func (c *Cache) pushNewest(st *originState) {
+	st.older, st.newer = c.newest, nil
+	if c.newest != nil {
+		c.newest.newer = st
+	} else {
+		c.oldest = st
+	}
+	c.newest = st
+}
+
+// unlink takes st out of the LRU list. c.mu is held.
+func (c *Cache) unlink(st *originState) {
+	if st.newer != nil {
+		st.newer.older = st.older
+	} else {
+		c.newest = st.older
+	}
+	if st.older != nil {
+		st.older.newer = st.newer
+	} else {
+		c.oldest = st.newer
+	}
+	st.newer, st.older = nil, nil
+}
+
+// forget takes st out of the state and counts its bytes out. c.mu is held.
+func (c *Cache) forget(st *originState) {
+	c.unlink(st)
+	k := c.key(st.origin)
+	if first := c.states[k]; first == st {
+		if st.sameKey == nil {
+			delete(c.states, k)
+		} else {
+			c.states[k] = st.sameKey
+		}
+	} else {
+		for prev := first; prev != nil; prev = prev.sameKey {
+			if prev.sameKey == st {
+				prev.sameKey = st.sameKey
+				break
+			}
+		}
+	}
+	st.sameKey = nil
+	c.nStates--
+	c.stateBytes -= stateOverhead + failureSize(st.fail)
+	if st.good != nil {
+		c.stateBytes -= int64(st.good.Size)
+	}
+}
+
+// setFailure makes f (nil: none) st's failure marks. c.mu is held.
+func (c *Cache) setFailure(st *originState, f *Failure) {
+	c.stateBytes += failureSize(f) - failureSize(st.fail)
+	st.fail = f
 }
 
 // setGood makes e the last good copy of st's origin. c.mu is held.
@@ -660,17 +753,11 @@ func (c *Cache) setGood(st *originState, e *Entry) {
 // over its bound, never the most recent, and takes their entries out of
 // ristretto: what it holds stays within the state's bound. c.mu is held.
 func (c *Cache) trim() {
-	for c.stateBytes*heapSlack > c.opts.MaxBytes && c.lru.Len() > 1 {
-		el := c.lru.Back()
-		st := el.Value.(*originState)
-		c.lru.Remove(el)
-		delete(c.states, st.origin)
+	for c.stateBytes*heapSlack > c.opts.MaxBytes && c.oldest != c.newest {
+		st := c.oldest
+		c.forget(st)
 		c.rc.Del(c.key(st.origin))
 		c.evictions.Add(1)
-		c.stateBytes -= stateOverhead
-		if st.good != nil {
-			c.stateBytes -= int64(st.good.Size)
-		}
 	}
 }
 
@@ -680,9 +767,8 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.states[o]; ok {
-		st := el.Value.(*originState)
-		if st.good != nil && st.lastErr == "" {
+	if st := c.lookup(o); st != nil {
+		if st.good != nil && st.failure().LastError == "" {
 			return Answer{Entry: st.good}, true
 		}
 		return c.failed(st, now), true
@@ -713,15 +799,9 @@ func (c *Cache) Forget(o Origin) bool {
 	defer c.mu.Unlock()
 	_, held := c.rc.Get(c.key(o))
 	c.rc.Del(c.key(o))
-	if el, ok := c.states[o]; ok {
+	if st := c.lookup(o); st != nil {
 		held = true
-		st := el.Value.(*originState)
-		c.lru.Remove(el)
-		delete(c.states, o)
-		c.stateBytes -= stateOverhead
-		if st.good != nil {
-			c.stateBytes -= int64(st.good.Size)
-		}
+		c.forget(st)
 	}
 	return held
 }
@@ -748,7 +828,7 @@ func (c *Cache) Stats() CacheStats {
 		Fetches:    c.fetches.Load(),
 		Bytes:      c.stateBytes * heapSlack,
 		StateBytes: c.stateBytes,
-		Origins:    c.lru.Len(),
+		Origins:    c.nStates,
 
 		FetchesInFlight:  len(c.slots),
 		FetchesAbandoned: c.abandoned.Load(),

@@ -780,3 +780,47 @@ func BenchmarkMemoryPerOrigin(b *testing.B) {
 		b.ReportMetric(float64(fileMed)/float64(len(median)), "median-file-B")
 	}
 }
+
+// TestCacheStatesSameKey checks the chains of states whose origins have
+// the same key, which 64-bit keys make too rare to meet by chance: a
+// state put at the head of another origin's chain stands for a collision.
+func TestCacheStatesSameKey(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		otherLast bool // the other origin's state after o's in the chain, not before
+	}{
+		{"other first", false},
+		{"other last", true},
+	} {
+		c, err := NewCache(CacheOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, other := siteOrigin(1), siteOrigin(2)
+		c.mu.Lock()
+		st := c.state(o)
+		k := c.key(o)
+		ost := &originState{origin: other}
+		if tt.otherLast {
+			st.sameKey = ost
+		} else {
+			ost.sameKey = st
+			c.states[k] = ost
+		}
+		if got := c.lookup(o); got != st {
+			t.Errorf("%s: lookup(o) = %p; want %p", tt.name, got, st)
+		}
+		c.forget(st)
+		if got := c.lookup(o); got != nil {
+			t.Errorf("%s: lookup(o) after forget = %p; want nil", tt.name, got)
+		}
+		if c.states[k] != ost || ost.sameKey != nil {
+			t.Errorf("%s: chain after forget = %p → %p; want the other state alone", tt.name, c.states[k], ost.sameKey)
+		}
+		if c.nStates != 0 || c.newest != nil || c.oldest != nil {
+			t.Errorf("%s: %d states, LRU %p…%p after forgetting the only one; want none", tt.name, c.nStates, c.newest, c.oldest)
+		}
+		c.mu.Unlock()
+		c.Close()
+	}
+}

@@ -54,16 +54,16 @@ func (c *Cache) adopt(o Origin, rec Record) {
 	switch {
 	case f == nil:
 		if e != nil && st.good == e { // the stored success is newer than our failure
-			st.unreachableSince, st.retryAt, st.lastErr, st.lastStatus, st.lastKind = time.Time{}, time.Time{}, "", 0, ""
+			c.setFailure(st, nil)
 		}
 	case e != nil && st.good == e && !f.UnreachableSince.After(e.FetchedAt):
 		// A failure older than the copy it sits beside cannot be.
-	case f.RetryAt.After(st.retryAt):
-		st.unreachableSince, st.retryAt = f.UnreachableSince, f.RetryAt
-		st.lastErr, st.lastKind, st.lastStatus = f.LastError, f.LastKind, f.LastStatus
-		if !st.unreachableSince.IsZero() && st.good != nil && st.good.FetchedAt.After(st.unreachableSince) {
-			st.unreachableSince = st.good.FetchedAt
+	case f.RetryAt.After(st.failure().RetryAt):
+		nf := Failure{UnreachableSince: f.UnreachableSince, RetryAt: f.RetryAt, LastError: f.LastError, LastKind: f.LastKind, LastStatus: f.LastStatus}
+		if !nf.UnreachableSince.IsZero() && st.good != nil && st.good.FetchedAt.After(nf.UnreachableSince) {
+			nf.UnreachableSince = st.good.FetchedAt
 		}
+		c.setFailure(st, &nf)
 	}
 }
 
@@ -72,11 +72,10 @@ func (c *Cache) adopt(o Origin, rec Record) {
 func (c *Cache) newerThanHeld(o Origin, t time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.states[o]
-	if !ok {
+	st := c.lookup(o)
+	if st == nil {
 		return true
 	}
-	st := el.Value.(*originState)
 	return st.good == nil || t.After(st.good.FetchedAt)
 }
 
@@ -164,6 +163,7 @@ func (c *Cache) saveFailure(o Origin, st *originState) func(context.Context) {
 	if c.opts.Store == nil {
 		return nil
 	}
-	f := &Failure{UnreachableSince: st.unreachableSince, RetryAt: st.retryAt, LastError: st.lastErr, LastKind: st.lastKind, LastStatus: st.lastStatus}
+	f := &Failure{}
+	*f = st.failure()
 	return func(ctx context.Context) { c.opts.Store.SaveFailure(ctx, o, f) }
 }

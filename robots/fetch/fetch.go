@@ -278,8 +278,10 @@ func unwrapURLError(err error) error {
 func (f *Fetcher) readBody(resp *http.Response) (body []byte, truncated bool, err error) {
 	defer resp.Body.Close()
 	var r io.Reader = resp.Body
+	size := int64(-1) // the decoded body's declared size, if known
 	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
+		size = resp.ContentLength
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(resp.Body)
 		if err != nil {
@@ -304,7 +306,7 @@ func (f *Fetcher) readBody(resp *http.Response) (body []byte, truncated bool, er
 	}
 	// One byte more than the cap tells a long body from one of exactly
 	// MaxBytes; the rest is never read (a gzip bomb inflates no further).
-	body, err = io.ReadAll(io.LimitReader(r, int64(f.opts.MaxBytes)+1))
+	body, err = readAll(io.LimitReader(r, int64(f.opts.MaxBytes)+1), min(size, int64(f.opts.MaxBytes)))
 	if err != nil {
 		return nil, false, fmt.Errorf("read body: %w", err)
 	}
@@ -312,6 +314,29 @@ func (f *Fetcher) readBody(resp *http.Response) (body []byte, truncated bool, er
 		return body[:f.opts.MaxBytes], true, nil
 	}
 	return body, false, nil
+}
+
+// readAll is io.ReadAll into a buffer of the declared size (-1: unknown;
+// at most the fetcher's MaxBytes), and a byte more to see the end: one
+// allocation, not a chain of them, for the body of most fetches.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than declared: grow as io.ReadAll does
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // peekReader remembers the first bytes read so that a failed zlib header

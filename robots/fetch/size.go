@@ -15,18 +15,26 @@ import "unsafe"
 // to half of it.
 const heapSlack = 2
 
-// stateOverhead is the heap an origin's state takes besides its entry:
-// the originState, its LRU element and slot in the states map, its
-// entry's slots in ristretto (store and admission policy), and a host
-// name of typical length. Maps are counted at the load they average
-// between growths; TestCacheCostMeasured holds the whole to the heap.
+// stateOverhead is the heap an origin's state takes besides its entry and
+// its failure marks: the originState (its own LRU links), its slot in the
+// states map, its entry's slots in ristretto (store and admission policy),
+// and a host name of typical length. Maps are counted at the load they
+// average between growths; TestCacheCostMeasured holds the whole to the
+// heap.
 const stateOverhead = int64(0 +
 	(unsafe.Sizeof(originState{})+15)&^15 + // the state, rounded to its size class
-	48 + // list.Element
-	100 + // states map slot: Origin key and element pointer, and control byte
+	40 + // states map slot: key and state pointer, and control byte
 	90 + // ristretto's store slot (key, conflict, value, expiration)
 	30 + // ristretto's policy slot (key and cost)
 	32) // the host name
+
+// failureSize returns the heap that failure marks f hold (nil: none).
+func failureSize(f *Failure) int64 {
+	if f == nil {
+		return 0
+	}
+	return int64(allocSize(int(unsafe.Sizeof(*f))) + allocSize(len(f.LastError)) + allocSize(len(f.LastKind)))
+}
 
 // entrySize returns the heap an entry holds: the Entry, its URL and note,
 // and its rules with every matcher built (robots.Robots.MemSize): a file
