@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -50,6 +50,8 @@ type innerConn struct {
 	wmu         sync.Mutex // serialises a 100 Continue with the response head
 	headWritten bool       // the current request's final response head is written (under wmu)
 	failed      bool       // a request's handling panicked: the connection ends after its 500
+	body        *innerBody // the current request's body; nil if it has none
+	linger      bool       // the client may still be sending: close as net/http does (see closeLingering)
 }
 
 // innerBufs pools the buffered readers and writers of tunnels' connections,
@@ -75,7 +77,13 @@ func (s *Server) serveInner(conn net.Conn, scheme, remote string, ci *connectInf
 	ic.bw = innerWriters.Get().(*bufio.Writer)
 	ic.bw.Reset(conn)
 	defer func() {
+		if ic.linger {
+			ic.closeLingering()
+		}
 		conn.Close() // a TLS connection ends with its close_notify: a body sent until the end is then known to be whole
+		if ic.body != nil {
+			ic.body.finish() // waits out a read of the Transport's, which the close has ended, before the reader is reused
+		}
 		ic.br.Reset(nil)
 		innerReaders.Put(ic.br)
 		ic.bw.Reset(nil)
@@ -100,10 +108,10 @@ func (ic *innerConn) serveOne(first bool) bool {
 	}
 	clientClose := r.Close // the request's own word, before forward clears it for upstream
 	watch := newWatchCtx(ic, r.Body == http.NoBody && ic.br.Buffered() == 0)
-	var body *innerBody
+	ic.body = nil
 	if r.Body != http.NoBody {
-		body = &innerBody{ReadCloser: r.Body, ic: ic, expect: r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
-		r.Body = body
+		ic.body = &innerBody{rc: r.Body, ic: ic, expect: r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
+		r.Body = ic.body
 	}
 	r = r.WithContext(watch)
 	r.URL.Scheme = ic.scheme
@@ -120,7 +128,7 @@ func (ic *innerConn) serveOne(first bool) bool {
 
 	resp := ic.handle(r)
 	watch.stop() // before anything else reads the connection (a WebSocket relay, the next request)
-	return ic.writeResponse(r, resp, clientClose, body)
+	return ic.writeResponse(r, resp, clientClose)
 }
 
 // handle decides and answers one request, with a 500 in place of a panic.
@@ -156,17 +164,16 @@ func (ic *innerConn) readRequest(first bool) (*http.Request, int, string) {
 	hitLimit := ic.in.limit == 0
 	ic.in.limit = -1
 	if err != nil {
-		var ne net.Error
 		switch {
 		case hitLimit:
 			return nil, http.StatusRequestHeaderFieldsTooLarge, ""
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne):
+		case connGone(err):
 			return nil, 0, "" // gone, or too slow: nothing to answer
 		}
 		return nil, http.StatusBadRequest, "malformed request"
 	}
-	if why := badHead(r); why != "" {
-		return nil, http.StatusBadRequest, why
+	if status, why := badHead(r); status != 0 {
+		return nil, status, why
 	}
 	if r.Body != http.NoBody {
 		ic.conn.SetReadDeadline(time.Time{}) // a body takes as long as it takes, as on the listener
@@ -177,34 +184,50 @@ func (ic *innerConn) readRequest(first bool) (*http.Request, int, string) {
 	return r, 0, ""
 }
 
+// connGone reports whether a failed read of a request head means the
+// client has gone or was too slow, rather than that it sent a bad one. A
+// bad request-target is a *url.Error, which is a net.Error too: only a
+// timeout or a failure of the connection itself counts.
+func connGone(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.As(err, &ne) && ne.Timeout() || errors.As(err, &oe)
+}
+
 // badHead is net/http's server's check of a request head beyond what
-// http.ReadRequest checks: why it is refused, or "".
-func badHead(r *http.Request) string {
+// http.ReadRequest checks: the status to refuse it with and why, or 0.
+func badHead(r *http.Request) (int, string) {
 	if r.ProtoMajor != 1 {
-		return "unsupported protocol version"
+		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
 	}
 	// http.ReadRequest has taken the Host header into r.Host (and refused
 	// two of them).
 	if r.ProtoAtLeast(1, 1) && r.Host == "" {
-		return "missing required Host header"
+		return http.StatusBadRequest, "missing required Host header"
 	}
 	if !httpguts.ValidHostHeader(r.Host) {
-		return "malformed Host header"
+		return http.StatusBadRequest, "malformed Host header"
 	}
 	for k, vv := range r.Header {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return "invalid header name"
+			return http.StatusBadRequest, "invalid header name"
 		}
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return "invalid header value"
+				return http.StatusBadRequest, "invalid header value"
 			}
 		}
 	}
-	if e := r.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
-		return "unsupported Expect"
+	if r.Body != http.NoBody && isWebSocketUpgrade(r.Header) {
+		// Its body would still be read upstream while the relay reads
+		// the connection: two readers of one stream.
+		return http.StatusBadRequest, "an upgrade request with a body"
 	}
-	return ""
+	if e := r.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
+		return http.StatusExpectationFailed, "unsupported Expect"
+	}
+	return 0, ""
 }
 
 // writeError answers a request that could not be read, and the
@@ -229,7 +252,7 @@ var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding"
 // known length is sent as such; any other is chunked (to HTTP/1.0
 // clients: sent until the connection closes). What the origin sends in
 // pieces is passed on piece by piece.
-func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientClose bool, body *innerBody) bool {
+func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientClose bool) bool {
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
@@ -239,8 +262,9 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	bodyAllowed := r.Method != http.MethodHead && code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
 	length := resp.ContentLength
 	keep := !clientClose && !ic.failed && !upgrade // the origin's Connection: close is about its own connection
-	if body != nil && !body.eof.Load() {
+	if ic.body != nil && !ic.discardBody() {
 		keep = false // the rest of the request's body is not read: it would be taken for the next request
+		ic.linger = true
 	}
 	chunked := bodyAllowed && length < 0 && r.ProtoAtLeast(1, 1)
 	if bodyAllowed && length < 0 && !chunked {
@@ -287,7 +311,9 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 
 	if upgrade {
 		up, ok := resp.Body.(io.ReadWriteCloser)
-		if bw.Flush() == nil && ok && isWebSocketUpgrade(resp.Header) {
+		// Relayed only when the client asked for it and has no body being
+		// read (badHead refuses those; discardBody has ended any other).
+		if bw.Flush() == nil && ok && ic.body == nil && isWebSocketUpgrade(r.Header) && isWebSocketUpgrade(resp.Header) {
 			ic.relayUpgrade(up)
 		}
 		return false
@@ -389,29 +415,109 @@ func (ic *innerConn) writeContinue() {
 	}
 }
 
-// innerBody is a request body read inside a tunnel. Closing it does not
-// read what is left (http.ReadRequest's body would, without bound): the
-// connection is closed instead, unless the body was read to its end.
+// innerBody is a request body read inside a tunnel, by the Transport's
+// goroutine when the request is forwarded, which may go on reading it
+// after the response has come back. finish ends that, under the body's
+// lock, before the connection's reader is used for anything else. Closing
+// it does nothing: http.ReadRequest's body would read what is left
+// without bound; the loop reads at most maxDiscard of it (discardBody).
 type innerBody struct {
-	io.ReadCloser
-	ic        *innerConn
-	expect    bool // the client waits for 100 Continue before sending it
-	continued atomic.Bool
-	eof       atomic.Bool
+	ic     *innerConn
+	expect bool // the client waits for 100 Continue before sending it
+
+	mu        sync.Mutex
+	rc        io.ReadCloser // http.ReadRequest's body
+	continued bool          // 100 Continue is sent (or was not needed)
+	eof       bool
+	done      bool // finished: no more reads
 }
 
+// errBodyDone answers the Transport's reads of a body that the loop has
+// finished with.
+var errBodyDone = errors.New("request body: the tunnel has moved on")
+
 func (b *innerBody) Read(p []byte) (int, error) {
-	if b.expect && b.continued.CompareAndSwap(false, true) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return 0, errBodyDone
+	}
+	if b.expect && !b.continued {
+		b.continued = true
 		b.ic.writeContinue()
 	}
-	n, err := b.ReadCloser.Read(p)
+	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.eof.Store(true)
+		b.eof = true
 	}
 	return n, err
 }
 
 func (b *innerBody) Close() error { return nil }
+
+// finish ends the body's reading, once any read in progress has returned,
+// and reports whether it was read to its end.
+func (b *innerBody) finish() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = true
+	return b.eof
+}
+
+// maxDiscard is how much of a request body the loop reads and drops, when
+// the request is answered without it, to keep the connection: net/http's
+// server's bound (maxPostHandlerReadBytes).
+const maxDiscard = 256 << 10
+
+// discardBody finishes the current request's body before its answer is
+// written, as net/http's server does: what is left of it, up to
+// maxDiscard and within the header timeout, is read and dropped, so that
+// a client that sends its whole body before it reads (most do) gets the
+// answer. It reports whether the body was read to its end; if not, the
+// connection must close. A client that waits for a 100 Continue it was
+// not sent has sent nothing to read.
+func (ic *innerConn) discardBody() bool {
+	b := ic.body
+	// A read of the Transport's may be waiting on the client: the
+	// deadline bounds it, and the loop's own reads below.
+	ic.conn.SetReadDeadline(time.Now().Add(ic.lim.ReadHeaderTimeout))
+	defer ic.conn.SetReadDeadline(time.Time{})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = true
+	if b.eof {
+		return true
+	}
+	if b.expect && !b.continued {
+		return false
+	}
+	n, err := io.CopyN(io.Discard, b.rc, maxDiscard+1)
+	b.eof = err == io.EOF && n <= maxDiscard
+	return b.eof
+}
+
+// closeLingering ends a connection whose client may still be sending a
+// body that was not read, as net/http's server does: the answer is
+// flushed, the sending side closed (for TLS, close_notify), and the close
+// waits a moment, so that the client reads the answer before the unread
+// bytes make the kernel reset the connection.
+func (ic *innerConn) closeLingering() {
+	ic.bw.Flush()
+	switch c := ic.conn.(type) {
+	case *tls.Conn:
+		c.CloseWrite()
+	default:
+		if ic.tc != nil {
+			if cw, ok := ic.tc.Conn.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+		}
+	}
+	time.Sleep(lingerDelay)
+}
+
+// lingerDelay is net/http's rstAvoidanceDelay.
+const lingerDelay = 500 * time.Millisecond
 
 // innerReader is the connection as a tunnel's requests are read from it:
 // with the header size limit while a head is read, and a byte that a

@@ -155,7 +155,7 @@ func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, err
 }
 
 // newMITMConfig is the one TLS config presented to clients in every MITM
-// tunnel: HTTP/1.1 only, so that no HTTP/2 stream can be routed by its own
+// tunnel: HTTP/1.x only, so that no HTTP/2 stream can be routed by its own
 // :authority, and the leaf of each connection's CONNECT host (not its SNI),
 // which terminateTLS hands over with the connection. Being one config, its
 // session ticket keys are shared by every tunnel (and rotated by crypto/tls):
@@ -163,7 +163,7 @@ func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, err
 func (s *Server) newMITMConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: []string{"http/1.1", "http/1.0"}, // a client that offers only HTTP/1.0 (curl --http1.0) gets it
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if lc, ok := hello.Conn.(*leafConn); ok {
 				return lc.leaf, nil
