@@ -174,11 +174,12 @@ func TrustHelp(certPath, keyPath, listen string) string {
 	return fmt.Sprintf(`robotsgate decrypts HTTPS with its own CA; clients must trust it:
 
   curl:             curl --cacert %[1]s -x http://%[3]s https://example.com/
-  Python requests:  verify="%[1]s" per call, or export REQUESTS_CA_BUNDLE=%[1]s
-                    (which then overrides any Session.verify)
-  OpenSSL-based:    export SSL_CERT_FILE=%[1]s
-  Scrapy:           export SSL_CERT_FILE=%[1]s, or a DOWNLOADER_CLIENTCONTEXTFACTORY that loads it
-  Go:               append it to x509.SystemCertPool() in tls.Config.RootCAs, or SSL_CERT_FILE=%[1]s
+  Python requests:  verify="%[1]s" per call, or a bundle of the system's roots and it:
+                    cat /etc/ssl/certs/ca-certificates.crt %[1]s > bundle.pem
+                    export REQUESTS_CA_BUNDLE=$PWD/bundle.pem (it overrides any Session.verify;
+                    pointed at this CA alone, sites reached without the proxy fail to verify)
+  OpenSSL, Go:      export SSL_CERT_FILE=$PWD/bundle.pem (the same bundle: it replaces the roots)
+  Scrapy:           nothing: it does not verify certificates by default (robotsgate verifies upstream)
   Node.js:          export NODE_EXTRA_CA_CERTS=%[1]s
   Debian/Ubuntu:    sudo cp %[1]s /usr/local/share/ca-certificates/robotsgate.crt && sudo update-ca-certificates
   Dockerfile:       COPY robotsgate-ca.pem /usr/local/share/ca-certificates/robotsgate.crt
