@@ -208,34 +208,18 @@ func TestInnerRequests(t *testing.T) {
 // build it crashed the process).
 func TestInnerEarlyAnswer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c)
-				r, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				if r.URL.Path == "/robots.txt" {
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\nUser-agent: *\nAllow: /\n\n")
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
-				io.Copy(io.Discard, br)
-			}()
+	ln := serveRawTCP(t, func(c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
 		}
-	}()
+		if r.URL.Path == "/robots.txt" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\nUser-agent: *\nAllow: /\n\n")
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
+		io.Copy(io.Discard, br)
+	})
 	p := startMITM(t, nil, nil)
 	authority := ln.Addr().String()
 	for i := range 20 { // the race was there in most runs of a few

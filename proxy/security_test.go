@@ -384,6 +384,32 @@ func TestRedTeamViaUpstreamProxy(t *testing.T) {
 // it came (absolute-form, which any origin must accept) to the host it
 // names, and the rest of the connection both ways: it rebuilds nothing.
 func newRawForwarder(t testing.TB) net.Listener {
+	return serveRawTCP(t, func(c net.Conn, br *bufio.Reader) {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		f := strings.SplitN(line, " ", 3)
+		if len(f) != 3 || !strings.HasPrefix(f[1], "http://") {
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		host, _, _ := strings.Cut(strings.TrimPrefix(f[1], "http://"), "/")
+		up, err := net.DialTimeout("tcp", host, 5*time.Second)
+		if err != nil {
+			io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		defer up.Close()
+		io.WriteString(up, line)
+		go io.Copy(up, br)
+		io.Copy(c, up)
+	})
+}
+
+// serveRawTCP serves each connection to a loopback listener of its own
+// with handle, in a goroutine, under a 10 s deadline, and closes it after.
+func serveRawTCP(t testing.TB, handle func(c net.Conn, br *bufio.Reader)) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -399,26 +425,7 @@ func newRawForwarder(t testing.TB) net.Listener {
 			go func() {
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c)
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				f := strings.SplitN(line, " ", 3)
-				if len(f) != 3 || !strings.HasPrefix(f[1], "http://") {
-					io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-					return
-				}
-				host, _, _ := strings.Cut(strings.TrimPrefix(f[1], "http://"), "/")
-				up, err := net.DialTimeout("tcp", host, 5*time.Second)
-				if err != nil {
-					io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
-					return
-				}
-				defer up.Close()
-				io.WriteString(up, line)
-				go io.Copy(up, br)
-				io.Copy(c, up)
+				handle(c, bufio.NewReader(c))
 			}()
 		}
 	}()
