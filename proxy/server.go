@@ -414,7 +414,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	s.gp.ServeHTTP(ww, r)
+	if r.Method != http.MethodConnect && r.URL.IsAbs() && !isWebSocketUpgrade(r.Header) {
+		s.serveProxyRequest(ww, r)
+		return
+	}
+	s.gp.ServeHTTP(ww, r) // CONNECT, WebSocket upgrades (goproxy relays them), the admin endpoints
+}
+
+// serveProxyRequest serves a plain proxy request: decided and answered by
+// onRequest, as goproxy's handler would call it, and the answer written
+// here, without goproxy's per-request context, handler chain and header
+// copies (about 3% of a request's CPU). The answer's header is handed
+// over whole, trailers are announced and passed on as goproxy does, and
+// the body goes through respWriter.ReadFrom, sent as it arrives.
+func (s *Server) serveProxyRequest(w *respWriter, r *http.Request) {
+	_, resp := s.onRequest(r, nil)
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv // resp is this request's alone: its slices can be shared
+	}
+	announced := len(resp.Trailer)
+	if announced > 0 {
+		names := make([]string, 0, announced)
+		for k := range resp.Trailer {
+			names = append(names, k)
+		}
+		h["Trailer"] = []string{strings.Join(names, ", ")}
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.ReadFrom(resp.Body)
+	if len(resp.Trailer) > 0 {
+		w.Flush() // chunked, whatever the body's size: trailers need it
+	}
+	for k, vv := range resp.Trailer {
+		if len(resp.Trailer) > announced {
+			k = http.TrailerPrefix + k // a trailer not announced (an HTTP/2 origin's)
+		}
+		h[k] = vv
+	}
 }
 
 // closeHijacked closes a connection taken over during a request (a
