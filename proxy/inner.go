@@ -233,13 +233,13 @@ func badHead(r *http.Request) (int, string) {
 // writeError answers a request that could not be read, and the
 // connection is closed after it.
 func (ic *innerConn) writeError(status int, why string) {
-	body := strconv.Itoa(status) + " " + http.StatusText(status)
+	line := strconv.Itoa(status) + " " + http.StatusText(status)
+	body := line
 	if why != "" {
 		body += ": " + why
 	}
 	ic.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	fmt.Fprintf(ic.bw, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-		strconv.Itoa(status)+" "+http.StatusText(status), len(body), body)
+	fmt.Fprintf(ic.bw, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", line, len(body), body)
 	ic.bw.Flush()
 }
 
@@ -289,11 +289,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	case chunked:
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 		if len(resp.Trailer) > 0 {
-			names := make([]string, 0, len(resp.Trailer))
-			for k := range resp.Trailer {
-				names = append(names, k)
-			}
-			bw.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
+			bw.WriteString("Trailer: " + trailerNames(resp.Trailer) + "\r\n")
 		}
 	case length >= 0 && (bodyAllowed || r.Method == http.MethodHead):
 		bw.WriteString("Content-Length: " + strconv.FormatInt(length, 10) + "\r\n")
@@ -455,13 +451,11 @@ func (b *innerBody) Read(p []byte) (int, error) {
 
 func (b *innerBody) Close() error { return nil }
 
-// finish ends the body's reading, once any read in progress has returned,
-// and reports whether it was read to its end.
-func (b *innerBody) finish() bool {
+// finish ends the body's reading, once any read in progress has returned.
+func (b *innerBody) finish() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.done = true
-	return b.eof
+	b.mu.Unlock()
 }
 
 // maxDiscard is how much of a request body the loop reads and drops, when

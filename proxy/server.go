@@ -436,11 +436,7 @@ func (s *Server) serveProxyRequest(w *respWriter, r *http.Request) {
 	}
 	announced := len(resp.Trailer)
 	if announced > 0 {
-		names := make([]string, 0, announced)
-		for k := range resp.Trailer {
-			names = append(names, k)
-		}
-		h["Trailer"] = []string{strings.Join(names, ", ")}
+		h["Trailer"] = []string{trailerNames(resp.Trailer)}
 	}
 	w.WriteHeader(resp.StatusCode)
 	w.ReadFrom(resp.Body)
@@ -453,6 +449,15 @@ func (s *Server) serveProxyRequest(w *respWriter, r *http.Request) {
 		}
 		h[k] = vv
 	}
+}
+
+// trailerNames is the value of a Trailer header that announces t's names.
+func trailerNames(t http.Header) string {
+	names := make([]string, 0, len(t))
+	for k := range t {
+		names = append(names, k)
+	}
+	return strings.Join(names, ", ")
 }
 
 // closeHijacked closes a connection taken over during a request (a
