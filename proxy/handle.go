@@ -93,6 +93,9 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		if w, ok := r.Context().(*watchCtx); ok {
 			w.settle() // decided: the round trip does not watch for the client leaving
 		}
+		if b, ok := r.Body.(*innerBody); ok {
+			b.handed.Store(true) // the loop leaves it to the Transport until it is closed
+		}
 	}
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
 	// "Connection: close" is the client's word on its own connection

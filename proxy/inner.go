@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -110,7 +111,7 @@ func (ic *innerConn) serveOne(first bool) bool {
 	watch := newWatchCtx(ic, r.Body == http.NoBody && ic.br.Buffered() == 0)
 	ic.body = nil
 	if r.Body != http.NoBody {
-		ic.body = &innerBody{rc: r.Body, ic: ic, expect: r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
+		ic.body = newInnerBody(ic, r)
 		r.Body = ic.body
 	}
 	r = r.WithContext(watch)
@@ -128,7 +129,12 @@ func (ic *innerConn) serveOne(first bool) bool {
 
 	resp := ic.handle(r)
 	watch.stop() // before anything else reads the connection (a WebSocket relay, the next request)
-	return ic.writeResponse(r, resp, clientClose)
+	keep := ic.writeResponse(r, resp, clientClose)
+	if keep && ic.body != nil && !ic.settleBody() {
+		ic.linger = true
+		return false
+	}
+	return keep
 }
 
 // handle decides and answers one request, with a 500 in place of a panic.
@@ -262,7 +268,11 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	bodyAllowed := r.Method != http.MethodHead && code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
 	length := resp.ContentLength
 	keep := !clientClose && !ic.failed && !upgrade // the origin's Connection: close is about its own connection
-	if ic.body != nil && !ic.discardBody() {
+	// A body the Transport is still sending upstream (the origin answered
+	// before reading all of it) is left to it: the answer streams back
+	// meanwhile, and serveOne settles the body after. Any other body not
+	// read to its end is finished here, before the head.
+	if ic.body != nil && !ic.body.inUse() && !ic.discardBody() {
 		keep = false // the rest of the request's body is not read: it would be taken for the next request
 		ic.linger = true
 	}
@@ -421,11 +431,23 @@ type innerBody struct {
 	ic     *innerConn
 	expect bool // the client waits for 100 Continue before sending it
 
-	mu        sync.Mutex
+	mu        sync.Mutex    // held by each read, for as long as it waits on the client
 	rc        io.ReadCloser // http.ReadRequest's body
 	continued bool          // 100 Continue is sent (or was not needed)
-	eof       bool
-	done      bool // finished: no more reads
+	done      bool          // finished: no more reads
+
+	// Read without the lock, which a read may hold for long.
+	handed atomic.Bool // given to the Transport, which reads it until it closes it
+	eof    atomic.Bool
+
+	releaseOnce sync.Once
+	released    chan struct{} // closed by Close: the Transport is done with it
+}
+
+// newInnerBody wraps a request's body as read by http.ReadRequest.
+func newInnerBody(ic *innerConn, r *http.Request) *innerBody {
+	return &innerBody{rc: r.Body, ic: ic, released: make(chan struct{}),
+		expect: r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
 }
 
 // errBodyDone answers the Transport's reads of a body that the loop has
@@ -444,12 +466,51 @@ func (b *innerBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.eof = true
+		b.eof.Store(true)
 	}
 	return n, err
 }
 
-func (b *innerBody) Close() error { return nil }
+// Close is the Transport's word that it is done with the body (every
+// RoundTripper closes it, perhaps after RoundTrip has returned).
+func (b *innerBody) Close() error {
+	b.releaseOnce.Do(func() { close(b.released) })
+	return nil
+}
+
+// inUse reports whether the Transport may still read the body: it was
+// handed over, not yet read to its end, and not yet closed. (The Transport
+// sends a head before its body, so the origin can answer before the
+// first read of it.)
+func (b *innerBody) inUse() bool {
+	if b.eof.Load() || !b.handed.Load() {
+		return false
+	}
+	select {
+	case <-b.released:
+		return false
+	default:
+		return true
+	}
+}
+
+// settleBody, once the answer is written, waits for the Transport to be
+// done with the current request's body, within the header timeout (a read
+// of it waiting on the client ends then), and finishes it as discardBody
+// does; it reports whether the body was read to its end.
+func (ic *innerConn) settleBody() bool {
+	b := ic.body
+	if b.inUse() {
+		ic.conn.SetReadDeadline(time.Now().Add(ic.lim.ReadHeaderTimeout))
+		timeout := time.NewTimer(ic.lim.ReadHeaderTimeout + time.Second)
+		select {
+		case <-b.released:
+		case <-timeout.C: // the read's own deadline has passed: it has returned, or will
+		}
+		timeout.Stop()
+	}
+	return ic.discardBody()
+}
 
 // finish ends the body's reading, once any read in progress has returned.
 func (b *innerBody) finish() {
@@ -472,6 +533,10 @@ const maxDiscard = 256 << 10
 // not sent has sent nothing to read.
 func (ic *innerConn) discardBody() bool {
 	b := ic.body
+	if b.eof.Load() { // no read is in progress: nothing to wait for
+		b.finish()
+		return true
+	}
 	// A read of the Transport's may be waiting on the client: the
 	// deadline bounds it, and the loop's own reads below.
 	ic.conn.SetReadDeadline(time.Now().Add(ic.lim.ReadHeaderTimeout))
@@ -479,15 +544,16 @@ func (ic *innerConn) discardBody() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.done = true
-	if b.eof {
+	if b.eof.Load() {
 		return true
 	}
 	if b.expect && !b.continued {
 		return false
 	}
 	n, err := io.CopyN(io.Discard, b.rc, maxDiscard+1)
-	b.eof = err == io.EOF && n <= maxDiscard
-	return b.eof
+	whole := err == io.EOF && n <= maxDiscard
+	b.eof.Store(whole)
+	return whole
 }
 
 // closeLingering ends a connection whose client may still be sending a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -201,6 +202,9 @@ func TestInnerRequests(t *testing.T) {
 	})
 }
 
+// progressSize is the answer of TestInnerEarlyAnswer's /progress.
+const progressSize = 1 << 20
+
 // TestInnerEarlyAnswer: an origin that answers an upload before reading
 // it, with the client still sending: the answer reaches the client, and
 // the Transport's reading of the body ends before the
@@ -215,6 +219,19 @@ func TestInnerEarlyAnswer(t *testing.T) {
 		}
 		if r.URL.Path == "/robots.txt" {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\nUser-agent: *\nAllow: /\n\n")
+			return
+		}
+		if r.URL.Path == "/progress" {
+			// The head and a long body at once, while the upload is
+			// still read: none of it may be lost, nor the upload cut.
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", progressSize)
+			got := make(chan int64, 1)
+			go func() { n, _ := io.Copy(io.Discard, r.Body); got <- n }()
+			time.Sleep(50 * time.Millisecond)
+			c.Write(bytes.Repeat([]byte("x"), progressSize))
+			if n := <-got; n != r.ContentLength {
+				t.Errorf("the origin got %d bytes of a %d-byte upload", n, r.ContentLength)
+			}
 			return
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
@@ -242,6 +259,29 @@ func TestInnerEarlyAnswer(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || string(body) != "early" {
 			t.Errorf("upload %d: %d %q; want the early answer", i, resp.StatusCode, body)
+		}
+		c.Close()
+	}
+	for i := range 5 {
+		c, br := p.rawTunnel(t, authority, "", true)
+		const size = 200 << 10
+		fmt.Fprintf(c, "POST /progress HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", authority, size)
+		go func() {
+			chunk := make([]byte, 8<<10)
+			for sent := 0; sent < size; sent += len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond) // still uploading when the answer comes
+			}
+		}()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("progress %d: %v", i, err)
+		}
+		if n, err := io.Copy(io.Discard, resp.Body); n != progressSize {
+			t.Errorf("progress %d: %d of %d bytes of the answer: %v", i, n, progressSize, err)
 		}
 		c.Close()
 	}
