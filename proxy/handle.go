@@ -110,6 +110,12 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	r.RequestURI = "" // it is a client's request now
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !isWebSocketUpgrade(r.Header) {
+		// A 101 to a request that asked for no upgrade (its Upgrade is
+		// removed unless it is a WebSocket's): no protocol to relay.
+		resp.Body.Close()
+		resp, err = nil, errors.New("the origin switched protocols unasked")
+	}
 	if err != nil {
 		resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, d)
 		s.finish(p, r, d, resp.StatusCode, "")

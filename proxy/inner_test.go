@@ -221,6 +221,11 @@ func TestInnerEarlyAnswer(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\nUser-agent: *\nAllow: /\n\n")
 			return
 		}
+		if r.URL.Path == "/switch" { // a 101 nobody asked for
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nraw bytes")
+			time.Sleep(time.Second)
+			return
+		}
 		if r.URL.Path == "/progress" {
 			// The head and a long body at once, while the upload is
 			// still read: none of it may be lost, nor the upload cut.
@@ -285,8 +290,17 @@ func TestInnerEarlyAnswer(t *testing.T) {
 		}
 		c.Close()
 	}
-	// The proxy is still there.
+	// A 101 to a request that asked for no upgrade is the origin's
+	// failure: 502, in a tunnel and as a plain request, not a hang.
 	c, br := p.rawTunnel(t, authority, "", true)
+	if resp, _ := roundTripRaw(t, c, br, "GET /switch HTTP/1.1\r\nHost: "+authority+"\r\n\r\n"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("unasked 101 in a tunnel: %d; want 502", resp.StatusCode)
+	}
+	if resp, _ := p.raw(t, "GET http://"+authority+"/switch HTTP/1.1\r\nHost: "+authority+"\r\n\r\n"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("unasked 101 to a plain request: %d; want 502", resp.StatusCode)
+	}
+	// The proxy is still there.
+	c, br = p.rawTunnel(t, authority, "", true)
 	if resp, _ := roundTripRaw(t, c, br, "POST /upload HTTP/1.1\r\nHost: "+authority+"\r\nContent-Length: 2\r\n\r\nhi"); resp.StatusCode != 200 {
 		t.Errorf("after the uploads: %d", resp.StatusCode)
 	}
