@@ -635,9 +635,6 @@ func newWatchCtx(ic *innerConn, canWatch bool) *watchCtx {
 	return &watchCtx{Context: ic.ctx, ic: ic, canWatch: canWatch}
 }
 
-// errClientLeft is the cause of an inner request's cancellation.
-var errClientLeft = errors.New("client left the tunnel")
-
 // Done starts the watch, the first time, unless the request is settled.
 func (c *watchCtx) Done() <-chan struct{} {
 	c.mu.Lock()
