@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"reflect"
@@ -39,12 +38,7 @@ func postDecide(t *testing.T, p *testProxy, body string) (int, map[string]any) {
 func TestDecideAPI(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, usageRobots+"\nUser-agent: GPTBot\nDisallow: /\n", nil)
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + closed.Addr().String()
-	closed.Close()
+	down := "http://" + closedAddr(t)
 	p := startProxy(t, loopbackConfig())
 
 	urls := []string{o.URL + "/ok", o.URL + "/private/x", o.URL + "/train/set", down + "/x", "not a url", o.URL + "/robots.txt",

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image/gif"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -298,22 +297,17 @@ func TestBrowserBlockPageEscaped(t *testing.T) {
 // 407 keep their answers.
 func TestBrowserBlockStyleOtherDecisions(t *testing.T) {
 	t.Parallel()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
+	down := closedAddr(t)
 	cfg := browserConfig()
 	cfg.Sites = []SiteRule{{Host: "denied.example", Policy: "deny", Reason: "asked us to stop"}}
 	p := startProxy(t, cfg)
 	c := p.client()
 
-	resp, body := get(t, c, "http://"+closedAddr+"/app.js", "Sec-Fetch-Dest", "script")
+	resp, body := get(t, c, "http://"+down+"/app.js", "Sec-Fetch-Dest", "script")
 	if resp.StatusCode != 200 || resp.Header.Get("X-Robots-Gate") != "unreachable" || resp.Header.Get("Retry-After") != "" || body != "" {
 		t.Errorf("unreachable script: %d %v %q; want 200, unreachable, no Retry-After, empty", resp.StatusCode, resp.Header, body)
 	}
-	resp, body = get(t, c, "http://"+closedAddr+"/page", "Sec-Fetch-Dest", "document")
+	resp, body = get(t, c, "http://"+down+"/page", "Sec-Fetch-Dest", "document")
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "robots.txt could not be fetched") ||
 		resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Errorf("unreachable document: %d %v:\n%s", resp.StatusCode, resp.Header, body)

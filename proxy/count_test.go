@@ -98,12 +98,7 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	_, port := tlsOrigin(t, pki, testRobots, "a.example")
 	plain := newTestOrigin(t, testRobots, nil)
 	host := strings.TrimPrefix(plain.URL, "http://")
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
+	down := closedAddr(t)
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	cred := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("etl:pw")) + "\r\n"
 	p := startMITM(t, pki, func(c *Config) {
@@ -122,9 +117,9 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	countedOnce(t, p, ActionAllowed, "http", get("http://"+host+"/ok", cred))
 	countedOnce(t, p, ActionBadRequest, "http", get("http://"+host+"/x#y", cred))
 	countedOnce(t, p, ActionDenied, "http", get("http://denied.example/x", cred))
-	_, cport, _ := net.SplitHostPort(closedAddr)
+	_, cport, _ := net.SplitHostPort(down)
 	countedOnce(t, p, ActionUpstream, "http", get("http://gone.example:"+cport+"/x", cred))
-	countedOnce(t, p, ActionUnreachable, "http", get("http://"+closedAddr+"/x", cred))
+	countedOnce(t, p, ActionUnreachable, "http", get("http://"+down+"/x", cred))
 	countedOnce(t, p, ActionBadRequest, "https", func() { connect(t, p, "a.example:99999", cred) })
 
 	// Inside a MITM tunnel: the CONNECT itself is not a decision; each

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
+	"testing"
 	"time"
 )
 
@@ -22,4 +24,16 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// closedAddr returns a loopback address nobody listens on: a port just
+// given back, for an origin that refuses connections.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -31,12 +30,7 @@ func getStatus(t *testing.T, p *testProxy) statusJSON {
 func TestStatusJSON(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, usageRobots, nil)
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + closed.Addr().String()
-	closed.Close()
+	down := "http://" + closedAddr(t)
 	p := startProxy(t, loopbackConfig())
 	c := p.client()
 	get(t, c, o.URL+"/a")
