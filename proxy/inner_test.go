@@ -227,16 +227,27 @@ func TestInnerEarlyAnswer(t *testing.T) {
 			return
 		}
 		if r.URL.Path == "/progress" {
-			// The head and a long body at once, while the upload is
-			// still read: none of it may be lost, nor the upload cut.
+			// The head and all but the last byte of a long body at
+			// once, while the upload is still read: none of it may be
+			// lost, nor the upload cut. The last byte waits for the
+			// whole upload: an answer complete before it would let the
+			// Transport close the connection (Connection: close) and
+			// cut the upload itself, and a client that has read its
+			// answer may leave with its upload unsent.
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", progressSize)
 			got := make(chan int64, 1)
 			go func() { n, _ := io.Copy(io.Discard, r.Body); got <- n }()
 			time.Sleep(50 * time.Millisecond)
-			c.Write(bytes.Repeat([]byte("x"), progressSize))
-			if n := <-got; n != r.ContentLength {
-				t.Errorf("the origin got %d bytes of a %d-byte upload", n, r.ContentLength)
+			c.Write(bytes.Repeat([]byte("x"), progressSize-1))
+			select {
+			case n := <-got:
+				if n != r.ContentLength {
+					t.Errorf("the origin got %d bytes of a %d-byte upload", n, r.ContentLength)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("the upload stopped coming once the answer was under way")
 			}
+			c.Write([]byte("x"))
 			return
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
