@@ -165,7 +165,7 @@ func (s *Server) record(p *Policy, r *http.Request, d *Decision, status int, con
 		token:     d.Token,
 		purposes:  d.Purposes.Names(),
 		robotsURL: d.RobotsURL(),
-		rule:      d.Verdict.Rule,
+		rule:      d.Verdict.Rule(),
 		line:      d.Verdict.Line,
 		status:    status,
 		decision:  d.Action,

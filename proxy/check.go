@@ -378,7 +378,7 @@ func checkLineOf(u string, d *Decision) checkLine {
 		Decision:  d.Action,
 		Reason:    d.Reason,
 		RobotsURL: d.RobotsURL(),
-		Rule:      d.Verdict.Rule,
+		Rule:      d.Verdict.Rule(),
 		Line:      d.Verdict.Line,
 		Purpose:   d.Purposes.Names(),
 		Usage:     usageOf(d),
@@ -423,7 +423,7 @@ func printText(w io.Writer, u string, d *Decision) error {
 	case d.Refusal.Statement != "":
 		why = append(why, fmt.Sprintf("rule %q line %d", d.Refusal.Rule(), d.Refusal.Line))
 	case d.Verdict.Line > 0:
-		why = append(why, fmt.Sprintf("rule %q line %d", d.Verdict.Rule, d.Verdict.Line))
+		why = append(why, fmt.Sprintf("rule %q line %d", d.Verdict.Rule(), d.Verdict.Line))
 	}
 	if f := &d.Fetch; !f.IsZero() {
 		s := fmt.Sprintf("%s %s", d.RobotsURL(), f.Outcome)

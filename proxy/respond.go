@@ -218,7 +218,7 @@ func blockBody(r *http.Request, d *Decision) string {
 	}
 	b.WriteString("\n")
 	if d.Verdict.Line > 0 {
-		fmt.Fprintf(&b, "rule:       %s (line %d)\n", d.Verdict.Rule, d.Verdict.Line)
+		fmt.Fprintf(&b, "rule:       %s (line %d)\n", d.Verdict.Rule(), d.Verdict.Line)
 	}
 	fmt.Fprintf(&b, "reason:     %s\n", d.Reason)
 	return b.String()
@@ -246,7 +246,7 @@ func (d *Decision) ruleHeader() string {
 	case d.Refusal.Statement != "":
 		return d.Refusal.headerValue()
 	case d.Verdict.Line > 0:
-		return ruleHeader(d.Verdict.Rule, d.Verdict.Line)
+		return ruleHeader(d.Verdict.Rule(), d.Verdict.Line)
 	}
 	return ""
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -187,7 +186,7 @@ func BenchmarkScanVsMatcher(b *testing.B) {
 	for _, f := range files {
 		r := Parse(readBench(b, f[len("testdata/"):]), WithNormalization())
 		if r.lazy == nil { // no block needs a matcher: make room for them
-			r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+			r.lazy = newLazyMatchers(len(r.blocks))
 		}
 		for i := range r.blocks {
 			n := r.blocks[i].last - r.blocks[i].first

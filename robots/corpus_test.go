@@ -128,7 +128,7 @@ func summary(r *Robots) []byte {
 		fmt.Fprintf(&b, "token %s: specific %v, %d rules\n", tok, g.Specific(), g.Rules())
 		for _, p := range []string{"/", "/search?q=1", "/login", "/api/v1/x", "/wp-admin/", "/index.html", "/a.pdf"} {
 			v := g.Test(p)
-			fmt.Fprintf(&b, "  %-14s allowed %-5v line %-5d %s\n", p, v.Allowed, v.Line, v.Rule)
+			fmt.Fprintf(&b, "  %-14s allowed %-5v line %-5d %s\n", p, v.Allowed, v.Line, v.Rule())
 		}
 	}
 	return b.Bytes()

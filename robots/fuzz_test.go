@@ -138,8 +138,8 @@ func FuzzParse(f *testing.F) {
 			if v.Line < 0 || v.Line > int(r.lines) {
 				t.Fatalf("Test(%q).Line = %d; file has %d lines", url, v.Line, r.lines)
 			}
-			if v.Line > 0 && !strings.HasPrefix(v.Rule, "allow:") && !strings.HasPrefix(v.Rule, "disallow:") {
-				t.Fatalf("Test(%q).Rule = %q; want an allow or disallow rule", url, v.Rule)
+			if v.Line > 0 && !strings.HasPrefix(v.Rule(), "allow:") && !strings.HasPrefix(v.Rule(), "disallow:") {
+				t.Fatalf("Test(%q).Rule = %q; want an allow or disallow rule", url, v.Rule())
 			}
 			if !v.Allowed && v.Line == 0 {
 				t.Fatalf("Test(%q) disallowed with no line", url)

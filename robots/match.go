@@ -10,8 +10,31 @@ import (
 // Verdict is the answer for one path under one group of rules.
 type Verdict struct {
 	Allowed bool
-	Rule    string // the deciding rule, e.g. "disallow: /private"; "" if none matched
-	Line    int    // its line in robots.txt, as the reference's matching_line(); 0 if none
+	Line    int // the deciding rule's line in robots.txt, as the reference's matching_line(); 0 if none matched
+
+	// The deciding rule, which Rule spells out: its pattern as escaped
+	// (a view of the file's text) and its directive. A cached file keeps
+	// no "disallow: " per rule, and a decision writes none.
+	pattern string
+	allow   bool
+}
+
+// Rule returns the deciding rule, e.g. "disallow: /private" or "allow:
+// /a" (the directive lower-cased, the pattern as escaped; "disallow:" for
+// an empty pattern), or "" if none matched. It allocates: call it to
+// report a decision, not to make one.
+func (v Verdict) Rule() string {
+	if v.Line == 0 {
+		return ""
+	}
+	dir := "disallow:"
+	if v.allow {
+		dir = "allow:"
+	}
+	if v.pattern == "" {
+		return dir
+	}
+	return dir + " " + v.pattern
 }
 
 // Group is the set of rules that applies to one product token: every group
@@ -135,17 +158,23 @@ func (g Group) test(path string, scanLimit int32) Verdict {
 		if b := &g.r.blocks[bi]; b.last-b.first <= scanLimit {
 			g.r.scan(b, path, &acc)
 		} else {
-			g.r.matcher(bi).test(g.r.text, path, &acc, &pm)
+			g.r.matcher(bi).test(g.r.text, g.r.rules, path, &acc, &pm)
 		}
 	}
 	d, a := acc[0], acc[1]
 	if d.prio > a.prio {
-		return Verdict{Allowed: d.prio <= 0, Rule: g.r.ruleText(d.rule), Line: int(g.r.rules[d.rule].line)}
+		return g.r.verdict(d.prio <= 0, d.rule)
 	}
 	if a.prio < 0 {
 		return Verdict{Allowed: true}
 	}
-	return Verdict{Allowed: true, Rule: g.r.ruleText(a.rule), Line: int(g.r.rules[a.rule].line)}
+	return g.r.verdict(true, a.rule)
+}
+
+// verdict returns the Verdict decided by rule i.
+func (r *Robots) verdict(allowed bool, i int32) Verdict {
+	ru := &r.rules[i]
+	return Verdict{Allowed: allowed, Line: int(ru.line), pattern: r.filePattern(i), allow: ru.allow()}
 }
 
 // TestURL decides url for token exactly as the reference's
@@ -207,24 +236,34 @@ type matcher struct {
 	keyStart []int32     // wild[keyStart[n]:keyStart[n+1]] have the n-th key byte in keys
 }
 
-// An entry is the best literal pattern of one prefix and kind, in 20
+// An entry is the best literal pattern of one prefix and kind, in 16
 // bytes. A prefix may have up to four, one per kind: the later ones have
-// the earlier as parent.
+// the earlier as parent. The pattern's priority, its length (see best), is
+// its rule's, or for the ".../$" that an "allow: .../index.htm…" derives
+// (entryDerived), that of the prefix and its "$".
 type entry struct {
 	start  uint32 // the prefix is Robots.text[start : start+n]
 	parent int32  // index of the last entry before it whose prefix is a prefix of its own; -1 if none
 	rule   int32  // index in Robots.rules
 	n      uint16 // the prefix's length
-	prio   uint16 // the pattern's priority: its length (see best)
 	kind   entryKind
 }
 
 type entryKind uint8
 
 const (
-	entryAllow entryKind = 1 << iota // an allow rule; must be bit 0, the index in the accumulators
-	entryExact                       // the pattern is prefix + "$": only the prefix itself matches
+	entryAllow   entryKind = 1 << iota // an allow rule; must be bit 0, the index in the accumulators
+	entryExact                         // the pattern is prefix + "$": only the prefix itself matches
+	entryDerived                       // the pattern is prefix + "$", derived from the rule's ".../index.htm…"
 )
+
+// prio returns the priority of e's pattern.
+func (e *entry) prio(rules []rule) int32 {
+	if e.kind&entryDerived != 0 {
+		return int32(e.n) + 1
+	}
+	return int32(rules[e.rule].n)
+}
 
 // A wildRule is a pattern whose literal prefix is followed by a "*", in 20
 // bytes: rest is literal segments separated by "*", the first floating.
@@ -369,16 +408,17 @@ func (r *Robots) matcher(bi int32) *matcher {
 		m := r.compile(&r.blocks[bi])
 		return &m
 	}
-	if m := r.lazy[bi].Load(); m != nil {
+	slot := &r.lazy.slots[bi]
+	if m := slot.Load(); m != nil {
 		return m
 	}
-	r.compileMu.Lock()
-	defer r.compileMu.Unlock()
-	if m := r.lazy[bi].Load(); m != nil {
+	r.lazy.mu.Lock()
+	defer r.lazy.mu.Unlock()
+	if m := slot.Load(); m != nil {
 		return m
 	}
 	m := r.compile(&r.blocks[bi])
-	r.lazy[bi].Store(&m)
+	slot.Store(&m)
 	return &m
 }
 
@@ -502,7 +542,12 @@ func (r *Robots) compile(b *block) matcher {
 				b = o
 			}
 		}
-		e.rule, e.prio = b.rule, uint16(b.prio)
+		e.rule = b.rule
+		if b.prio != int32(r.rules[b.rule].n) {
+			// Only a derived pattern's priority is not its rule's length,
+			// and its prefix is all of it but the "$".
+			e.kind |= entryDerived
+		}
 		for len(stack) > 0 && !strings.HasPrefix(c.prefix, view(r.text, m.entries[stack[len(stack)-1]].start, m.entries[stack[len(stack)-1]].n)) {
 			stack = stack[:len(stack)-1]
 		}
@@ -639,7 +684,7 @@ func (pm *pathMask) get(s string) *[2]uint64 {
 	return &pm.m
 }
 
-func (m *matcher) test(text, s string, acc *[2]best, pm *pathMask) {
+func (m *matcher) test(text string, rules []rule, s string, acc *[2]best, pm *pathMask) {
 	es := m.entries
 	lo, hi := 0, len(es)
 	for lo < hi {
@@ -661,7 +706,7 @@ func (m *matcher) test(text, s string, acc *[2]best, pm *pathMask) {
 				continue
 			}
 			k := e.kind & entryAllow
-			if b := (best{prio: int32(e.prio), rule: e.rule}); b.beats(acc[k]) {
+			if b := (best{prio: e.prio(rules), rule: e.rule}); b.beats(acc[k]) {
 				acc[k] = b
 			}
 		}

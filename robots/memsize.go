@@ -22,7 +22,7 @@ func (r *Robots) MemSize() int {
 		return 0
 	}
 	n := heapSize(int(unsafe.Sizeof(*r)), true)
-	n += heapSize(r.textCap, false)
+	n += heapSize(int(r.textCap), false)
 	n += heapSize(cap(r.rules)*int(unsafe.Sizeof(rule{})), false)
 	n += heapSize(cap(r.blocks)*int(unsafe.Sizeof(block{})), false)
 	n += heapSize(cap(r.spans)*int(unsafe.Sizeof(span{})), false)
@@ -38,7 +38,10 @@ func (r *Robots) MemSize() int {
 		n += heapSize(cap(x.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
 		n += heapSize(8*cap(x.delays), false)
 	}
-	n += heapSize(cap(r.lazy)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
+	if r.lazy != nil {
+		n += heapSize(int(unsafe.Sizeof(*r.lazy)), true)
+		n += heapSize(cap(r.lazy.slots)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
+	}
 	for i := range r.blocks {
 		n += r.matcherSize(&r.blocks[i])
 	}

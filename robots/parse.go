@@ -12,6 +12,7 @@ package robots
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,33 +34,38 @@ const maxLineBytes = 2083*8 - 1
 type Robots struct {
 	blocks []block
 	rules  []rule
-	// text holds, back to back, each rule's display text ("disallow: /x",
-	// ending with the pattern as escaped) followed by its normalised
-	// pattern when that differs, the user-agent values as cut, sitemap
-	// values, and usage statements.
-	text    string
-	textCap int    // bytes of the allocation that holds text
-	spans   []span // the user-agent values (spans[:nAgents], file order), then the sitemap values
-	keys    []agentKey
+	// text holds, back to back, each rule's pattern as escaped followed
+	// by its normalised form when that differs, the user-agent values as
+	// cut, sitemap values, and usage statements.
+	text  string
+	spans []span // the user-agent values (spans[:nAgents], file order), then the sitemap values
+	keys  []agentKey
 	// groups lists block indices: groups[:nGlobal] are the blocks with a
 	// "*" user-agent line, and each key names groups[first:last].
 	groups  []int32
+	textCap uint32 // bytes of the allocation that holds text
+	size    int32  // bytes parsed
 	nGlobal int32
 	nAgents int32
 	lines   int32  // lines read
 	norm    bool   // patterns compiled in normalised form, see WithNormalization
-	size    int    // bytes parsed
 	x       *extra // what few files have; nil when they have none of it
 
-	lazy      []atomic.Pointer[matcher] // lazy[i] is blocks[i]'s matcher, once compiled; nil when no block needs one
-	compileMu sync.Mutex
+	lazy *lazyMatchers // nil when no block needs a matcher
+}
+
+// lazyMatchers holds the matchers of a file's blocks, compiled on first
+// use, out of line: most cached files need none.
+type lazyMatchers struct {
+	mu    sync.Mutex                // held while one is compiled
+	slots []atomic.Pointer[matcher] // slots[i] is blocks[i]'s matcher, once compiled
 }
 
 // extra holds the parts of a file that most files lack, out of line so
 // that a file without them does not carry their slice headers.
 type extra struct {
 	usage  []usageStmt     // Content-Usage and Content-Signal statements, in line order
-	normal []normalDisplay // the display texts of the rules with ruleNormal, in rule order
+	normal []normalDisplay // the patterns as escaped of the rules with ruleNormal, in rule order
 	delays []float64       // Crawl-delay values, in seconds, in block order (see block.delay)
 }
 
@@ -71,9 +77,9 @@ func (r *Robots) statements() []usageStmt {
 	return r.x.usage
 }
 
-// A normalDisplay locates the display text of a rule whose normalised
-// pattern differs from the file's: the rule's own span is the pattern as
-// matched.
+// A normalDisplay locates the pattern as escaped of a rule whose
+// normalised pattern differs from it: the rule's own span is the pattern
+// as matched.
 type normalDisplay struct {
 	rule int32
 	text span
@@ -120,16 +126,14 @@ func (r *Robots) crawlDelay(b *block) float64 {
 // nearly every line of a cached file.
 type rule struct {
 	// pat is where the pattern as matched starts in Robots.text. Without
-	// ruleNormal, it is the end of the display text, which starts pre
-	// bytes before it: "allow: " or "disallow: " (without the space when
-	// the pattern is empty); with it, the display text is in Robots.x.normal.
+	// ruleNormal, it is also the pattern as escaped; with it, that is in
+	// Robots.x.normal.
 	pat  uint32
 	line int32
 	// n is the pattern's length: a line holds at most 16,663 bytes
 	// (maxLineBytes), which escaping or normalising at most triples.
 	n     uint16
 	flags ruleFlags
-	pre   uint8 // the display text's bytes before the pattern (see pat), in the spare byte
 }
 
 // ruleFlags say what kind of rule it is and what scan needs to know of
@@ -168,7 +172,7 @@ func Parse(body []byte, opts ...Option) *Robots {
 		opt(&o)
 	}
 	p := parser{
-		r:   &Robots{size: len(body), norm: o.normalize},
+		r:   &Robots{size: int32(min(len(body), math.MaxInt32)), norm: o.normalize},
 		cur: -1,
 	}
 	// Escaping can only grow non-ASCII bytes; the rule texts otherwise fit in
@@ -419,15 +423,6 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	}
 	p.ruleHit = true
 	r := p.r
-	start := p.arena.Len()
-	if allow {
-		p.arena.WriteString("allow:")
-	} else {
-		p.arena.WriteString("disallow:")
-	}
-	if len(value) > 0 {
-		p.arena.WriteByte(' ')
-	}
 	patStart := p.arena.Len()
 	writeEscapedPattern(&p.arena, value)
 	ru := rule{pat: uint32(patStart), line: int32(num)}
@@ -439,7 +434,7 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	if r.norm {
 		if n := normalize(pat, true); n != pat {
 			// In rule order, as ruleText's binary search needs.
-			p.normal = append(p.normal, normalDisplay{int32(len(r.rules)), span{uint32(start), uint32(p.arena.Len())}})
+			p.normal = append(p.normal, normalDisplay{int32(len(r.rules)), span{uint32(patStart), uint32(p.arena.Len())}})
 			ru.pat = uint32(p.arena.Len())
 			p.arena.WriteString(n)
 			pat = n
@@ -447,7 +442,6 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 		}
 	}
 	ru.n = uint16(len(pat))
-	ru.pre = uint8(patStart - start)
 	ru.flags |= patternFlags(pat, allow)
 	r.rules = append(r.rules, ru)
 	r.blocks[p.cur].last = int32(len(r.rules))
@@ -532,9 +526,9 @@ func (p *parser) finish() *Robots {
 	if len(p.normal) > 0 || len(p.delays) > 0 || len(p.usage) > 0 {
 		r.x = &extra{normal: tight(p.normal), delays: tight(p.delays)}
 	}
-	r.text, r.textCap = p.arena.String(), p.arena.Cap()
-	if r.textCap > len(r.text)+len(r.text)/8 {
-		r.text, r.textCap = strings.Clone(r.text), len(r.text)
+	r.text, r.textCap = p.arena.String(), uint32(p.arena.Cap())
+	if int(r.textCap) > len(r.text)+len(r.text)/8 {
+		r.text, r.textCap = strings.Clone(r.text), uint32(len(r.text))
 	}
 	r.nAgents = int32(len(r.spans))
 	r.spans = tight(append(r.spans, p.sitemaps...))
@@ -617,10 +611,15 @@ func (r *Robots) index() {
 	for i := range r.blocks {
 		if b := &r.blocks[i]; b.last-b.first > scanMax {
 			// Slots for every block, only when one needs a matcher.
-			r.lazy = make([]atomic.Pointer[matcher], len(r.blocks))
+			r.lazy = newLazyMatchers(len(r.blocks))
 			break
 		}
 	}
+}
+
+// newLazyMatchers returns room for the matchers of n blocks.
+func newLazyMatchers(n int) *lazyMatchers {
+	return &lazyMatchers{slots: make([]atomic.Pointer[matcher], n)}
 }
 
 // compareFold compares a and b as if both were lower-cased (ASCII).
@@ -654,7 +653,7 @@ func (r *Robots) Size() int {
 	if r == nil {
 		return 0
 	}
-	return r.size
+	return int(r.size)
 }
 
 // pattern returns the form of rule i's pattern that is matched.
@@ -663,29 +662,11 @@ func (r *Robots) pattern(i int32) string {
 	return r.text[ru.pat : ru.pat+uint32(ru.n)]
 }
 
-// ruleText returns rule i's display text: "allow: " or "disallow: " and
-// its pattern as escaped.
-func (r *Robots) ruleText(i int32) string {
-	ru := &r.rules[i]
-	if ru.flags&ruleNormal != 0 {
-		return r.normalText(i)
-	}
-	return r.text[ru.pat-uint32(ru.pre) : ru.pat+uint32(ru.n)]
-}
-
-// normalText is ruleText for a rule with ruleNormal.
-func (r *Robots) normalText(i int32) string {
-	k, _ := slices.BinarySearchFunc(r.x.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
-	return r.str(r.x.normal[k].text)
-}
-
 // filePattern returns rule i's pattern as escaped, not normalised.
 func (r *Robots) filePattern(i int32) string {
-	t := r.ruleText(i)
-	if r.rules[i].allow() {
-		t = t[len("allow:"):]
-	} else {
-		t = t[len("disallow:"):]
+	if r.rules[i].flags&ruleNormal == 0 {
+		return r.pattern(i)
 	}
-	return strings.TrimPrefix(t, " ")
+	k, _ := slices.BinarySearchFunc(r.x.normal, i, func(n normalDisplay, i int32) int { return int(n.rule - i) })
+	return r.str(r.x.normal[k].text)
 }

@@ -144,8 +144,8 @@ func TestUsageKeepsVerdicts(t *testing.T) {
 			for _, ins := range inserts {
 				mod := strings.Join(lines[:at], "") + ins + "\n" + strings.Join(lines[at:], "")
 				got := Parse([]byte(mod)).TestURL(c.Agent, c.URL)
-				if got.Allowed != want.Allowed || got.Rule != want.Rule {
-					t.Fatalf("%s: %q inserted at line %d: %v %q; want %v %q", c.Name, ins, at+1, got.Allowed, got.Rule, want.Allowed, want.Rule)
+				if got.Allowed != want.Allowed || got.Rule() != want.Rule() {
+					t.Fatalf("%s: %q inserted at line %d: %v %q; want %v %q", c.Name, ins, at+1, got.Allowed, got.Rule(), want.Allowed, want.Rule())
 				}
 				if ref, _ := refAllowed(mod, c.Agent, c.URL); ref != c.Allowed {
 					t.Fatalf("%s: the transliterated reference changed its answer with %q at line %d", c.Name, ins, at+1)
