@@ -1,6 +1,8 @@
 package fetch
 
 import (
+	"slices"
+
 	"github.com/robotsgate/robotsgate/robots"
 
 	"context"
@@ -108,12 +110,31 @@ type Entry struct {
 	Status      int            // HTTP status of the fetch
 	Rules       *robots.Robots // Fetched: the file; nil: no restrictions
 	DisallowAll bool           // Unavailable with a 401 or 403 under AuthErrorsDisallow
-	URL         string         // the URL the rules came from, after redirects
+	URL         string         // the URL the rules came from, after redirects, if not Origin.RobotsURL(); see RulesURL
 	Truncated   bool           // the file was longer than the fetcher reads
 	Note        string         // why a 3xx counted as 404 (a loop, too many hops); "" if none
 	FetchedAt   time.Time      // when the fetch started
 	Expires     time.Time      // when the next request refetches
 	Size        int            // live heap bytes held, rules with every matcher built (see entrySize)
+}
+
+// RulesURL returns the URL the rules came from, after redirects: a cached
+// entry keeps it only when a redirect made it differ from its origin's
+// own /robots.txt.
+func (e *Entry) RulesURL() string {
+	if e.URL != "" {
+		return e.URL
+	}
+	return e.Origin.RobotsURL()
+}
+
+// ownURL returns url as Entry.URL keeps it for o: "" for o's own
+// /robots.txt, which most files are fetched from.
+func ownURL(o Origin, url string) string {
+	if url == o.RobotsURL() {
+		return ""
+	}
+	return url
 }
 
 // Answer is what a Cache says about an origin: the rules to apply, or why
@@ -182,7 +203,11 @@ type Cache struct {
 	// could join a call just given up, and the two maps would have to be
 	// kept in step with Forget).
 	flights map[Origin]*flight
-	closed  bool
+	// saving holds, per origin, the writes to the Store of fetches whose
+	// waiters have their answer already: a purge waits for them, or the
+	// copy it purged would be written back after it.
+	saving map[Origin][]chan struct{}
+	closed bool
 
 	hits, misses, evictions, fetches, abandoned, overloads atomic.Int64
 }
@@ -253,6 +278,7 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		slots:   make(chan struct{}, opts.MaxFetches),
 		states:  map[uint64]*originState{},
 		flights: map[Origin]*flight{},
+		saving:  map[Origin][]chan struct{}{},
 	}
 	// ristretto holds only what the LRU holds, whose live bytes are at most
 	// half of MaxCost (heapSlack), so it never runs short of room, and its
@@ -454,12 +480,28 @@ func (c *Cache) run(f *flight) {
 	f.answer, save, f.err = c.refresh(f)
 	f.cancel(nil)
 	<-c.slots // after refresh took f out of flights
-	close(f.done)
-	if save != nil { // after the waiters have their answer
-		ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
-		save(ctx)
-		cancel()
+	if save == nil {
+		close(f.done)
+		return
 	}
+	// The write comes after the waiters have their answer, and is known
+	// to Purge before they have it.
+	saved := make(chan struct{})
+	c.mu.Lock()
+	c.saving[f.origin] = append(c.saving[f.origin], saved)
+	c.mu.Unlock()
+	close(f.done)
+	ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
+	save(ctx)
+	cancel()
+	c.mu.Lock()
+	if rest := slices.DeleteFunc(c.saving[f.origin], func(ch chan struct{}) bool { return ch == saved }); len(rest) > 0 {
+		c.saving[f.origin] = rest
+	} else {
+		delete(c.saving, f.origin)
+	}
+	c.mu.Unlock()
+	close(saved)
 }
 
 // storeTimeout bounds one write to the Store after a fetch.
@@ -607,7 +649,7 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 		Status:      res.Status,
 		Rules:       res.Rules,
 		DisallowAll: res.DisallowAll,
-		URL:         res.URL,
+		URL:         ownURL(o, res.URL),
 		Truncated:   res.Truncated,
 		FetchedAt:   res.At,
 		Note:        errText(res.Err),
@@ -784,6 +826,15 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 // was held here.
 func (c *Cache) Purge(o Origin) bool {
 	if c.opts.Store != nil {
+		// A fetch that ended before the purge may not have written its
+		// copy yet: that write comes first (each is bounded by
+		// storeTimeout), then the delete.
+		c.mu.Lock()
+		pending := slices.Clone(c.saving[o])
+		c.mu.Unlock()
+		for _, saved := range pending {
+			<-saved
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, storeTimeout)
 		c.opts.Store.Delete(ctx, o)
 		cancel()

@@ -87,7 +87,7 @@ func (c *Cache) entryFromGood(o Origin, g *GoodCopy) *Entry {
 		Outcome:     g.Outcome,
 		Status:      g.Status,
 		DisallowAll: g.DisallowAll,
-		URL:         g.URL,
+		URL:         ownURL(o, g.URL),
 		Truncated:   g.Truncated,
 		Note:        g.Note,
 		FetchedAt:   g.FetchedAt,
@@ -149,7 +149,7 @@ func (c *Cache) saveGood(o Origin, e *Entry, body []byte) func(context.Context) 
 	if c.opts.Store == nil {
 		return nil
 	}
-	g := &GoodCopy{Outcome: e.Outcome, Status: e.Status, DisallowAll: e.DisallowAll, URL: e.URL,
+	g := &GoodCopy{Outcome: e.Outcome, Status: e.Status, DisallowAll: e.DisallowAll, URL: e.RulesURL(),
 		Truncated: e.Truncated, Note: e.Note, FetchedAt: e.FetchedAt, Expires: e.Expires}
 	if e.Outcome == Fetched {
 		g.Body = body

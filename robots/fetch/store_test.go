@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -219,4 +220,60 @@ func FuzzFileStoreLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// heldSaves is a FileStore whose good copies are written only once
+// release is closed: a write still pending when the test moves on.
+type heldSaves struct {
+	*FileStore
+	release chan struct{}
+}
+
+func (h heldSaves) SaveGood(ctx context.Context, o Origin, g *GoodCopy) error {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.FileStore.SaveGood(ctx, o, g)
+}
+
+// TestPurgeAfterPendingSave: a fetch's copy is written to the store after
+// its waiters have their answer. A purge made meanwhile waits for that
+// write and then deletes it, instead of the copy coming back from the
+// store (a flaky TestProxyAdminEndpoints found it).
+func TestPurgeAfterPendingSave(t *testing.T) {
+	t.Parallel()
+	store := heldSaves{openTestStore(t, t.TempDir(), 1<<20, nil), make(chan struct{})}
+	c, err := NewCache(CacheOptions{
+		Fetcher: NewFetcher(FetcherOptions{Transport: cycleCorpus([][]byte{[]byte("User-agent: *\nDisallow: /x\n")})}),
+		Store:   store,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	o := siteOrigin(1)
+	if a, err := c.Get(t.Context(), o); err != nil || a.Entry == nil {
+		t.Fatalf("Get = %+v, %v", a, err)
+	}
+	purged := make(chan struct{})
+	go func() { c.Purge(o); close(purged) }()
+	select {
+	case <-purged:
+		t.Error("Purge returned with the fetch's write to the store still pending")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(store.release)
+	select {
+	case <-purged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Purge still waiting 10 s after the write was released")
+	}
+	if rec, err := store.Load(t.Context(), o); err != nil || rec.Good != nil {
+		t.Errorf("store after the purge: %+v, %v; want nothing", rec.Good, err)
+	}
+	if a, err := c.Get(t.Context(), o); err != nil || a.Entry == nil || c.Stats().Fetches != 2 {
+		t.Errorf("Get after the purge: %+v, %v, %d fetches; want a second fetch", a, err, c.Stats().Fetches)
+	}
 }
