@@ -25,6 +25,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/memlimit"
 	"github.com/robotsgate/robotsgate/proxy"
 	"github.com/robotsgate/robotsgate/report"
 )
@@ -351,6 +352,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
 	}
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
+	// The container's memory limit bounds the heap (README, "Limits"):
+	// without it the collector lets the heap grow to twice the live data.
+	if ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv); err != nil {
+		logger.Warn("no soft memory limit: the container's could not be read; set GOMEMLIMIT", "err", err)
+	} else {
+		logger.Info("soft memory limit", "limit", ml.String())
+	}
 	proxyURL := "http://" + addr
 	if len(cfg.Auth.Users) > 0 {
 		proxyURL = "http://USER:PASSWORD@" + addr // [auth]: every request needs a user's credentials
