@@ -1,19 +1,18 @@
 package fetch
 
 import (
-	"slices"
-
-	"github.com/robotsgate/robotsgate/robots"
-
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/robotsgate/robotsgate/robots"
 )
 
 // Defaults of CacheOptions, as DESIGN.md's [robots] keys.

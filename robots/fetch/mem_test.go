@@ -1,10 +1,6 @@
 package fetch
 
 import (
-	"slices"
-
-	"github.com/robotsgate/robotsgate/robots"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -14,12 +10,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
 )
 
 // corpusBodies returns the real robots.txt files of robots/testdata/corpus.
@@ -259,17 +258,25 @@ func BenchmarkCache100kOrigins(b *testing.B) {
 // lookups over.
 const hitOrigins = 1000
 
+// filledForHits returns a cache holding hitOrigins corpus origins, and
+// those origins.
+func filledForHits(tb testing.TB) (*Cache, []Origin) {
+	tb.Helper()
+	c := newManyCache(tb, cycleCorpus(corpusBodies(tb)), 0)
+	fill(tb, c, hitOrigins)
+	origins := make([]Origin, hitOrigins)
+	for i := range origins {
+		origins[i] = siteOrigin(i)
+	}
+	return c, origins
+}
+
 // TestCacheHitDoesNotAllocate checks that a lookup answered from the cache
 // allocates nothing (ristretto's access buffers take one slice per 64
 // hits of a stripe, which rounds to zero a hit). Not parallel:
 // AllocsPerRun counts every allocation in the process.
 func TestCacheHitDoesNotAllocate(t *testing.T) {
-	c := newManyCache(t, cycleCorpus(corpusBodies(t)), 0)
-	fill(t, c, hitOrigins)
-	origins := make([]Origin, hitOrigins)
-	for i := range origins {
-		origins[i] = siteOrigin(i)
-	}
+	c, origins := filledForHits(t)
 	ctx := context.Background()
 	i := 0
 	if n := testing.AllocsPerRun(1000, func() {
@@ -288,12 +295,7 @@ func TestCacheHitDoesNotAllocate(t *testing.T) {
 // BenchmarkCacheHitCorpus is the proxy's per-request lookup over 1,000
 // cached origins of real files.
 func BenchmarkCacheHitCorpus(b *testing.B) {
-	c := newManyCache(b, cycleCorpus(corpusBodies(b)), 0)
-	fill(b, c, hitOrigins)
-	origins := make([]Origin, hitOrigins)
-	for i := range origins {
-		origins[i] = siteOrigin(i)
-	}
+	c, origins := filledForHits(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
