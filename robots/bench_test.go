@@ -202,14 +202,14 @@ func BenchmarkScanVsMatcher(b *testing.B) {
 		}{{"matcher", -1}, {"scan", math.MaxInt32}} {
 			bps := bySize[k]
 			for _, bp := range bps { // compile the matchers first
-				bp.g.test("/", m.limit)
+				bp.g.test("/", m.limit, nil)
 			}
 			b.Run(fmt.Sprintf("rules-%d/%s", n, m.name), func(b *testing.B) {
 				b.ReportAllocs()
 				i, j := 0, 0
 				for b.Loop() {
 					bp := &bps[i%len(bps)]
-					bp.g.test(bp.paths[j%len(bp.paths)], m.limit)
+					bp.g.test(bp.paths[j%len(bp.paths)], m.limit, nil)
 					if j++; j%7 == 0 {
 						i++
 					}

@@ -164,7 +164,7 @@ func TestLongestPatterns(t *testing.T) {
 			t.Errorf("%s: pattern of %d bytes, rule says %d; want %d", tt.name, len(pat), r.rules[0].n, 1+3*n)
 		}
 		for _, limit := range []int32{-1, scanMax} {
-			if v := r.Group("x").test(path, limit); v.Allowed || v.Line != 2 {
+			if v := r.Group("x").test(path, limit, nil); v.Allowed || v.Line != 2 {
 				t.Errorf("%s: Test by scanLimit %d = %+v; want disallowed by line 2", tt.name, limit, v)
 			}
 		}

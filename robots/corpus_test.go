@@ -53,8 +53,8 @@ func TestCorpus(t *testing.T) {
 				for _, p := range corpusPaths(rr) {
 					v := g.Test(p)
 					for _, limit := range []int32{-1, math.MaxInt32} {
-						if got := g.test(p, limit); got != v {
-							t.Errorf("%s: Group(%q).test(%q, %d) = %+v; want %+v", name, tok, p, limit, got, v)
+						if got := g.test(p, limit, nil); got != v {
+							t.Errorf("%s: Group(%q).test(%q, %d, nil) = %+v; want %+v", name, tok, p, limit, got, v)
 						}
 					}
 				}

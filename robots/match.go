@@ -147,18 +147,24 @@ func (g Group) Rules() int {
 // [WithNormalization] it must be normalised with [Normalize]. Test does not
 // allocate, and runs in time bounded by the sum over candidate rules of
 // len(pattern) × len(path).
-func (g Group) Test(path string) Verdict { return g.test(path, scanMax) }
+func (g Group) Test(path string) Verdict { return g.test(path, scanMax, nil) }
 
 // test is Test with blocks of more than scanLimit rules tested by their
-// matchers: tests pass -1 to check the matchers against scan.
-func (g Group) test(path string, scanLimit int32) Verdict {
+// matchers (tests pass -1 to check the matchers against scan), under
+// budget w (nil: unbounded).
+func (g Group) test(path string, scanLimit int32, w *Budget) Verdict {
 	acc := [2]best{noMatch, noMatch}
-	var pm pathMask
+	sr := search{path: path, w: w}
 	for _, bi := range g.blocks {
-		if b := &g.r.blocks[bi]; b.last-b.first <= scanLimit {
-			g.r.scan(b, path, &acc)
+		b := &g.r.blocks[bi]
+		n := b.last - b.first
+		if !w.spend(ruleCost * int(min(n, scanLimit+1))) {
+			break
+		}
+		if n <= scanLimit {
+			g.r.scan(b, &sr, &acc)
 		} else {
-			g.r.matcher(bi).test(g.r.text, g.r.rules, path, &acc, &pm)
+			g.r.matcher(bi).test(g.r.text, g.r.rules, &sr, &acc)
 		}
 	}
 	d, a := acc[0], acc[1]
@@ -192,7 +198,7 @@ func (r *Robots) testURL(token, url string, scanLimit int32) Verdict {
 	if r != nil && r.norm {
 		p = Normalize(p)
 	}
-	return r.Group(token).test(p, scanLimit)
+	return r.Group(token).test(p, scanLimit, nil)
 }
 
 // Allowed reports whether token may fetch url; see [Robots.TestURL].
@@ -355,7 +361,8 @@ const scanMax = 8
 // matcher's semantics: the same patterns (the derived ".../$" included),
 // priorities and ties, so that acc comes out the same. A rule is matched
 // only if it would beat the best so far, and most are plain prefixes.
-func (r *Robots) scan(b *block, s string, acc *[2]best) {
+func (r *Robots) scan(b *block, sr *search, acc *[2]best) {
+	s := sr.path
 	rules := r.rules[b.first:b.last]
 	for i := range rules {
 		ru := &rules[i]
@@ -370,7 +377,7 @@ func (r *Robots) scan(b *block, s string, acc *[2]best) {
 				ok = len(s) >= len(pat) && s[:len(pat)] == pat
 			} else {
 				body, anchored := strings.CutSuffix(pat, "$")
-				ok = matchPattern(s, body, anchored)
+				ok = sr.matchPattern(body, anchored)
 			}
 			if ok {
 				acc[k] = c
@@ -379,16 +386,17 @@ func (r *Robots) scan(b *block, s string, acc *[2]best) {
 		if ru.flags&ruleIndex != 0 {
 			pat := view(r.text, ru.pat, ru.n)
 			sl := derivedIndex(pat)
-			if c := (best{prio: int32(sl + 2), rule: idx}); c.beats(acc[k]) && matchPattern(s, pat[:sl+1], true) {
+			if c := (best{prio: int32(sl + 2), rule: idx}); c.beats(acc[k]) && sr.matchPattern(pat[:sl+1], true) {
 				acc[k] = c
 			}
 		}
 	}
 }
 
-// matchPattern reports whether s matches the pattern body (followed by
-// "$" when anchored), as the compiled matcher decides it.
-func matchPattern(s, body string, anchored bool) bool {
+// matchPattern reports whether the path matches the pattern body
+// (followed by "$" when anchored), as the compiled matcher decides it.
+func (sr *search) matchPattern(body string, anchored bool) bool {
+	s := sr.path
 	prefix, rest, k, anch := classify(body, anchored)
 	switch k {
 	case kindPrefix:
@@ -396,7 +404,7 @@ func matchPattern(s, body string, anchored bool) bool {
 	case kindExact:
 		return s == prefix
 	}
-	return strings.HasPrefix(s, prefix) && matchWild(s[len(prefix):], rest, anch)
+	return strings.HasPrefix(s, prefix) && sr.matchWild(len(prefix), rest, anch)
 }
 
 // matcher returns block bi's matcher, compiling it on first use: most
@@ -659,15 +667,11 @@ func keyByte(rest string) byte {
 	return key
 }
 
-// pathMask is the set of ASCII bytes of a path, computed once per Test and
-// only when a rule with a "*" is reached.
-type pathMask struct {
-	done bool
-	m    [2]uint64
-}
-
-func (pm *pathMask) get(s string) *[2]uint64 {
-	if !pm.done {
+// mask returns the set of ASCII bytes of the path, computed once per test
+// and only when a rule with a "*" is reached.
+func (sr *search) mask() *[2]uint64 {
+	if pm := &sr.pm; !pm.done {
+		s := sr.path
 		pm.done = true
 		// A superset of the path's ASCII bytes is enough for a filter: bytes
 		// ≥ 0x80 (never in a pattern) may set a bit of an ASCII byte.
@@ -681,10 +685,11 @@ func (pm *pathMask) get(s string) *[2]uint64 {
 		}
 		pm.m = [2]uint64{lo, hi}
 	}
-	return &pm.m
+	return &sr.pm.m
 }
 
-func (m *matcher) test(text string, rules []rule, s string, acc *[2]best, pm *pathMask) {
+func (m *matcher) test(text string, rules []rule, sr *search, acc *[2]best) {
+	s := sr.path
 	es := m.entries
 	lo, hi := 0, len(es)
 	for lo < hi {
@@ -714,23 +719,27 @@ func (m *matcher) test(text string, rules []rule, s string, acc *[2]best, pm *pa
 	if len(m.wild) == 0 {
 		return
 	}
-	have := pm.get(s)
-	for w := range 2 {
-		keys := m.keys[w] & have[w]
+	have := sr.mask()
+	for h := range 2 {
+		keys := m.keys[h] & have[h]
 		for keys != 0 {
 			bit := keys & -keys
 			keys ^= bit
 			// The rules of this key start at the rank of its bit among the keys.
-			n := bits.OnesCount64(m.keys[w] & (bit - 1))
-			if w == 1 {
+			n := bits.OnesCount64(m.keys[h] & (bit - 1))
+			if h == 1 {
 				n += bits.OnesCount64(m.keys[0])
 			}
-			m.testWild(text, s, int(m.keyStart[n]), int(m.keyStart[n+1]), have, acc)
+			m.testWild(text, sr, int(m.keyStart[n]), int(m.keyStart[n+1]), have, acc)
 		}
 	}
 }
 
-func (m *matcher) testWild(text, s string, from, to int, have *[2]uint64, acc *[2]best) {
+func (m *matcher) testWild(text string, sr *search, from, to int, have *[2]uint64, acc *[2]best) {
+	if !sr.w.spend(ruleCost * (to - from)) {
+		return
+	}
+	s := sr.path
 	for j := from; j < to; j++ {
 		if n := &m.needs[j]; n[0]&^have[0]|n[1]&^have[1] != 0 {
 			continue
@@ -739,7 +748,7 @@ func (m *matcher) testWild(text, s string, from, to int, have *[2]uint64, acc *[
 		k := wr.kind & wildAllow
 		if b := (best{prio: int32(wr.prio), rule: wr.rule}); b.beats(acc[k]) && len(s) >= int(wr.pn) &&
 			s[:wr.pn] == view(text, wr.pstart, wr.pn) &&
-			matchWild(s[wr.pn:], view(text, wr.rstart, wr.rn), wr.kind&wildAnchored != 0) {
+			sr.matchWild(int(wr.pn), view(text, wr.rstart, wr.rn), wr.kind&wildAnchored != 0) {
 			acc[k] = b
 		}
 	}
@@ -765,18 +774,20 @@ func commonPrefixLen(a, b string) int {
 	return i
 }
 
-// matchWild reports whether s matches "*" + rest (+ "$" when anchored), where
-// rest is literal segments separated by "*". Taking each segment at its
-// earliest position is exact for such patterns, so no backtracking is needed:
-// the time is bounded by len(rest) × len(s).
-func matchWild(s, rest string, anchored bool) bool {
+// matchWild reports whether the path from lo on matches "*" + rest (+ "$"
+// when anchored), where rest is literal segments separated by "*". Taking
+// each segment at its earliest position is exact for such patterns, so no
+// backtracking is needed, and each segment is looked for only after where
+// the one before it ended (see search.index for the cost).
+func (sr *search) matchWild(lo int, rest string, anchored bool) bool {
+	hi := len(sr.path)
 	if anchored {
 		j := strings.LastIndexByte(rest, '*')
 		last := rest[j+1:]
-		if !strings.HasSuffix(s, last) {
+		if hi-lo < len(last) || sr.path[hi-len(last):] != last {
 			return false
 		}
-		s = s[:len(s)-len(last)]
+		hi -= len(last)
 		if j < 0 {
 			return true
 		}
@@ -792,11 +803,11 @@ func matchWild(s, rest string, anchored bool) bool {
 		if seg == "" {
 			continue
 		}
-		k := strings.Index(s, seg)
+		k := sr.index(seg, lo, hi)
 		if k < 0 {
 			return false
 		}
-		s = s[k+len(seg):]
+		lo = k + len(seg)
 	}
 	return true
 }

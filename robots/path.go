@@ -3,7 +3,6 @@ package robots
 import (
 	"bytes"
 	"iter"
-	"slices"
 	"strings"
 )
 
@@ -271,7 +270,7 @@ func hasDotSegment(p []byte) bool {
 // allocating, when that is already normal).
 func Lenient(target string) string {
 	path, query := splitQuery(target)
-	if !needsLenient(path) {
+	if !needsPathReading(path) {
 		return Normalize(target)
 	}
 	return lenientReading(normalEscapes(path), query, allWays, path)
@@ -279,18 +278,27 @@ func Lenient(target string) string {
 
 // A way is a set of the steps by which servers read a path otherwise than
 // Normalize (RFC 3986) does.
-type way uint8
+type way uint16
 
 const (
-	waySlash     way                                                       = 1 << iota // "%2F" is "/" (Python's http.server, nginx)
-	wayBack                                                                            // "\" and "%5C" are "/" (IIS, Windows)
-	wayParams                                                                          // ";params" are dropped from each segment (Tomcat, Jetty)
-	wayParams3B                                                                        // and so are those after "%3B" (some frameworks)
-	wayRawParams                                                                       // and they end only at a "/" as sent, before "%2F" is decoded (Tomcat)
-	wayMerge                                                                           // runs of "/" are one (nginx, Python, Go's path.Clean)
-	wayTrim                                                                            // no trailing "/" the target did not end with (Python's normpath)
-	allWays      = waySlash | wayBack | wayParams | wayParams3B | wayMerge             // Lenient's
+	waySlash          way                                                       = 1 << iota // "%2F" is "/" (Python's http.server, nginx)
+	wayBack                                                                                 // "\" and "%5C" are "/" (IIS, Windows)
+	wayParams                                                                               // ";params" are dropped from each segment (Tomcat, Jetty)
+	wayParams3B                                                                             // and so are those after "%3B" (some frameworks)
+	wayRawParams                                                                            // and they end only at a "/" as sent, before "%2F" is decoded (Tomcat)
+	wayMerge                                                                                // runs of "/" are one (nginx, Python, Go's path.Clean)
+	wayTrim                                                                                 // no trailing "/" the target did not end with (Python's normpath)
+	wayEscapeSyntax                                                                         // "$" and "*" read as "%24" and "%2A" (every server decodes them alike)
+	wayUnescapeSyntax                                                                       // "%24" read as "$"
+	allWays           = waySlash | wayBack | wayParams | wayParams3B | wayMerge             // Lenient's
+	lastWay           = allWays | wayRawParams | wayTrim | wayEscapeSyntax | wayUnescapeSyntax
 )
+
+// maxReadings bounds the readings LenientReadings yields for one target:
+// every combination of the ways above that can change it, at most 5 × 2 ×
+// 2 × 2 × 2 × 3 = 240. Each is decided, so it bounds the work of deciding a
+// request too (with the matching Budget).
+const maxReadings = 240
 
 // LenientReadings yields each path that a server taking some of the
 // lenient steps would serve for target, a raw request target, that differs
@@ -307,27 +315,37 @@ const (
 // disallowed (DESIGN.md, "Deciding a request", step 7: the path is
 // ambiguous).
 //
-// This is not Google's matching, which takes the path as sent: [Group.Test],
-// [Robots.TestURL] and robotsgate's "check -exact" never use it. When target
-// holds nothing servers read differently (the common case), it yields
-// nothing and allocates nothing.
+// "$" and "*" are the pattern syntax of robots.txt, so a rule that names a
+// literal "$" or "*" escapes it ("Disallow: /price%24list"), or writes "$"
+// where it is not last ("Disallow: /price$list"); servers decode "%24" and
+// "%2A" and serve one file for both spellings. So a target holding either
+// spelling is also read with every "$" and "*" escaped, and with every
+// "%24" decoded, in its path and query alike.
+//
+// At most maxReadings are yielded, each once. This is not Google's
+// matching, which takes the path as sent: [Group.Test], [Robots.TestURL]
+// and robotsgate's "check -exact" never use it. When target holds nothing
+// servers read differently (the common case), it yields nothing and
+// allocates nothing.
 func LenientReadings(target string) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		path, query := splitQuery(target)
-		if !needsLenient(path) {
+		if !needsLenient(path, query) {
 			return
 		}
 		escaped := normalEscapes(path)
-		seen := []string{Normalize(target)}
-		for w := way(0); w <= allWays|wayRawParams|wayTrim; w++ {
-			if w&(wayParams3B|wayRawParams) != 0 && w&wayParams == 0 || !useful(w, escaped) {
+		f := featuresOf(escaped, query)
+		normal := Normalize(target)
+		seen := map[string]bool{normal: true}
+		for w := way(0); w <= lastWay; w++ {
+			if w&(wayParams3B|wayRawParams) != 0 && w&wayParams == 0 || w&wayEscapeSyntax != 0 && w&wayUnescapeSyntax != 0 || !f.useful(w) {
 				continue
 			}
 			r := lenientReading(escaped, query, w, path)
-			if slices.Contains(seen, r) {
+			if seen[r] {
 				continue
 			}
-			seen = append(seen, r)
+			seen[r] = true
 			if !yield(r) {
 				return
 			}
@@ -335,16 +353,76 @@ func LenientReadings(target string) iter.Seq[string] {
 	}
 }
 
-// useful reports whether way w can change the reading of escaped: each
-// step needs something to act on, so that equal readings are not made
-// twice.
-func useful(w way, escaped string) bool {
-	return (w&waySlash == 0 || strings.Contains(escaped, "%2F")) &&
-		(w&wayBack == 0 || strings.Contains(escaped, "%5C") || strings.Contains(escaped, "\\")) &&
-		(w&wayParams == 0 || strings.Contains(escaped, ";") || w&wayParams3B != 0) &&
-		(w&wayParams3B == 0 || strings.Contains(escaped, "%3B")) &&
-		(w&wayRawParams == 0 || strings.Contains(escaped, "%2F") || strings.Contains(escaped, "%5C")) &&
-		(w&wayMerge == 0 || strings.Contains(escaped, "//") || w&(waySlash|wayBack|wayParams) != 0)
+// features are what a target holds that the ways act on, found once, so
+// that choosing the ways that can change it costs nothing per way.
+type features uint8
+
+const (
+	hasSlashEscape  features = 1 << iota // "%2F"
+	hasBack                              // "%5C" or "\"
+	hasSemicolon                         // ";"
+	has3B                                // "%3B"
+	hasDoubleSlash                       // "//"
+	hasSyntax                            // "$" or "*", in the path or the query
+	hasSyntaxEscape                      // "%24", in the path or the query
+)
+
+// featuresOf finds the features of a path in Normalize's escapes and of
+// the query as sent.
+func featuresOf(escaped, query string) features {
+	var f features
+	for i := 0; i < len(escaped); i++ {
+		switch c := escaped[i]; c {
+		case '\\':
+			f |= hasBack
+		case ';':
+			f |= hasSemicolon
+		case '$', '*':
+			f |= hasSyntax
+		case '/':
+			if i+1 < len(escaped) && escaped[i+1] == '/' {
+				f |= hasDoubleSlash
+			}
+		case '%':
+			if i+2 < len(escaped) {
+				switch escaped[i+1 : i+3] {
+				case "2F":
+					f |= hasSlashEscape
+				case "5C":
+					f |= hasBack
+				case "3B":
+					f |= has3B
+				case "24":
+					f |= hasSyntaxEscape
+				}
+			}
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		switch query[i] {
+		case '$', '*':
+			f |= hasSyntax
+		case '%':
+			if i+2 < len(query) && query[i+1] == '2' && query[i+2] == '4' {
+				f |= hasSyntaxEscape
+			}
+		}
+	}
+	return f
+}
+
+// useful reports whether way w can change the reading of a target with
+// features f: each step needs something to act on, so that equal readings
+// are not made twice.
+func (f features) useful(w way) bool {
+	return (w&waySlash == 0 || f&hasSlashEscape != 0) &&
+		(w&wayBack == 0 || f&hasBack != 0) &&
+		(w&wayParams == 0 || f&hasSemicolon != 0 || w&wayParams3B != 0) &&
+		(w&wayParams3B == 0 || f&has3B != 0) &&
+		(w&wayRawParams == 0 || f&(hasSlashEscape|hasBack) != 0) &&
+		(w&wayMerge == 0 || f&hasDoubleSlash != 0 || w&(waySlash|wayBack|wayParams) != 0) &&
+		(w&wayEscapeSyntax == 0 || f&hasSyntax != 0) &&
+		(w&wayUnescapeSyntax == 0 || f&hasSyntaxEscape != 0)
 }
 
 func splitQuery(target string) (path, query string) {
@@ -362,7 +440,7 @@ func normalEscapes(path string) string {
 
 // lenientReading reads escaped (a path in Normalize's escapes; raw is the
 // path as sent) the way w says, then resolves dot segments, and appends
-// query in Normalize's form.
+// query in Normalize's form (with "$", "*" and "%24" read as w says).
 func lenientReading(escaped, query string, w way, raw string) string {
 	b := make([]byte, 1, len(escaped)+len(query)+8)
 	b[0] = '/' // the result starts with "/"
@@ -398,14 +476,47 @@ func lenientReading(escaped, query string, w way, raw string) string {
 	if w&wayTrim != 0 && len(b) > 1 && b[len(b)-1] == '/' && !strings.HasSuffix(raw, "/") {
 		b = b[:len(b)-1]
 	}
-	return string(appendNormalEscapes(b, query, false))
+	b = appendNormalEscapes(b, query, false)
+	if w&(wayEscapeSyntax|wayUnescapeSyntax) != 0 {
+		b = readSyntax(b, w&wayEscapeSyntax != 0)
+	}
+	return string(b)
 }
 
-// needsLenient reports whether a server could read path otherwise than
-// Normalize does: whether it does not start with "/", or has a "\", ";",
-// "//", or an escaped "/", "\" or ";", or ends in a dot segment (which
+// readSyntax rewrites the "$" and "*" of a reading in Normalize's form:
+// escaped ("%24", "%2A") with escape, else "%24" decoded to "$" ("*" stays:
+// a pattern cannot name a literal "*" but as "%2A", and its "*" matches
+// "%2A" too).
+func readSyntax(b []byte, escape bool) []byte {
+	out := make([]byte, 0, len(b)+8)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case escape && c == '$':
+			out = append(out, "%24"...)
+		case escape && c == '*':
+			out = append(out, "%2A"...)
+		case !escape && c == '%' && i+2 < len(b) && b[i+1] == '2' && b[i+2] == '4':
+			out = append(out, '$')
+			i += 2
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// needsLenient reports whether a server could read a target (its path
+// and query) otherwise than Normalize does: see needsPathReading, and
+// whether path or query holds "$", "*" or "%24" (see LenientReadings).
+func needsLenient(path, query string) bool {
+	return needsPathReading(path) || hasSyntaxBytes(path) || hasSyntaxBytes(query)
+}
+
+// needsPathReading reports whether a server could resolve path otherwise
+// than Normalize does: whether it does not start with "/", or has a "\",
+// ";", "//", or an escaped "/", "\" or ";", or ends in a dot segment (which
 // Python's normpath resolves without the trailing "/").
-func needsLenient(path string) bool {
+func needsPathReading(path string) bool {
 	if path == "" || path[0] != '/' {
 		return true
 	}
@@ -426,6 +537,21 @@ func needsLenient(path string) bool {
 	last := path[strings.LastIndexByte(path, '/')+1:]
 	last = strings.ReplaceAll(strings.ReplaceAll(last, "%2e", "."), "%2E", ".")
 	return last == "." || last == ".."
+}
+
+// hasSyntaxBytes reports whether s holds "$", "*" or "%24".
+func hasSyntaxBytes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '$' || c == '*' || c == '%' && isEscape24(s, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// isEscape24 reports whether s[i:] starts with "%24".
+func isEscape24(s string, i int) bool {
+	return i+2 < len(s) && s[i+1] == '2' && s[i+2] == '4'
 }
 
 // escapedSeparator returns the separator that s[i:] escapes, in either

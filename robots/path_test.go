@@ -370,6 +370,14 @@ func TestLenientReadings(t *testing.T) {
 		{"/%2Fprivate;%2F..%2F/secret.txt", []string{"/private/secret.txt"}},
 		{"/%2Fprivate;x%2F..", []string{"/private"}},
 		{"/;%2fopen/%2Fprivate", []string{"/private"}},
+		// "$" and "*" are the syntax of rules, which escape them to name
+		// them; servers decode "%24" and "%2A" alike.
+		{"/price$list", []string{"/price%24list"}},
+		{"/price%24list", []string{"/price$list"}},
+		{"/star*name", []string{"/star%2Aname"}},
+		{"/q?a=$x", []string{"/q?a=%24x"}},
+		{"/q?a=%24x", []string{"/q?a=$x"}},
+		{"/a;b/price$list", []string{"/a/price%24list"}},
 	}
 	for _, tt := range tests {
 		var got []string
@@ -382,7 +390,7 @@ func TestLenientReadings(t *testing.T) {
 			}
 		}
 	}
-	for _, plain := range []string{"/a/b/c.html?x=1", "/", "/dir/", "/a/../b", "/%7Euser/"} {
+	for _, plain := range []string{"/a/b/c.html?x=1", "/", "/dir/", "/a/../b", "/%7Euser/", "/a%2A"} {
 		for r := range LenientReadings(plain) {
 			t.Errorf("LenientReadings(%q) yields %q; want nothing", plain, r)
 		}
@@ -393,6 +401,23 @@ func TestLenientReadings(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("LenientReadings(%q) allocates %v times; want 0", in, n)
+	}
+}
+
+// TestLenientReadingsBounded: a target with every feature the readings act
+// on yields each reading once, and at most maxReadings.
+func TestLenientReadingsBounded(t *testing.T) {
+	t.Parallel()
+	target := "/a%2F;b%5C%3Bc//x/..$%24*" + "?q=$%24*"
+	seen := map[string]bool{}
+	for r := range LenientReadings(target) {
+		if seen[r] {
+			t.Errorf("LenientReadings(%q) yields %q twice", target, r)
+		}
+		seen[r] = true
+	}
+	if len(seen) == 0 || len(seen) > maxReadings {
+		t.Errorf("LenientReadings(%q) yields %d readings; want 1 to %d", target, len(seen), maxReadings)
 	}
 }
 

@@ -254,18 +254,21 @@ func (g Group) eachStatement(f func(*usageStmt)) {
 	if g.r == nil {
 		return
 	}
-	stmts := g.r.statements()
+	// Statements are in line order, so their blocks ascend, as do the
+	// group's: one walk over both, never statements × blocks (a hostile
+	// file can hold tens of thousands of each).
+	stmts, blocks := g.r.statements(), g.blocks
 	for i := range stmts {
 		s := &stmts[i]
 		if s.block < 0 {
 			f(s)
 			continue
 		}
-		for _, bi := range g.blocks {
-			if bi == s.block {
-				f(s)
-				break
-			}
+		for len(blocks) > 0 && blocks[0] < s.block {
+			blocks = blocks[1:]
+		}
+		if len(blocks) > 0 && blocks[0] == s.block {
+			f(s)
 		}
 	}
 }
@@ -279,7 +282,10 @@ func (g Group) eachStatement(f func(*usageStmt)) {
 // refusal, from either kind, refuses (the most restrictive answer wins); a
 // grant answers only when nothing refuses. A statement that does not state
 // a purpose leaves it to the shorter ones. Usage does not allocate.
-func (g Group) Usage(path string) Usage {
+func (g Group) Usage(path string) Usage { return g.usage(path, nil) }
+
+// usage is Usage under budget w.
+func (g Group) usage(path string, w *Budget) Usage {
 	type pick struct {
 		prio int
 		s    *usageStmt
@@ -290,8 +296,9 @@ func (g Group) Usage(path string) Usage {
 			best[k][p].prio = -1
 		}
 	}
+	sr := search{path: path, w: w}
 	g.eachStatement(func(s *usageStmt) {
-		if !patternMatches(s.pattern, path) {
+		if !w.spend(ruleCost+len(s.pattern)) || !sr.patternMatches(s.pattern) {
 			return
 		}
 		kind := 0
@@ -361,10 +368,11 @@ func matchesEverything(pattern string) bool {
 	return pattern == "" || pattern == "/" || pattern == "/*" || pattern == "*"
 }
 
-// patternMatches reports whether a robots.txt path pattern matches path:
-// a prefix, "*" for any run of bytes, "$" at the end for the path's end. An
-// empty pattern matches every path.
-func patternMatches(pattern, path string) bool {
+// patternMatches reports whether a robots.txt path pattern matches the
+// path: a prefix, "*" for any run of bytes, "$" at the end for the path's
+// end. An empty pattern matches every path.
+func (sr *search) patternMatches(pattern string) bool {
+	path := sr.path
 	anchored := strings.HasSuffix(pattern, "$")
 	if anchored {
 		pattern = pattern[:len(pattern)-1]
@@ -377,7 +385,7 @@ func patternMatches(pattern, path string) bool {
 		return strings.HasPrefix(path, pattern)
 	}
 	prefix := pattern[:star]
-	return strings.HasPrefix(path, prefix) && matchWild(path[len(prefix):], pattern[star+1:], anchored)
+	return strings.HasPrefix(path, prefix) && sr.matchWild(len(prefix), pattern[star+1:], anchored)
 }
 
 // HeaderUsage reads the usage preferences of one response header: name is
