@@ -12,12 +12,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/statefile"
 )
 
 // CA is robotsgate's own certificate authority, which signs the leaf
@@ -67,7 +70,28 @@ func LoadOrCreateCA(cfg *Config, now time.Time) (*CA, error) {
 	case keyErr != nil:
 		return nil, fmt.Errorf("CA key %s: %w", keyPath, keyErr)
 	}
-	return loadCA(certPath, keyPath, now)
+	return loadCA(certPath, keyPath, cfg.TLS.CACert != "", now)
+}
+
+// maxCAFile bounds what is read of a CA certificate or key file: a
+// certificate chain or a key is a few KiB.
+const maxCAFile = 1 << 20
+
+// readCAFile reads a CA file: one under state_dir without following a
+// symbolic link (robotsgate made it; a link there is someone else's), one
+// the config names following links (a Kubernetes Secret's files are
+// links); either way only a regular file, within maxCAFile, never waiting
+// on a FIFO. It returns the file's mode.
+func readCAFile(path string, configured bool) ([]byte, fs.FileMode, error) {
+	if configured {
+		return statefile.ReadFollowing(path, maxCAFile)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := statefile.ReadFile(path, maxCAFile)
+	return b, fi.Mode(), err
 }
 
 func createCA(certPath, keyPath string, now time.Time) (*CA, error) {
@@ -131,21 +155,17 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 	return f.Close()
 }
 
-func loadCA(certPath, keyPath string, now time.Time) (*CA, error) {
-	fi, err := os.Stat(keyPath)
-	if err != nil {
-		return nil, fmt.Errorf("CA key: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("CA key %s is readable by others (mode %#o): run chmod 600 %s", keyPath, fi.Mode().Perm(), keyPath)
-	}
-	certPEM, err := os.ReadFile(certPath)
-	if err != nil {
-		return nil, fmt.Errorf("read CA certificate: %w", err)
-	}
-	keyPEM, err := os.ReadFile(keyPath)
+func loadCA(certPath, keyPath string, configured bool, now time.Time) (*CA, error) {
+	keyPEM, mode, err := readCAFile(keyPath, configured)
 	if err != nil {
 		return nil, fmt.Errorf("read CA key: %w", err)
+	}
+	if mode.Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("CA key %s is readable by others (mode %#o): run chmod 600 %s", keyPath, mode.Perm(), keyPath)
+	}
+	certPEM, _, err := readCAFile(certPath, configured)
+	if err != nil {
+		return nil, fmt.Errorf("read CA certificate: %w", err)
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {

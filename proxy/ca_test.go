@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -54,7 +55,7 @@ func TestCACreateAndReload(t *testing.T) {
 func TestCARefusals(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	make := func(t *testing.T) (string, *CA) {
+	newCA := func(t *testing.T) (string, *CA) {
 		dir := t.TempDir()
 		ca, err := LoadOrCreateCA(caConfig(dir), now)
 		if err != nil {
@@ -64,7 +65,7 @@ func TestCARefusals(t *testing.T) {
 	}
 	t.Run("key readable by others", func(t *testing.T) {
 		t.Parallel()
-		dir, ca := make(t)
+		dir, ca := newCA(t)
 		os.Chmod(ca.KeyPath, 0o644)
 		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 			t.Errorf("err = %v; want a refusal naming chmod 600", err)
@@ -72,7 +73,7 @@ func TestCARefusals(t *testing.T) {
 	})
 	t.Run("mismatched pair", func(t *testing.T) {
 		t.Parallel()
-		dir, ca := make(t)
+		dir, ca := newCA(t)
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		der, _ := x509.MarshalPKCS8PrivateKey(key)
 		os.WriteFile(ca.KeyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
@@ -82,19 +83,47 @@ func TestCARefusals(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		t.Parallel()
-		dir, _ := make(t)
+		dir, _ := newCA(t)
 		if _, err := LoadOrCreateCA(caConfig(dir), now.Add(11*365*24*time.Hour)); err == nil || !strings.Contains(err.Error(), "not valid now") {
 			t.Errorf("err = %v; want expired", err)
 		}
 	})
 	t.Run("only one file", func(t *testing.T) {
 		t.Parallel()
-		dir, ca := make(t)
+		dir, ca := newCA(t)
 		os.Remove(ca.KeyPath)
 		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil {
 			t.Error("a certificate without its key was accepted (or replaced)")
 		}
 	})
+	// What someone else put in state_dir is never waited on or read
+	// without bound: a FIFO, a link to /dev/zero, a link at all.
+	for _, tt := range []struct {
+		name  string
+		plant func(path string) error
+	}{
+		{"key is a FIFO", func(path string) error { return syscall.Mkfifo(path, 0o600) }},
+		{"key links to /dev/zero", func(path string) error { return os.Symlink("/dev/zero", path) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir, ca := newCA(t)
+			os.Remove(ca.KeyPath)
+			if err := tt.plant(ca.KeyPath); err != nil {
+				t.Skip(err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := LoadOrCreateCA(caConfig(dir), now); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Error("a CA key that is not a regular file was accepted")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("loading the CA hangs on a key that is not a regular file")
+			}
+		})
+	}
 	t.Run("given paths are never created", func(t *testing.T) {
 		t.Parallel()
 		cfg := Default()

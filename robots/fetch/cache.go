@@ -66,8 +66,9 @@ type CacheOptions struct {
 	// DefaultUnreachableLimit.
 	UnreachableLimit time.Duration
 	// RetryAfter is how long a failed fetch is remembered before the next
-	// try; an origin's own longer Retry-After on 429 or 503 wins (at most
-	// 24 h). 0: DefaultRetryAfter.
+	// try; an origin's own longer Retry-After on 429 or 503 wins. Either
+	// is at most 24 h (a longer RetryAfter counts as 24 h), the bound
+	// Failure.CheckTimes holds stored marks to. 0: DefaultRetryAfter.
 	RetryAfter time.Duration
 	// MaxBytes bounds the heap held for origins, in one bound: every entry
 	// (its rules counted with every matcher built, see Entry.Size), fresh
@@ -99,6 +100,13 @@ type CacheOptions struct {
 	// a fetch given up (see MaxFetches) or cancelled by Close that ended
 	// unreachable, which is not the origin's failure.
 	OnFetch func(o Origin, r *Result)
+	// OnBadRecord, if set, is called for each part of a Record from Store
+	// that the Cache ignores: one that fails GoodCopy.Check or
+	// Failure.Check, or whose times no Cache could have written
+	// (GoodCopy.CheckTimes with TTL, Failure.CheckTimes), for logs and
+	// metrics. err says which part and why. The other part of the same
+	// Record is still used if it passes.
+	OnBadRecord func(o Origin, err error)
 }
 
 // Entry is the rules of one origin and how they were obtained. It is
@@ -259,6 +267,7 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = DefaultRetryAfter
 	}
+	opts.RetryAfter = min(opts.RetryAfter, maxRetryAfter)
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultCacheMaxBytes
 	}

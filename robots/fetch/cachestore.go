@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
@@ -26,8 +27,47 @@ func (c *Cache) fromStore(ctx context.Context, o Origin) (Answer, bool) {
 	if err != nil {
 		return Answer{}, false
 	}
-	c.adopt(o, rec)
+	c.adopt(o, c.trusted(o, rec))
 	return c.fromState(o, c.opts.Now())
+}
+
+// trusted returns rec without the parts the Cache does not use: any that
+// fails its Check (a Store should not return one, but the Cache is what
+// turns a record into rules) or whose times are not ones a Cache could
+// have written by now (CheckTimes: an expiry or a retry time years
+// ahead). Each part dropped is reported to OnBadRecord.
+func (c *Cache) trusted(o Origin, rec Record) Record {
+	if rec.Good == nil && rec.Failure == nil {
+		return rec
+	}
+	now := c.opts.Now()
+	if g := rec.Good; g != nil {
+		err := g.Check()
+		if err == nil {
+			err = g.CheckTimes(now, c.opts.TTL)
+		}
+		if err != nil {
+			rec.Good = nil
+			c.badRecord(o, fmt.Errorf("stored good copy for %s ignored: %w", o, err))
+		}
+	}
+	if f := rec.Failure; f != nil {
+		err := f.Check()
+		if err == nil {
+			err = f.CheckTimes(now)
+		}
+		if err != nil {
+			rec.Failure = nil
+			c.badRecord(o, fmt.Errorf("stored failure marks for %s ignored: %w", o, err))
+		}
+	}
+	return rec
+}
+
+func (c *Cache) badRecord(o Origin, err error) {
+	if c.opts.OnBadRecord != nil {
+		c.opts.OnBadRecord(o, err)
+	}
 }
 
 // adopt takes rec's good copy and failure marks into o's state where they

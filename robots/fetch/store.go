@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/statefile"
 )
 
 // Store keeps what a Cache must not lose beyond itself: each origin's last
@@ -104,6 +106,44 @@ func (f *Failure) Check() error {
 	return nil
 }
 
+// MaxClockSkew is how far apart the clocks of processes sharing a Store
+// (a fleet's instances) may be: a time read from a Store may lie this far
+// past the bound this process would keep to itself. Beyond it the value
+// was not written by a Cache, whatever wrote it.
+const MaxClockSkew = time.Minute
+
+// CheckTimes reports whether g's times are ones a Cache whose TTL is ttl
+// could have written by now: fetched no later than now, and expiring no
+// later than now + ttl, each give or take MaxClockSkew. A copy that fails
+// is not used: an expiry years ahead would make any copy, even an empty
+// one that allows everything, fresh for ever.
+func (g *GoodCopy) CheckTimes(now time.Time, ttl time.Duration) error {
+	switch {
+	case g.FetchedAt.After(now.Add(MaxClockSkew)):
+		return fmt.Errorf("fetched at %s, in the future", g.FetchedAt.UTC().Format(time.RFC3339))
+	case g.Expires.After(now.Add(ttl + MaxClockSkew)):
+		return fmt.Errorf("expires at %s, more than the cache TTL (%v) from now", g.Expires.UTC().Format(time.RFC3339), ttl)
+	}
+	return nil
+}
+
+// CheckTimes reports whether f's times are ones a Cache could have written
+// by now: unreachable since no later than now, and retrying no later than
+// now + 24 h (the longest wait a Cache sets, see CacheOptions.RetryAfter),
+// each give or take MaxClockSkew. Marks that fail are not used: a retry
+// time years ahead would stop every fetch of the origin, and with an old
+// unreachable-since time lift its restrictions (UnreachableLimit) for
+// ever.
+func (f *Failure) CheckTimes(now time.Time) error {
+	switch {
+	case f.UnreachableSince.After(now.Add(MaxClockSkew)):
+		return fmt.Errorf("unreachable since %s, in the future", f.UnreachableSince.UTC().Format(time.RFC3339))
+	case f.RetryAt.After(now.Add(maxRetryAfter + MaxClockSkew)):
+		return fmt.Errorf("retry at %s, more than %v from now", f.RetryAt.UTC().Format(time.RFC3339), maxRetryAfter)
+	}
+	return nil
+}
+
 // FileStore is the embedded Store: one file per origin under a directory,
 // written atomically (a temporary file renamed over the old one), bounded
 // in bytes and in files (the least recently written are removed past
@@ -117,6 +157,7 @@ type FileStore struct {
 	log      *slog.Logger
 
 	maxFiles int
+	maxFile  int64 // bytes of one file: maxStoreFile
 
 	mu    sync.Mutex
 	files map[string]*list.Element // of *storedFile, by name
@@ -139,6 +180,19 @@ type fileRecord struct {
 
 const fileVersion = 1
 
+// maxStoreBody is the largest body a FileStore is sized for: the most
+// robotsgate's config lets robots.max_bytes be (64 MiB).
+const maxStoreBody = 64 << 20
+
+// maxStoreFile bounds one file of a FileStore, written or read: the
+// largest body, base64-encoded in the JSON (4/3 of it, 85.3 MiB), and 16
+// MiB for the rest, whose strings (URL, note, last error) each come from
+// no more than a response header (at most 64 KiB, see NewTransport) and
+// grow at most sixfold when JSON escapes them. A file larger than this is
+// not one the store wrote (write refuses to make one), and it is never
+// read whole.
+const maxStoreFile = (maxStoreBody+2)/3*4 + 16<<20
+
 // MaxStoreFiles bounds the files of a FileStore: 100,000 origins' last
 // good copies, an index of ~20 MB.
 const MaxStoreFiles = 100_000
@@ -153,7 +207,7 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, log: log, files: map[string]*list.Element{}}
+	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, maxFile: maxStoreFile, log: log, files: map[string]*list.Element{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("robots.txt store: %w", err)
@@ -169,11 +223,14 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 			os.Remove(filepath.Join(dir, name))
 			continue
 		}
+		// DirEntry.Type and Info describe the entry itself, never what a
+		// link points to: links, FIFOs and the like are skipped unopened
+		// (Load removes one that sits under an origin's name).
 		if !strings.HasSuffix(name, ".json") || !e.Type().IsRegular() {
 			continue
 		}
 		info, err := e.Info()
-		if err != nil {
+		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
 		found = append(found, aged{storedFile{name, info.Size()}, info.ModTime()})
@@ -197,14 +254,22 @@ func fileName(o Origin) string {
 	return hex.EncodeToString(sum[:16]) + ".json"
 }
 
-// Load reads o's file.
+// Load reads o's file. What is under its name and is not a regular file
+// within maxStoreFile (a symbolic link, which is not followed, a FIFO,
+// which is not waited on, a device or a directory), or does not decode,
+// is logged, removed (a link itself, never what it points to) and treated
+// as absent.
 func (s *FileStore) Load(_ context.Context, o Origin) (Record, error) {
 	name := fileName(o)
-	b, err := os.ReadFile(filepath.Join(s.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := statefile.ReadFile(filepath.Join(s.dir, name), s.maxFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return Record{}, nil
-	}
-	if err != nil {
+	case errors.Is(err, statefile.ErrSymlink), errors.Is(err, statefile.ErrNotRegular), errors.Is(err, statefile.ErrTooLarge):
+		s.log.Warn("robots.txt store: ignoring and removing what is not a file it wrote", "file", filepath.Join(s.dir, name), "origin", o.String(), "err", err)
+		s.remove(name)
+		return Record{}, nil
+	case err != nil:
 		return Record{}, fmt.Errorf("robots.txt store: %w", err)
 	}
 	var fr fileRecord
@@ -247,6 +312,10 @@ func (s *FileStore) write(o Origin, fr *fileRecord) error {
 	b, err := json.Marshal(fr)
 	if err != nil {
 		return fmt.Errorf("robots.txt store: %w", err)
+	}
+	if int64(len(b)) > s.maxFile {
+		// Load would refuse it: never write what will not be read.
+		return fmt.Errorf("robots.txt store: write %s: %d bytes, over the bound of %d a file", o, len(b), s.maxFile)
 	}
 	name := fileName(o)
 	tmp, err := os.CreateTemp(s.dir, ".tmp-*")

@@ -1,0 +1,87 @@
+//go:build unix
+
+package fetch
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFileStoreRefusesWhatItDidNotWrite: a FIFO (which would block an
+// open until a writer came), a link to /dev/zero (which would be read for
+// ever) and a directory in place of an origin's file are neither waited on
+// nor followed: Load returns at once with nothing, logs it and removes the
+// entry itself (the link, not /dev/zero); a store opened on such a
+// directory skips them unopened.
+func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
+	t.Parallel()
+	o := Origin{Scheme: "https", Host: "example.com", Port: 443}
+	for _, tt := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o600) }},
+		{"link to /dev/zero", func(path string) error { return os.Symlink("/dev/zero", path) }},
+		{"link to a good file", func(path string) error {
+			good := filepath.Join(filepath.Dir(path), "elsewhere")
+			content := `{"v":1,"origin":"https://example.com:443","good":{"outcome":"unavailable","status":404,"url":"u","fetched_at":"2026-01-01T00:00:00Z","expires":"2026-01-02T00:00:00Z"}}`
+			if err := os.WriteFile(good, []byte(content), 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(good, path)
+		}},
+		{"directory", func(path string) error { return os.Mkdir(path, 0o700) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, fileName(o))
+			if err := tt.make(path); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				s   *FileStore
+				rec Record
+				err error
+			}
+			var log syncBuffer
+			done := make(chan result, 1)
+			go func() {
+				s, err := OpenFileStore(dir, 1<<20, slog.New(slog.NewTextHandler(&log, nil)))
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				rec, err := s.Load(context.Background(), o)
+				done <- result{s, rec, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("OpenFileStore and Load still blocked after 5 s")
+			}
+			if r.err != nil || r.rec.Good != nil || r.rec.Failure != nil {
+				t.Fatalf("Load = %+v, %v; want nothing", r.rec, r.err)
+			}
+			if r.s.Bytes() != 0 {
+				t.Errorf("the store counts %d bytes; want the entry skipped at open", r.s.Bytes())
+			}
+			if !strings.Contains(log.String(), "not a file it wrote") {
+				t.Errorf("not logged: %q", log.String())
+			}
+			if _, err := os.Lstat(path); err == nil {
+				t.Errorf("the entry is still there")
+			}
+			if info, err := os.Stat("/dev/zero"); err != nil || info.Mode()&os.ModeCharDevice == 0 {
+				t.Errorf("/dev/zero: %v, %v", info, err)
+			}
+		})
+	}
+}
