@@ -41,7 +41,7 @@ func benchCache(b *testing.B, store fetch.Store) *fetch.Cache {
 // and the write after it).
 func BenchmarkClusterCache(b *testing.B) {
 	r := redistest.Start(b)
-	client, err := New(Options{URL: r.URL(), Prefix: "rgbench:"})
+	client, err := New(Options{URL: r.URL(), Prefix: "rgbench:", Secret: testSecret})
 	if err != nil {
 		b.Fatal(err)
 	}

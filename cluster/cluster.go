@@ -7,6 +7,14 @@
 // than a short bound, fails at once for a while afterwards (a breaker), and
 // callers go on with their local state. Every key is under a prefix and
 // has a TTL.
+//
+// Redis is not trusted with the gate: every value an instance writes and
+// every message it publishes is sealed with an HMAC keyed by the fleet's
+// secret and bound to its key (see seal.go). A value that does not
+// verify, does not decode, or holds times no instance would write, is
+// ignored and counted as an error (Status.Errors, Options.OnError) without
+// opening the breaker: whoever can write to Redis without the secret can
+// make instances fetch again, never obey rules they did not fetch.
 package cluster
 
 import (
@@ -21,6 +29,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // ErrDown is returned, at once, by calls made while the breaker is open:
@@ -40,6 +50,15 @@ type Options struct {
 	// URL is the Redis URL: redis://[user:password@]host:port/db, or
 	// rediss:// for TLS.
 	URL string
+	// Secret keys the MAC sealed on every value and message (at least
+	// MinSecretBytes, the same for every instance of the fleet): values
+	// and messages whose MAC does not verify are ignored. Required.
+	Secret []byte
+	// MaxTTL is the longest an instance keeps a robots.txt copy fresh
+	// ([robots] cache_ttl, fetch.CacheOptions.TTL): a stored copy that
+	// expires later than now + MaxTTL (give or take fetch.MaxClockSkew)
+	// was not written by an instance, and is ignored. 0: fetch.DefaultTTL.
+	MaxTTL time.Duration
 	// Prefix starts every key and channel name ("robotsgate:").
 	Prefix string
 	// OpTimeout bounds each call to Redis. 0: DefaultOpTimeout.
@@ -53,8 +72,8 @@ type Options struct {
 	// Logger gets "redis lost" and "redis regained" (once each per
 	// change) and malformed values. Nil: discarded.
 	Logger *slog.Logger
-	// OnError, if set, is called for each failed call (for
-	// robotsgate_cluster_errors_total).
+	// OnError, if set, is called for each failed call and each value or
+	// message ignored as foreign (for robotsgate_cluster_errors_total).
 	OnError func()
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
@@ -66,6 +85,7 @@ type Client struct {
 	opts Options
 	rdb  *redis.Client
 	id   string // this instance, in lock values and back-off messages
+	seal *sealer
 
 	reserve, unlock *redis.Script
 
@@ -90,11 +110,18 @@ func ParseURL(u string) error {
 }
 
 // New returns a Client for o.URL. It does not connect: Redis may be down
-// at start, and the client joins once it is up.
+// at start, and the client joins once it is up. A secret shorter than
+// MinSecretBytes is an error.
 func New(o Options) (*Client, error) {
 	ro, err := redis.ParseURL(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: redis URL: %w", err)
+	}
+	if len(o.Secret) < MinSecretBytes {
+		return nil, fmt.Errorf("cluster: a secret of %d bytes: want at least %d", len(o.Secret), MinSecretBytes)
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = fetch.DefaultTTL
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = DefaultOpTimeout
@@ -119,7 +146,9 @@ func New(o Options) (*Client, error) {
 	ro.ContextTimeoutEnabled = true
 	id := make([]byte, 8)
 	rand.Read(id)
-	c := &Client{opts: o, rdb: redis.NewClient(ro), id: hex.EncodeToString(id),
+	seal := newSealer(o.Secret)
+	o.Secret = nil // kept in the sealer only
+	c := &Client{opts: o, rdb: redis.NewClient(ro), id: hex.EncodeToString(id), seal: seal,
 		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
@@ -242,6 +271,23 @@ func (c *Client) failed(err error) {
 		c.down, c.downSince = true, now
 		c.opts.Logger.Warn("redis lost: going on with this instance's own state", "err", err, "retry_every", c.opts.RetryAfter)
 	}
+}
+
+// foreign ignores a value or message that Redis held under key (or on a
+// channel) and that this instance will not use: not sealed with the
+// fleet's secret for where it was found, malformed, or with times no
+// instance would write. It counts as a cluster error (Status.Errors,
+// Options.OnError) and is logged (at most once a minute), but does not
+// open the breaker: Redis itself answered.
+func (c *Client) foreign(key string, err error) {
+	c.errors.Add(1)
+	if c.opts.OnError != nil {
+		c.opts.OnError()
+	}
+	c.mu.Lock()
+	c.lastErr = "ignored a value under " + key + ": " + err.Error()
+	c.mu.Unlock()
+	c.malformed(key, err)
 }
 
 // malformed logs a value that Redis held and that could not be used, at

@@ -31,13 +31,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// testSecret is the fleet's secret in tests.
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
 func newClient(t *testing.T, r *redistest.Server, log *syncBuffer, retry time.Duration) *Client {
+	t.Helper()
+	return newClientWith(t, r, log, Options{RetryAfter: retry})
+}
+
+// newClientWith is newClient with more options: URL, Prefix and Logger are
+// set, and Secret unless o has one.
+func newClientWith(t *testing.T, r *redistest.Server, log *syncBuffer, o Options) *Client {
 	t.Helper()
 	var h slog.Handler = slog.DiscardHandler
 	if log != nil {
 		h = slog.NewTextHandler(log, nil)
 	}
-	c, err := New(Options{URL: r.URL(), Prefix: "rgtest:", Logger: slog.New(h), RetryAfter: retry})
+	o.URL, o.Prefix, o.Logger = r.URL(), "rgtest:", slog.New(h)
+	if o.Secret == nil {
+		o.Secret = testSecret
+	}
+	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,18 +93,33 @@ func TestStore(t *testing.T) {
 	if rec, _ := c.Load(ctx, testOrigin); rec.Failure != nil {
 		t.Errorf("failure kept after a success")
 	}
-	// Malformed and foreign values are ignored, and logged.
-	r.Do("SET", "rgtest:robots:good:https://example.com:443", "{not json")
-	r.Do("SET", "rgtest:robots:fail:https://example.com:443", `{"origin":"https://evil.example:443","unreachable_since":"2026-01-01T00:00:00Z"}`)
+	// Malformed and foreign values are ignored, and logged, even sealed
+	// with the secret.
+	seal := newSealer(testSecret)
+	goodKey, failKey := "rgtest:robots:good:https://example.com:443", "rgtest:robots:fail:https://example.com:443"
+	r.Do("SET", goodKey, string(seal.seal(goodKey, []byte("{not json"))))
+	r.Do("SET", failKey, string(seal.seal(failKey, []byte(`{"origin":"https://evil.example:443","unreachable_since":"2026-01-01T00:00:00Z"}`))))
 	if rec, err := c.Load(ctx, testOrigin); err != nil || rec.Good != nil || rec.Failure != nil {
 		t.Errorf("Load of malformed values = %+v, %v; want nothing", rec, err)
 	}
 	if !strings.Contains(log.String(), "malformed or foreign value") {
 		t.Errorf("malformed value not logged: %q", log.String())
 	}
-	r.Do("SET", "rgtest:robots:good:https://example.com:443", `{"origin":"https://example.com:443","outcome":"fetched","status":200,"url":"u","fetched_at":"2026-01-01T00:00:00Z"}`)
+	r.Do("SET", goodKey, string(seal.seal(goodKey, []byte(`{"origin":"https://example.com:443","outcome":"fetched","status":200,"url":"u","fetched_at":"2026-01-01T00:00:00Z"}`))))
 	if rec, _ := c.Load(ctx, testOrigin); rec.Good != nil {
 		t.Error("a good copy without an expiry time was used")
+	}
+}
+
+func TestNewRefusesAShortSecret(t *testing.T) {
+	t.Parallel()
+	for _, secret := range [][]byte{nil, []byte("short"), testSecret[:MinSecretBytes-1]} {
+		if c, err := New(Options{URL: "redis://127.0.0.1:1/0", Secret: secret}); err == nil {
+			c.Close()
+			t.Errorf("New with a secret of %d bytes succeeded", len(secret))
+		} else if strings.Contains(err.Error(), string(secret)) && len(secret) > 0 {
+			t.Errorf("the error shows the secret: %v", err)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,40 +17,63 @@ import (
 // reserveSource reserves a request's start on a host for the whole fleet:
 // gap after the last start reserved, on Redis's own clock (instances'
 // clocks may differ), unless that is more than max_wait away. It returns
-// the wait in milliseconds, or -1 - wait when refused (nothing reserved).
-// KEYS[1]: the host's key; ARGV: gap, max wait, TTL, all in milliseconds.
+// {wait in milliseconds, or -1 - wait when refused (nothing reserved);
+// 1 if the start stored was foreign, else 0}. An instance never stores a
+// start more than gap + max_wait ahead of Redis's clock, so a stored value
+// beyond that (with a second to spare), or one that is not a positive
+// number, was not written by one: it is reserved over as if absent, and
+// reported. KEYS[1]: the host's key; ARGV: gap, max wait, TTL, all in
+// milliseconds.
 const reserveSource = `
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call("GET", KEYS[1]) or "0") or 0
+local gap, maxwait = tonumber(ARGV[1]), tonumber(ARGV[2])
+local raw = redis.call("GET", KEYS[1])
+local last, foreign = 0, 0
+if raw then
+	last = tonumber(raw)
+	if not last or last ~= last or last <= 0 or last > now + gap + maxwait + 1000 then
+		last, foreign = 0, 1
+	end
+end
 local start = now
-if last > 0 and last + tonumber(ARGV[1]) > now then start = last + tonumber(ARGV[1]) end
+if last > 0 and last + gap > now then start = last + gap end
 local wait = start - now
-if wait > tonumber(ARGV[2]) then return -1 - wait end
+if wait > maxwait then return {-1 - wait, foreign} end
 redis.call("SET", KEYS[1], start, "PX", tonumber(ARGV[3]))
-return wait`
+return {wait, foreign}`
+
+// errForeignStart is why a host's stored start was reserved over.
+var errForeignStart = errors.New("a start no instance reserves (not a number, or further ahead than gap + max_wait): reserved over")
 
 // Reserve reserves the next start on host, gap after the fleet's previous
 // one, and returns how long to wait for it; ok is false, with the wait
 // that would have been needed, when that is longer than maxWait (nothing
 // is reserved then). A reserved start is kept even if its request is
-// abandoned: the fleet may leave a gap unused.
+// abandoned: the fleet may leave a gap unused. A stored start no instance
+// could have reserved is counted as foreign and reserved over.
 func (c *Client) Reserve(ctx context.Context, host string, gap, maxWait time.Duration) (time.Duration, bool, error) {
 	key := c.key("pace", host)
 	ttl := gap + maxWait + time.Second
-	var n int64
+	var res []int64
 	err := c.do(ctx, func(ctx context.Context) error {
 		var err error
-		n, err = c.reserve.Run(ctx, c.rdb, []string{key}, gap.Milliseconds(), maxWait.Milliseconds(), ttl.Milliseconds()).Int64()
+		res, err = c.reserve.Run(ctx, c.rdb, []string{key}, gap.Milliseconds(), maxWait.Milliseconds(), ttl.Milliseconds()).Int64Slice()
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("pacing script: %d results; want 2", len(res))
+		}
 		return err
 	})
 	if err != nil {
 		return 0, false, err
 	}
-	if n < 0 {
+	if res[1] != 0 {
+		c.foreign(key, errForeignStart)
+	}
+	if n := res[0]; n < 0 {
 		return time.Duration(-1-n) * time.Millisecond, false, nil
 	}
-	return time.Duration(n) * time.Millisecond, true, nil
+	return time.Duration(res[0]) * time.Millisecond, true, nil
 }
 
 // backoffMessage announces an origin's back-off to the fleet.
@@ -63,30 +87,49 @@ type backoffMessage struct {
 // PublishBackoff tells the other instances that host is to be sent nothing
 // until until, and why.
 func (c *Client) PublishBackoff(ctx context.Context, host string, until time.Time, why string) error {
-	b, err := json.Marshal(backoffMessage{From: c.id, Host: host, Until: until.UnixMilli(), Why: why})
+	channel := c.key("backoff")
+	b, err := c.encode(channel, backoffMessage{From: c.id, Host: host, Until: until.UnixMilli(), Why: why})
 	if err != nil {
 		return err
 	}
 	return c.do(ctx, func(ctx context.Context) error {
-		return c.rdb.Publish(ctx, c.key("backoff"), b).Err()
+		return c.rdb.Publish(ctx, channel, b).Err()
 	})
 }
 
 // SubscribeBackoffs calls apply for every back-off another instance
 // publishes, until Close. The subscription reconnects by itself after
 // Redis comes back; back-offs published while it was away are missed
-// (each instance still backs off on the answers it sees itself).
+// (each instance still backs off on the answers it sees itself). A
+// message not sealed for the channel with the fleet's secret is dropped
+// and counted as foreign.
 func (c *Client) SubscribeBackoffs(apply func(host string, until time.Time, why string)) {
-	c.subscribe(c.key("backoff"), func(payload string) error {
-		var m backoffMessage
-		if err := json.Unmarshal([]byte(payload), &m); err != nil || m.Host == "" || m.Until <= 0 {
-			return fmt.Errorf("back-off message %q", payload)
+	c.subscribe(c.key("backoff"), func(channel, payload string) error {
+		m, err := c.decodeBackoff(channel, payload)
+		if err != nil {
+			return err
 		}
 		if m.From != c.id {
 			apply(m.Host, time.UnixMilli(m.Until), m.Why)
 		}
 		return nil
 	})
+}
+
+// decodeBackoff opens a back-off message received on channel.
+func (c *Client) decodeBackoff(channel, payload string) (backoffMessage, error) {
+	var m backoffMessage
+	b, err := c.seal.open(channel, []byte(payload))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, err
+	}
+	if m.Host == "" || m.Until <= 0 {
+		return m, errors.New("a back-off message without a host or an end")
+	}
+	return m, nil
 }
 
 // purgeMessage asks every instance to forget an origin (POST /robots/purge).
@@ -98,24 +141,22 @@ type purgeMessage struct {
 // PublishPurge tells the other instances to forget what they hold for
 // origin, so that the fleet's next request fetches it again.
 func (c *Client) PublishPurge(ctx context.Context, origin fetch.Origin) error {
-	b, err := json.Marshal(purgeMessage{From: c.id, Origin: origin.String()})
+	channel := c.key("purge")
+	b, err := c.encode(channel, purgeMessage{From: c.id, Origin: origin.String()})
 	if err != nil {
 		return err
 	}
 	return c.do(ctx, func(ctx context.Context) error {
-		return c.rdb.Publish(ctx, c.key("purge"), b).Err()
+		return c.rdb.Publish(ctx, channel, b).Err()
 	})
 }
 
 // SubscribePurges calls purge for every origin another instance purges,
-// until Close.
+// until Close. A message not sealed for the channel with the fleet's
+// secret is dropped and counted as foreign.
 func (c *Client) SubscribePurges(purge func(fetch.Origin)) {
-	c.subscribe(c.key("purge"), func(payload string) error {
-		var m purgeMessage
-		if err := json.Unmarshal([]byte(payload), &m); err != nil {
-			return err
-		}
-		o, err := fetch.ParseOrigin(m.Origin)
+	c.subscribe(c.key("purge"), func(channel, payload string) error {
+		m, o, err := c.decodePurge(channel, payload)
 		if err != nil {
 			return err
 		}
@@ -126,9 +167,23 @@ func (c *Client) SubscribePurges(purge func(fetch.Origin)) {
 	})
 }
 
+// decodePurge opens a purge message received on channel.
+func (c *Client) decodePurge(channel, payload string) (purgeMessage, fetch.Origin, error) {
+	var m purgeMessage
+	b, err := c.seal.open(channel, []byte(payload))
+	if err != nil {
+		return m, fetch.Origin{}, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fetch.Origin{}, err
+	}
+	o, err := fetch.ParseOrigin(m.Origin)
+	return m, o, err
+}
+
 // subscribe hands every message on channel to handle, until Close; a
-// message handle cannot read is logged as malformed.
-func (c *Client) subscribe(channel string, handle func(payload string) error) {
+// message handle cannot read is counted and logged as foreign.
+func (c *Client) subscribe(channel string, handle func(channel, payload string) error) {
 	sub := c.rdb.Subscribe(c.ctx, channel)
 	c.wg.Add(1)
 	go func() {
@@ -143,8 +198,8 @@ func (c *Client) subscribe(channel string, handle func(payload string) error) {
 				if !ok {
 					return
 				}
-				if err := handle(msg.Payload); err != nil {
-					c.malformed(msg.Channel, err)
+				if err := handle(channel, msg.Payload); err != nil {
+					c.foreign(channel, err)
 				}
 			}
 		}

@@ -14,8 +14,8 @@ import (
 
 // The Client as a fetch.Store and fetch.FetchLocker: robots.txt copies and
 // failure marks under "<prefix>robots:good:<origin>" and
-// "<prefix>robots:fail:<origin>" (JSON, TTL KeepFor), and each origin's
-// fetch lock under "<prefix>robots:lock:<origin>".
+// "<prefix>robots:fail:<origin>" (JSON, sealed for its key, TTL KeepFor),
+// and each origin's fetch lock under "<prefix>robots:lock:<origin>".
 
 var (
 	_ fetch.Store       = (*Client)(nil)
@@ -34,7 +34,11 @@ type storedFailure struct {
 	fetch.Failure
 }
 
-// Load reads o's good copy and failure marks.
+// Load reads o's good copy and failure marks. A value that is not sealed
+// for its key with the fleet's secret, does not decode, or fails the
+// checks a fetched copy passes (fetch.GoodCopy.Check and CheckTimes with
+// MaxTTL, fetch.Failure.Check and CheckTimes) is left out and counted as
+// foreign; the other one may still be returned.
 func (c *Client) Load(ctx context.Context, o fetch.Origin) (fetch.Record, error) {
 	goodKey, failKey := c.key("robots", "good", o.String()), c.key("robots", "fail", o.String())
 	var vals []any
@@ -47,45 +51,91 @@ func (c *Client) Load(ctx context.Context, o fetch.Origin) (fetch.Record, error)
 		return fetch.Record{}, err
 	}
 	var rec fetch.Record
+	now := c.opts.Now()
 	if s, ok := vals[0].(string); ok {
-		var g storedGood
-		if err := decode(s, &g, o, func() error { return g.GoodCopy.Check() }, &g.Origin); err != nil {
-			c.malformed(goodKey, err)
+		if g, err := c.decodeGood(goodKey, s, o, now); err != nil {
+			c.foreign(goodKey, err)
 		} else {
-			rec.Good = &g.GoodCopy
+			rec.Good = g
 		}
 	}
 	if s, ok := vals[1].(string); ok {
-		var f storedFailure
-		if err := decode(s, &f, o, func() error { return f.Failure.Check() }, &f.Origin); err != nil {
-			c.malformed(failKey, err)
+		if f, err := c.decodeFailure(failKey, s, o, now); err != nil {
+			c.foreign(failKey, err)
 		} else {
-			rec.Failure = &f.Failure
+			rec.Failure = f
 		}
 	}
 	return rec, nil
 }
 
-// decode unmarshals s into v and checks it is o's and sound.
-func decode(s string, v any, o fetch.Origin, check func() error, origin *string) error {
-	if err := json.Unmarshal([]byte(s), v); err != nil {
+// decodeGood returns the good copy in s, read under key, if it is sealed
+// for key, o's, sound, and with times an instance could have written by
+// now.
+func (c *Client) decodeGood(key, s string, o fetch.Origin, now time.Time) (*fetch.GoodCopy, error) {
+	var g storedGood
+	if err := c.decode(key, s, &g, o, &g.Origin); err != nil {
+		return nil, err
+	}
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
+	if err := g.CheckTimes(now, c.opts.MaxTTL); err != nil {
+		return nil, err
+	}
+	return &g.GoodCopy, nil
+}
+
+// decodeFailure is decodeGood for failure marks.
+func (c *Client) decodeFailure(key, s string, o fetch.Origin, now time.Time) (*fetch.Failure, error) {
+	var f storedFailure
+	if err := c.decode(key, s, &f, o, &f.Origin); err != nil {
+		return nil, err
+	}
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
+	if err := f.CheckTimes(now); err != nil {
+		return nil, err
+	}
+	return &f.Failure, nil
+}
+
+// decode opens the sealed value s read under key and unmarshals it into
+// v, checking that it is o's (*origin, once decoded).
+func (c *Client) decode(key, s string, v any, o fetch.Origin, origin *string) error {
+	payload, err := c.seal.open(key, []byte(s))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(payload, v); err != nil {
 		return err
 	}
 	if *origin != o.String() {
 		return fmt.Errorf("a value for %q", *origin)
 	}
-	return check()
+	return nil
+}
+
+// encode marshals v and seals it for key.
+func (c *Client) encode(key string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return c.seal.seal(key, b), nil
 }
 
 // SaveGood stores g as o's last good copy and clears its failure marks.
 func (c *Client) SaveGood(ctx context.Context, o fetch.Origin, g *fetch.GoodCopy) error {
-	b, err := json.Marshal(storedGood{Origin: o.String(), GoodCopy: *g})
+	key := c.key("robots", "good", o.String())
+	b, err := c.encode(key, storedGood{Origin: o.String(), GoodCopy: *g})
 	if err != nil {
 		return err
 	}
 	return c.do(ctx, func(ctx context.Context) error {
 		_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, c.key("robots", "good", o.String()), b, c.opts.KeepFor)
+			p.Set(ctx, key, b, c.opts.KeepFor)
 			p.Del(ctx, c.key("robots", "fail", o.String()))
 			return nil
 		})
@@ -95,12 +145,13 @@ func (c *Client) SaveGood(ctx context.Context, o fetch.Origin, g *fetch.GoodCopy
 
 // SaveFailure stores o's failure marks.
 func (c *Client) SaveFailure(ctx context.Context, o fetch.Origin, f *fetch.Failure) error {
-	b, err := json.Marshal(storedFailure{Origin: o.String(), Failure: *f})
+	key := c.key("robots", "fail", o.String())
+	b, err := c.encode(key, storedFailure{Origin: o.String(), Failure: *f})
 	if err != nil {
 		return err
 	}
 	return c.do(ctx, func(ctx context.Context) error {
-		return c.rdb.Set(ctx, c.key("robots", "fail", o.String()), b, c.opts.KeepFor).Err()
+		return c.rdb.Set(ctx, key, b, c.opts.KeepFor).Err()
 	})
 }
 

@@ -84,7 +84,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*fetch.Cache, error) {
 	if !exact {
 		parse = append(parse, robots.WithNormalization())
 	}
-	return newRobotsCache(p, tr, version, time.Now, parse, nil, nil)
+	return newRobotsCache(p, tr, version, time.Now, parse, nil, nil, nil)
 }
 
 // checkLine is one JSON Lines record of check's output.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/internal/statefile"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -118,6 +121,49 @@ type SiteRule struct {
 type ClusterConfig struct {
 	Redis     string // redis:// or rediss:// URL; "" = this instance alone
 	KeyPrefix string // every key and channel starts with it
+	// Secret keys the MAC on every value the fleet shares through Redis
+	// (cluster.MinSecretBytes or more, the same on every instance). With
+	// Redis, exactly one of Secret and SecretFile is required. Never
+	// printed.
+	Secret string
+	// SecretFile names a file holding the secret (trailing line breaks
+	// are not part of it): a regular file, at most maxSecretFile bytes,
+	// whose mode grants nothing to group or others. Symbolic links are
+	// followed (a Kubernetes Secret's files are links).
+	SecretFile string
+}
+
+// maxSecretFile bounds what is read of [cluster] secret_file.
+const maxSecretFile = 4 << 10
+
+// ReadSecret returns the fleet's secret: Secret, or what SecretFile holds
+// without its trailing line breaks. It fails when neither is set, both
+// are, the file is not a regular file readable by its owner only, or the
+// secret is shorter than cluster.MinSecretBytes. Its errors never show the
+// secret.
+func (c *ClusterConfig) ReadSecret() ([]byte, error) {
+	var secret []byte
+	switch {
+	case c.Secret != "" && c.SecretFile != "":
+		return nil, errors.New("secret and secret_file are both set: give one")
+	case c.Secret != "":
+		secret = []byte(c.Secret)
+	case c.SecretFile != "":
+		b, mode, err := statefile.ReadFollowing(c.SecretFile, maxSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the cluster secret: %w", err)
+		}
+		if mode.Perm()&0o077 != 0 {
+			return nil, fmt.Errorf("%s is mode %#o: a secret file must grant nothing to group or others (chmod 0400)", c.SecretFile, mode.Perm())
+		}
+		secret = bytes.TrimRight(b, "\r\n")
+	default:
+		return nil, errors.New("no secret: set secret or secret_file")
+	}
+	if len(secret) < cluster.MinSecretBytes {
+		return nil, fmt.Errorf("a secret of %d bytes: want at least %d (make one with: head -c 32 /dev/urandom | base64)", len(secret), cluster.MinSecretBytes)
+	}
+	return secret, nil
 }
 
 // PolitenessConfig is the [politeness] table.
@@ -253,8 +299,12 @@ func compile(c *Config, d *decoder) *Policy {
 			d.errorf("cluster.redis", "%q is not a Redis URL (redis://host:6379/0): %v", redactURL(c.Cluster.Redis), err)
 		}
 	}
+	compileSecret(&c.Cluster, d)
 	if strings.TrimSpace(c.Robots.FetchUserAgent) == "" {
 		d.errorf("robots.fetch_user_agent", "must not be empty")
+	}
+	if c.Robots.RetryAfter > 24*time.Hour {
+		d.errorf("robots.retry_after", "%v is more than 24h: a failure mark further ahead is taken for one robotsgate did not write", c.Robots.RetryAfter)
 	}
 	if c.Politeness.MaxDelay <= 0 {
 		d.errorf("politeness.max_delay", "must be more than 0s")
@@ -276,6 +326,27 @@ func compile(c *Config, d *decoder) *Policy {
 	p.auth = newAuthenticator(c.Auth.Users, time.Now)
 	p.pacing = pacingActive(c)
 	return p
+}
+
+// compileSecret checks [cluster] secret and secret_file: exactly one with
+// redis, neither without it, and a secret ReadSecret accepts. No message
+// shows the secret.
+func compileSecret(c *ClusterConfig, d *decoder) {
+	key := "cluster.secret"
+	if c.SecretFile != "" && c.Secret == "" {
+		key = "cluster.secret_file"
+	}
+	switch {
+	case c.Redis == "" && (c.Secret != "" || c.SecretFile != ""):
+		d.errorf(key, "set without cluster.redis: there is no fleet to share it with")
+	case c.Redis == "":
+	case c.Secret == "" && c.SecretFile == "":
+		d.errorf(key, "required with cluster.redis: a secret of at least %d bytes (secret), or a file holding one (secret_file), the same on every instance", cluster.MinSecretBytes)
+	default:
+		if _, err := c.ReadSecret(); err != nil {
+			d.errorf(key, "%v", err)
+		}
+	}
 }
 
 // compileUsers checks [[auth.users]] and returns their names.

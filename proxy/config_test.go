@@ -169,3 +169,85 @@ func TestConfigMaxWaitAtLeastMaxDelay(t *testing.T) {
 		t.Errorf("default max_wait = %v; want 2m", Default().Politeness.MaxWait)
 	}
 }
+
+// TestConfigRetryAfterAtMostADay: a failure mark further ahead than 24h is
+// one the cache takes for foreign, so retry_after is at most that.
+func TestConfigRetryAfterAtMostADay(t *testing.T) {
+	t.Parallel()
+	_, err := ParseConfig("c.toml", []byte("[robots]\nretry_after = \"25h\"\n"))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "robots.retry_after" || ce.Line != 2 {
+		t.Errorf("retry_after 25h: %v; want an error for robots.retry_after at line 2", err)
+	}
+	if _, err := ParseConfig("c.toml", []byte("[robots]\nretry_after = \"24h\"\n")); err != nil {
+		t.Errorf("retry_after 24h: %v; want it accepted", err)
+	}
+}
+
+// TestConfigClusterSecret: with [cluster] redis exactly one of secret and
+// secret_file is required, neither goes without redis, the secret is at
+// least 32 bytes, and its file is a regular file (links followed) that
+// only its owner may read. No error shows the secret.
+func TestConfigClusterSecret(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const secret = "s3cret-s3cret-s3cret-s3cret-s3cret"
+	file := func(name, content string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	owner := file("owner", secret+"\n", 0o400)
+	crlf := file("crlf", secret+"\r\n\r\n", 0o600)
+	open := file("open", secret+"\n", 0o644)
+	group := file("group", secret+"\n", 0o440)
+	short := file("short", "tiny\n\n\n", 0o400)
+	big := file("big", strings.Repeat("x", 5000), 0o400)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(owner, link); err != nil {
+		t.Fatal(err)
+	}
+	const redis = "[cluster]\nredis = \"redis://127.0.0.1:6379/0\"\n"
+	tests := []struct {
+		name    string
+		toml    string
+		want    string // the secret ReadSecret returns; "" when an error is wanted
+		wantErr string // a part of the error
+	}{
+		{"secret", redis + "secret = \"" + secret + "\"\n", secret, ""},
+		{"secret_file 0400", redis + "secret_file = \"" + owner + "\"\n", secret, ""},
+		{"secret_file 0600 with CRLFs", redis + "secret_file = \"" + crlf + "\"\n", secret, ""},
+		{"secret_file through a link", redis + "secret_file = \"" + link + "\"\n", secret, ""},
+		{"no secret", redis, "", "x.toml:1: cluster.secret: required with cluster.redis"},
+		{"too short", redis + "secret = \"tiny\"\n", "", "x.toml:3: cluster.secret: a secret of 4 bytes: want at least 32"},
+		{"both", redis + "secret = \"" + secret + "\"\nsecret_file = \"" + owner + "\"\n", "", "x.toml:3: cluster.secret: secret and secret_file are both set"},
+		{"secret without redis", "[cluster]\nsecret = \"" + secret + "\"\n", "", "x.toml:2: cluster.secret: set without cluster.redis"},
+		{"secret_file without redis", "[cluster]\nsecret_file = \"" + owner + "\"\n", "", "x.toml:2: cluster.secret_file: set without cluster.redis"},
+		{"secret_file 0644", redis + "secret_file = \"" + open + "\"\n", "", "x.toml:3: cluster.secret_file: " + open + " is mode 0644: a secret file must grant nothing to group or others"},
+		{"secret_file 0440", redis + "secret_file = \"" + group + "\"\n", "", "is mode 0440"},
+		{"secret_file too short", redis + "secret_file = \"" + short + "\"\n", "", "cluster.secret_file: a secret of 4 bytes"},
+		{"secret_file too big", redis + "secret_file = \"" + big + "\"\n", "", "larger than its bound"},
+		{"secret_file missing", redis + "secret_file = \"" + filepath.Join(dir, "missing") + "\"\n", "", "no such file"},
+		{"secret_file a directory", redis + "secret_file = \"" + dir + "\"\n", "", "not a regular file"},
+	}
+	for _, tt := range tests {
+		cfg, err := ParseConfig("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: ParseConfig = %v; want no error", tt.name, err)
+		case tt.wantErr == "":
+			if got, err := cfg.Cluster.ReadSecret(); err != nil || string(got) != tt.want {
+				t.Errorf("%s: ReadSecret = %q, %v; want %q", tt.name, got, err, tt.want)
+			}
+		case err == nil || !strings.Contains(err.Error(), tt.wantErr):
+			t.Errorf("%s: ParseConfig = %v; want an error with %q", tt.name, err, tt.wantErr)
+		case strings.Contains(err.Error(), "s3cret"):
+			t.Errorf("%s: the error shows the secret: %v", tt.name, err)
+		}
+	}
+}

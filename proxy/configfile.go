@@ -230,7 +230,12 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"limits":        section(func() fields { return d.limitsFields(&c.Limits) }),
 		"politeness":    section(func() fields { return d.politenessFields(&c.Politeness) }),
 		"cluster": section(func() fields {
-			return fields{"redis": d.str(&c.Cluster.Redis), "key_prefix": d.str(&c.Cluster.KeyPrefix)}
+			return fields{
+				"redis":       d.str(&c.Cluster.Redis),
+				"key_prefix":  d.str(&c.Cluster.KeyPrefix),
+				"secret":      d.str(&c.Cluster.Secret),
+				"secret_file": d.str(&c.Cluster.SecretFile),
+			}
 		}),
 		"responses": section(func() fields { return fields{"block_style": d.str(&c.Responses.BlockStyle)} }),
 		"auth":      section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),

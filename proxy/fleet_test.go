@@ -17,6 +17,9 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
+// fleetSecret is the fleet tests' [cluster] secret.
+const fleetSecret = "the fleet's test secret, 32 bytes or more"
+
 // startFleet runs n proxies sharing one real Redis.
 func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*Config)) []*testProxy {
 	t.Helper()
@@ -24,6 +27,7 @@ func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*Config)) 
 	for range n {
 		cfg := loopbackConfig()
 		cfg.Cluster.Redis, cfg.Cluster.KeyPrefix = r.URL(), "rgtest:"+t.Name()+":"
+		cfg.Cluster.Secret = fleetSecret
 		if mutate != nil {
 			mutate(cfg)
 		}

@@ -128,7 +128,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
-	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch, store)
+	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch, store, s.badRecord)
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {
@@ -155,9 +155,15 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 // without persistence: it is never a reason not to start.
 func (s *Server) openStore(cfg *Config) (fetch.Store, error) {
 	if cfg.Cluster.Redis != "" {
+		secret, err := cfg.Cluster.ReadSecret()
+		if err != nil {
+			return nil, fmt.Errorf("[cluster]: %w", err)
+		}
 		c, err := cluster.New(cluster.Options{
 			URL:     cfg.Cluster.Redis,
 			Prefix:  cfg.Cluster.KeyPrefix,
+			Secret:  secret,
+			MaxTTL:  cfg.Robots.CacheTTL,
 			KeepFor: cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
 			Logger:  s.log,
 			OnError: s.metrics.clusterErrors.Inc,
@@ -278,6 +284,15 @@ func (s *Server) observeFetch(o fetch.Origin, r *fetch.Result) {
 	s.log.Warn("robots.txt fetch failed", "origin", o.String(), "kind", kind, "err", why, "next_attempt", next.UTC().Format(time.RFC3339))
 }
 
+// badRecord logs a record of the state_dir store that the cache ignored:
+// its times are not ones robotsgate writes (someone else wrote it). The
+// fleet's Redis store logs and counts its own (cluster_errors_total).
+func (s *Server) badRecord(o fetch.Origin, err error) {
+	if s.cluster == nil {
+		s.log.Warn("robots.txt store: ignoring a record robotsgate did not write", "origin", o.String(), "err", err)
+	}
+}
+
 // overloaded answers a connection turned away past max_connections (the
 // tracker writes the 503 itself): counted and audited like any answer.
 func (s *Server) overloaded(remote net.Addr) {
@@ -289,7 +304,7 @@ func (s *Server) overloaded(remote net.Addr) {
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
 // fetcher dials with tr's dialer (block_private, upstream.proxy) and
 // trusts the same roots.
-func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result), store fetch.Store) (*fetch.Cache, error) {
+func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result), store fetch.Store, onBad func(fetch.Origin, error)) (*fetch.Cache, error) {
 	cfg := &pol.cfg
 	redirects := cfg.Robots.MaxRedirects
 	if redirects == 0 {
@@ -318,6 +333,7 @@ func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() 
 		MaxFetches:       cfg.Robots.MaxFetches,
 		Now:              now,
 		OnFetch:          onFetch,
+		OnBadRecord:      onBad,
 		Store:            store,
 		PeerWait:         cfg.Robots.FetchTimeout + 2*time.Second,
 	})
