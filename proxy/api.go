@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,12 +21,25 @@ const (
 	// maxDecideCalls bounds the calls decided at once: each may hold 16
 	// robots.txt fetches and its body's memory. Past it: 503, Retry-After.
 	maxDecideCalls = 4
-	// maxDecideURLBytes bounds one URL, as max_header_bytes bounds a
-	// proxied request's target.
-	maxDecideURLBytes = 16 << 10
+	// maxDecideURLBytes bounds one URL, as maxTargetBytes bounds a
+	// proxied request's target (absolute-form included).
+	maxDecideURLBytes = maxTargetBytes
+	// maxDecideWork bounds the matching work of one call, in
+	// robots.Budget units: 64 URLs at the bound of one each, some 0.3 s of
+	// CPU. URLs past it are not decided (decision "overloaded"); real
+	// files take a few hundred units a URL, so 10,000 URLs never come near.
+	maxDecideWork = 64 * decideWork
 	// decideReadTimeout bounds the time to send a body.
 	decideReadTimeout = 30 * time.Second
+	// decideCallTimeout bounds the time a call spends fetching the
+	// robots.txt of its origins: those not fetched by then are
+	// "unreachable" for it (a later call finds them cached).
+	decideCallTimeout = time.Minute
 )
+
+// reasonDecideWork is the reason of the URLs of a /v1/decide call past
+// its work bound.
+const reasonDecideWork = "not decided: this call reached its work bound (maxDecideWork); send the rest in another call"
 
 // decideInput is the body of POST /v1/decide (DESIGN "Operator surface"),
 // read by decodeDecideFields.
@@ -75,9 +89,12 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	p := s.pol.Load()
-	wd := &world{rules: prefetch(r.Context(), s.cache, in.URLs), private: s.world.private, now: s.opts.Now}
+	fetchCtx, cancel := context.WithTimeout(r.Context(), decideCallTimeout)
+	defer cancel()
+	wd := &world{rules: prefetch(fetchCtx, s.cache, in.URLs), private: s.world.private, now: s.opts.Now}
 	declared, _ := parsePurposes(in.Purpose) // checked by readDecideInput
 	out := decideOutput{Results: make([]checkLine, 0, len(in.URLs))}
+	var work int64
 	for _, u := range in.URLs {
 		if r.Context().Err() != nil {
 			return // the caller left: decide no more
@@ -90,12 +107,16 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 			req.userAgent = *in.UserAgent
 		}
 		var d Decision
-		if len(u) > maxDecideURLBytes {
+		switch err := urlRequest(u, &req); {
+		case len(u) > maxDecideURLBytes:
 			d.Action, d.Reason, d.Purposes = ActionBadRequest, fmt.Sprintf("%s: longer than %d bytes", reasonBadRequest, maxDecideURLBytes), declared
-		} else if err := urlRequest(u, &req); err != nil {
+		case err != nil:
 			d.Action, d.Reason, d.Purposes = ActionBadRequest, reasonBadRequest+": "+err.Error(), declared
-		} else {
+		case work > maxDecideWork:
+			d.Action, d.Reason, d.Purposes = ActionOverloaded, reasonDecideWork, declared
+		default:
 			p.decide(r.Context(), wd, &req, &d)
+			work += d.work
 		}
 		out.Results = append(out.Results, checkLineOf(u, &d))
 	}

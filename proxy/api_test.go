@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 	"net/http"
 	"os"
 	"reflect"
@@ -221,5 +222,48 @@ func TestDecideAPIBusy(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain body: %d; want 415", resp.StatusCode)
+	}
+}
+
+// TestDecideAPIWorkBounded: a call's URLs are each decided within the
+// work bound of one request, and the call within its own: URLs past it
+// are answered "overloaded", not decided, so that one call cannot take
+// minutes of CPU.
+func TestDecideAPIWorkBounded(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, hostileRobots(fetch.DefaultMaxBytes), nil)
+	p := startProxy(t, loopbackConfig())
+	n := maxDecideWork/decideWork + 10
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = o.URL + hostilePath[:len(hostilePath)-len(o.URL)]
+	}
+	urls = append(urls, o.URL+"/"+strings.Repeat("a", maxDecideURLBytes)) // past the bound of one URL
+	body, _ := json.Marshal(map[string]any{"agent": "AnyBot", "urls": urls})
+	code, out := postDecide(t, p, string(body))
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, out)
+	}
+	results := out["results"].([]any)
+	var costly, overloaded int
+	for i, r := range results[:n] {
+		m := r.(map[string]any)
+		switch {
+		case m["decision"] == "disallowed" && strings.Contains(m["reason"].(string), "work bound"):
+			if overloaded > 0 {
+				t.Errorf("result %d decided after the call's bound was reached", i)
+			}
+			costly++
+		case m["decision"] == "overloaded" && m["reason"] == reasonDecideWork:
+			overloaded++
+		default:
+			t.Errorf("result %d = %v; want disallowed past the work bound, or overloaded", i, m)
+		}
+	}
+	if costly == 0 || costly > maxDecideWork/decideWork+1 || overloaded == 0 {
+		t.Errorf("%d URLs decided past their bound, %d not decided; want at most %d decided, the rest not", costly, overloaded, maxDecideWork/decideWork+1)
+	}
+	if m := results[n].(map[string]any); m["decision"] != "bad-request" || !strings.Contains(m["reason"].(string), "longer than") {
+		t.Errorf("a URL of more than %d bytes: %v; want bad-request", maxDecideURLBytes, m)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ const (
 // entry point: adapters build one, and the Policy decides it.
 type request struct {
 	kind                 kind
+	method               string
+	content              bool   // it has content: Content-Length > 0 or any Transfer-Encoding
+	contentType          bool   // it names a Content-Type
+	uriLen               int    // the length of the request-target as received (absolute-form included)
 	scheme               string // "http" or "https"
 	authority            string // host[:port] the request names
 	target               string // raw request-target: path, params and query ("/" for a CONNECT)
@@ -64,6 +69,8 @@ type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
 
 // Reasons for the steps before the rules.
 const (
+	reasonContent     = "bad request: a %s request with content, which that method gives no meaning (RFC 9110 section 9.3): an origin could read it as a request of its own"
+	reasonLongTarget  = "request-target longer than %d bytes"
 	reasonAuth        = "proxy authentication required"
 	reasonBadRequest  = "bad request URL"
 	reasonBadConnect  = "bad CONNECT target"
@@ -88,7 +95,7 @@ const (
 // report mode, and last the pacing of what goes through. A request that
 // is not allowed leaves with the first step that refuses it.
 func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) {
-	if !p.authenticate(ctx, r, d) || !p.locate(ctx, w, r, d) || !declare(r, d) {
+	if !frame(r, d) || !p.authenticate(ctx, r, d) || !p.locate(ctx, w, r, d) || !declare(r, d) {
 		return
 	}
 	if r.kind == kindConnect && p.cfg.TLS.Mode == "mitm" {
@@ -102,6 +109,47 @@ func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) 
 	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {
 		p.pace(ctx, w, d)
 	}
+}
+
+// maxTargetBytes bounds a request-target as received, absolute-form
+// included: past it, 414 (DESIGN step 0). Deciding is bounded by the
+// length of what it reads.
+const maxTargetBytes = 8 << 10
+
+// frame is step 0, before anything else: a request-target longer than
+// maxTargetBytes is refused (414), and so is a request with content whose
+// method gives content no meaning (RFC 9110 section 9.3: GET, HEAD, DELETE,
+// TRACE, CONNECT, and OPTIONS without a Content-Type). An origin that
+// ignores such content, as many do, would read it as the next request on
+// the connection: a request nobody decided, whose answer would wait in the
+// connection pool for another client (see forward, which never reuses a
+// connection that carried content).
+func frame(r *request, d *Decision) bool {
+	if r.kind == kindCheck {
+		return true
+	}
+	if r.uriLen > maxTargetBytes {
+		d.Action, d.Reason, d.Status = ActionBadRequest, fmt.Sprintf(reasonLongTarget, maxTargetBytes), http.StatusRequestURITooLong
+		return false
+	}
+	if r.content && contentWithoutMeaning(r.method, r.contentType) {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonContent, r.method)
+		return false
+	}
+	return true
+}
+
+// contentWithoutMeaning reports whether method gives a request's content
+// no meaning (RFC 9110 section 9.3); OPTIONS does when it names a
+// Content-Type (section 9.3.7).
+func contentWithoutMeaning(method string, contentType bool) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return true
+	case http.MethodOptions:
+		return !contentType
+	}
+	return false
 }
 
 // authenticate checks a request's proxy credentials when [auth] has users;
@@ -224,7 +272,7 @@ func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
 	case r.kind == kindConnect:
 		decideWholeOrigin(d, a, w.now())
 	default:
-		decideAnswer(d, a, r.target, w.now())
+		decideAnswer(ctx, d, a, r.target, w.now())
 		d.judgeUsage()
 	}
 }

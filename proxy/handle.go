@@ -25,6 +25,10 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	p := s.pol.Load()
 	req := request{
 		kind:        kindPlain,
+		method:      r.Method,
+		content:     hasContent(r),
+		contentType: len(r.Header["Content-Type"]) > 0,
+		uriLen:      len(r.RequestURI),
 		scheme:      r.URL.Scheme,
 		authority:   r.URL.Host,
 		target:      requestTarget(r.RequestURI),
@@ -53,6 +57,10 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	p := s.pol.Load()
 	req := request{
 		kind:        kindConnect,
+		method:      r.Method,
+		content:     hasContent(r),
+		contentType: len(r.Header["Content-Type"]) > 0,
+		uriLen:      len(r.RequestURI),
 		scheme:      "https",
 		authority:   host,
 		target:      "/",
@@ -76,8 +84,10 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 			s.finish(p, r, &d, ctx.Resp.StatusCode, host)
 			return goproxy.RejectConnect, host
 		}
-		ci.upstream = up
-		s.finish(p, r, &d, http.StatusOK, host) // a tunnel-mode CONNECT is a decision; a MITM one is not
+		// A tunnel-mode CONNECT is a decision (a MITM one is not), finished
+		// once the tunnel's first bytes are seen: a TLS ClientHello must
+		// name the site decided (see serveTunnel).
+		ci.upstream, ci.decision, ci.policy = up, &d, p
 	}
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(r *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
 		s.serveTunnel(r, c, ci)
@@ -97,17 +107,25 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 			b.handed.Store(true) // the loop leaves it to the Transport until it is closed
 		}
 	}
+	connNamed := connectionNamed(r.Header)
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
 	// "Connection: close" is the client's word on its own connection
 	// (hop-by-hop): the upstream one stays in the pool, for the next
-	// request and the next tunnel to the origin.
-	r.Close = false
+	// request and the next tunnel to the origin. But a connection that
+	// carried content is never used again (DESIGN step 0): an origin that
+	// ignored the content may have read it as a request of its own, and
+	// its answer to that must reach nobody.
+	r.Close = req.content
 	removePurposeHeaders(r.Header, req.otherPurposeSpelling) // robotsgate's, never the origin's
+	if req.content {
+		r.Body = s.guardBody(p, r, connNamed)
+	}
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
 	sendAsDecided(r, req.target, d.Origin, s.tr.Proxy != nil)
-	r.RequestURI = "" // it is a client's request now
+	r.Host = authority(d.Origin) // as decided, not as the client spelt it ("127.0.0.1.:443")
+	r.RequestURI = ""            // it is a client's request now
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !isWebSocketUpgrade(r.Header) {
@@ -122,6 +140,8 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		return resp
 	}
 	s.metrics.upstream.Observe(time.Since(start).Seconds())
+	removeGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
+	removeGateFields(resp.Trailer)
 	if pc := &p.cfg.Politeness; pc.HonourRetryAfter {
 		if wait, ok := s.world.backoffs.observe(d.Origin, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()
@@ -171,6 +191,11 @@ func (s *Server) upstreamFailure(p *Policy, r *http.Request, hostport string, er
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
 		d.Action, d.Reason = ActionOverloaded, "shutting down before the origin answered"
 		return s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: shutting down before the origin answered; retry\n")
+	case bodyStalled(r.Body, err):
+		d.Action, d.Reason, d.Status = ActionBadRequest, reasonBodyStalled, http.StatusRequestTimeout
+		resp := s.respond(p, r, d)
+		resp.Header.Set("Connection", "close") // the rest of the body is not read: nothing more can follow on the connection
+		return resp
 	case errors.Is(err, errPrivateAddress):
 		d.Action, d.Reason = ActionPrivate, reasonPrivate
 		return s.respond(p, r, d)

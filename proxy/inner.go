@@ -267,7 +267,12 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	upgrade := code == http.StatusSwitchingProtocols
 	bodyAllowed := r.Method != http.MethodHead && code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
 	length := resp.ContentLength
-	keep := !clientClose && !ic.failed && !upgrade // the origin's Connection: close is about its own connection
+	// The origin's Connection: close is about its own connection (forward
+	// removed it); one on robotsgate's own answer ends this one.
+	keep := !clientClose && !ic.failed && !upgrade && !(len(resp.Header["Connection"]) > 0 && headerHas(resp.Header, "Connection", "close"))
+	if !upgrade {
+		delete(resp.Header, "Connection") // written below, from keep
+	}
 	// A body the Transport is still sending upstream (the origin answered
 	// before reading all of it) is left to it: the answer streams back
 	// meanwhile, and serveOne settles the body after. Any other body not
@@ -340,6 +345,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	}
 	if chunked {
 		cw.Close()
+		removeGateFields(resp.Trailer) // those that came with the body's end
 		if len(resp.Trailer) > 0 {
 			resp.Trailer.Write(bw)
 		}
@@ -437,8 +443,9 @@ type innerBody struct {
 	done      bool          // finished: no more reads
 
 	// Read without the lock, which a read may hold for long.
-	handed atomic.Bool // given to the Transport, which reads it until it closes it
-	eof    atomic.Bool
+	handed  atomic.Bool // given to the Transport, which reads it until it closes it
+	eof     atomic.Bool
+	stalled atomic.Bool // a read waited idle_timeout for the client: nothing more is read
 
 	releaseOnce sync.Once
 	released    chan struct{} // closed by Close: the Transport is done with it
@@ -464,9 +471,18 @@ func (b *innerBody) Read(p []byte) (int, error) {
 		b.continued = true
 		b.ic.writeContinue()
 	}
+	if idle := b.ic.lim.IdleTimeout; idle > 0 {
+		// A body that makes no progress for idle_timeout ends the request
+		// (DESIGN step 0); the loop's own reads set their deadlines again.
+		b.ic.conn.SetReadDeadline(time.Now().Add(idle))
+	}
 	n, err := b.rc.Read(p)
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		b.eof.Store(true)
+	case err != nil && isTimeout(err):
+		b.stalled.Store(true)
+		err = fmt.Errorf("%w: %v", errBodyStalled, err)
 	}
 	return n, err
 }
@@ -536,6 +552,10 @@ func (ic *innerConn) discardBody() bool {
 	if b.eof.Load() { // no read is in progress: nothing to wait for
 		b.finish()
 		return true
+	}
+	if b.stalled.Load() { // the client stopped sending it: waiting for more is what idle_timeout ended
+		b.finish()
+		return false
 	}
 	// A read of the Transport's may be waiting on the client: the
 	// deadline bounds it, and the loop's own reads below.

@@ -152,7 +152,11 @@ func (s *Server) plainAnswer(r *http.Request, d *Decision) *http.Response {
 	case ActionUpstream:
 		return s.answer(r, http.StatusBadGateway, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionBadRequest:
-		return s.answer(r, http.StatusBadRequest, d.Action, "robotsgate: "+d.Reason+"\n")
+		code := http.StatusBadRequest
+		if d.Status != 0 {
+			code = d.Status // 414, 408
+		}
+		return s.answer(r, code, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionMisdirected:
 		return s.answer(r, http.StatusMisdirectedRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionAuth:

@@ -245,6 +245,11 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 func (s *Server) newHTTPServer(lim LimitsConfig, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler: s,
+		// A request's body is read from its connection, whose deadline
+		// guardBody sets before each read.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 		ConnState: func(c net.Conn, st http.ConnState) {
 			// A hijacked connection (a tunnel, a WebSocket) is no longer the
 			// server's: it times out after tunnel_idle_timeout with no
@@ -459,6 +464,7 @@ func (s *Server) serveProxyRequest(w *respWriter, r *http.Request) {
 	if len(resp.Trailer) > 0 {
 		w.Flush() // chunked, whatever the body's size: trailers need it
 	}
+	removeGateFields(resp.Trailer) // those that came with the body's end
 	for k, vv := range resp.Trailer {
 		if len(resp.Trailer) > announced {
 			k = http.TrailerPrefix + k // a trailer not announced (an HTTP/2 origin's)

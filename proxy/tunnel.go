@@ -43,12 +43,24 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	br := bufio.NewReader(client)
 	var conn net.Conn = &peekedConn{Conn: client, r: br}
 	scheme := "http"
-	switch tunnelProtocol(br) {
+	proto := tunnelProtocol(br)
+	if ci.upstream != nil && proto != "tls" {
+		s.finishTunnel(r, ci, "") // plain HTTP inside is decided request by request
+	}
+	switch proto {
 	case "tls":
 		if ci.upstream != nil { // tunnel mode: relayed as it is, paths unseen (step 9)
+			hello, misdirected := s.checkServerName(conn, ci)
+			s.finishTunnel(r, ci, misdirected)
+			if misdirected != "" {
+				return
+			}
 			client.SetReadDeadline(time.Time{})
 			if tc != nil {
 				tc.setIdle(lim.TunnelIdleTimeout)
+			}
+			if _, err := ci.upstream.Write(hello); err != nil {
+				return
 			}
 			relay(conn, ci.upstream)
 			return
@@ -127,7 +139,77 @@ type connectInfo struct {
 	user      string       // the CONNECT's authenticated user
 	purposes  Purposes     // the purposes the CONNECT declared, which every inner request declares too
 	upstream  net.Conn     // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
+	decision  *Decision    // tunnel mode: the CONNECT's, finished by finishTunnel
+	policy    *Policy      // that decision's
 }
+
+// finishTunnel accounts for a tunnel-mode CONNECT's decision, once: as
+// allowed (200, the tunnel opened), or, with misdirected, refused because
+// the TLS ClientHello named another site than the CONNECT (the client had
+// its 200; the tunnel is closed before anything is relayed, and 421 is
+// what the audit says it amounts to).
+func (s *Server) finishTunnel(r *http.Request, ci *connectInfo, misdirected string) {
+	d := ci.decision
+	if d == nil {
+		return
+	}
+	ci.decision = nil
+	status := http.StatusOK
+	if misdirected != "" {
+		d.Action, d.Reason, status = ActionMisdirected, misdirected, http.StatusMisdirectedRequest
+	}
+	s.finish(ci.policy, r, d, status, ci.authority)
+}
+
+// errHelloRead stops the reading of a ClientHello once its server name is
+// known: nothing is answered to it.
+var errHelloRead = errors.New("client hello read")
+
+// checkServerName reads the TLS ClientHello a tunnel-mode client sends
+// first, and returns the bytes read (to be relayed first) and, when the
+// tunnel must not be opened, why: its server name (SNI) names another
+// host than the CONNECT (case and a trailing dot aside), or it cannot be
+// read. A name-based server at the CONNECT's address would otherwise
+// serve the named site, whose robots.txt was never read (DESIGN step 9).
+// A ClientHello without a server name (a client that dialled an address)
+// goes through.
+func (s *Server) checkServerName(conn net.Conn, ci *connectInfo) ([]byte, string) {
+	rec := &recordingConn{Conn: conn}
+	var name string
+	var named bool
+	t := tls.Server(rec, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		name, named = h.ServerName, true
+		return nil, errHelloRead
+	}})
+	t.Handshake() // ends at GetConfigForClient, or at a ClientHello it cannot read
+	switch {
+	case !named:
+		return nil, "tunnel closed: the TLS ClientHello could not be read"
+	case name == "":
+		return rec.read, ""
+	}
+	o, err := fetch.OriginOf("https", name)
+	if err != nil || o.Host != ci.decision.Origin.Host {
+		return nil, fmt.Sprintf("tunnel closed: the TLS ClientHello names %q, not the CONNECT host %s", name, ci.decision.Origin.Host)
+	}
+	return rec.read, ""
+}
+
+// recordingConn keeps what is read from Conn and writes nothing to it:
+// crypto/tls reads a ClientHello through it (and its alert at the end
+// goes nowhere), and the bytes are then relayed as they came.
+type recordingConn struct {
+	net.Conn
+	read []byte
+}
+
+func (c *recordingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read = append(c.read, b[:n]...)
+	return n, err
+}
+
+func (c *recordingConn) Write(b []byte) (int, error) { return len(b), nil }
 
 // relay copies between a and b until either side ends or fails, then
 // closes both, so that neither is left open by the other's end.

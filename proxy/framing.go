@@ -1,0 +1,187 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// What goes upstream is one request, framed as decided (DESIGN step 0):
+// content only where its method gives it meaning (see frame), a
+// connection that carried content never reused (see forward), trailers
+// under the rules of headers, and a body that stalls ended.
+
+// hasContent reports whether a request carries content: a Content-Length
+// over 0, or any Transfer-Encoding (a chunked body may be empty, and is
+// still content framed as such).
+func hasContent(r *http.Request) bool {
+	return r.ContentLength > 0 || len(r.TransferEncoding) > 0
+}
+
+// errBodyStalled is what a request body's read returns when the client
+// sent nothing of it for limits.idle_timeout: the request ends.
+var errBodyStalled = errors.New("request body stalled")
+
+// reasonBodyStalled is the reason of the answer to a request whose body
+// stalled.
+const reasonBodyStalled = "the request body made no progress for limits.idle_timeout"
+
+// connKey marks a plain request's context with its client connection,
+// whose read deadline bounds each read of its body.
+type connKey struct{}
+
+// guardBody wraps the body of a request with content for the trip
+// upstream: each read of it must make progress within idle_timeout, or
+// the request ends with errBodyStalled (the Transport then drops the
+// upstream connection: it is freed, not held); and once it is read to its
+// end, the trailers that came with it are filtered as headers are (see
+// filterTrailer), before the Transport sends them. connNamed are the
+// fields the request's Connection header named.
+func (s *Server) guardBody(p *Policy, r *http.Request, connNamed []string) io.ReadCloser {
+	g := &guardedBody{rc: r.Body, idle: p.cfg.Limits.IdleTimeout, req: r, connNamed: connNamed}
+	// A request inside a tunnel is read by the tunnel's loop, whose body
+	// keeps its own deadline (innerBody.Read); one on the listener is read
+	// from its connection, whose deadline is set here.
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		g.conn = c
+	}
+	filterTrailer(r.Trailer, connNamed) // the names announced before the body
+	return g
+}
+
+// guardedBody is a request body on its way upstream; see guardBody.
+type guardedBody struct {
+	rc        io.ReadCloser
+	conn      net.Conn // the client's connection, whose read deadline bounds a read; nil: rc keeps its own
+	idle      time.Duration
+	req       *http.Request
+	connNamed []string
+	stalled   atomic.Bool // a read returned errBodyStalled
+}
+
+// bodyStalled reports whether a forwarded request ended because its body
+// stalled: the Transport may report that as the body's error, or, on the
+// listener, as the request's context ended (net/http's server ends it
+// when a read of the connection fails).
+func bodyStalled(body io.Reader, err error) bool {
+	g, ok := body.(*guardedBody)
+	return errors.Is(err, errBodyStalled) || ok && g.stalled.Load()
+}
+
+func (g *guardedBody) Read(p []byte) (int, error) {
+	if g.conn != nil && g.idle > 0 {
+		g.conn.SetReadDeadline(time.Now().Add(g.idle))
+	}
+	n, err := g.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		if g.conn != nil {
+			// The server's own read of the connection, which begins now,
+			// must not inherit this deadline: a long answer may follow.
+			g.conn.SetReadDeadline(time.Time{})
+		}
+		filterTrailer(g.req.Trailer, g.connNamed) // read with the last chunk
+	case errors.Is(err, errBodyStalled):
+		g.stalled.Store(true) // a tunnel's body said so
+	case err != nil && isTimeout(err):
+		g.stalled.Store(true)
+		err = fmt.Errorf("%w: %v", errBodyStalled, err)
+	}
+	return n, err
+}
+
+func (g *guardedBody) Close() error { return g.rc.Close() }
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// filterTrailer deletes from a request's trailer the fields that never
+// reach an origin as headers (hop-by-hop fields, those connNamed names,
+// Proxy-Authorization, robotsgate's own), and those a trailer may not
+// carry (RFC 9110 section 6.5.1: framing, routing, authentication, request
+// modifiers and content metadata, which a recipient must read before the
+// content): a trailer is a header that comes late, under the same rules.
+func filterTrailer(t http.Header, connNamed []string) {
+	for k := range t {
+		if !trailerAllowed(k) {
+			delete(t, k)
+		}
+	}
+	for _, name := range connNamed {
+		t.Del(name)
+	}
+}
+
+// trailerAllowed reports whether a field may go upstream in a request's
+// trailer.
+func trailerAllowed(name string) bool {
+	switch strings.ToLower(name) {
+	case "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+		"host", "authorization", "cookie", "content-length", "content-type", "content-encoding", "content-range",
+		"expect", "max-forwards", "range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+		"if-range", "cache-control", "pragma", "signature", "signature-input", "signature-agent":
+		return false
+	}
+	lower := strings.ToLower(name)
+	return !strings.HasPrefix(lower, "proxy-") && !isGateField(name)
+}
+
+// isGateField reports whether a field name is X-Robots-Gate or one of its
+// X-Robots-Gate-* fields, in any case and with "_" for "-": robotsgate's
+// own, never an origin's or a client's to send on.
+func isGateField(name string) bool {
+	const prefix = "x-robots-gate"
+	if len(name) < len(prefix) {
+		return false
+	}
+	for i := range len(prefix) {
+		c := name[i] | 0x20 // lower-case a letter; "-" (0x2d) stays
+		if name[i] == '_' {
+			c = '-'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return len(name) == len(prefix) || name[len(prefix)] == '-' || name[len(prefix)] == '_'
+}
+
+// removeGateFields deletes X-Robots-Gate and every X-Robots-Gate-* field
+// from an origin's response header or trailer: a client can trust that
+// those it sees are robotsgate's (DESIGN, "Responses").
+func removeGateFields(h http.Header) {
+	for k := range h {
+		if isGateField(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// connectionNamed returns the field names a Connection header lists.
+func connectionNamed(h http.Header) []string {
+	var names []string
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}
+
+// authority is o as a Host header names it: its canonical host, with the
+// port only when it is not the scheme's default (RFC 9110 section 7.2).
+func authority(o fetch.Origin) string {
+	return strings.TrimPrefix(o.URL(""), o.Scheme+"://")
+}

@@ -1,0 +1,358 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// TestTunnelModeServerName: in tunnel mode a CONNECT is decided on its
+// host's robots.txt, so the TLS ClientHello inside must name that host: a
+// name-based server at the same address would serve the site it names.
+// One naming another site is closed before a byte of it is relayed, and
+// audited misdirected; one naming the CONNECT host (in any case, with a
+// trailing dot) or none (a client that dialled an address) goes through.
+func TestTunnelModeServerName(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o := newWireOrigin(t, pki, "a.example", "127.0.0.1")
+	p := startMITM(t, pki, func(c *Config) { c.TLS.Mode = "tunnel" })
+	roots := x509.NewCertPool()
+	roots.AddCert(pki.cert)
+	handshake := func(authority, serverName string) (*tls.Conn, error) {
+		resp, c, _ := connect(t, p, authority)
+		if resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %s: %s", authority, resp.Status)
+		}
+		tc := tls.Client(c, &tls.Config{ServerName: serverName, RootCAs: roots})
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		return tc, tc.Handshake()
+	}
+
+	if _, err := handshake("a.example:"+o.port(), "b.example"); err == nil {
+		t.Error("CONNECT a.example, ClientHello for b.example: handshake done; want the tunnel closed")
+	}
+	if raw := o.receivedRaw(); strings.Contains(raw, "b.example") {
+		t.Errorf("the origin received a ClientHello naming b.example (%d bytes); want nothing relayed", len(raw))
+	}
+	rec := p.lastAudit(t)
+	if rec["decision"] != "misdirected" || rec["msg"] != "refused" || rec["status"] != 421.0 || !strings.Contains(rec["reason"].(string), "b.example") {
+		t.Errorf("audit = %v; want misdirected, 421, naming b.example", rec)
+	}
+
+	for _, tt := range []struct{ authority, serverName string }{
+		{"a.example:" + o.port(), "A.EXAMPLE."},
+		{"127.0.0.1:" + o.port(), "127.0.0.1"}, // an IP: no server name is sent
+	} {
+		tc, err := handshake(tt.authority, tt.serverName)
+		if err != nil {
+			t.Errorf("CONNECT %s, ClientHello for %q: %v; want the tunnel opened", tt.authority, tt.serverName, err)
+			continue
+		}
+		if _, err := fmt.Fprintf(tc, "GET /x HTTP/1.1\r\nHost: %s\r\n\r\n", tt.authority); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 512)
+		n, _ := tc.Read(buf)
+		if !strings.Contains(string(buf[:n]), "answer to /x") {
+			t.Errorf("CONNECT %s, ClientHello for %q: %q; want the origin's answer", tt.authority, tt.serverName, buf[:n])
+		}
+		tc.Close()
+	}
+}
+
+// TestRequestTrailersFiltered: a request's trailer is held to the rules
+// of its header: Proxy-Authorization, the purpose header, Cookie and the
+// other fields no trailer may carry never reach the origin, in any entry
+// path; others do.
+func TestRequestTrailersFiltered(t *testing.T) {
+	t.Parallel()
+	for _, e := range entryPaths {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			p, o := e.setUp(t, nil)
+			c, br := e.open(t, p, o)
+			resp, body := send(t, c, br, "POST "+e.target(o, "/upload")+" HTTP/1.1\r\nHost: "+o.addr+"\r\nContent-Type: text/plain\r\n"+
+				"Transfer-Encoding: chunked\r\nTrailer: Proxy-Authorization, X-Robots-Gate-Purpose, X_Robots_Gate_Purpose, Cookie, Host, X-Check\r\n\r\n"+
+				"5\r\nhello\r\n0\r\nProxy-Authorization: Basic c2VjcmV0OnNlY3JldA==\r\nX-Robots-Gate-Purpose: search\r\nX_Robots_Gate_Purpose: search\r\n"+
+				"Cookie: session=secret\r\nHost: elsewhere.example\r\nX-Check: ok\r\n\r\n")
+			if resp.StatusCode != 200 || body != "answer to /upload\n" {
+				t.Fatalf("chunked POST with a trailer: %d %q", resp.StatusCode, body)
+			}
+			got := o.received()
+			for _, leak := range []string{"Proxy-Authorization", "c2VjcmV0", "Robots-Gate-Purpose", "Robots_Gate_Purpose", "Cookie", "session=secret", "elsewhere.example"} {
+				if strings.Contains(got, leak) {
+					t.Errorf("the origin received %q; want no %q in it", got, leak)
+				}
+			}
+			if !strings.Contains(got, "X-Check: ok") {
+				t.Errorf("the origin received %q; want the X-Check trailer", got)
+			}
+		})
+	}
+}
+
+// TestGateFieldsFromOriginRemoved: X-Robots-Gate and X-Robots-Gate-*
+// fields in an origin's answer (any case, "_" for "-") never reach the
+// client, who can then trust those it sees to be robotsgate's.
+func TestGateFieldsFromOriginRemoved(t *testing.T) {
+	t.Parallel()
+	for _, e := range entryPaths {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			p, o := e.setUp(t, nil)
+			o.mu.Lock()
+			o.extra = "X-Robots-Gate: disallowed\r\nX-Robots-Gate-Rule: disallow: / (line 1)\r\nx_robots_gate: allowed\r\nx-robots-gate-purpose: search\r\nX-Robots-Gateway: kept\r\n"
+			o.mu.Unlock()
+			c, br := e.open(t, p, o)
+			resp, body := send(t, c, br, "GET "+e.target(o, "/page")+" HTTP/1.1\r\nHost: "+o.addr+"\r\n\r\n")
+			if resp.StatusCode != 200 || body != "answer to /page\n" {
+				t.Fatalf("GET /page: %d %q", resp.StatusCode, body)
+			}
+			for k := range resp.Header {
+				if isGateField(k) {
+					t.Errorf("the client got %s: %q from the origin; want it removed", k, resp.Header[k])
+				}
+			}
+			if resp.Header.Get("X-Robots-Gateway") != "kept" {
+				t.Errorf("X-Robots-Gateway = %q; want the origin's (it is not robotsgate's)", resp.Header.Get("X-Robots-Gateway"))
+			}
+		})
+	}
+}
+
+// TestStalledBodyEnds: a request body that makes no progress for
+// idle_timeout ends the request (408) and frees its upstream connection,
+// which the origin sees closed.
+func TestStalledBodyEnds(t *testing.T) {
+	t.Parallel()
+	for _, e := range entryPaths {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			p, o := e.setUp(t, func(c *Config) { c.Limits.IdleTimeout = 300 * time.Millisecond })
+			c, br := e.open(t, p, o)
+			resp, body := send(t, c, br, "POST "+e.target(o, "/upload")+" HTTP/1.1\r\nHost: "+o.addr+"\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten.")
+			if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("X-Robots-Gate") != "bad-request" {
+				t.Errorf("a body that stalls: %d %q %q; want 408 bad-request", resp.StatusCode, resp.Header.Get("X-Robots-Gate"), body)
+			}
+			for deadline := time.Now().Add(10 * time.Second); o.closed.Load() == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the origin's connection is still open; want it closed")
+				}
+			}
+			if rec := p.lastAudit(t); rec["status"] != 408.0 || rec["decision"] != "bad-request" {
+				t.Errorf("audit = %v; want 408 bad-request", rec)
+			}
+		})
+	}
+}
+
+// TestTunnelHostAsDecided: inside a tunnel the Host sent upstream is the
+// authority decided on, not the client's spelling of it.
+func TestTunnelHostAsDecided(t *testing.T) {
+	t.Parallel()
+	for _, e := range entryPaths[1:] { // those inside a CONNECT
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			p, o := e.setUp(t, nil)
+			c, br := e.open(t, p, o)
+			host, port := strings.Split(o.addr, ":")[0], o.port()
+			spelt := strings.ToUpper(host) + ".:" + port
+			resp, body := send(t, c, br, "GET /h HTTP/1.1\r\nHost: "+spelt+"\r\n\r\n")
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET /h with Host %s: %d %q", spelt, resp.StatusCode, body)
+			}
+			want := "Host: " + o.addr + "\r\n"
+			if port == "80" {
+				want = "Host: " + host + "\r\n"
+			}
+			if got := o.received(); !strings.Contains(got, "GET /h HTTP/1.1\r\n"+want) {
+				t.Errorf("the origin received %q; want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestAuthority(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ url, want string }{
+		{"https://Example.COM./", "example.com"},
+		{"https://example.com:443/", "example.com"},
+		{"http://example.com:80/", "example.com"},
+		{"http://example.com:8080/", "example.com:8080"},
+		{"https://[::1]:443/", "[::1]"},
+		{"https://[::1]:8443/", "[::1]:8443"},
+		{"http://127.1/", "127.0.0.1"},
+	} {
+		o, err := fetch.ParseOrigin(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := authority(o); got != tt.want {
+			t.Errorf("authority(%s) = %q; want %q", tt.url, got, tt.want)
+		}
+	}
+}
+
+// TestSyntaxEscapesDecided: a rule that writes "$" or "*" escaped, or "$"
+// where it is not last, names one file with either spelling, since
+// servers decode "%24" and "%2A": both spellings are blocked.
+func TestSyntaxEscapesDecided(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /price%24list\nDisallow: /cost$list\nDisallow: /star%2Aname\nDisallow: /q?a=%24x\n", nil)
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	for _, tt := range []struct {
+		path   string
+		status int
+	}{
+		{"/price%24list", 403}, {"/price$list", 403}, {"/price%2524list", 200},
+		{"/cost$list", 403}, {"/cost%24list", 403},
+		{"/star%2Aname", 403}, {"/star*name", 403},
+		{"/q?a=%24x", 403}, {"/q?a=$x", 403},
+		{"/pricelist", 200},
+	} {
+		resp, body := get(t, c, o.URL+tt.path)
+		if resp.StatusCode != tt.status {
+			t.Errorf("GET %s: %d %q; want %d", tt.path, resp.StatusCode, body, tt.status)
+		}
+	}
+	if n := o.count("/price$list") + o.count("/cost%24list") + o.count("/star*name"); n != 0 {
+		t.Errorf("the origin served a blocked spelling %d times", n)
+	}
+}
+
+// hostileRobots is a robots.txt of maxBytes of wildcard rules made to cost
+// the most for hostilePath: each rule is 40 random bytes of "a", "b" and
+// "c", so every byte and every pair of bytes of every rule is in the path,
+// which repeats all nine pairs, and none matches.
+func hostileRobots(maxBytes int) string {
+	var b strings.Builder
+	b.WriteString("User-agent: *\n")
+	x := uint32(1)
+	for b.Len() < maxBytes-80 {
+		b.WriteString("Disallow: /*")
+		for range 40 {
+			x = x*1664525 + 1013904223
+			b.WriteByte("abc"[x>>30%3])
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// hostilePath is the 8 KiB path of hostileRobots' attack.
+var hostilePath = "/" + strings.Repeat("aabbccacb", maxTargetBytes/9+1)[:maxTargetBytes-1]
+
+// hostileLenientPath is an 8 KiB path thick with lenient separators and
+// dot segments: 50 readings, each some 60 µs to make.
+var hostileLenientPath = "/" + strings.Repeat("a%2F;b%5C%3Bc//x/..$%24*", maxTargetBytes/24+1)[:maxTargetBytes-1]
+
+// TestDecideWorkBounded: a request whose decision would take more than
+// the work bound (500 KiB of wildcard rules against an 8 KiB path, here
+// seconds of CPU before the bound) is refused, not let through; real
+// files, with long paths of every byte and their lenient readings, are
+// decided in full and exactly as without the bound.
+func TestDecideWorkBounded(t *testing.T) {
+	t.Parallel()
+	rules := robots.Parse([]byte(hostileRobots(fetch.DefaultMaxBytes)), robots.WithNormalization())
+	for _, path := range []string{hostilePath, hostileLenientPath} {
+		d := &Decision{Agents: Agents{one: "AnyBot"}}
+		decideRules(context.Background(), d, rules, path)
+		if d.Action != ActionDisallowed || !strings.Contains(d.Reason, "work bound") {
+			t.Errorf("hostile robots.txt, 8 KiB path %.20q...: %s %q; want disallowed past the work bound", path, d.Action, d.Reason)
+		}
+		if d.work <= decideWork {
+			t.Errorf("work %d; want it past the bound %d", d.work, decideWork)
+		}
+	}
+
+	// A client that leaves stops the work.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := &Decision{Agents: Agents{one: "AnyBot"}}
+	decideRules(ctx, d, rules, "/a;b/%2F/c")
+	if d.Action != ActionDisallowed || d.Reason != reasonLeft {
+		t.Errorf("client gone: %s %q; want disallowed, %q", d.Action, d.Reason, reasonLeft)
+	}
+
+	files, err := os.ReadDir("../robots/testdata/corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	every := ""
+	for len(every) < maxTargetBytes-200 {
+		every += "abcdefghijklmnopqrstuvwxyz0123456789-_.~ABCDEFGHIJKLMNOPQRSTUVWXYZ/?=&%20+,;:!$'()@*"
+	}
+	paths := []string{"/" + every, "/a;b/%2F/" + every, "/search?q=" + every}
+	var worst int64
+	for _, f := range files {
+		body, err := os.ReadFile("../robots/testdata/corpus/" + f.Name())
+		if err != nil || !strings.HasSuffix(f.Name(), ".txt") {
+			continue
+		}
+		rules := robots.Parse(body, robots.WithNormalization())
+		for _, tok := range []string{"*", "GPTBot"} {
+			for _, path := range paths {
+				d := &Decision{Agents: Agents{one: tok}}
+				decideRules(context.Background(), d, rules, path)
+				worst = max(worst, d.work)
+				if strings.Contains(d.Reason, "work bound") {
+					t.Errorf("%s, %s, a %d-byte path: refused past the work bound (%d); want decided", f.Name(), tok, len(path), d.work)
+					continue
+				}
+				want := rules.Group(tok).Test(robots.Normalize(path))
+				for r := range robots.LenientReadings(path) {
+					if !want.Allowed {
+						break
+					}
+					want = rules.Group(tok).Test(r)
+				}
+				if d.Verdict.Allowed != want.Allowed || d.Verdict.Line != want.Line {
+					t.Errorf("%s, %s, a %d-byte path: %+v; want %+v, as decided without the bound", f.Name(), tok, len(path), d.Verdict, want)
+				}
+			}
+		}
+	}
+	t.Logf("the costliest corpus decision took %d units of the bound's %d", worst, decideWork)
+}
+
+// BenchmarkDecideWorstCase decides the costliest request constructed: an
+// 8 KiB path with lenient separators against 500 KiB of wildcard rules
+// made to cost the most, refused at the work bound; and, as a baseline in
+// the same run, a common request under a real file.
+func BenchmarkDecideWorstCase(b *testing.B) {
+	hostile := robots.Parse([]byte(hostileRobots(fetch.DefaultMaxBytes)), robots.WithNormalization())
+	real, err := os.ReadFile("../robots/testdata/corpus/istockphoto.com.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	typical := robots.Parse(real, robots.WithNormalization())
+	for _, bc := range []struct {
+		name  string
+		rules *robots.Robots
+		path  string
+	}{
+		{"hostile-8KiB", hostile, hostilePath},
+		{"hostile-8KiB-lenient", hostile, hostileLenientPath},
+		{"istockphoto-8KiB-every-byte", typical, "/a;b/%2F/" + strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789-_.~/?=&%20+,;:!$", 160)[:maxTargetBytes-20]},
+		{"istockphoto-common", typical, "/photos/mountain-landscape?page=2"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d := &Decision{Agents: Agents{one: "AnyBot"}}
+				decideRules(context.Background(), d, bc.rules, bc.path)
+			}
+		})
+	}
+}
