@@ -69,7 +69,7 @@ type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
 
 // Reasons for the steps before the rules.
 const (
-	reasonContent     = "bad request: a %s request with content, which that method gives no meaning (RFC 9110 section 9.3): an origin could read it as a request of its own"
+	reasonContent     = "bad request: %s with content, which that method gives no meaning (RFC 9110 section 9.3): an origin could read it as a request of its own"
 	reasonLongTarget  = "request-target longer than %d bytes"
 	reasonAuth        = "proxy authentication required"
 	reasonBadRequest  = "bad request URL"
@@ -133,7 +133,7 @@ func frame(r *request, d *Decision) bool {
 		return false
 	}
 	if r.content && contentWithoutMeaning(r.method, r.contentType) {
-		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonContent, r.method)
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonContent, strings.ToUpper(r.method))
 		return false
 	}
 	return true
@@ -142,14 +142,15 @@ func frame(r *request, d *Decision) bool {
 // contentWithoutMeaning reports whether method gives a request's content
 // no meaning (RFC 9110 section 9.3); OPTIONS does when it names a
 // Content-Type (section 9.3.7).
+// Methods are case-sensitive (RFC 9110 section 9.1), but some servers
+// match them ignoring case and would read "Get" as GET: so does this.
 func contentWithoutMeaning(method string, contentType bool) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodTrace, http.MethodConnect:
-		return true
-	case http.MethodOptions:
-		return !contentType
+	for _, m := range [...]string{http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodTrace, http.MethodConnect} {
+		if strings.EqualFold(method, m) {
+			return true
+		}
 	}
-	return false
+	return strings.EqualFold(method, http.MethodOptions) && !contentType
 }
 
 // authenticate checks a request's proxy credentials when [auth] has users;

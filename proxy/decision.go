@@ -73,7 +73,7 @@ const (
 	reasonTLSVerify  = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it"
 	reasonEveryPath  = "robots.txt disallows every path"
 	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
-	reasonTooCostly  = "disallowed: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
+	reasonTooCostly  = "bad request: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
 	reasonLeft       = "client left while the request was being decided"
 )
 
@@ -84,10 +84,6 @@ const (
 // file of the corpus takes for an 8 KiB path of every byte (dreamstime.com,
 // 0.9M). A decision that would take more is refused, never let through.
 const decideWork = 4_000_000
-
-// readingCost is what making a lenient reading costs per byte, in the same
-// units: some 8 ns a byte for a path thick with dot segments.
-const readingCost = 8
 
 // Decision is the proxy's answer for one request: the robots.txt verdict
 // and its evidence, plus the overrides that applied and the action taken.
@@ -266,10 +262,7 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	budget := robots.MakeBudget(decideWork)
 	w := &budget
 	var readings []string
-	for r := range robots.LenientReadings(raw) {
-		if !w.Spend(readingCost * len(r)) {
-			break
-		}
+	for r := range robots.LenientReadingsWithin(raw, w) {
 		readings = append(readings, r)
 	}
 	noGroup, ambiguous := false, ""
@@ -308,8 +301,10 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	d.work = decideWork - w.Left()
 	switch {
 	case w.Exhausted():
+		// A bound of step 0, reached here: the request is refused as a
+		// bad request, not blocked by the site's rules (no rule decided).
 		d.Verdict, d.Usage = robots.Verdict{}, robots.Usage{}
-		d.Action, d.Reason = ActionDisallowed, fmt.Sprintf(reasonTooCostly, rules.Size(), len(raw))
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonTooCostly, rules.Size(), len(raw))
 		return
 	case left:
 		d.Verdict, d.Usage = robots.Verdict{}, robots.Usage{}

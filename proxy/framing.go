@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,9 @@ func (s *Server) guardBody(p *Policy, r *http.Request, connNamed []string) io.Re
 		g.conn = c
 	}
 	filterTrailer(r.Trailer, connNamed) // the names announced before the body
+	for k := range r.Trailer {
+		g.announced = append(g.announced, k)
+	}
 	return g
 }
 
@@ -63,6 +67,7 @@ type guardedBody struct {
 	idle      time.Duration
 	req       *http.Request
 	connNamed []string
+	announced []string    // the trailer fields the request announced (and may send)
 	stalled   atomic.Bool // a read returned errBodyStalled
 }
 
@@ -87,7 +92,14 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 			// must not inherit this deadline: a long answer may follow.
 			g.conn.SetReadDeadline(time.Time{})
 		}
-		filterTrailer(g.req.Trailer, g.connNamed) // read with the last chunk
+		// Read with the last chunk: only those announced go on (the
+		// Transport would send any it found), under the header rules.
+		for k := range g.req.Trailer {
+			if !slices.Contains(g.announced, k) {
+				delete(g.req.Trailer, k)
+			}
+		}
+		filterTrailer(g.req.Trailer, g.connNamed)
 	case errors.Is(err, errBodyStalled):
 		g.stalled.Store(true) // a tunnel's body said so
 	case err != nil && isTimeout(err):
@@ -127,7 +139,8 @@ func filterTrailer(t http.Header, connNamed []string) {
 func trailerAllowed(name string) bool {
 	switch strings.ToLower(name) {
 	case "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-		"host", "authorization", "cookie", "content-length", "content-type", "content-encoding", "content-range",
+		"host", "authorization", "cookie", "cookie2", "forwarded", "via", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
+		"content-length", "content-type", "content-encoding", "content-range",
 		"expect", "max-forwards", "range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
 		"if-range", "cache-control", "pragma", "signature", "signature-input", "signature-agent":
 		return false

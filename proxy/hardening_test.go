@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -49,9 +50,47 @@ func TestTunnelModeServerName(t *testing.T) {
 		t.Errorf("audit = %v; want misdirected, 421, naming b.example", rec)
 	}
 
+	// Encrypted Client Hello hides the real server name: refused. A
+	// trailing dot (which Go's own TLS stacks strip or refuse, but others
+	// send) is the same host: relayed.
+	for _, tt := range []struct {
+		name   string
+		hello  []byte
+		relays bool
+	}{
+		{"ECH", handHello("a.example", true), false},
+		{"trailing dot", handHello("a.example.", false), true},
+	} {
+		resp, c, _ := connect(t, p, "a.example:"+o.port())
+		if resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %s", resp.Status)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write(tt.hello)
+		buf := make([]byte, 64)
+		c.Read(buf) // the origin's alert (it refuses a bare hello), or the close
+		c.Close()
+		relayed := false
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if relayed = bytes.Contains([]byte(o.receivedRaw()), tt.hello); relayed {
+				break
+			}
+			if !tt.relays {
+				break // what is refused is never relayed: the audit below says it was refused
+			}
+		}
+		if relayed != tt.relays {
+			t.Errorf("%s: relayed %v; want %v", tt.name, relayed, tt.relays)
+		}
+		if rec := p.lastAudit(t); !tt.relays && (rec["decision"] != "misdirected" || !strings.Contains(rec["reason"].(string), "Encrypted Client Hello")) {
+			t.Errorf("%s: audit %v %q; want misdirected, naming ECH", tt.name, rec["decision"], rec["reason"])
+		}
+	}
+
 	for _, tt := range []struct{ authority, serverName string }{
 		{"a.example:" + o.port(), "A.EXAMPLE."},
-		{"127.0.0.1:" + o.port(), "127.0.0.1"}, // an IP: no server name is sent
+		{"127.0.0.1:" + o.port(), "127.0.0.1"},  // an IP: no server name is sent
+		{"2130706433:" + o.port(), "127.0.0.1"}, // 127.0.0.1 spelt as a number: dialled as decided
 	} {
 		tc, err := handshake(tt.authority, tt.serverName)
 		if err != nil {
@@ -68,6 +107,24 @@ func TestTunnelModeServerName(t *testing.T) {
 		}
 		tc.Close()
 	}
+}
+
+// handHello is a ClientHello's records with a server name, and with an
+// encrypted_client_hello extension when ech: what clients other than Go's
+// send.
+func handHello(serverName string, ech bool) []byte {
+	name := []byte(serverName)
+	sni := []byte{0, 0, 0, byte(len(name) + 5), 0, byte(len(name) + 3), 0, 0, byte(len(name))}
+	sni = append(sni, name...)
+	exts := sni
+	if ech {
+		exts = append(exts, 0xfe, 0x0d, 0, 1, 0)
+	}
+	body := append([]byte{3, 3}, bytes.Repeat([]byte{7}, 32)...)
+	body = append(body, 0, 0, 2, 0x13, 0x01, 1, 0, byte(len(exts)>>8), byte(len(exts)))
+	body = append(body, exts...)
+	msg := append([]byte{1, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+	return append([]byte{0x16, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
 
 // TestRequestTrailersFiltered: a request's trailer is held to the rules
@@ -257,19 +314,31 @@ var hostilePath = "/" + strings.Repeat("aabbccacb", maxTargetBytes/9+1)[:maxTarg
 // dot segments: 50 readings, each some 60 µs to make.
 var hostileLenientPath = "/" + strings.Repeat("a%2F;b%5C%3Bc//x/..$%24*", maxTargetBytes/24+1)[:maxTargetBytes-1]
 
+// hostileDotsPath is an 8 KiB path with every feature the lenient
+// readings act on, then dot segments that collapse every reading to a few
+// bytes (a red team's: making 120 readings cost 14 ms when only the bytes
+// of readings made were counted).
+var hostileDotsPath = "/a%2F;b%5C%3B$%24*//x" + strings.Repeat("x/../", maxTargetBytes/5)[:maxTargetBytes-40]
+
 // TestDecideWorkBounded: a request whose decision would take more than
 // the work bound (500 KiB of wildcard rules against an 8 KiB path, here
-// seconds of CPU before the bound) is refused, not let through; real
+// seconds of CPU before the bound) is refused as a bad request (step 0's
+// bound; no rule of the site's decided), not let through; real
 // files, with long paths of every byte and their lenient readings, are
 // decided in full and exactly as without the bound.
 func TestDecideWorkBounded(t *testing.T) {
 	t.Parallel()
 	rules := robots.Parse([]byte(hostileRobots(fetch.DefaultMaxBytes)), robots.WithNormalization())
-	for _, path := range []string{hostilePath, hostileLenientPath} {
+	simple := robots.Parse([]byte(wireRobots), robots.WithNormalization())
+	for _, tt := range []struct {
+		rules *robots.Robots
+		path  string
+	}{{rules, hostilePath}, {rules, hostileLenientPath}, {simple, hostileDotsPath}} {
+		path := tt.path
 		d := &Decision{Agents: Agents{one: "AnyBot"}}
-		decideRules(context.Background(), d, rules, path)
-		if d.Action != ActionDisallowed || !strings.Contains(d.Reason, "work bound") {
-			t.Errorf("hostile robots.txt, 8 KiB path %.20q...: %s %q; want disallowed past the work bound", path, d.Action, d.Reason)
+		decideRules(context.Background(), d, tt.rules, path)
+		if d.Action != ActionBadRequest || !strings.Contains(d.Reason, "work bound") {
+			t.Errorf("hostile robots.txt, 8 KiB path %.20q...: %s %q; want bad-request past the work bound", path, d.Action, d.Reason)
 		}
 		if d.work <= decideWork {
 			t.Errorf("work %d; want it past the bound %d", d.work, decideWork)
@@ -344,6 +413,7 @@ func BenchmarkDecideWorstCase(b *testing.B) {
 	}{
 		{"hostile-8KiB", hostile, hostilePath},
 		{"hostile-8KiB-lenient", hostile, hostileLenientPath},
+		{"simple-8KiB-dots", robots.Parse([]byte(wireRobots), robots.WithNormalization()), hostileDotsPath},
 		{"istockphoto-8KiB-every-byte", typical, "/a;b/%2F/" + strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789-_.~/?=&%20+,;:!$", 160)[:maxTargetBytes-20]},
 		{"istockphoto-common", typical, "/photos/mountain-landscape?page=2"},
 	} {

@@ -98,10 +98,38 @@ func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, errors.New("hijack not supported")
 	}
 	c, rw, err := h.Hijack()
-	if err == nil {
-		w.hijacked = c
+	if err != nil {
+		return c, rw, err
 	}
-	return c, rw, err
+	w.hijacked = c
+	if rw != nil && rw.Reader.Buffered() > 0 {
+		// The client sent its first bytes with the request (a CONNECT
+		// followed at once by what goes through the tunnel): goproxy
+		// drops the reader they are buffered in, so they come with the
+		// connection.
+		return &hijackedConn{Conn: c, r: rw.Reader}, rw, nil
+	}
+	return c, rw, nil
+}
+
+// hijackedConn is a connection taken over from net/http's server, read
+// through the reader that holds what the server had already read of it.
+type hijackedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *hijackedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// trackedOf returns the listener's tracked connection under c, or nil.
+func trackedOf(c net.Conn) *trackedConn {
+	switch c := c.(type) {
+	case *trackedConn:
+		return c
+	case *hijackedConn:
+		return trackedOf(c.Conn)
+	}
+	return nil
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

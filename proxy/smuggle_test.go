@@ -56,7 +56,8 @@ func TestContentWithoutMeaningRefused(t *testing.T) {
 				{"TRACE", fmt.Sprintf("Content-Length: %d\r\n", len(hidden)), hidden},
 				{"OPTIONS", fmt.Sprintf("Content-Length: %d\r\n", len(hidden)), hidden},
 				{"GET", "Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(hidden), hidden)},
-				{"GET", "Transfer-Encoding: chunked\r\n", "0\r\n\r\n"}, // empty, but framed as content
+				{"GET", "Transfer-Encoding: chunked\r\n", "0\r\n\r\n"},              // empty, but framed as content
+				{"Get", fmt.Sprintf("Content-Length: %d\r\n", len(hidden)), hidden}, // as servers that ignore case read it
 			}
 			for _, tc := range cases {
 				a, abr := e.open(t, p, o)
@@ -126,6 +127,42 @@ func TestEveryAnswerIsItsOwn(t *testing.T) {
 				if body != "answer to "+path+"a\n" {
 					t.Errorf("the POST's client's next GET %sa: %d %q; want its own answer", path, resp.StatusCode, body)
 				}
+			}
+		})
+	}
+}
+
+// TestConnectPipelined: what a client sends right after its CONNECT, in
+// the same write, before the 200 (a plain HTTP request here), is the
+// tunnel's first bytes, not lost.
+func TestConnectPipelined(t *testing.T) {
+	t.Parallel()
+	for _, e := range entryPaths[2:] { // plain HTTP inside a CONNECT
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			p, o := e.setUp(t, nil)
+			c, err := net.Dial("tcp", p.url.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			head := "CONNECT " + o.addr + " HTTP/1.1\r\nHost: " + o.addr + "\r\n\r\n"
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, head+"GET /x HTTP/1.1\r\nHost: "+o.addr+"\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("CONNECT: %v %v", resp, err)
+			}
+			resp, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the request sent with the CONNECT got no answer: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || string(b) != "answer to /x\n" {
+				t.Errorf("the request sent with the CONNECT: %d %q; want its answer", resp.StatusCode, b)
 			}
 		})
 	}

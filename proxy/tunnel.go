@@ -28,7 +28,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 		defer ci.upstream.Close()
 	}
 	lim := s.pol.Load().cfg.Limits
-	tc, _ := client.(*trackedConn)
+	tc := trackedOf(client)
 	if tc != nil {
 		tc.setIdle(0) // the tunnel's own server keeps time from here on
 	}
@@ -161,55 +161,35 @@ func (s *Server) finishTunnel(r *http.Request, ci *connectInfo, misdirected stri
 	s.finish(ci.policy, r, d, status, ci.authority)
 }
 
-// errHelloRead stops the reading of a ClientHello once its server name is
-// known: nothing is answered to it.
-var errHelloRead = errors.New("client hello read")
-
 // checkServerName reads the TLS ClientHello a tunnel-mode client sends
 // first, and returns the bytes read (to be relayed first) and, when the
 // tunnel must not be opened, why: its server name (SNI) names another
-// host than the CONNECT (case and a trailing dot aside), or it cannot be
-// read. A name-based server at the CONNECT's address would otherwise
-// serve the named site, whose robots.txt was never read (DESIGN step 9).
-// A ClientHello without a server name (a client that dialled an address)
-// goes through.
+// host than the CONNECT (case and a trailing dot aside); it carries
+// Encrypted Client Hello, whose real server name is hidden inside; or it
+// cannot be read. A name-based server at the CONNECT's address would
+// otherwise serve the named site, whose robots.txt was never read (DESIGN
+// step 9). A ClientHello without a server name (a client that dialled an
+// address) goes through.
 func (s *Server) checkServerName(conn net.Conn, ci *connectInfo) ([]byte, string) {
-	rec := &recordingConn{Conn: conn}
-	var name string
-	var named bool
-	t := tls.Server(rec, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-		name, named = h.ServerName, true
-		return nil, errHelloRead
-	}})
-	t.Handshake() // ends at GetConfigForClient, or at a ClientHello it cannot read
+	read, msg, err := readClientHello(conn)
+	var hello helloInfo
+	if err == nil {
+		hello, err = parseClientHello(msg)
+	}
 	switch {
-	case !named:
-		return nil, "tunnel closed: the TLS ClientHello could not be read"
-	case name == "":
-		return rec.read, ""
+	case err != nil:
+		return nil, "tunnel closed: the TLS ClientHello could not be read: " + err.Error()
+	case hello.ech:
+		return nil, "tunnel closed: the TLS ClientHello uses Encrypted Client Hello, which hides the site it is for; tunnel mode cannot check it (use MITM mode)"
+	case hello.serverName == "":
+		return read, ""
 	}
-	o, err := fetch.OriginOf("https", name)
+	o, err := fetch.OriginOf("https", hello.serverName)
 	if err != nil || o.Host != ci.decision.Origin.Host {
-		return nil, fmt.Sprintf("tunnel closed: the TLS ClientHello names %q, not the CONNECT host %s", name, ci.decision.Origin.Host)
+		return nil, fmt.Sprintf("tunnel closed: the TLS ClientHello names %q, not the CONNECT host %s", hello.serverName, ci.decision.Origin.Host)
 	}
-	return rec.read, ""
+	return read, ""
 }
-
-// recordingConn keeps what is read from Conn and writes nothing to it:
-// crypto/tls reads a ClientHello through it (and its alert at the end
-// goes nowhere), and the bytes are then relayed as they came.
-type recordingConn struct {
-	net.Conn
-	read []byte
-}
-
-func (c *recordingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.read = append(c.read, b[:n]...)
-	return n, err
-}
-
-func (c *recordingConn) Write(b []byte) (int, error) { return len(b), nil }
 
 // relay copies between a and b until either side ends or fails, then
 // closes both, so that neither is left open by the other's end.

@@ -327,19 +327,37 @@ const maxReadings = 240
 // and robotsgate's "check -exact" never use it. When target holds nothing
 // servers read differently (the common case), it yields nothing and
 // allocates nothing.
-func LenientReadings(target string) iter.Seq[string] {
+func LenientReadings(target string) iter.Seq[string] { return LenientReadingsWithin(target, nil) }
+
+// readingCost is what making one reading costs a Budget per byte of the
+// target: some 8 ns a byte for a path thick with dot segments, which is
+// how long a reading takes to make whatever it comes to (a path of
+// "x/../" collapses to a few bytes).
+const readingCost = 8
+
+// LenientReadingsWithin is [LenientReadings] under budget b: each reading
+// tried, whether yielded or found a duplicate, costs readingCost for each
+// byte of target, and once b runs out no more are made (b.Exhausted tells
+// the caller that some were not).
+func LenientReadingsWithin(target string, b *Budget) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		path, query := splitQuery(target)
 		if !needsLenient(path, query) {
 			return
 		}
+		if !b.spend(readingCost * len(target)) {
+			return
+		}
 		escaped := normalEscapes(path)
-		f := featuresOf(escaped, query)
+		f := featuresOf(escaped, query, path)
 		normal := Normalize(target)
 		seen := map[string]bool{normal: true}
 		for w := way(0); w <= lastWay; w++ {
 			if w&(wayParams3B|wayRawParams) != 0 && w&wayParams == 0 || w&wayEscapeSyntax != 0 && w&wayUnescapeSyntax != 0 || !f.useful(w) {
 				continue
+			}
+			if !b.spend(readingCost * len(target)) {
+				return
 			}
 			r := lenientReading(escaped, query, w, path)
 			if seen[r] {
@@ -365,12 +383,21 @@ const (
 	hasDoubleSlash                       // "//"
 	hasSyntax                            // "$" or "*", in the path or the query
 	hasSyntaxEscape                      // "%24", in the path or the query
+	hasTrailing                          // a reading may end in a "/" the path as sent does not
 )
 
-// featuresOf finds the features of a path in Normalize's escapes and of
-// the query as sent.
-func featuresOf(escaped, query string) features {
+// featuresOf finds the features of a path in Normalize's escapes, of the
+// query as sent, and of raw, the path as sent.
+func featuresOf(escaped, query, raw string) features {
 	var f features
+	if !strings.HasSuffix(raw, "/") {
+		// Only a last segment that is a dot segment, or that a step
+		// splits, ends a reading in a "/" the path does not end in.
+		last := escaped[strings.LastIndexByte(escaped, '/')+1:]
+		if last == "." || last == ".." || strings.ContainsAny(last, ";\\") || strings.Contains(last, "%2F") || strings.Contains(last, "%5C") || strings.Contains(last, "%3B") {
+			f |= hasTrailing
+		}
+	}
 	for i := 0; i < len(escaped); i++ {
 		switch c := escaped[i]; c {
 		case '\\':
@@ -421,6 +448,7 @@ func (f features) useful(w way) bool {
 		(w&wayParams3B == 0 || f&has3B != 0) &&
 		(w&wayRawParams == 0 || f&(hasSlashEscape|hasBack) != 0) &&
 		(w&wayMerge == 0 || f&hasDoubleSlash != 0 || w&(waySlash|wayBack|wayParams) != 0) &&
+		(w&wayTrim == 0 || f&hasTrailing != 0) &&
 		(w&wayEscapeSyntax == 0 || f&hasSyntax != 0) &&
 		(w&wayUnescapeSyntax == 0 || f&hasSyntaxEscape != 0)
 }

@@ -204,6 +204,13 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("robots.txt store: %w", err)
 	}
+	// The store's own directory: a link in its place (someone else's) is
+	// not followed, as none of its files are.
+	if fi, err := os.Lstat(dir); err != nil {
+		return nil, fmt.Errorf("robots.txt store: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("robots.txt store: %s is not a directory (%v): not followed", dir, fi.Mode().Type())
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -85,3 +85,21 @@ func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestFileStoreDirectoryNotALink: the store's own directory, when a
+// symbolic link stands in its place, is not followed: no files are
+// written through it (to wherever it points).
+func TestFileStoreDirectoryNotALink(t *testing.T) {
+	t.Parallel()
+	elsewhere, root := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, "robots")
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFileStore(dir, 1<<20, nil); err == nil || !strings.Contains(err.Error(), "not followed") {
+		t.Errorf("OpenFileStore on a link = %v; want it refused", err)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("%d files written through the link", len(entries))
+	}
+}
