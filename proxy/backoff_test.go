@@ -1,16 +1,13 @@
 package proxy
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // TestOriginBackoff: an origin that answers 429 with Retry-After: 2 gets
@@ -71,69 +68,4 @@ func TestOriginBackoff(t *testing.T) {
 		t.Errorf("the origin was reached inside its back-off")
 	}
 	mu.Unlock()
-}
-
-func TestBackoffs(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	b := newBackoffs(func() time.Time { return now })
-	steps := []struct {
-		status     int
-		retryAfter string
-		want       time.Duration // the hold set; 0 for none
-	}{
-		{200, "", 0},
-		{503, "", 0},                     // a 503 alone is no request to back off
-		{429, "", 10 * time.Second},      // 429 without Retry-After: 10 s
-		{429, "", 20 * time.Second},      // doubling while it repeats
-		{429, "", 40 * time.Second},      //
-		{200, "", 0},                     // a success ends the run
-		{429, "", 10 * time.Second},      //
-		{429, "3", 3 * time.Second},      // Retry-After in seconds
-		{503, "7", 7 * time.Second},      // 503 with Retry-After
-		{429, "86400", 10 * time.Minute}, // capped by max_backoff
-		{429, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // an HTTP date
-	}
-	for i, s := range steps {
-		got, ok := b.observe(fetch.Origin{Scheme: "https", Host: "h.example", Port: 443}, s.status, s.retryAfter, 10*time.Minute)
-		if got != s.want || ok != (s.want > 0) {
-			t.Errorf("step %d: observe(%d, %q) = %v, %v; want %v", i, s.status, s.retryAfter, got, ok, s.want)
-		}
-	}
-	if until, why := b.hold("h.example"); !until.Equal(now.Add(10*time.Minute)) || why != "https://h.example:443 answered 429 with Retry-After: 86400" {
-		t.Errorf("hold = %v %q; want the longest hold set, and why", until, why)
-	}
-	if until, _ := b.hold("other.example"); !until.IsZero() {
-		t.Errorf("another host is held until %v", until)
-	}
-	now = now.Add(11 * time.Minute)
-	if until, _ := b.hold("h.example"); !until.IsZero() {
-		t.Errorf("held until %v after the back-off ended", until)
-	}
-}
-
-// TestBackoffsBounded: past backoffMaxHosts hosts held at once, the table
-// makes room by ending the holds that end soonest, never a longer one.
-func TestBackoffsBounded(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	b := newBackoffs(func() time.Time { return now })
-	o := func(host string) fetch.Origin { return fetch.Origin{Scheme: "https", Host: host, Port: 443} }
-	b.observe(o("long.example"), 429, "600", time.Hour)
-	for i := range backoffMaxHosts - 1 {
-		b.observe(o(fmt.Sprintf("h%d.example", i)), 429, strconv.Itoa(60+i%300), time.Hour)
-	}
-	b.observe(o("short.example"), 429, "1", time.Hour)
-	if n := len(b.hosts); n > backoffMaxHosts {
-		t.Fatalf("%d hosts remembered; want at most %d", n, backoffMaxHosts)
-	}
-	if until, _ := b.hold("long.example"); !until.Equal(now.Add(10 * time.Minute)) {
-		t.Errorf("the longest hold was dropped (held until %v)", until)
-	}
-	if until, _ := b.hold("short.example"); until.IsZero() {
-		t.Error("the newest hold was not recorded")
-	}
-	if until, _ := b.hold("h0.example"); !until.IsZero() {
-		t.Errorf("a hold of the shortest kind kept until %v; want those ending soonest dropped", until)
-	}
 }

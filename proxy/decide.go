@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -49,8 +50,8 @@ type request struct {
 type world struct {
 	rules    rulesSource
 	private  *privateCache
-	pacer    *pacer
-	backoffs *backoffs  // nil: no origin back-off (check)
+	pacer    *pace.Pacer
+	backoffs *pace.Backoffs // nil: no origin back-off (check)
 	fleet    fleetPacer // nil: this instance paces alone
 	self     *selfAddrs // robotsgate's own listener, never a target; nil: unknown (check)
 	now      func() time.Time
@@ -306,15 +307,15 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 	if w.fleet != nil && p.paceFleet(ctx, w, d, gap) {
 		return
 	}
-	waited, err := w.pacer.wait(ctx, d.Origin.Host, gap, &p.cfg.Politeness)
-	var pe *pacedError
+	waited, err := w.pacer.Wait(ctx, d.Origin.Host, gap, pace.Limits{MaxWait: p.cfg.Politeness.MaxWait, MaxDelay: p.cfg.Politeness.MaxDelay})
+	var pe *pace.WaitError
 	switch {
 	case err == nil:
 		d.Paced, d.Waited = true, waited
-	case errors.As(err, &pe) && pe.full:
-		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: pacing as many hosts as it remembers; room in %v", pe.wait.Round(time.Millisecond)), pe.wait
+	case errors.As(err, &pe) && pe.Full:
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: pacing as many hosts as it remembers; room in %v", pe.Wait.Round(time.Millisecond)), pe.Wait
 	case errors.As(err, &pe):
-		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.wait.Round(time.Millisecond), gap), pe.wait
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.Wait.Round(time.Millisecond), gap), pe.Wait
 	default: // the client gave up waiting
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
 	}
@@ -395,7 +396,7 @@ func isHex(c byte) bool {
 // whether it may go on; past max_wait, or if its client leaves, d becomes
 // "paced", with the origin's answer as the reason.
 func (p *Policy) holdForOrigin(ctx context.Context, w *world, d *Decision) bool {
-	until, why := w.backoffs.hold(d.Origin.Host)
+	until, why := w.backoffs.Hold(d.Origin.Host)
 	if until.IsZero() {
 		return true
 	}
@@ -414,4 +415,34 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *world, d *Decision) bool 
 		d.Action, d.Reason = ActionPaced, fmt.Sprintf("client left while the origin's back-off (%s) held it", why)
 		return false
 	}
+}
+// paceGap returns a request's gap after the previous start to its origin
+// (DESIGN step 8): its site's min_interval if set, else min_interval, or
+// the largest Crawl-delay of its tokens' groups if larger (with
+// crawl_delay on, and not for a site allow), at most max_delay; 0 when
+// pacing is off.
+func paceGap(cfg *Config, d *Decision) time.Duration {
+	pc := cfg.Politeness
+	base := pc.MinInterval
+	if d.Site != nil && d.Site.MinInterval > 0 {
+		base = d.Site.MinInterval
+	}
+	gap := base
+	if pc.CrawlDelay && d.HasDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == "allow") {
+		gap = max(gap, time.Duration(d.CrawlDelay*float64(time.Second)))
+	}
+	return min(gap, pc.MaxDelay)
+}
+
+// pacingActive reports whether cfg paces any request.
+func pacingActive(cfg *Config) bool {
+	if cfg.Politeness.CrawlDelay || cfg.Politeness.MinInterval > 0 {
+		return true
+	}
+	for _, s := range cfg.Sites {
+		if s.MinInterval > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -153,7 +153,7 @@ func TestFleetBackoffShared(t *testing.T) {
 	}
 	host := "127.0.0.1"
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if until, _ := fleet[1].srv.world.backoffs.hold(host); !until.IsZero() {
+		if until, _ := fleet[1].srv.world.backoffs.Hold(host); !until.IsZero() {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -143,7 +143,7 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	removeGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
 	removeGateFields(resp.Trailer)
 	if pc := &p.cfg.Politeness; pc.HonourRetryAfter {
-		if wait, ok := s.world.backoffs.observe(d.Origin, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
+		if wait, ok := s.world.backoffs.Observe(d.Origin.Host, d.Origin.String(), resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()
 			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
 			s.shareBackoff(d.Origin.Host)
@@ -174,7 +174,7 @@ func (s *Server) shareBackoff(host string) {
 	if s.cluster == nil {
 		return
 	}
-	until, why := s.world.backoffs.hold(host)
+	until, why := s.world.backoffs.Hold(host)
 	if until.IsZero() {
 		return
 	}

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -25,7 +24,7 @@ type startLog struct {
 // logStarts hooks a startLog to p's pacer, before any request.
 func logStarts(p *testProxy) *startLog {
 	l := &startLog{starts: map[string][]time.Time{}}
-	p.srv.pacer.started = func(host string, at time.Time) {
+	p.srv.pacer.Started = func(host string, at time.Time) {
 		l.mu.Lock()
 		l.starts[host] = append(l.starts[host], at)
 		l.mu.Unlock()
@@ -168,116 +167,15 @@ func TestPacing429(t *testing.T) {
 	}
 }
 
-// TestPacingCancelledWaiter: a client that gives up frees its place, and
-// the request behind it moves up.
-func TestPacingCancelledWaiter(t *testing.T) {
-	t.Parallel()
-	now := time.Now
-	pc, lim := newPacer(now), &PolitenessConfig{MaxWait: 10 * time.Second, MaxDelay: 10 * time.Second}
-	o := "a.example"
-	gap := 300 * time.Millisecond
-	var starts []time.Time // as the pacer records them, under its lock
-	pc.started = func(_ string, at time.Time) { starts = append(starts, at) }
-	if _, err := pc.wait(context.Background(), o, gap, lim); err != nil { // starts at once
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	gaveUp := make(chan error, 1)
-	go func() { _, err := pc.wait(ctx, o, gap, lim); gaveUp <- err }() // second: would start at +300ms
-	third := make(chan time.Duration, 1)
-	waitQueued(t, pc, o, 1) // the second queues first: arrival order is the point
-	go func() {
-		pc.wait(context.Background(), o, gap, lim) // third: +600ms, or +300ms once the second leaves
-		pc.mu.Lock()
-		third <- starts[len(starts)-1].Sub(starts[0])
-		pc.mu.Unlock()
-	}()
-	waitQueued(t, pc, o, 2)
-	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled waiter: %v", err)
-	}
-	// The third would start 2 gaps after the first had the second stayed;
-	// it starts 1 gap after (timers may fire late on a loaded machine,
-	// never early).
-	if d := <-third; d < gap || d >= 2*gap {
-		t.Errorf("third request started after %v; want at least %v and less than %v (the second left the queue)", d, gap, 2*gap)
-	}
-}
-
 // waitQueued polls, bounded, until n requests wait for host o.
-func waitQueued(t *testing.T, pc *pacer, o string, n int) {
+func waitQueued(t *testing.T, pc *pace.Pacer, o string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		pc.mu.Lock()
-		q := pc.hosts[o]
-		got := 0
-		if q != nil {
-			got = len(q.waiters)
-		}
-		pc.mu.Unlock()
-		if got == n {
+		if pc.Waiting(o) == n {
 			return
 		}
 	}
 	t.Fatalf("never %d waiting", n)
-}
-
-// TestPacerUnderLoad: thousands of concurrent requests to one origin and
-// to many; the starts the pacer records are never closer than the gap, and
-// every request starts, in a bounded time.
-func TestPacerUnderLoad(t *testing.T) {
-	t.Parallel()
-	pc, lim := newPacer(time.Now), &PolitenessConfig{MaxWait: 30 * time.Second, MaxDelay: 30 * time.Second}
-	var mu sync.Mutex
-	starts := map[string][]time.Time{}
-	pc.started = func(o string, at time.Time) { // called under the pacer's lock
-		mu.Lock()
-		starts[o] = append(starts[o], at)
-		mu.Unlock()
-	}
-	run := func(origins, perOrigin int, gap time.Duration) {
-		var wg sync.WaitGroup
-		for i := range origins {
-			o := "load" + strings.Repeat("x", i) + ".example"
-			for range perOrigin {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if _, err := pc.wait(context.Background(), o, gap, lim); err != nil {
-						t.Error(err)
-					}
-				}()
-			}
-		}
-		wg.Wait()
-	}
-	check := func(gap time.Duration, origins, perOrigin int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(starts) != origins {
-			t.Fatalf("%d origins started; want %d", len(starts), origins)
-		}
-		for o, st := range starts {
-			if len(st) != perOrigin {
-				t.Errorf("%s: %d starts; want %d", o, len(st), perOrigin)
-			}
-			for i := 1; i < len(st); i++ {
-				if g := st[i].Sub(st[i-1]); g < gap {
-					t.Fatalf("%s: start %d came %v after the one before; gap is %v", o, i, g, gap)
-				}
-			}
-		}
-		clear(starts)
-	}
-	begin := time.Now()
-	run(1, 2000, time.Millisecond) // one origin: about 2 s
-	check(time.Millisecond, 1, 2000)
-	run(200, 10, 20*time.Millisecond) // many: about 200 ms, in parallel
-	check(20*time.Millisecond, 200, 10)
-	if d := time.Since(begin); d > 10*time.Second {
-		t.Errorf("load took %v", d)
-	}
 }
 
 func TestPacingPerSiteOverride(t *testing.T) {
@@ -341,27 +239,6 @@ func TestPacingPerHost(t *testing.T) {
 	checkGaps(t, starts.gaps(t, a.URL), 3, 200*time.Millisecond, time.Second) // 4 starts on 127.0.0.1
 }
 
-func TestPacerForgetsIdleOrigins(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	clock := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	pc, lim := newPacer(now), &PolitenessConfig{MaxWait: time.Second, MaxDelay: time.Second}
-	for i := range paceSweepEvery - 1 {
-		pc.wait(context.Background(), "h"+string(rune('a'+i%26))+strings.Repeat("x", i/26), 0, lim)
-	}
-	if n := pc.size(); n != paceSweepEvery-1 {
-		t.Fatalf("%d origins remembered; want %d", n, paceSweepEvery-1)
-	}
-	mu.Lock()
-	clock = clock.Add(2 * time.Second) // past max_delay
-	mu.Unlock()
-	pc.wait(context.Background(), "last", 0, lim) // triggers a sweep
-	if n := pc.size(); n > 1 {
-		t.Errorf("%d origins remembered after they went idle; want at most 1", n)
-	}
-}
-
 // TestPacingScrapyLoseNoPage: a client like Scrapy on its defaults (8
 // concurrent requests to a domain, 429s retried twice at once, Retry-After
 // ignored) through an origin with a Crawl-delay loses no page: requests are
@@ -400,49 +277,4 @@ func TestPacingScrapyLoseNoPage(t *testing.T) {
 		t.Errorf("lost %s", u)
 	}
 	checkGaps(t, starts.gaps(t, o.URL), 7, 1500*time.Millisecond, time.Second)
-}
-
-// TestPacerBoundsHosts: with as many hosts as it remembers, all started
-// within max_delay, the pacer refuses a request to a new host (paced, with
-// the time until a place frees) rather than forget a host whose next
-// request must still wait; known hosts are paced as before, and once a
-// host has been idle for max_delay the new one gets its place.
-func TestPacerBoundsHosts(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	clock := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	pc, lim := newPacer(now), &PolitenessConfig{MaxWait: time.Minute, MaxDelay: 10 * time.Second}
-	pc.maxHosts = 8
-	for i := range pc.maxHosts {
-		if _, err := pc.wait(t.Context(), fmt.Sprintf("h%d", i), time.Second, lim); err != nil {
-			t.Fatalf("host %d: %v", i, err)
-		}
-		advance(time.Second)
-	}
-	// h0 started 8 s ago: it is forgotten 10 s after, 2 s from now.
-	_, err := pc.wait(t.Context(), "new", time.Second, lim)
-	var pe *pacedError
-	if !errors.As(err, &pe) || !pe.full || pe.wait <= time.Second || pe.wait > 2*time.Second+time.Millisecond {
-		t.Fatalf("new host with the table full: %v; want refused, room in about 2s", err)
-	}
-	if n := pc.size(); n != pc.maxHosts {
-		t.Errorf("%d hosts remembered; want %d", n, pc.maxHosts)
-	}
-	// A known host is paced as before: h7 started 1 s ago with a 1 s gap.
-	if w, err := pc.wait(t.Context(), "h7", time.Second, lim); err != nil || w != 0 {
-		t.Errorf("known host: waited %v, %v; want its turn at once", w, err)
-	}
-	advance(time.Second)
-	if _, err := pc.wait(t.Context(), "new", time.Second, lim); err == nil {
-		t.Error("new host before a place frees: let through")
-	}
-	advance(time.Second + time.Millisecond)
-	if _, err := pc.wait(t.Context(), "new", time.Second, lim); err != nil {
-		t.Errorf("new host once h0 went idle: %v; want it paced", err)
-	}
-	if n := pc.size(); n > pc.maxHosts {
-		t.Errorf("%d hosts remembered; want at most %d", n, pc.maxHosts)
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -69,7 +70,7 @@ type Server struct {
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *connSet
 	// pacer spaces request starts per origin ([politeness]).
-	pacer *pacer
+	pacer *pace.Pacer
 	// mitmConfig is the TLS config of every MITM tunnel; nil in tunnel mode.
 	mitmConfig *tls.Config
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
@@ -103,7 +104,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
 		upstream: &connSet{m: map[*setConn]struct{}{}},
 		private:  newPrivateCache(o.LookupNetIP, o.Now),
-		pacer:    newPacer(o.Now),
+		pacer:    pace.NewPacer(o.Now),
 		conns:    newConnTracker(cfg.Limits.MaxConnections),
 	}
 	s.pol.Store(pol)
@@ -136,11 +137,11 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: newBackoffs(o.Now), self: &s.self, now: o.Now}
+	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: pace.NewBackoffs(o.Now), self: &s.self, now: o.Now}
 	if s.cluster != nil {
 		s.world.fleet = s.cluster
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
-			s.world.backoffs.apply(host, until, why, s.pol.Load().cfg.Politeness.MaxBackoff)
+			s.world.backoffs.Apply(host, until, why, s.pol.Load().cfg.Politeness.MaxBackoff)
 		})
 		s.cluster.SubscribePurges(func(o fetch.Origin) { s.cache.Forget(o) }) // the store is the purger's to clear
 	}

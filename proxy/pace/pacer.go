@@ -1,4 +1,8 @@
-package proxy
+// Package pace spaces the starts of requests to each host (robotsgate's
+// pacing: Crawl-delay, min_interval) and holds hosts whose origins asked
+// to be left alone (429, or 503 with Retry-After). It knows nothing of
+// policies: a caller says how long a gap and how long a wait.
+package pace
 
 import (
 	"context"
@@ -7,26 +11,35 @@ import (
 	"time"
 )
 
-// errPaced is returned by pacer.wait when a request would wait longer than
-// max_wait; waitPaced carries how long.
-var errPaced = errors.New("paced beyond max_wait")
+// ErrTooLong is wrapped by the WaitError of a request that would wait
+// longer than its max_wait.
+var ErrTooLong = errors.New("paced beyond max_wait")
 
-// pacedError says how long a refused request would have waited, or, with
-// full, how long until the pacer can take one more host.
-type pacedError struct {
-	wait time.Duration
-	full bool
+// A WaitError says how long a refused request would have waited, or,
+// with Full, how long until the Pacer can take one more host.
+type WaitError struct {
+	Wait time.Duration
+	Full bool
 }
 
-func (e *pacedError) Error() string {
-	if e.full {
-		return "pacing the most hosts it remembers; room in " + e.wait.String()
+func (e *WaitError) Error() string {
+	if e.Full {
+		return "pacing the most hosts it remembers; room in " + e.Wait.String()
 	}
-	return "would wait " + e.wait.String() + " for its turn"
+	return "would wait " + e.Wait.String() + " for its turn"
 }
-func (e *pacedError) Unwrap() error { return errPaced }
 
-// pacer spaces the starts of requests to each host (DESIGN step 8: scheme
+// Unwrap returns ErrTooLong.
+func (e *WaitError) Unwrap() error { return ErrTooLong }
+
+// Limits bound one wait: a request's policy's [politeness] max_wait, and
+// max_delay, the longest gap, after which a host's last start can no
+// longer delay anything (so it is forgotten).
+type Limits struct {
+	MaxWait, MaxDelay time.Duration
+}
+
+// A Pacer spaces the starts of requests to each host (DESIGN step 8: scheme
 // and port ignored, the server is what feels the load): one FIFO queue per
 // host, where each request is held until its own gap after the start
 // before it. A request that would wait longer than max_wait is refused at
@@ -36,9 +49,14 @@ func (e *pacedError) Unwrap() error { return errPaced }
 // remembered: past that, a request to a host not remembered is refused
 // (paced) until an idle one can be forgotten, never let through without
 // its gap.
-type pacer struct {
-	now      func() time.Time
-	maxHosts int // paceMaxHosts; tests lower it
+type Pacer struct {
+	now func() time.Time
+	// MaxHosts bounds the hosts remembered: DefaultMaxHosts, unless set
+	// before the first Wait.
+	MaxHosts int
+	// Started, if set before the first Wait, is called at each start
+	// (under the Pacer's lock) with the time recorded: for tests.
+	Started func(host string, at time.Time)
 
 	mu    sync.Mutex
 	hosts map[string]*paceQueue
@@ -46,10 +64,6 @@ type pacer struct {
 	// roomAt, when hosts is full, is the earliest time a sweep can free a
 	// place: requests to new hosts before it are refused without a sweep.
 	roomAt time.Time
-
-	// started, if set, is called (with mu held) at each start, with the
-	// time the pacer recorded: for tests.
-	started func(host string, at time.Time)
 }
 
 type paceQueue struct {
@@ -69,21 +83,22 @@ type paceWaiter struct {
 // gap is longer, so an older start can no longer delay anything.
 const paceSweepEvery = 1024
 
-// paceMaxHosts bounds the hosts the pacer remembers (about 115 bytes
+// DefaultMaxHosts bounds the hosts a Pacer remembers (about 115 bytes
 // each). Only hosts started within max_delay, or with requests waiting,
 // are kept, so it takes more than 3,000 new hosts a second on the default
 // 30 s max_delay to fill.
-const paceMaxHosts = 100_000
+const DefaultMaxHosts = 100_000
 
-func newPacer(now func() time.Time) *pacer {
-	return &pacer{now: now, maxHosts: paceMaxHosts, hosts: map[string]*paceQueue{}}
+// NewPacer returns a Pacer on the clock now.
+func NewPacer(now func() time.Time) *Pacer {
+	return &Pacer{now: now, MaxHosts: DefaultMaxHosts, hosts: map[string]*paceQueue{}}
 }
 
-// wait blocks until a request to host may start, gap after the start before
-// it, under the limits of the request's own policy (max_wait, max_delay).
-// It returns how long it waited, a *pacedError (wrapping errPaced) if the
-// wait would exceed max_wait, or ctx's error if the client gave up.
-func (p *pacer) wait(ctx context.Context, host string, gap time.Duration, lim *PolitenessConfig) (time.Duration, error) {
+// Wait blocks until a request to host may start, gap after the start before
+// it, under the limits of the request's own policy. It returns how long it
+// waited, a *WaitError (wrapping ErrTooLong) if the wait would exceed
+// lim.MaxWait, or ctx's error if the client gave up.
+func (p *Pacer) Wait(ctx context.Context, host string, gap time.Duration, lim Limits) (time.Duration, error) {
 	now := p.now()
 	p.mu.Lock()
 	// Sweep before the lookup: a sweep must never drop the queue this
@@ -93,10 +108,10 @@ func (p *pacer) wait(ctx context.Context, host string, gap time.Duration, lim *P
 	}
 	q := p.hosts[host]
 	if q == nil {
-		if len(p.hosts) >= p.maxHosts {
+		if len(p.hosts) >= p.MaxHosts {
 			if wait, ok := p.makeRoom(now, lim.MaxDelay); !ok {
 				p.mu.Unlock()
-				return 0, &pacedError{wait: wait, full: true}
+				return 0, &WaitError{Wait: wait, Full: true}
 			}
 		}
 		q = &paceQueue{}
@@ -112,12 +127,12 @@ func (p *pacer) wait(ctx context.Context, host string, gap time.Duration, lim *P
 	}
 	if w := start.Sub(now); w > lim.MaxWait {
 		p.mu.Unlock()
-		return 0, &pacedError{wait: w}
+		return 0, &WaitError{Wait: w}
 	}
 	if len(q.waiters) == 0 && !start.After(now) {
 		q.lastStart, q.tail = now, now // nobody ahead, no gap to keep
-		if p.started != nil {
-			p.started(host, now)
+		if p.Started != nil {
+			p.Started(host, now)
 		}
 		p.mu.Unlock()
 		return 0, nil
@@ -148,7 +163,7 @@ func (p *pacer) wait(ctx context.Context, host string, gap time.Duration, lim *P
 }
 
 // schedule arms the timer for the head of q. p.mu is held.
-func (p *pacer) schedule(host string, q *paceQueue, now time.Time) {
+func (p *Pacer) schedule(host string, q *paceQueue, now time.Time) {
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
@@ -165,7 +180,7 @@ func (p *pacer) schedule(host string, q *paceQueue, now time.Time) {
 }
 
 // release lets head start, then schedules the next waiter.
-func (p *pacer) release(host string, q *paceQueue, head *paceWaiter) {
+func (p *Pacer) release(host string, q *paceQueue, head *paceWaiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(q.waiters) == 0 || q.waiters[0] != head {
@@ -173,8 +188,8 @@ func (p *pacer) release(host string, q *paceQueue, head *paceWaiter) {
 	}
 	now := p.now()
 	q.lastStart = now
-	if p.started != nil {
-		p.started(host, now)
+	if p.Started != nil {
+		p.Started(host, now)
 	}
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
@@ -187,7 +202,7 @@ func (p *pacer) release(host string, q *paceQueue, head *paceWaiter) {
 }
 
 // leave takes w out of q; those behind it move up. p.mu is held.
-func (p *pacer) leave(host string, q *paceQueue, w *paceWaiter) {
+func (p *Pacer) leave(host string, q *paceQueue, w *paceWaiter) {
 	for i, x := range q.waiters {
 		if x != w {
 			continue
@@ -216,7 +231,7 @@ func (p *pacer) leave(host string, q *paceQueue, w *paceWaiter) {
 
 // sweep forgets hosts with no waiters whose last start can no longer
 // delay a request. p.mu is held.
-func (p *pacer) sweep(now time.Time, maxDelay time.Duration) {
+func (p *Pacer) sweep(now time.Time, maxDelay time.Duration) {
 	p.ops = 0
 	for host, q := range p.hosts {
 		if len(q.waiters) == 0 && now.Sub(q.lastStart) > maxDelay {
@@ -229,12 +244,12 @@ func (p *pacer) sweep(now time.Time, maxDelay time.Duration) {
 // forgotten yet, it reports how long until one can. Forgetting a host that
 // started within max_delay could let its next request start early, so
 // none is. p.mu is held.
-func (p *pacer) makeRoom(now time.Time, maxDelay time.Duration) (time.Duration, bool) {
+func (p *Pacer) makeRoom(now time.Time, maxDelay time.Duration) (time.Duration, bool) {
 	if now.Before(p.roomAt) {
 		return p.roomAt.Sub(now), false
 	}
 	p.sweep(now, maxDelay)
-	if len(p.hosts) < p.maxHosts {
+	if len(p.hosts) < p.MaxHosts {
 		return 0, true
 	}
 	// A host is forgotten once it is idle max_delay after its last start:
@@ -249,8 +264,18 @@ func (p *pacer) makeRoom(now time.Time, maxDelay time.Duration) (time.Duration, 
 	return p.roomAt.Sub(now), false
 }
 
-// size is the number of hosts remembered.
-func (p *pacer) size() int {
+// Waiting returns how many requests wait for their turn on host.
+func (p *Pacer) Waiting(host string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q := p.hosts[host]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
+}
+
+// Hosts is the number of hosts remembered.
+func (p *Pacer) Hosts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.hosts)
@@ -261,35 +286,4 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// paceGap returns a request's gap after the previous start to its origin
-// (DESIGN step 8): its site's min_interval if set, else min_interval, or
-// the largest Crawl-delay of its tokens' groups if larger (with
-// crawl_delay on, and not for a site allow), at most max_delay; 0 when
-// pacing is off.
-func paceGap(cfg *Config, d *Decision) time.Duration {
-	pc := cfg.Politeness
-	base := pc.MinInterval
-	if d.Site != nil && d.Site.MinInterval > 0 {
-		base = d.Site.MinInterval
-	}
-	gap := base
-	if pc.CrawlDelay && d.HasDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == "allow") {
-		gap = max(gap, time.Duration(d.CrawlDelay*float64(time.Second)))
-	}
-	return min(gap, pc.MaxDelay)
-}
-
-// pacingActive reports whether cfg paces any request.
-func pacingActive(cfg *Config) bool {
-	if cfg.Politeness.CrawlDelay || cfg.Politeness.MinInterval > 0 {
-		return true
-	}
-	for _, s := range cfg.Sites {
-		if s.MinInterval > 0 {
-			return true
-		}
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package proxy
+package pace
 
 import (
 	"fmt"
@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // Back-off defaults (DESIGN step 8): a 429 without Retry-After holds its
@@ -20,10 +18,10 @@ const (
 	backoffMaxHosts = 100000
 )
 
-// backoffs remembers, per host, until when an origin asked to be sent
+// Backoffs remembers, per host, until when an origin asked to be sent
 // nothing: its 429, or 503 with Retry-After (DESIGN step 8, origin
 // back-off). The common case, no host backing off, costs one atomic load.
-type backoffs struct {
+type Backoffs struct {
 	now func() time.Time
 	n   atomic.Int64 // len(hosts), read without the lock
 
@@ -37,13 +35,14 @@ type backoff struct {
 	streak int    // 429s without Retry-After in a row
 }
 
-func newBackoffs(now func() time.Time) *backoffs {
-	return &backoffs{now: now, hosts: map[string]*backoff{}}
+// NewBackoffs returns Backoffs on the clock now.
+func NewBackoffs(now func() time.Time) *Backoffs {
+	return &Backoffs{now: now, hosts: map[string]*backoff{}}
 }
 
-// hold returns until when host is to be sent nothing, and why; a zero
+// Hold returns until when host is to be sent nothing, and why; a zero
 // time when it may be sent to now.
-func (b *backoffs) hold(host string) (time.Time, string) {
+func (b *Backoffs) Hold(host string) (time.Time, string) {
 	if b.n.Load() == 0 {
 		return time.Time{}, ""
 	}
@@ -55,13 +54,13 @@ func (b *backoffs) hold(host string) (time.Time, string) {
 	return time.Time{}, ""
 }
 
-// observe records origin's answer to a forwarded request: a 429, or a
+// Observe records the answer of origin (a name for reasons,
+// "https://a.example:443") on host to a forwarded request: a 429, or a
 // 503 with Retry-After, holds host for the time it asked (an HTTP date or
 // seconds), at most limit; a 429 without Retry-After for 10 s, doubling
 // while 429s repeat. Any other answer ends a run of 429s. It reports the
 // hold it set, if any.
-func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
-	host := origin.Host
+func (b *Backoffs) Observe(host, origin string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
 	if status != http.StatusTooManyRequests && !(status == http.StatusServiceUnavailable && retryAfter != "") {
 		if b.n.Load() > 0 {
 			b.mu.Lock()
@@ -76,7 +75,7 @@ func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, l
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entry(host, now, limit)
-	wait, ok := parseRetryAfter(retryAfter, now)
+	wait, ok := ParseRetryAfter(retryAfter, now)
 	why := fmt.Sprintf("%s answered %d with Retry-After: %s", origin, status, retryAfter)
 	if !ok {
 		wait, why = backoffFirst<<min(e.streak, 16), fmt.Sprintf("%s answered %d without Retry-After", origin, status)
@@ -91,7 +90,7 @@ func (b *backoffs) observe(origin fetch.Origin, status int, retryAfter string, l
 
 // entry returns host's entry, making it (and room for it) if need be.
 // b.mu is held.
-func (b *backoffs) entry(host string, now time.Time, limit time.Duration) *backoff {
+func (b *Backoffs) entry(host string, now time.Time, limit time.Duration) *backoff {
 	e := b.hosts[host]
 	if e == nil {
 		if len(b.hosts) >= backoffMaxHosts {
@@ -104,9 +103,9 @@ func (b *backoffs) entry(host string, now time.Time, limit time.Duration) *backo
 	return e
 }
 
-// apply holds host until until (at most limit from now), as another
+// Apply holds host until until (at most limit from now), as another
 // instance of the fleet asked: it saw the origin's answer.
-func (b *backoffs) apply(host string, until time.Time, why string, limit time.Duration) {
+func (b *Backoffs) Apply(host string, until time.Time, why string, limit time.Duration) {
 	now := b.now()
 	until = minTime(until, now.Add(limit))
 	if !until.After(now) {
@@ -133,7 +132,7 @@ func minTime(a, b time.Time) time.Time {
 // again at 10 s instead of doubling); and only then, when more than
 // nine tenths of backoffMaxHosts hosts are held at once, the holds that end
 // soonest, rather than growing without bound. b.mu is held.
-func (b *backoffs) sweep(now time.Time, limit time.Duration) {
+func (b *Backoffs) sweep(now time.Time, limit time.Duration) {
 	room := backoffMaxHosts - backoffMaxHosts/10
 	for h, e := range b.hosts {
 		if now.Sub(e.until) > limit {
@@ -165,9 +164,9 @@ func (b *backoffs) sweep(now time.Time, limit time.Duration) {
 	}
 }
 
-// parseRetryAfter reads a Retry-After value: seconds, or an HTTP date
+// ParseRetryAfter reads a Retry-After value: seconds, or an HTTP date
 // (RFC 9110 section 10.2.3); false when there is none or it is malformed.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}

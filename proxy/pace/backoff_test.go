@@ -1,0 +1,83 @@
+package pace
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestBackoffs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBackoffs(time.Now)
+		now := time.Now()
+		steps := []struct {
+			status     int
+			retryAfter string
+			want       time.Duration // the hold set; 0 for none
+		}{
+			{200, "", 0},
+			{503, "", 0},                     // a 503 alone is no request to back off
+			{429, "", 10 * time.Second},      // 429 without Retry-After: 10 s
+			{429, "", 20 * time.Second},      // doubling while it repeats
+			{429, "", 40 * time.Second},      //
+			{200, "", 0},                     // a success ends the run
+			{429, "", 10 * time.Second},      //
+			{429, "3", 3 * time.Second},      // Retry-After in seconds
+			{503, "7", 7 * time.Second},      // 503 with Retry-After
+			{429, "86400", 10 * time.Minute}, // capped by max_backoff
+			{429, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // an HTTP date
+		}
+		for i, s := range steps {
+			got, ok := b.Observe("h.example", "https://h.example:443", s.status, s.retryAfter, 10*time.Minute)
+			if got != s.want || ok != (s.want > 0) {
+				t.Errorf("step %d: Observe(%d, %q) = %v, %v; want %v", i, s.status, s.retryAfter, got, ok, s.want)
+			}
+		}
+		if until, why := b.Hold("h.example"); !until.Equal(now.Add(10*time.Minute)) || why != "https://h.example:443 answered 429 with Retry-After: 86400" {
+			t.Errorf("Hold = %v %q; want the longest hold set, and why", until, why)
+		}
+		if until, _ := b.Hold("other.example"); !until.IsZero() {
+			t.Errorf("another host is held until %v", until)
+		}
+		time.Sleep(11 * time.Minute)
+		if until, _ := b.Hold("h.example"); !until.IsZero() {
+			t.Errorf("held until %v after the back-off ended", until)
+		}
+		// Another instance's hold is applied, capped by the limit.
+		b.Apply("fleet.example", time.Now().Add(time.Hour), "https://fleet.example:443 answered 429", 10*time.Minute)
+		if until, why := b.Hold("fleet.example"); !until.Equal(time.Now().Add(10*time.Minute)) || why != "https://fleet.example:443 answered 429 (seen by another instance)" {
+			t.Errorf("applied hold = %v %q", until, why)
+		}
+	})
+}
+
+// TestBackoffsBounded: past backoffMaxHosts hosts held at once, the table
+// makes room by ending the holds that end soonest, never a longer one.
+func TestBackoffsBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	b := NewBackoffs(func() time.Time { return now })
+	observe := func(host, retryAfter string) {
+		b.Observe(host, "https://"+host+":443", 429, retryAfter, time.Hour)
+	}
+	observe("long.example", "600")
+	for i := range backoffMaxHosts - 1 {
+		observe(fmt.Sprintf("h%d.example", i), strconv.Itoa(60+i%300))
+	}
+	observe("short.example", "1")
+	if n := len(b.hosts); n > backoffMaxHosts {
+		t.Fatalf("%d hosts remembered; want at most %d", n, backoffMaxHosts)
+	}
+	if until, _ := b.Hold("long.example"); !until.Equal(now.Add(10 * time.Minute)) {
+		t.Errorf("the longest hold was dropped (held until %v)", until)
+	}
+	if until, _ := b.Hold("short.example"); until.IsZero() {
+		t.Error("the newest hold was not recorded")
+	}
+	if until, _ := b.Hold("h0.example"); !until.IsZero() {
+		t.Errorf("a hold of the shortest kind kept until %v; want those ending soonest dropped", until)
+	}
+}

@@ -1,0 +1,206 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestPacerGaps: requests to one host start one gap apart, in arrival
+// order, each held for its turn (the clock is synctest's: the gaps are
+// exact and the test instant).
+func TestPacerGaps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		var starts []time.Time
+		pc.Started = func(_ string, at time.Time) { starts = append(starts, at) }
+		lim := Limits{MaxWait: time.Minute, MaxDelay: time.Minute}
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Add(1)
+			go func() { defer wg.Done(); pc.Wait(context.Background(), "a.example", 1500*time.Millisecond, lim) }()
+			synctest.Wait() // each joins the queue before the next: arrival order
+		}
+		wg.Wait()
+		for i := 1; i < len(starts); i++ {
+			if g := starts[i].Sub(starts[i-1]); g != 1500*time.Millisecond {
+				t.Errorf("gap %d = %v; want 1.5s", i, g)
+			}
+		}
+		if len(starts) != 5 {
+			t.Errorf("%d starts; want 5", len(starts))
+		}
+	})
+}
+
+// TestPacerMaxWait: a request that would wait past max_wait is refused at
+// once with the wait it would have had.
+func TestPacerMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		lim := Limits{MaxWait: 4 * time.Second, MaxDelay: 2500 * time.Millisecond}
+		gap := 2500 * time.Millisecond
+		pc.Wait(context.Background(), "a.example", gap, lim)
+		held := make(chan struct{})
+		go func() { pc.Wait(context.Background(), "a.example", gap, lim); close(held) }() // held 2.5 s
+		synctest.Wait()
+		_, err := pc.Wait(context.Background(), "a.example", gap, lim)
+		var we *WaitError
+		if !errors.As(err, &we) || we.Full || we.Wait != 5*time.Second || !errors.Is(err, ErrTooLong) {
+			t.Errorf("third request: %v; want refused, a 5s wait", err)
+		}
+		<-held
+	})
+}
+
+// TestPacerCancelledWaiter: a client that gives up frees its place, and
+// the request behind it moves up.
+func TestPacerCancelledWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		lim := Limits{MaxWait: 10 * time.Second, MaxDelay: 10 * time.Second}
+		const o, gap = "a.example", 300 * time.Millisecond
+		var starts []time.Time
+		pc.Started = func(_ string, at time.Time) { starts = append(starts, at) }
+		pc.Wait(context.Background(), o, gap, lim) // starts at once
+		ctx, cancel := context.WithCancel(context.Background())
+		gaveUp := make(chan error, 1)
+		go func() { _, err := pc.Wait(ctx, o, gap, lim); gaveUp <- err }() // second: would start at +300ms
+		synctest.Wait()
+		third := make(chan struct{})
+		go func() { pc.Wait(context.Background(), o, gap, lim); close(third) }() // third: +600ms, or +300ms once the second leaves
+		synctest.Wait()
+		if n := pc.Waiting(o); n != 2 {
+			t.Fatalf("%d waiting; want 2", n)
+		}
+		cancel()
+		if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled waiter: %v", err)
+		}
+		<-third
+		if d := starts[len(starts)-1].Sub(starts[0]); d != gap {
+			t.Errorf("third request started after %v; want %v (the second left the queue)", d, gap)
+		}
+	})
+}
+
+// TestPacerUnderLoad: thousands of concurrent requests to one host and to
+// many; the starts are never closer than the gap, and every request starts.
+func TestPacerUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		lim := Limits{MaxWait: 30 * time.Second, MaxDelay: 30 * time.Second}
+		var mu sync.Mutex
+		starts := map[string][]time.Time{}
+		pc.Started = func(o string, at time.Time) {
+			mu.Lock()
+			starts[o] = append(starts[o], at)
+			mu.Unlock()
+		}
+		run := func(hosts, perHost int, gap time.Duration) {
+			var wg sync.WaitGroup
+			for i := range hosts {
+				o := "load" + strings.Repeat("x", i) + ".example"
+				for range perHost {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := pc.Wait(context.Background(), o, gap, lim); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+		}
+		check := func(gap time.Duration, hosts, perHost int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(starts) != hosts {
+				t.Fatalf("%d hosts started; want %d", len(starts), hosts)
+			}
+			for o, st := range starts {
+				if len(st) != perHost {
+					t.Errorf("%s: %d starts; want %d", o, len(st), perHost)
+				}
+				for i := 1; i < len(st); i++ {
+					if g := st[i].Sub(st[i-1]); g < gap {
+						t.Fatalf("%s: start %d came %v after the one before; gap is %v", o, i, g, gap)
+					}
+				}
+			}
+			clear(starts)
+		}
+		run(1, 2000, time.Millisecond)
+		check(time.Millisecond, 1, 2000)
+		run(200, 10, 20*time.Millisecond)
+		check(20*time.Millisecond, 200, 10)
+	})
+}
+
+// TestPacerForgetsIdleHosts: a host idle for max_delay is forgotten at the
+// next sweep.
+func TestPacerForgetsIdleHosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		lim := Limits{MaxWait: time.Second, MaxDelay: time.Second}
+		for i := range paceSweepEvery - 1 {
+			pc.Wait(context.Background(), fmt.Sprintf("h%d", i), 0, lim)
+		}
+		if n := pc.Hosts(); n != paceSweepEvery-1 {
+			t.Fatalf("%d hosts remembered; want %d", n, paceSweepEvery-1)
+		}
+		time.Sleep(2 * time.Second)                   // past max_delay
+		pc.Wait(context.Background(), "last", 0, lim) // triggers a sweep
+		if n := pc.Hosts(); n > 1 {
+			t.Errorf("%d hosts remembered after they went idle; want at most 1", n)
+		}
+	})
+}
+
+// TestPacerBoundsHosts: with as many hosts as it remembers, all started
+// within max_delay, the pacer refuses a request to a new host (with the
+// time until a place frees) rather than forget a host whose next request
+// must still wait; known hosts are paced as before, and once a host has
+// been idle for max_delay the new one gets its place.
+func TestPacerBoundsHosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		lim := Limits{MaxWait: time.Minute, MaxDelay: 10 * time.Second}
+		pc.MaxHosts = 8
+		for i := range pc.MaxHosts {
+			if _, err := pc.Wait(t.Context(), fmt.Sprintf("h%d", i), time.Second, lim); err != nil {
+				t.Fatalf("host %d: %v", i, err)
+			}
+			time.Sleep(time.Second)
+		}
+		// h0 started 8 s ago: it is forgotten 10 s after, 2 s from now.
+		_, err := pc.Wait(t.Context(), "new", time.Second, lim)
+		var we *WaitError
+		if !errors.As(err, &we) || !we.Full || we.Wait <= time.Second || we.Wait > 2*time.Second+time.Millisecond {
+			t.Fatalf("new host with the table full: %v; want refused, room in about 2s", err)
+		}
+		if n := pc.Hosts(); n != pc.MaxHosts {
+			t.Errorf("%d hosts remembered; want %d", n, pc.MaxHosts)
+		}
+		if w, err := pc.Wait(t.Context(), "h7", time.Second, lim); err != nil || w != 0 {
+			t.Errorf("known host: waited %v, %v; want its turn at once", w, err)
+		}
+		time.Sleep(time.Second)
+		if _, err := pc.Wait(t.Context(), "new", time.Second, lim); err == nil {
+			t.Error("new host before a place frees: let through")
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		if _, err := pc.Wait(t.Context(), "new", time.Second, lim); err != nil {
+			t.Errorf("new host once h0 went idle: %v; want it paced", err)
+		}
+		if n := pc.Hosts(); n > pc.MaxHosts {
+			t.Errorf("%d hosts remembered; want at most %d", n, pc.MaxHosts)
+		}
+	})
+}
