@@ -52,8 +52,8 @@ type world struct {
 	private  *privateCache
 	pacer    *pace.Pacer
 	backoffs *pace.Backoffs // nil: no origin back-off (check)
-	fleet    fleetPacer // nil: this instance paces alone
-	self     *selfAddrs // robotsgate's own listener, never a target; nil: unknown (check)
+	fleet    fleetPacer     // nil: this instance paces alone
+	self     *selfAddrs     // robotsgate's own listener, never a target; nil: unknown (check)
 	now      func() time.Time
 }
 
@@ -416,6 +416,7 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *world, d *Decision) bool 
 		return false
 	}
 }
+
 // paceGap returns a request's gap after the previous start to its origin
 // (DESIGN step 8): its site's min_interval if set, else min_interval, or
 // the largest Crawl-delay of its tokens' groups if larger (with
