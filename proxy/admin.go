@@ -122,7 +122,7 @@ const (
 // reverse proxy on the same host, every client looks like loopback.
 func (p *Policy) adminAllowed(r *http.Request, access adminAccess) (string, bool) {
 	if p.auth != nil && (r.Header.Get("Authorization") != "" || r.Header.Get("Proxy-Authorization") != "") {
-		return p.auth.check(r, true)
+		return p.auth.CheckRequest(r, true)
 	}
 	if clientAddr(r).IsLoopback() && p.localHost(r) {
 		return "", true

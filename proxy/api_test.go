@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/robotsgate/robotsgate/robots/fetch"
 	"net/http"
 	"os"
 	"reflect"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // postDecide sends body to POST /v1/decide over loopback and returns the

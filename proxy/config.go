@@ -14,6 +14,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/internal/statefile"
+	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -323,7 +324,11 @@ func compile(c *Config, d *decoder) *Policy {
 	for i := range p.cfg.Sites {
 		p.siteRules = append(p.siteRules, compileSite(&p.cfg.Sites[i], fmt.Sprintf("sites[%d]", i), d))
 	}
-	p.auth = newAuthenticator(c.Auth.Users, time.Now)
+	authUsers := make([]auth.User, len(c.Auth.Users))
+	for i, u := range c.Auth.Users {
+		authUsers[i] = auth.User{Name: u.Name, PasswordHash: u.PasswordHash}
+	}
+	p.auth = auth.New(authUsers, time.Now)
 	p.pacing = pacingActive(c)
 	return p
 }

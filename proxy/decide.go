@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -162,10 +163,10 @@ func (p *Policy) authenticate(ctx context.Context, r *request, d *Decision) bool
 		r.user = r.tunnel.user
 	case r.kind == kindCheck || p.auth == nil:
 	default:
-		user, ok := p.auth.checkHeader(ctx, r.credentials, r.client)
+		user, ok := p.auth.Check(ctx, r.credentials, r.client)
 		if !ok {
 			d.Action, d.Reason = ActionAuth, reasonAuth
-			d.User = basicUser(r.credentials) // the name tried, for the audit log
+			d.User = auth.BasicUser(r.credentials) // the name tried, for the audit log
 			return false
 		}
 		r.user = user

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 )
 
 // FuzzRequestTarget: any request-line URI in origin-form or absolute-form
@@ -33,23 +30,6 @@ func FuzzRequestTarget(f *testing.F) {
 		}
 		if !strings.HasPrefix(got, "/") || !strings.HasSuffix(uri, got) && !strings.HasSuffix(uri, got[1:]) {
 			t.Fatalf("requestTarget(%q) = %q", uri, got)
-		}
-	})
-}
-
-// FuzzProxyAuthorization: hostile Proxy-Authorization values never pass
-// and never panic.
-func FuzzProxyAuthorization(f *testing.F) {
-	hash, _ := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
-	a := newAuthenticator([]AuthUser{{Name: "u", PasswordHash: string(hash)}}, time.Now)
-	for _, s := range []string{"Basic " + base64.StdEncoding.EncodeToString([]byte("u:wrong")), "Basic", "basic !!", "Bearer x", "Basic " + base64.StdEncoding.EncodeToString([]byte("u"))} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, h string) {
-		r := &http.Request{Header: http.Header{"Proxy-Authorization": {h}}}
-		raw, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(h, "Basic"), "basic")))
-		if user, ok := a.check(r, false); ok && string(raw) != "u:right" {
-			t.Fatalf("%q authenticated as %q", h, user)
 		}
 	})
 }

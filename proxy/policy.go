@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
@@ -20,9 +21,9 @@ type Policy struct {
 	cfg           Config // what was compiled, for its plain values; read only
 	agentRules    []agentRule
 	siteRules     []siteRule
-	upstreamProxy *url.URL       // nil: direct
-	auth          *authenticator // nil: no [auth] users
-	pacing        bool           // [politeness] is active
+	upstreamProxy *url.URL            // nil: direct
+	auth          *auth.Authenticator // nil: no [auth] users
+	pacing        bool                // [politeness] is active
 }
 
 // private reports whether host is, or resolves to, a private address,

@@ -188,7 +188,9 @@ func (s *Server) plainAnswer(r *http.Request, d *Decision) *http.Response {
 	case ActionMisdirected:
 		return s.answer(r, http.StatusMisdirectedRequest, d.Action, "robotsgate: "+d.Reason+"\n")
 	case ActionAuth:
-		return s.authRequired(r)
+		resp := s.answer(r, http.StatusProxyAuthRequired, ActionAuth, "robotsgate: proxy authentication required\n")
+		resp.Header.Set("Proxy-Authenticate", `Basic realm="robotsgate"`)
+		return resp
 	case ActionOverloaded:
 		resp := s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: "+d.Reason+"\n")
 		resp.Header.Set("Retry-After", "1")

@@ -1,4 +1,7 @@
-package proxy
+// Package auth checks Basic proxy credentials against bcrypt hashes, at a
+// bounded cost: a lever for anyone who can reach the port otherwise (see
+// Authenticator).
+package auth
 
 import (
 	"context"
@@ -15,7 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// authenticator checks Basic Proxy-Authorization against [[auth.users]].
+// Authenticator checks Basic Proxy-Authorization against [[auth.users]].
 //
 // bcrypt at cost 12 takes a quarter of a second of CPU: far too much for
 // every request, and a lever for anyone who can reach the port, since each
@@ -37,7 +40,7 @@ import (
 //
 // An authenticator belongs to one policy: a reload starts afresh, with
 // empty memos and budgets.
-type authenticator struct {
+type Authenticator struct {
 	users map[string]string // name → bcrypt hash
 	dummy []byte            // compared for unknown names, so they take as long
 	now   func() time.Time
@@ -87,12 +90,20 @@ const (
 	authSlotWait = 5 * time.Second
 )
 
-// newAuthenticator returns nil when no users are configured: no auth.
-func newAuthenticator(users []AuthUser, now func() time.Time) *authenticator {
+// User is one [[auth.users]] entry: a name and the bcrypt hash of its
+// password.
+type User struct {
+	Name         string
+	PasswordHash string
+}
+
+// New returns an Authenticator for users on the clock now; nil when there
+// are none (no authentication).
+func New(users []User, now func() time.Time) *Authenticator {
 	if len(users) == 0 {
 		return nil
 	}
-	a := &authenticator{
+	a := &Authenticator{
 		users:    map[string]string{},
 		now:      now,
 		compare:  bcrypt.CompareHashAndPassword,
@@ -112,21 +123,25 @@ func newAuthenticator(users []AuthUser, now func() time.Time) *authenticator {
 	return a
 }
 
-// check returns the authenticated user of r's Proxy-Authorization header
-// (or, with direct, of Authorization too: a request to the proxy itself).
-// A check that must run bcrypt waits for its turn no longer than r's
-// context allows; its failure budget is that of r's client address.
-func (a *authenticator) check(r *http.Request, direct bool) (string, bool) {
+// CheckRequest returns the authenticated user of r's Proxy-Authorization
+// header (or, with direct, of Authorization too: a request to the proxy
+// itself). A check that must run bcrypt waits for its turn no longer than
+// r's context allows; its failure budget is that of r's client address.
+func (a *Authenticator) CheckRequest(r *http.Request, direct bool) (string, bool) {
 	h := r.Header.Get("Proxy-Authorization")
 	if h == "" && direct {
 		h = r.Header.Get("Authorization")
 	}
-	return a.checkHeader(r.Context(), h, clientAddr(r))
+	var client netip.Addr
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		client = ap.Addr().Unmap()
+	}
+	return a.Check(r.Context(), h, client)
 }
 
-// basicUser returns the user name of Basic credentials h, unchecked; ""
+// BasicUser returns the user name of Basic credentials h, unchecked; ""
 // when h holds none. The password is never looked at.
-func basicUser(h string) string {
+func BasicUser(h string) string {
 	scheme, cred, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Basic") {
 		return ""
@@ -139,9 +154,9 @@ func basicUser(h string) string {
 	return user
 }
 
-// checkHeader returns the authenticated user of h, a Basic credentials
-// header value sent by client; waiting for a bcrypt slot ends with ctx.
-func (a *authenticator) checkHeader(ctx context.Context, h string, client netip.Addr) (string, bool) {
+// Check returns the authenticated user of h, a Basic credentials header
+// value sent by client; waiting for a bcrypt slot ends with ctx.
+func (a *Authenticator) Check(ctx context.Context, h string, client netip.Addr) (string, bool) {
 	scheme, cred, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Basic") {
 		return "", false
@@ -160,7 +175,7 @@ func (a *authenticator) checkHeader(ctx context.Context, h string, client netip.
 // verify checks one user and password sent by client (key is the SHA-256
 // of "user:password"): from the memo when it can, else with bcrypt within
 // the limits described on authenticator.
-func (a *authenticator) verify(ctx context.Context, client netip.Addr, key [32]byte, user, pass string) (string, bool) {
+func (a *Authenticator) verify(ctx context.Context, client netip.Addr, key [32]byte, user, pass string) (string, bool) {
 	hash, known := a.users[user]
 	if u, ok, hit := a.remembered(key, hash); hit {
 		return u, ok
@@ -200,7 +215,7 @@ func (a *authenticator) verify(ctx context.Context, client netip.Addr, key [32]b
 // remembered looks key up in the memo; hit is false when it is not there,
 // has expired, or was checked against another hash than hash (a reload
 // changed the password).
-func (a *authenticator) remembered(key [32]byte, hash string) (user string, ok, hit bool) {
+func (a *Authenticator) remembered(key [32]byte, hash string) (user string, ok, hit bool) {
 	a.mu.Lock()
 	m, found := a.seen[key]
 	now := a.now()
@@ -214,7 +229,7 @@ func (a *authenticator) remembered(key [32]byte, hash string) (user string, ok, 
 // remember stores m under key, with its expiry set from m.ok. When the memo
 // is full it drops expired entries and failures first: failures are what a
 // client can make many of, and verified users must stay on the fast path.
-func (a *authenticator) remember(key [32]byte, m authMemo) {
+func (a *Authenticator) remember(key [32]byte, m authMemo) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -250,7 +265,7 @@ func failKey(client netip.Addr) netip.Addr {
 // reports whether there was one to take. A budget is kept as the time at
 // which it is full again (a token bucket of authFailBurst, one token back
 // every authFailRefill); an address with a full budget has no entry.
-func (a *authenticator) spend(client netip.Addr) bool {
+func (a *Authenticator) spend(client netip.Addr) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -270,7 +285,7 @@ func (a *authenticator) spend(client netip.Addr) bool {
 
 // refund gives back what spend took, for a comparison that did not run or
 // did not fail.
-func (a *authenticator) refund(client netip.Addr) {
+func (a *Authenticator) refund(client netip.Addr) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	full, ok := a.fails[client]
@@ -291,7 +306,7 @@ func (a *authenticator) refund(client netip.Addr) {
 // address dropped that way gets a fresh budget, which costs at most
 // authFailBurst more comparisons, still bounded by the slots; keeping a
 // tenth free makes the scan rare. a.mu is held.
-func (a *authenticator) evictFails(now time.Time) {
+func (a *Authenticator) evictFails(now time.Time) {
 	for k, full := range a.fails {
 		if !full.After(now) {
 			delete(a.fails, k)
@@ -309,7 +324,7 @@ func (a *authenticator) evictFails(now time.Time) {
 // acquire takes a comparison slot, waiting while ctx allows and at most
 // a.slotWait; it reports whether it got one. The caller gives it back
 // with <-a.slots.
-func (a *authenticator) acquire(ctx context.Context) bool {
+func (a *Authenticator) acquire(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false // the client has gone: nobody to answer
 	}
@@ -326,11 +341,4 @@ func (a *authenticator) acquire(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// authRequired is the 407 answer.
-func (s *Server) authRequired(r *http.Request) *http.Response {
-	resp := s.answer(r, http.StatusProxyAuthRequired, ActionAuth, "robotsgate: proxy authentication required\n")
-	resp.Header.Set("Proxy-Authenticate", `Basic realm="robotsgate"`)
-	return resp
 }
