@@ -27,6 +27,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/memlimit"
 	"github.com/robotsgate/robotsgate/proxy"
+	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/report"
 )
 
@@ -199,14 +200,18 @@ func runCA(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ca, err := proxy.LoadOrCreateCA(cfg, time.Now())
+	files, err := cfg.CAFiles()
+	if err != nil {
+		return err
+	}
+	ca, err := mitm.LoadOrCreate(files, time.Now())
 	if err != nil {
 		return err
 	}
 	if _, err := fmt.Fprintln(stdout, ca.CertPath); err != nil {
 		return err
 	}
-	_, err = fmt.Fprint(stderr, proxy.TrustHelp(ca.CertPath, ca.KeyPath, cfg.Listen))
+	_, err = fmt.Fprint(stderr, mitm.TrustHelp(ca.CertPath, ca.KeyPath, cfg.Listen))
 	return err
 }
 

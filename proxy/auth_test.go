@@ -102,7 +102,7 @@ func TestProxyAuth(t *testing.T) {
 		t.Fatalf("CONNECT with credentials: %d", resp.StatusCode)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(mp.srv.CA().certPEM())
+	pool.AppendCertsFromPEM(mp.srv.CA().PEM())
 	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "a.example"})
 	resp, _ = roundTripRaw(t, tc, bufio.NewReader(tc), "GET /etl-only HTTP/1.1\r\nHost: a.example:"+port+"\r\n\r\n")
 	if resp.StatusCode != 403 {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/internal/statefile"
 	"github.com/robotsgate/robotsgate/proxy/auth"
+	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -399,4 +402,32 @@ func redactURL(s string) string {
 		return u.Redacted()
 	}
 	return "(unparsable)"
+}
+
+// CAFiles returns the MITM CA's files: [tls] ca_cert and ca_key, or
+// ca.pem and ca-key.pem in the state directory.
+func (c *Config) CAFiles() (mitm.Files, error) {
+	if c.TLS.CACert != "" {
+		return mitm.Files{Cert: c.TLS.CACert, Key: c.TLS.CAKey, Given: true}, nil
+	}
+	dir, err := c.StateDir()
+	if err != nil {
+		return mitm.Files{}, err
+	}
+	return mitm.StateFiles(dir), nil
+}
+
+// StateDir returns the directory for the CA, per [tls] state_dir.
+func (c *Config) StateDir() (string, error) {
+	if c.TLS.StateDir != "" {
+		return c.TLS.StateDir, nil
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "robotsgate"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the state directory: %w (set tls.state_dir)", err)
+	}
+	return filepath.Join(home, ".local", "share", "robotsgate"), nil
 }

@@ -128,7 +128,7 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT with credentials: %d", resp.StatusCode)
 	}
-	pool := p.srv.CA().certPEM()
+	pool := p.srv.CA().PEM()
 	tc := tlsClient(t, c, pool, "a.example")
 	tbr := bufio.NewReader(tc)
 	countedOnce(t, p, ActionMisdirected, "https", func() { roundTripRaw(t, tc, tbr, "GET /x HTTP/1.1\r\nHost: b.example:"+port+"\r\n\r\n") })
@@ -279,7 +279,7 @@ func TestAuditCanonical(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %s", resp.Status)
 	}
-	tc := tlsClient(t, c, p.srv.CA().certPEM(), "a.example")
+	tc := tlsClient(t, c, p.srv.CA().PEM(), "a.example")
 	resp, _ = roundTripRaw(t, tc, bufio.NewReader(tc), "GET /%66oo-only?q=1 HTTP/1.1\r\nHost: a.example:"+port+"\r\nUser-Agent: FooBot/1.0\r\n\r\n")
 	if resp.StatusCode != 403 {
 		t.Fatalf("GET /%%66oo-only in the tunnel: %s", resp.Status)

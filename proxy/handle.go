@@ -77,7 +77,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		return goproxy.RejectConnect, host
 	}
 	ci := &connectInfo{authority: host, user: req.user, purposes: d.Purposes}
-	if s.mitmCA == nil {
+	if s.mitm == nil {
 		up, err := s.dialTunnel(r.Context(), d.Origin.HostPort()) // the host decided, not its spelling (2130706433, "host.")
 		if err != nil {
 			ctx.Resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, &d)

@@ -32,7 +32,7 @@ func TestHostileClients(t *testing.T) {
 	_, port := tlsOrigin(t, pki, "User-agent: *\nAllow: /\n", "a.example")
 	p := startMITM(t, pki, hostileConfig)
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.srv.CA().certPEM())
+	pool.AppendCertsFromPEM(p.srv.CA().PEM())
 	dial := func() net.Conn {
 		c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
 		if err != nil {

@@ -165,7 +165,7 @@ func TestInnerRequests(t *testing.T) {
 			t.Fatalf("CONNECT: %d", resp.StatusCode)
 		}
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(p.srv.CA().certPEM())
+		pool.AppendCertsFromPEM(p.srv.CA().PEM())
 		c := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"http/1.0"}})
 		if err := c.Handshake(); err != nil {
 			t.Fatalf("handshake offering http/1.0 only: %v", err)

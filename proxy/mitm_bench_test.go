@@ -70,7 +70,7 @@ func newMITMBench(b *testing.B) *mitmBench {
 		return serveBench(b, &http.Server{Handler: gp})
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(rg.CA().certPEM())
+	pool.AppendCertsFromPEM(rg.CA().PEM())
 	pool.AddCert(goproxy.GoproxyCa.Leaf)
 	return &mitmBench{
 		target:       "https://shop.example:" + port + "/articles/2026/robots?page=2",

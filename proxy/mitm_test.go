@@ -149,7 +149,7 @@ func startMITM(t *testing.T, pki *testPKI, mutate func(*Config)) *testProxy {
 func (p *testProxy) mitmClient(t *testing.T, dials *atomic.Int64, h2 bool) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(p.srv.CA().certPEM()) {
+	if !pool.AppendCertsFromPEM(p.srv.CA().PEM()) {
 		t.Fatal("CA certificate does not parse")
 	}
 	tr := &http.Transport{
@@ -245,7 +245,7 @@ func (p *testProxy) rawTunnel(t *testing.T, authority, serverName string, plain 
 	if plain {
 		return c, br
 	}
-	tc := tlsClient(t, c, p.srv.CA().certPEM(), serverName)
+	tc := tlsClient(t, c, p.srv.CA().PEM(), serverName)
 	return tc, bufio.NewReader(tc)
 }
 
@@ -362,7 +362,7 @@ func TestMITMHTTP2Client(t *testing.T) {
 		t.Errorf("h2-offering client: %d over %s; want 403 over HTTP/1.1", resp.StatusCode, resp.Proto)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.srv.CA().certPEM())
+	pool.AppendCertsFromPEM(p.srv.CA().PEM())
 	c2, br := p.rawTunnel(t, "a.example:"+port, "a.example", true)
 	tc := tls.Client(c2, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2"}})
 	if err := tc.Handshake(); err == nil && tc.ConnectionState().NegotiatedProtocol == "h2" {
@@ -613,7 +613,7 @@ func TestMITMReuse(t *testing.T) {
 	}
 	p := startMITM(t, pki, nil)
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.srv.CA().certPEM())
+	pool.AppendCertsFromPEM(p.srv.CA().PEM())
 	sessions := tls.NewLRUClientSessionCache(8)
 	var resumed int
 	for i := range 5 {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -56,9 +56,8 @@ type Server struct {
 	// private remembers which hosts resolve to private addresses.
 	private *privateCache
 	srv     *http.Server
-	// MITM: the CA and its leaf certificates; nil in tunnel mode.
-	mitmCA *CA
-	leaves *leafCache
+	// mitm terminates the TLS of MITM tunnels; nil in tunnel mode.
+	mitm *mitm.Terminator
 	// metrics are served at /metrics.
 	metrics *metrics
 	// status keeps what /status shows: counts per origin, recent blocks.
@@ -71,8 +70,6 @@ type Server struct {
 	upstream *connSet
 	// pacer spaces request starts per origin ([politeness]).
 	pacer *pace.Pacer
-	// mitmConfig is the TLS config of every MITM tunnel; nil in tunnel mode.
-	mitmConfig *tls.Config
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
 	cluster *cluster.Client
 	// stopping ends when a shutdown's drain time is up: requests still
@@ -116,10 +113,9 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	if cfg.TLS.Mode == "mitm" {
-		if s.mitmCA, s.leaves, err = loadMITM(cfg, o.Now); err != nil {
+		if s.mitm, err = loadMITM(cfg, o.Now); err != nil {
 			return nil, err
 		}
-		s.mitmConfig = s.newMITMConfig()
 	}
 	if s.audit, err = newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now); err != nil {
 		return nil, err
@@ -202,17 +198,18 @@ func (o *Options) fill() {
 	}
 }
 
-// loadMITM loads (or makes) the MITM CA and the cache of its leaves.
-func loadMITM(cfg *Config, now func() time.Time) (*CA, *leafCache, error) {
-	ca, err := LoadOrCreateCA(cfg, now())
+// loadMITM loads (or makes) the MITM CA and the terminator of tunnels'
+// TLS that presents its leaves.
+func loadMITM(cfg *Config, now func() time.Time) (*mitm.Terminator, error) {
+	files, err := cfg.CAFiles()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	leaves, err := newLeafCache(ca, now)
+	ca, err := mitm.LoadOrCreate(files, now())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return ca, leaves, nil
+	return mitm.NewTerminator(ca, now)
 }
 
 // newGoproxy sets goproxy up with robotsgate's hooks, and against each of
@@ -493,7 +490,12 @@ func (w *respWriter) closeHijacked() {
 }
 
 // CA returns the MITM CA; nil in tunnel mode.
-func (s *Server) CA() *CA { return s.mitmCA }
+func (s *Server) CA() *mitm.CA {
+	if s.mitm == nil {
+		return nil
+	}
+	return s.mitm.CA()
+}
 
 // slogWriter adapts the log package's output, used by goproxy and
 // net/http, to the operational logger.

@@ -3,8 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -65,8 +63,13 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 			relay(conn, ci.upstream)
 			return
 		}
-		t, err := s.terminateTLS(conn, ci.authority, lim.ReadHeaderTimeout)
+		o, err := fetch.OriginOf("https", ci.authority) // the normal form: punycode, no trailing dot
 		if err != nil {
+			return
+		}
+		t, err := s.mitm.Terminate(conn, o.Host, lim.ReadHeaderTimeout)
+		if err != nil {
+			s.log.Debug("tunnel: client TLS handshake failed", "authority", ci.authority, "err", err)
 			return
 		}
 		conn, scheme = t, "https"
@@ -104,24 +107,6 @@ func tunnelProtocol(br *bufio.Reader) string {
 		return "http"
 	}
 	return ""
-}
-
-// terminateTLS is the MITM handshake with the client, with a leaf for
-// authority signed by robotsgate's CA, within timeout.
-func (s *Server) terminateTLS(conn net.Conn, authority string, timeout time.Duration) (*tls.Conn, error) {
-	leaf, err := s.mitmLeaf(authority)
-	if err != nil {
-		s.log.Warn("tunnel: no certificate", "authority", authority, "err", err)
-		return nil, err
-	}
-	t := tls.Server(&leafConn{Conn: conn, leaf: leaf}, s.mitmConfig)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := t.HandshakeContext(ctx); err != nil {
-		s.log.Debug("tunnel: client TLS handshake failed", "authority", authority, "err", err)
-		return nil, err
-	}
-	return t, nil
 }
 
 // peekedConn reads first what a bufio.Reader has already taken from Conn.
@@ -214,39 +199,4 @@ func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, err
 		return s.gp.ConnectDial("tcp", hostport)
 	}
 	return s.tr.DialContext(ctx, "tcp", hostport)
-}
-
-// newMITMConfig is the one TLS config presented to clients in every MITM
-// tunnel: HTTP/1.x only, so that no HTTP/2 stream can be routed by its own
-// :authority, and the leaf of each connection's CONNECT host (not its SNI),
-// which terminateTLS hands over with the connection. Being one config, its
-// session ticket keys are shared by every tunnel (and rotated by crypto/tls):
-// a client that reconnects resumes its session instead of a full handshake.
-func (s *Server) newMITMConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1", "http/1.0"}, // a client that offers only HTTP/1.0 (curl --http1.0) gets it
-		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			if lc, ok := hello.Conn.(*leafConn); ok {
-				return lc.leaf, nil
-			}
-			return nil, errors.New("no CONNECT host for this connection")
-		},
-	}
-}
-
-// leafConn is a client connection in a MITM tunnel with the leaf for its
-// CONNECT host, for the shared config's GetCertificate.
-type leafConn struct {
-	net.Conn
-	leaf *tls.Certificate
-}
-
-// mitmLeaf returns the leaf certificate for a CONNECT authority.
-func (s *Server) mitmLeaf(authority string) (*tls.Certificate, error) {
-	o, err := fetch.OriginOf("https", authority) // the normal form: punycode, no trailing dot
-	if err != nil {
-		return nil, err
-	}
-	return s.leaves.get(o.Host)
 }

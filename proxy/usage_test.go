@@ -235,7 +235,7 @@ func TestUsageInTunnel(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT with a purpose: %d", resp.StatusCode)
 	}
-	tc := tlsClient(t, conn, p.srv.CA().certPEM(), "data.example")
+	tc := tlsClient(t, conn, p.srv.CA().PEM(), "data.example")
 	resp, body := roundTripRaw(t, tc, bufio.NewReader(tc), "GET /tdm HTTP/1.1\r\nHost: data.example:"+port+"\r\nUser-Agent: SearchBot/2\r\n\r\n")
 	if resp.StatusCode != 403 || strings.Contains(body, "SECRET") {
 		t.Errorf("/tdm in a tunnel whose CONNECT declared ai-train: %d", resp.StatusCode)

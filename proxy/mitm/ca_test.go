@@ -1,4 +1,4 @@
-package proxy
+package mitm
 
 import (
 	"crypto/ecdsa"
@@ -14,17 +14,13 @@ import (
 	"time"
 )
 
-func caConfig(dir string) *Config {
-	cfg := Default()
-	cfg.TLS.StateDir = dir
-	return cfg
-}
+func caConfig(dir string) Files { return StateFiles(dir) }
 
 func TestCACreateAndReload(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	now := time.Now()
-	ca, err := LoadOrCreateCA(caConfig(dir), now)
+	ca, err := LoadOrCreate(caConfig(dir), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +39,7 @@ func TestCACreateAndReload(t *testing.T) {
 	if _, ok := ca.Key.(*ecdsa.PrivateKey); !ok || !ca.Cert.IsCA || !strings.Contains(ca.Cert.Subject.CommonName, "robotsgate") {
 		t.Errorf("CA: key %T, IsCA %v, name %q", ca.Key, ca.Cert.IsCA, ca.Cert.Subject.CommonName)
 	}
-	again, err := LoadOrCreateCA(caConfig(dir), now)
+	again, err := LoadOrCreate(caConfig(dir), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +53,7 @@ func TestCARefusals(t *testing.T) {
 	now := time.Now()
 	newCA := func(t *testing.T) (string, *CA) {
 		dir := t.TempDir()
-		ca, err := LoadOrCreateCA(caConfig(dir), now)
+		ca, err := LoadOrCreate(caConfig(dir), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +63,7 @@ func TestCARefusals(t *testing.T) {
 		t.Parallel()
 		dir, ca := newCA(t)
 		os.Chmod(ca.KeyPath, 0o644)
-		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		if _, err := LoadOrCreate(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 			t.Errorf("err = %v; want a refusal naming chmod 600", err)
 		}
 	})
@@ -77,14 +73,14 @@ func TestCARefusals(t *testing.T) {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		der, _ := x509.MarshalPKCS8PrivateKey(key)
 		os.WriteFile(ca.KeyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
-		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+		if _, err := LoadOrCreate(caConfig(dir), now); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
 			t.Errorf("err = %v; want a mismatch", err)
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
 		t.Parallel()
 		dir, _ := newCA(t)
-		if _, err := LoadOrCreateCA(caConfig(dir), now.Add(11*365*24*time.Hour)); err == nil || !strings.Contains(err.Error(), "not valid now") {
+		if _, err := LoadOrCreate(caConfig(dir), now.Add(11*365*24*time.Hour)); err == nil || !strings.Contains(err.Error(), "not valid now") {
 			t.Errorf("err = %v; want expired", err)
 		}
 	})
@@ -92,7 +88,7 @@ func TestCARefusals(t *testing.T) {
 		t.Parallel()
 		dir, ca := newCA(t)
 		os.Remove(ca.KeyPath)
-		if _, err := LoadOrCreateCA(caConfig(dir), now); err == nil {
+		if _, err := LoadOrCreate(caConfig(dir), now); err == nil {
 			t.Error("a certificate without its key was accepted (or replaced)")
 		}
 	})
@@ -113,7 +109,7 @@ func TestCARefusals(t *testing.T) {
 				t.Skip(err)
 			}
 			done := make(chan error, 1)
-			go func() { _, err := LoadOrCreateCA(caConfig(dir), now); done <- err }()
+			go func() { _, err := LoadOrCreate(caConfig(dir), now); done <- err }()
 			select {
 			case err := <-done:
 				if err == nil {
@@ -126,9 +122,8 @@ func TestCARefusals(t *testing.T) {
 	}
 	t.Run("given paths are never created", func(t *testing.T) {
 		t.Parallel()
-		cfg := Default()
-		cfg.TLS.CACert, cfg.TLS.CAKey = filepath.Join(t.TempDir(), "mine.pem"), filepath.Join(t.TempDir(), "mine-key.pem")
-		if _, err := LoadOrCreateCA(cfg, now); err == nil {
+		given := Files{Cert: filepath.Join(t.TempDir(), "mine.pem"), Key: filepath.Join(t.TempDir(), "mine-key.pem"), Given: true}
+		if _, err := LoadOrCreate(given, now); err == nil {
 			t.Error("missing ca_cert/ca_key were created; want an error")
 		}
 	})
@@ -138,7 +133,7 @@ func TestLeafCacheRenews(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	clock := func() time.Time { return now }
-	ca, err := LoadOrCreateCA(caConfig(t.TempDir()), now)
+	ca, err := LoadOrCreate(caConfig(t.TempDir()), now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,11 @@
-package proxy
+// Package mitm is robotsgate's certificate authority for MITM tunnels:
+// the CA (made on first start, or given), the leaf certificates it signs
+// for each CONNECT host, and the TLS config that presents them.
+package mitm
 
 import (
 	"container/list"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/big"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,40 +42,37 @@ type CA struct {
 // caValidity is how long a CA made by robotsgate is valid.
 const caValidity = 10 * 365 * 24 * time.Hour
 
-// CAPaths returns the CA certificate and key paths of cfg: [tls] ca_cert
-// and ca_key, or ca.pem and ca-key.pem in the state directory.
-func CAPaths(cfg *Config) (certPath, keyPath string, err error) {
-	if cfg.TLS.CACert != "" {
-		return cfg.TLS.CACert, cfg.TLS.CAKey, nil
-	}
-	dir, err := cfg.StateDir()
-	if err != nil {
-		return "", "", err
-	}
-	return filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"), nil
+// Files names a CA's certificate and key files.
+type Files struct {
+	Cert, Key string
+	// Given: the config names them ([tls] ca_cert and ca_key), and they
+	// are never made; otherwise they are the state directory's, made on
+	// first use.
+	Given bool
 }
 
-// LoadOrCreateCA loads the CA of cfg, or, when neither file exists and the
-// paths are the state directory's, creates one: ECDSA P-256, named for
-// robotsgate and this host, the key written with mode 0600. It refuses a
-// certificate and key that do not match, an expired CA, a certificate that
-// is not a CA, and a key file that others can read.
-func LoadOrCreateCA(cfg *Config, now time.Time) (*CA, error) {
-	certPath, keyPath, err := CAPaths(cfg)
-	if err != nil {
-		return nil, err
-	}
-	_, certErr := os.Stat(certPath)
-	_, keyErr := os.Stat(keyPath)
+// StateFiles are the CA files in a state directory: ca.pem and ca-key.pem.
+func StateFiles(dir string) Files {
+	return Files{Cert: filepath.Join(dir, "ca.pem"), Key: filepath.Join(dir, "ca-key.pem")}
+}
+
+// LoadOrCreate loads the CA of f, or, when neither file exists and they
+// are a state directory's, creates one: ECDSA P-256, named for robotsgate
+// and this host, the key written with mode 0600. It refuses a certificate
+// and key that do not match, an expired CA, a certificate that is not a
+// CA, and a key file that others can read.
+func LoadOrCreate(f Files, now time.Time) (*CA, error) {
+	_, certErr := os.Stat(f.Cert)
+	_, keyErr := os.Stat(f.Key)
 	switch {
-	case errors.Is(certErr, os.ErrNotExist) && errors.Is(keyErr, os.ErrNotExist) && cfg.TLS.CACert == "":
-		return createCA(certPath, keyPath, now)
+	case errors.Is(certErr, os.ErrNotExist) && errors.Is(keyErr, os.ErrNotExist) && !f.Given:
+		return createCA(f.Cert, f.Key, now)
 	case certErr != nil:
-		return nil, fmt.Errorf("CA certificate %s: %w", certPath, certErr)
+		return nil, fmt.Errorf("CA certificate %s: %w", f.Cert, certErr)
 	case keyErr != nil:
-		return nil, fmt.Errorf("CA key %s: %w", keyPath, keyErr)
+		return nil, fmt.Errorf("CA key %s: %w", f.Key, keyErr)
 	}
-	return loadCA(certPath, keyPath, cfg.TLS.CACert != "", now)
+	return loadCA(f.Cert, f.Key, f.Given, now)
 }
 
 // maxCAFile bounds what is read of a CA certificate or key file: a
@@ -303,22 +305,69 @@ func (c *leafCache) sign(host string, now time.Time) (*tls.Certificate, error) {
 	return &tls.Certificate{Certificate: [][]byte{der, c.ca.certDER}, PrivateKey: c.key, Leaf: parsed}, nil
 }
 
-// certPEM returns the CA certificate in PEM.
-func (ca *CA) certPEM() []byte {
+// PEM returns the CA certificate in PEM: what clients must trust.
+func (ca *CA) PEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.certDER})
 }
 
-// StateDir returns the directory for the CA, per [tls] state_dir.
-func (c *Config) StateDir() (string, error) {
-	if c.TLS.StateDir != "" {
-		return c.TLS.StateDir, nil
-	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "robotsgate"), nil
-	}
-	home, err := os.UserHomeDir()
+// A Terminator ends the TLS of MITM tunnels: the client's handshake, with
+// a leaf for the CONNECT host signed by the CA.
+type Terminator struct {
+	ca     *CA
+	leaves *leafCache
+	config *tls.Config
+}
+
+// NewTerminator returns a Terminator for ca, on the clock now.
+func NewTerminator(ca *CA, now func() time.Time) (*Terminator, error) {
+	leaves, err := newLeafCache(ca, now)
 	if err != nil {
-		return "", fmt.Errorf("find the state directory: %w (set tls.state_dir)", err)
+		return nil, err
 	}
-	return filepath.Join(home, ".local", "share", "robotsgate"), nil
+	return &Terminator{ca: ca, leaves: leaves, config: serverConfig()}, nil
+}
+
+// CA returns the CA whose leaves the Terminator presents.
+func (t *Terminator) CA() *CA { return t.ca }
+
+// Terminate is the MITM handshake with the client on conn, with a leaf for
+// host (in its normal form: punycode, no trailing dot), within timeout.
+func (t *Terminator) Terminate(conn net.Conn, host string, timeout time.Duration) (*tls.Conn, error) {
+	leaf, err := t.leaves.get(host)
+	if err != nil {
+		return nil, err
+	}
+	c := tls.Server(&leafConn{Conn: conn, leaf: leaf}, t.config)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// serverConfig is the one TLS config presented to clients in every MITM
+// tunnel: HTTP/1.x only, so that no HTTP/2 stream can be routed by its own
+// :authority, and the leaf of each connection's CONNECT host (not its SNI),
+// which Terminate hands over with the connection. Being one config, its
+// session ticket keys are shared by every tunnel (and rotated by crypto/tls):
+// a client that reconnects resumes its session instead of a full handshake.
+func serverConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1", "http/1.0"}, // a client that offers only HTTP/1.0 (curl --http1.0) gets it
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if lc, ok := hello.Conn.(*leafConn); ok {
+				return lc.leaf, nil
+			}
+			return nil, errors.New("no CONNECT host for this connection")
+		},
+	}
+}
+
+// leafConn is a client connection in a MITM tunnel with the leaf for its
+// CONNECT host, for the shared config's GetCertificate.
+type leafConn struct {
+	net.Conn
+	leaf *tls.Certificate
 }
