@@ -44,7 +44,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := newUpstreamTransport(pol, net.DefaultResolver.LookupNetIP, nil, nil)
+	tr, err := newTransport(pol, net.DefaultResolver.LookupNetIP, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func CheckCache(cfg *Config, version string, exact bool) (*fetch.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := newUpstreamTransport(p, net.DefaultResolver.LookupNetIP, nil, nil)
+	tr, err := newTransport(p, net.DefaultResolver.LookupNetIP, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/robotsgate/robotsgate/internal/statefile"
 	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -286,14 +287,14 @@ func compile(c *Config, d *decoder) *Policy {
 		d.errorf("tls.ca_cert", "ca_cert and ca_key go together: give both or neither")
 	}
 	if c.Upstream.Proxy != "" {
-		u, err := upstreamProxyURL(c.Upstream.Proxy)
+		u, err := upstream.ProxyURL(c.Upstream.Proxy)
 		if err != nil {
 			d.errorf("upstream.proxy", "%v", err)
 		}
 		p.upstreamProxy = u
 	}
 	if c.Upstream.CA != "" {
-		if _, err := readPool(c.Upstream.CA); err != nil {
+		if _, err := upstream.ReadPool(c.Upstream.CA); err != nil {
 			d.errorf("upstream.ca", "%v", err)
 		}
 	}

@@ -29,7 +29,19 @@ func newConnTracker(max int) *connTracker {
 
 func (t *connTracker) wrap(l net.Listener) net.Listener { return &trackingListener{Listener: l, t: t} }
 
-func (t *connTracker) closeAll() { closeAll(&t.mu, t.conns) }
+// closeAll closes every client connection. The set is copied first:
+// each Close removes itself from it.
+func (t *connTracker) closeAll() {
+	t.mu.Lock()
+	conns := make([]*trackedConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
 
 type trackingListener struct {
 	net.Listener

@@ -11,6 +11,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/proxy/pace"
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -50,11 +51,11 @@ type request struct {
 // in check), the pacer (nil: no pacing) and the clock.
 type world struct {
 	rules    rulesSource
-	private  *privateCache
+	private  *upstream.PrivateCache
 	pacer    *pace.Pacer
 	backoffs *pace.Backoffs // nil: no origin back-off (check)
 	fleet    fleetPacer     // nil: this instance paces alone
-	self     *selfAddrs     // robotsgate's own listener, never a target; nil: unknown (check)
+	self     *upstream.Self // robotsgate's own listener, never a target; nil: unknown (check)
 	now      func() time.Time
 }
 
@@ -212,7 +213,7 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 	if r.kind != kindConnect {
 		d.Target = r.target
 	}
-	if w.self.isOrigin(o) {
+	if w.self.IsOrigin(o) {
 		d.Action, d.Reason = ActionPrivate, reasonSelf
 		return false
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/robotsgate/robotsgate/proxy/pace"
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -53,7 +54,7 @@ func tableWorld(t *testing.T, p *Policy) *world {
 			}
 			return fetched(decideRobots), nil
 		},
-		private: newPrivateCache(resolve, time.Now),
+		private: upstream.NewPrivateCache(resolve, time.Now),
 		pacer:   pace.NewPacer(time.Now),
 		now:     time.Now,
 	}

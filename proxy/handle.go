@@ -11,6 +11,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -196,7 +197,7 @@ func (s *Server) upstreamFailure(p *Policy, r *http.Request, hostport string, er
 		resp := s.respond(p, r, d)
 		resp.Header.Set("Connection", "close") // the rest of the body is not read: nothing more can follow on the connection
 		return resp
-	case errors.Is(err, errPrivateAddress):
+	case errors.Is(err, upstream.ErrPrivateAddress):
 		d.Action, d.Reason = ActionPrivate, reasonPrivate
 		return s.respond(p, r, d)
 	}

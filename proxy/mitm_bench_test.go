@@ -58,7 +58,7 @@ func newMITMBench(b *testing.B) *mitmBench {
 	rg, rgURL := serveRobotsgate(b, cfg, Options{LookupNetIP: loopbackLookup})
 
 	newGoproxy := func(store goproxy.CertStorage) *url.URL {
-		tr, err := newUpstreamTransport(pol, loopbackLookup, nil, nil)
+		tr, err := newTransport(pol, loopbackLookup, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

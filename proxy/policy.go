@@ -2,11 +2,8 @@ package proxy
 
 import (
 	"context"
-	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/robots"
@@ -32,64 +29,7 @@ func (p *Policy) private(ctx context.Context, w *world, host string) bool {
 	if !p.cfg.Upstream.BlockPrivate || w.private == nil {
 		return false
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return isPrivate(a)
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Upstream.Timeout)
-	defer cancel()
-	return w.private.lookup(ctx, host)
-}
-
-// privateCache remembers for a while whether a host resolves to a private
-// address, so that step 2 costs a DNS lookup per host, not per request. It
-// is a first line only: the dialer checks every address it dials.
-type privateCache struct {
-	resolve lookupFunc
-	now     func() time.Time
-	mu      sync.Mutex
-	hosts   map[string]privateEntry
-}
-
-type privateEntry struct {
-	private bool
-	expires time.Time
-}
-
-const (
-	privateTTL     = 30 * time.Second
-	privateMaxSize = 10000
-)
-
-func newPrivateCache(lookup lookupFunc, now func() time.Time) *privateCache {
-	return &privateCache{resolve: lookup, now: now, hosts: map[string]privateEntry{}}
-}
-
-// lookup resolves host (or recalls it) and reports whether any of its
-// addresses is private. A host that does not resolve is left to the fetch
-// and the dial, which fail on their own.
-func (c *privateCache) lookup(ctx context.Context, host string) bool {
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.hosts[host]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.private
-	}
-	addrs, err := c.resolve(ctx, "ip", host)
-	if err != nil {
-		return false
-	}
-	private := false
-	for _, a := range addrs {
-		private = private || isPrivate(a)
-	}
-	c.mu.Lock()
-	if len(c.hosts) >= privateMaxSize {
-		clear(c.hosts)
-	}
-	c.hosts[host] = privateEntry{private: private, expires: now.Add(privateTTL)}
-	c.mu.Unlock()
-	return private
+	return w.private.Private(ctx, host, p.cfg.Upstream.Timeout)
 }
 
 // agents returns the tokens a request obeys: the first matching [[agents]]

@@ -21,6 +21,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/proxy/pace"
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -54,7 +55,7 @@ type Server struct {
 	world *world
 	conns *connTracker
 	// private remembers which hosts resolve to private addresses.
-	private *privateCache
+	private *upstream.PrivateCache
 	srv     *http.Server
 	// mitm terminates the TLS of MITM tunnels; nil in tunnel mode.
 	mitm *mitm.Terminator
@@ -63,11 +64,11 @@ type Server struct {
 	// status keeps what /status shows: counts per origin, recent blocks.
 	status *statusBoard
 	// self is the listener's address, which nothing robotsgate dials may reach.
-	self selfAddrs
+	self upstream.Self
 	// decideCalls are the /v1/decide calls running (maxDecideCalls slots).
 	decideCalls chan struct{}
 	// upstream holds the connections to origins, closed at shutdown.
-	upstream *connSet
+	upstream *upstream.Conns
 	// pacer spaces request starts per origin ([politeness]).
 	pacer *pace.Pacer
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
@@ -99,8 +100,8 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
 		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
-		upstream: &connSet{m: map[*setConn]struct{}{}},
-		private:  newPrivateCache(o.LookupNetIP, o.Now),
+		upstream: upstream.NewConns(),
+		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    pace.NewPacer(o.Now),
 		conns:    newConnTracker(cfg.Limits.MaxConnections),
 	}
@@ -109,7 +110,7 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 	s.status = newStatusBoard(o.Now)
 	s.decideCalls = make(chan struct{}, maxDecideCalls)
 	s.conns.overloaded = s.overloaded
-	if s.tr, err = newUpstreamTransport(pol, o.LookupNetIP, s.upstream, &s.self); err != nil {
+	if s.tr, err = newTransport(pol, o.LookupNetIP, s.upstream, &s.self); err != nil {
 		return nil, err
 	}
 	if cfg.TLS.Mode == "mitm" {
@@ -304,6 +305,22 @@ func (s *Server) overloaded(remote net.Addr) {
 	s.finish(s.pol.Load(), r, d, http.StatusServiceUnavailable, "")
 }
 
+// newTransport is the upstream transport for p's [upstream] and
+// [limits].
+func newTransport(p *Policy, lookup upstream.LookupFunc, conns *upstream.Conns, self *upstream.Self) (*http.Transport, error) {
+	return upstream.NewTransport(upstream.Options{
+		Timeout:        p.cfg.Upstream.Timeout,
+		BlockPrivate:   p.cfg.Upstream.BlockPrivate,
+		Proxy:          p.upstreamProxy,
+		CA:             p.cfg.Upstream.CA,
+		MaxIdle:        p.cfg.Limits.MaxConnections,
+		MaxHeaderBytes: p.cfg.Limits.MaxHeaderBytes,
+		Lookup:         lookup,
+		Conns:          conns,
+		Self:           self,
+	})
+}
+
 // newRobotsCache builds the robots.txt fetcher and cache for cfg. The
 // fetcher dials with tr's dialer (block_private, upstream.proxy) and
 // trusts the same roots.
@@ -344,7 +361,7 @@ func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() 
 
 // Serve accepts proxy connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	s.self.listen(l.Addr())
+	s.self.Listen(l.Addr())
 	err := s.srv.Serve(s.conns.wrap(l))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -362,7 +379,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// answered 503 instead of being cut (closing their upstream
 		// connections ends their wait); give them a moment to write.
 		s.stop()
-		s.upstream.closeAll()
+		s.upstream.CloseAll()
 		grace, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.srv.Shutdown(grace)
 		cancel()

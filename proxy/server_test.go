@@ -547,25 +547,6 @@ func TestProxyPrivateAddress(t *testing.T) {
 	}
 }
 
-// TestProxyDialGuard: a host whose name passes step 2 but dials a private
-// address (the resolver is asked again at dial time) is refused too.
-func TestProxyDialGuard(t *testing.T) {
-	t.Parallel()
-	lookup := net.DefaultResolver.LookupNetIP
-	dial := guardedDialer(time.Second, true, "", lookup, nil, nil)
-	o := newTestOrigin(t, "", nil)
-	_, err := dial(t.Context(), "tcp", strings.TrimPrefix(o.URL, "http://"))
-	if err == nil || !strings.Contains(err.Error(), errPrivateAddress.Error()) {
-		t.Errorf("dial loopback with the guard: %v; want %v", err, errPrivateAddress)
-	}
-	exempt := strings.TrimPrefix(o.URL, "http://")
-	if c, err := guardedDialer(time.Second, true, exempt, lookup, nil, nil)(t.Context(), "tcp", exempt); err != nil {
-		t.Errorf("dial the exempt upstream proxy: %v", err)
-	} else {
-		c.Close()
-	}
-}
-
 func TestProxyUpstreamErrors(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

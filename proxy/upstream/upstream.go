@@ -1,4 +1,8 @@
-package proxy
+// Package upstream is how robotsgate reaches origins: a dialer that
+// refuses private addresses (checked on the address dialled, after DNS)
+// and robotsgate's own listener, and a Transport tuned for a proxy that
+// never reads the environment's proxy variables.
+package upstream
 
 import (
 	"context"
@@ -6,7 +10,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -21,9 +24,10 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// errPrivateAddress is returned when a dial would reach a loopback,
-// private, link-local or unspecified address under block_private.
-var errPrivateAddress = errors.New("private address")
+// ErrPrivateAddress is wrapped by a dial's error when it would reach a
+// loopback, private, link-local or unspecified address under
+// block_private, or robotsgate itself.
+var ErrPrivateAddress = errors.New("private address")
 
 // sharedSpace is 100.64.0.0/10 (RFC 6598), carrier-grade NAT and the
 // like: not on the Internet, often inside a provider's network.
@@ -36,13 +40,13 @@ var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 // broadcast address 255.255.255.255 at its end: never a public site.
 var reserved = netip.MustParsePrefix("240.0.0.0/4")
 
-// isPrivate reports whether a is an address block_private refuses:
+// IsPrivate reports whether a is an address block_private refuses:
 // loopback, private (RFC 1918, ULA), link-local, unspecified, and the
 // other ranges that never belong to a public site (shared address space,
 // "this network", multicast). An IPv6 address that embeds an IPv4 address
 // a translator or tunnel would deliver to (NAT64, 6to4, IPv4-compatible)
 // is judged by that IPv4 address too.
-func isPrivate(a netip.Addr) bool {
+func IsPrivate(a netip.Addr) bool {
 	a = a.Unmap()
 	if privateRange(a) {
 		return true
@@ -95,24 +99,24 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 
 // refuseAddrs returns why host's addresses ips may not be dialled on port,
 // or nil: one is private (with block), or is robotsgate's own listener.
-func refuseAddrs(ips []netip.Addr, host, port string, block bool, self *selfAddrs) error {
+func refuseAddrs(ips []netip.Addr, host, port string, block bool, self *Self) error {
 	for _, ip := range ips {
 		switch {
-		case block && isPrivate(ip):
-			return fmt.Errorf("%s resolves to %s: %w", host, ip, errPrivateAddress)
+		case block && IsPrivate(ip):
+			return fmt.Errorf("%s resolves to %s: %w", host, ip, ErrPrivateAddress)
 		case self.is(ip, port):
-			return fmt.Errorf("%s is robotsgate itself: %w", net.JoinHostPort(ip.String(), port), errPrivateAddress)
+			return fmt.Errorf("%s is robotsgate itself: %w", net.JoinHostPort(ip.String(), port), ErrPrivateAddress)
 		}
 	}
 	return nil
 }
 
-// selfAddrs are the addresses robotsgate listens on, which no proxied
+// Self is the addresses robotsgate listens on, which no proxied
 // request, tunnel or robots.txt fetch may dial, block_private or not: a
 // request through the proxy to the proxy itself would arrive as a
-// loopback client, which the operator endpoints trust. A nil *selfAddrs
-// knows none.
-type selfAddrs struct{ p atomic.Pointer[selfSet] }
+// loopback client, which the operator endpoints trust. A nil *Self knows
+// none.
+type Self struct{ p atomic.Pointer[selfSet] }
 
 type selfSet struct {
 	port     uint16
@@ -121,9 +125,9 @@ type selfSet struct {
 	ips      map[netip.Addr]bool
 }
 
-// listen records the listener's address; on an unspecified address, the
+// Listen records the listener's address; on an unspecified address, the
 // machine's own addresses all count.
-func (s *selfAddrs) listen(a net.Addr) {
+func (s *Self) Listen(a net.Addr) {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
 		return
@@ -142,10 +146,10 @@ func (s *selfAddrs) listen(a net.Addr) {
 	s.p.Store(set)
 }
 
-// isOrigin reports whether o names robotsgate's own listener: by address,
+// IsOrigin reports whether o names robotsgate's own listener: by address,
 // or as "localhost". (Other names that resolve to it are caught when they
 // are dialled.)
-func (s *selfAddrs) isOrigin(o fetch.Origin) bool {
+func (s *Self) IsOrigin(o fetch.Origin) bool {
 	if s == nil || s.p.Load() == nil || s.p.Load().port != uint16(o.Port) {
 		return false // the common case: no parsing
 	}
@@ -157,7 +161,7 @@ func (s *selfAddrs) isOrigin(o fetch.Origin) bool {
 
 // is reports whether ip:port (as a dialer has them) reaches robotsgate's
 // own listener; see isAddr.
-func (s *selfAddrs) is(ip netip.Addr, port string) bool {
+func (s *Self) is(ip netip.Addr, port string) bool {
 	p, err := strconv.ParseUint(port, 10, 16)
 	return err == nil && s.isAddr(ip, uint16(p))
 }
@@ -165,7 +169,7 @@ func (s *selfAddrs) is(ip netip.Addr, port string) bool {
 // isAddr reports whether ip:port reaches robotsgate's own listener: its
 // address, an unspecified one, or any loopback address when it listens on
 // loopback or everywhere.
-func (s *selfAddrs) isAddr(ip netip.Addr, port uint16) bool {
+func (s *Self) isAddr(ip netip.Addr, port uint16) bool {
 	if s == nil {
 		return false
 	}
@@ -183,21 +187,21 @@ func (s *selfAddrs) isAddr(ip netip.Addr, port uint16) bool {
 	return false
 }
 
-// lookupFunc resolves a host name, as net.Resolver.LookupNetIP.
-type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+// LookupFunc resolves a host name, as net.Resolver.LookupNetIP.
+type LookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
 
 // guardedDialer dials TCP, resolving names with lookup, and, when block is
 // set, refuses a host any of whose addresses is private: the check is on
 // the addresses actually dialled, after DNS, so a name that resolves inward
 // is caught even if it did not at step 2. exempt is the one host:port
 // allowed anyway (the upstream proxy).
-func guardedDialer(timeout time.Duration, block bool, exempt string, lookup lookupFunc, set *connSet, self *selfAddrs) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func guardedDialer(timeout time.Duration, block bool, exempt string, lookup LookupFunc, set *Conns, self *Self) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if block {
 		// A last check on the socket's own address, whatever dialled it.
 		d.Control = func(network, address string, _ syscall.RawConn) error {
-			if ap, err := netip.ParseAddrPort(address); err == nil && isPrivate(ap.Addr()) {
-				return fmt.Errorf("dial %s: %w", address, errPrivateAddress)
+			if ap, err := netip.ParseAddrPort(address); err == nil && IsPrivate(ap.Addr()) {
+				return fmt.Errorf("dial %s: %w", address, ErrPrivateAddress)
 			}
 			return nil
 		}
@@ -249,18 +253,23 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup look
 	}
 }
 
-// upstreamProxyURL parses upstream.proxy: an http:// or https:// URL,
+// ProxyURL parses upstream.proxy: an http:// or https:// URL,
 // credentials in it sent to the next hop.
-func upstreamProxyURL(s string) (*url.URL, error) {
+func ProxyURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%q is not an http:// or https:// proxy URL", redactURL(s))
+		shown := "(unparsable)"
+		if err == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("%q is not an http:// or https:// proxy URL", shown)
 	}
 	return u, nil
 }
 
-// readPool returns the system roots plus the certificates of a PEM file.
-func readPool(path string) (*x509.CertPool, error) {
+// ReadPool returns the system roots plus the certificates of a PEM file
+// (none when path is "").
+func ReadPool(path string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
@@ -278,58 +287,73 @@ func readPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// newUpstreamTransport returns the transport for proxied requests, tuned
-// for a proxy: many idle connections per origin (Go's default of two costs
-// a proxy most of its throughput), the [upstream] timeouts, TLS verified
+// Options configure a Transport.
+type Options struct {
+	Timeout        time.Duration // dial, TLS handshake and response headers
+	BlockPrivate   bool          // refuse private addresses (block_private)
+	Proxy          *url.URL      // the next hop (upstream.proxy); nil: direct
+	CA             string        // a PEM file of extra roots (upstream.ca); "": the system's only
+	MaxIdle        int           // idle connections kept in all
+	MaxHeaderBytes int           // a response's header block, at least 64 KiB
+	Lookup         LookupFunc    // resolves names
+	Conns          *Conns        // tracks every connection dialled; nil: none
+	Self           *Self         // robotsgate's own listener, never dialled; nil: unknown
+}
+
+// NewTransport returns the transport for proxied requests, tuned for a
+// proxy: many idle connections per origin (Go's default of two costs a
+// proxy most of its throughput), the [upstream] timeouts, TLS verified
 // with the system roots and upstream.ca, upstream.proxy or a direct
 // connection, and never the environment's proxy variables, which would
 // point back at robotsgate. Compression is left to the client and origin.
-func newUpstreamTransport(p *Policy, lookup lookupFunc, set *connSet, self *selfAddrs) (*http.Transport, error) {
-	c := &p.cfg
-	pool, err := readPool(c.Upstream.CA)
+func NewTransport(o Options) (*http.Transport, error) {
+	pool, err := ReadPool(o.CA)
 	if err != nil {
 		return nil, err
 	}
 	exempt := ""
-	if u := p.upstreamProxy; u != nil {
+	if u := o.Proxy; u != nil {
 		exempt = u.Host
 		if u.Port() == "" {
 			exempt = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
 		}
 	}
 	t := &http.Transport{
-		DialContext:            guardedDialer(c.Upstream.Timeout, c.Upstream.BlockPrivate, exempt, lookup, set, self),
+		DialContext:            guardedDialer(o.Timeout, o.BlockPrivate, exempt, o.Lookup, o.Conns, o.Self),
 		TLSClientConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:    c.Upstream.Timeout,
-		ResponseHeaderTimeout:  c.Upstream.Timeout,
+		TLSHandshakeTimeout:    o.Timeout,
+		ResponseHeaderTimeout:  o.Timeout,
 		ExpectContinueTimeout:  time.Second,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           c.Limits.MaxConnections,
+		MaxIdleConns:           o.MaxIdle,
 		MaxIdleConnsPerHost:    256,
 		IdleConnTimeout:        90 * time.Second,
-		MaxResponseHeaderBytes: int64(max(c.Limits.MaxHeaderBytes, 64<<10)),
+		MaxResponseHeaderBytes: int64(max(o.MaxHeaderBytes, 64<<10)),
 		DisableCompression:     true,
 	}
-	if u := p.upstreamProxy; u != nil {
+	if u := o.Proxy; u != nil {
 		t.Proxy = http.ProxyURL(u)
 	}
 	return t, nil
 }
 
-// connSet tracks open connections so that they can all be closed at once.
-// A nil *connSet tracks nothing.
-type connSet struct {
+// Conns tracks open connections so that they can all be closed at once
+// (a shutdown's drain time is up). A nil *Conns tracks nothing.
+type Conns struct {
 	mu sync.Mutex
 	m  map[*setConn]struct{}
 }
 
+// NewConns returns an empty set.
+func NewConns() *Conns { return &Conns{m: map[*setConn]struct{}{}} }
+
 type setConn struct {
 	net.Conn
-	set  *connSet
+	set  *Conns
 	once sync.Once
 }
 
-func (s *connSet) add(c net.Conn) net.Conn {
+func (s *Conns) add(c net.Conn) net.Conn {
 	if s == nil {
 		return c
 	}
@@ -349,26 +373,80 @@ func (c *setConn) Close() error {
 	return c.Conn.Close()
 }
 
-// closeAll closes every connection in the set.
-func (s *connSet) closeAll() {
-	if s != nil {
-		closeAll(&s.mu, s.m)
+// CloseAll closes every connection in the set. The set is copied first:
+// each Close removes itself from it.
+func (s *Conns) CloseAll() {
+	if s == nil {
+		return
 	}
-}
-
-// closeAll closes every connection of a set guarded by mu. The set is
-// copied first: each Close removes itself from it under mu.
-func closeAll[C interface {
-	comparable
-	io.Closer
-}](mu *sync.Mutex, set map[C]struct{}) {
-	mu.Lock()
-	conns := make([]C, 0, len(set))
-	for c := range set {
+	s.mu.Lock()
+	conns := make([]*setConn, 0, len(s.m))
+	for c := range s.m {
 		conns = append(conns, c)
 	}
-	mu.Unlock()
+	s.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// A PrivateCache remembers for a while whether a host resolves to a
+// private address, so that deciding it costs a DNS lookup per host, not
+// per request. It is a first line only: the dialer checks every address
+// it dials.
+type PrivateCache struct {
+	resolve LookupFunc
+	now     func() time.Time
+	mu      sync.Mutex
+	hosts   map[string]privateEntry
+}
+
+type privateEntry struct {
+	private bool
+	expires time.Time
+}
+
+const (
+	privateTTL     = 30 * time.Second
+	privateMaxSize = 10000
+)
+
+// NewPrivateCache returns a PrivateCache resolving with lookup, on the
+// clock now.
+func NewPrivateCache(lookup LookupFunc, now func() time.Time) *PrivateCache {
+	return &PrivateCache{resolve: lookup, now: now, hosts: map[string]privateEntry{}}
+}
+
+// Private reports whether host (a name or an IP address) is, or resolves
+// to, a private address; a name not remembered is resolved within
+// timeout. A host that does not resolve is left to the fetch and the
+// dial, which fail on their own.
+func (c *PrivateCache) Private(ctx context.Context, host string, timeout time.Duration) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return IsPrivate(a)
+	}
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.hosts[host]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.private
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addrs, err := c.resolve(ctx, "ip", host)
+	if err != nil {
+		return false
+	}
+	private := false
+	for _, a := range addrs {
+		private = private || IsPrivate(a)
+	}
+	c.mu.Lock()
+	if len(c.hosts) >= privateMaxSize {
+		clear(c.hosts)
+	}
+	c.hosts[host] = privateEntry{private: private, expires: now.Add(privateTTL)}
+	c.mu.Unlock()
+	return private
 }
