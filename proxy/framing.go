@@ -47,9 +47,9 @@ type connKey struct{}
 // fields the request's Connection header named.
 func (s *Server) guardBody(p *Policy, r *http.Request, connNamed []string) io.ReadCloser {
 	g := &guardedBody{rc: r.Body, idle: p.cfg.Limits.IdleTimeout, req: r, connNamed: connNamed}
-	// A request inside a tunnel is read by the tunnel's loop, whose body
-	// keeps its own deadline (innerBody.Read); one on the listener is read
-	// from its connection, whose deadline is set here.
+	// A request inside a tunnel is read by h1's loop, whose body keeps its
+	// own deadline (and reports it as a timeout); one on the listener is
+	// read from its connection, whose deadline is set here.
 	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
 		g.conn = c
 	}
@@ -178,6 +178,21 @@ func removeGateFields(h http.Header) {
 			delete(h, k)
 		}
 	}
+}
+
+// trailerGuard removes X-Robots-Gate* fields from a response's trailer
+// once the body's end has brought it.
+type trailerGuard struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (g *trailerGuard) Read(p []byte) (int, error) {
+	n, err := g.ReadCloser.Read(p)
+	if err == io.EOF {
+		removeGateFields(g.resp.Trailer)
+	}
+	return n, err
 }
 
 // connectionNamed returns the field names a Connection header lists.

@@ -44,6 +44,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	var d Decision
 	p.decide(r.Context(), s.world, &req, &d)
 	if resp := s.respond(p, r, &d); resp != nil {
+		r.Body.Close() // not sent: its server may drop it (h1 waits for this)
 		s.finish(p, r, &d, resp.StatusCode, "")
 		return r, resp
 	}
@@ -101,13 +102,11 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) *http.Response {
 	if req.kind == kindInner {
 		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
-		if w, ok := r.Context().(*watchCtx); ok {
-			w.settle() // decided: the round trip does not watch for the client leaving
-		}
-		if b, ok := r.Body.(*innerBody); ok {
-			b.handed.Store(true) // the loop leaves it to the Transport until it is closed
-		}
 	}
+	// Decided: the round trip does not end when the client leaves (an
+	// abandoned request costs that one round trip, bounded by
+	// upstream.timeout), and waits on nothing of the client's connection.
+	r = r.WithContext(context.WithoutCancel(r.Context()))
 	connNamed := connectionNamed(r.Header)
 	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
 	// "Connection: close" is the client's word on its own connection
@@ -142,7 +141,12 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 	}
 	s.metrics.upstream.Observe(time.Since(start).Seconds())
 	removeGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
-	removeGateFields(resp.Trailer)
+	if resp.StatusCode != http.StatusSwitchingProtocols && (resp.Trailer != nil || resp.ContentLength < 0) {
+		// The trailer comes with the body's end, where it is read into
+		// resp.Trailer: filtered there, before a writer copies it.
+		removeGateFields(resp.Trailer)
+		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
+	}
 	if pc := &p.cfg.Politeness; pc.HonourRetryAfter {
 		if wait, ok := s.world.backoffs.Observe(d.Origin.Host, d.Origin.String(), resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()

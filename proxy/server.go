@@ -479,7 +479,6 @@ func (s *Server) serveProxyRequest(w *respWriter, r *http.Request) {
 	if len(resp.Trailer) > 0 {
 		w.Flush() // chunked, whatever the body's size: trailers need it
 	}
-	removeGateFields(resp.Trailer) // those that came with the body's end
 	for k, vv := range resp.Trailer {
 		if len(resp.Trailer) > announced {
 			k = http.TrailerPrefix + k // a trailer not announced (an HTTP/2 origin's)

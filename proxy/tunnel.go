@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/h1"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -19,7 +20,8 @@ type connectKey struct{}
 // confirms the CONNECT and looks at what the client sends. TLS is relayed
 // to the target in tunnel mode and terminated with a leaf for the CONNECT
 // host in MITM mode; plain HTTP is taken as it is, in either mode; the
-// requests inside are then served by serveInner; anything else is closed.
+// requests inside are then served by h1's loop, each through the proxy's
+// one hook (serveInner); anything else is closed.
 func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) {
 	defer client.Close()
 	if ci.upstream != nil {
@@ -84,7 +86,26 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	// Inner requests are for this origin only (421 otherwise): found once
 	// here, not at every request. The CONNECT's own decision parsed it.
 	ci.origin, _ = fetch.OriginOf(scheme, ci.authority)
-	s.serveInner(conn, scheme, r.RemoteAddr, ci, tc, lim)
+	opts := h1.Options{
+		Scheme: scheme, Authority: ci.authority, RemoteAddr: r.RemoteAddr, Logger: s.log,
+		Context: context.WithValue(context.Background(), connectKey{}, ci),
+	}
+	if tc != nil {
+		opts.OnUpgrade = func() { tc.setIdle(lim.TunnelIdleTimeout) } // a WebSocket is idle-timed like a tunnel
+		if cw, ok := tc.Conn.(interface{ CloseWrite() error }); ok {
+			opts.CloseWrite = cw.CloseWrite
+		}
+	}
+	h1.Serve(conn, opts, h1.Limits{
+		ReadHeaderTimeout: lim.ReadHeaderTimeout, MaxHeaderBytes: lim.MaxHeaderBytes,
+		IdleTimeout: lim.IdleTimeout, TunnelIdleTimeout: lim.TunnelIdleTimeout,
+	}, s.serveInner)
+}
+
+// serveInner answers a request read inside a tunnel: the one hook.
+func (s *Server) serveInner(r *http.Request) *http.Response {
+	_, resp := s.onRequest(r, nil)
+	return resp
 }
 
 // tunnelProtocol tells from the first bytes of a tunnel what the client

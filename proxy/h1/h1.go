@@ -1,12 +1,20 @@
-package proxy
+// Package h1 serves the HTTP/1.x requests inside a tunnel, one after
+// another on the connection, each to a Handler whose response it writes:
+// robotsgate's MITM tunnels (decrypted) and plain HTTP inside a CONNECT.
+// It is hardened as net/http's server is, to the same limits (see Serve),
+// with less machinery per request; FuzzServe compares its reading of
+// every input with net/http's server.
+package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,9 +26,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// The requests inside a tunnel are served here, one after another on the
-// connection, as goproxy's own MITM loop serves them, rather than by an
-// http.Server per tunnel: that server's per-request machinery (a
+// Why not an http.Server per tunnel: that server's per-request machinery (a
 // cancellable context, a background read of the connection, deadlines set
 // six times, a header map copied into its own) cost about a tenth of a
 // kept-alive MITM request. What it gave is kept, to the same limits as the
@@ -33,24 +39,57 @@ import (
 // (for pacing, a back-off or a robots.txt fetch) is noticed, as net/http
 // notices it: see watchCtx.
 
-// innerConn is one tunnel's client connection, with what serving its
-// requests needs.
+// Handler answers one request; Serve writes the response it returns and
+// closes its body. The request's context ends when the client leaves
+// while something waits on it (see Serve). The request's body may be read
+// after Handler returns, while the response is written (a proxy's
+// upload streaming while its answer does), until it is closed: a
+// RoundTripper always closes it, and a Handler that passes it to none
+// must close it itself before it returns. Serve waits for a body that is
+// neither closed nor read to its end, at most ReadHeaderTimeout after
+// the response, before it reads the next request.
+type Handler func(r *http.Request) *http.Response
+
+// Limits bound a connection's requests, as [limits] bounds the listener's.
+type Limits struct {
+	ReadHeaderTimeout time.Duration // to read a request head
+	MaxHeaderBytes    int           // a request head's size (and net/http's 4 KiB of slack)
+	IdleTimeout       time.Duration // a request body that makes no progress this long ends the request
+	TunnelIdleTimeout time.Duration // between requests, and a WebSocket with no traffic either way
+}
+
+// Options say what Serve gives each request, and how it ends the
+// connection.
+type Options struct {
+	Scheme     string          // the scheme of every request's URL ("https" decrypted, "http")
+	Authority  string          // the URL's host when a request names none
+	RemoteAddr string          // every request's RemoteAddr
+	Context    context.Context // the requests' contexts derive from it (for its values); nil: Background
+	Logger     *slog.Logger    // a handler's panic is logged here; nil: discarded
+	// OnUpgrade, if set, is called as a WebSocket begins to be relayed
+	// (to idle-time the client's connection as a tunnel's).
+	OnUpgrade func()
+	// CloseWrite, if set, ends the sending side of the client's
+	// connection when conn is not a *tls.Conn (see closeLingering).
+	CloseWrite func() error
+}
+
+// innerConn is one connection, with what serving its requests needs.
 type innerConn struct {
-	s      *Server
-	conn   net.Conn // decrypted (MITM) or as it is (plain HTTP in a tunnel)
-	in     *innerReader
-	br     *bufio.Reader // over in
-	bw     *bufio.Writer // over conn
-	scheme string
-	remote string
-	ci     *connectInfo
-	tc     *trackedConn // the client's TCP connection; nil in tests that have none
-	lim    LimitsConfig
-	ctx    context.Context // the tunnel's: inner requests' contexts derive from it
+	conn    net.Conn // decrypted (MITM) or as it is (plain HTTP in a tunnel)
+	in      *innerReader
+	br      *bufio.Reader // over in
+	bw      *bufio.Writer // over conn
+	opts    Options
+	handler Handler
+	lim     Limits
+	ctx     context.Context // the requests' contexts derive from it
 
 	wmu         sync.Mutex // serialises a 100 Continue with the response head
 	headWritten bool       // the current request's final response head is written (under wmu)
 	failed      bool       // a request's handling panicked: the connection ends after its 500
+	lastMethod  string     // the method of the request before this one
+	head        []byte     // the head being read, as read (see readRequest)
 	body        *innerBody // the current request's body; nil if it has none
 	linger      bool       // the client may still be sending: close as net/http does (see closeLingering)
 }
@@ -63,15 +102,28 @@ var (
 	innerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 )
 
-// serveInner serves the HTTP/1.1 requests inside a tunnel: each goes
-// through the proxy's one decision, bound to the CONNECT (ci) and its
-// client (remote); a WebSocket inside is idle-timed like a tunnel (on tc,
-// the client's connection) and ends the tunnel.
-func (s *Server) serveInner(conn net.Conn, scheme, remote string, ci *connectInfo, tc *trackedConn, lim LimitsConfig) {
+// Serve serves the HTTP/1.x requests on conn, one after another, each to
+// h, until the client leaves, a request or response ends the connection,
+// or a limit is reached; then it closes conn. What it keeps of net/http's
+// server, to the same limits: the header timeout and size limit (a head
+// past the size is answered 431; a slow one gets no answer, the
+// connection is closed), the idle timeout between requests, net/http's
+// checks of a request head (400), Expect: 100-continue, keep-alive and
+// Connection: close, HTTP/1.0 clients, request bodies that stall for
+// IdleTimeout ended, streamed response bodies sent as they arrive,
+// trailers, WebSocket upgrades (relayed, then the connection ends), and a
+// 500 rather than a panic. A client that leaves while its request waits
+// is noticed, as net/http notices it: see watchCtx.
+func Serve(conn net.Conn, opts Options, lim Limits, h Handler) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
 	ic := &innerConn{
-		s: s, conn: conn, in: &innerReader{conn: conn, limit: -1},
-		scheme: scheme, remote: remote, ci: ci, tc: tc, lim: lim,
-		ctx: context.WithValue(context.Background(), connectKey{}, ci),
+		conn: conn, in: &innerReader{conn: conn, limit: -1},
+		opts: opts, handler: h, lim: lim, ctx: opts.Context,
 	}
 	ic.br = innerReaders.Get().(*bufio.Reader)
 	ic.br.Reset(ic.in)
@@ -114,15 +166,17 @@ func (ic *innerConn) serveOne(first bool) bool {
 		ic.body = newInnerBody(ic, r)
 		r.Body = ic.body
 	}
-	r = r.WithContext(watch)
-	r.URL.Scheme = ic.scheme
+	// In place: the body of http.ReadRequest merges a trailer it did not
+	// announce into its own request, this one.
+	*r = *r.WithContext(watch)
+	r.URL.Scheme = ic.opts.Scheme
 	if r.URL.Host == "" {
 		r.URL.Host = r.Host
 	}
 	if r.URL.Host == "" {
-		r.URL.Host = ic.ci.authority
+		r.URL.Host = ic.opts.Authority
 	}
-	r.RemoteAddr = ic.remote
+	r.RemoteAddr = ic.opts.RemoteAddr
 	ic.wmu.Lock()
 	ic.headWritten = false
 	ic.wmu.Unlock()
@@ -137,16 +191,24 @@ func (ic *innerConn) serveOne(first bool) bool {
 	return keep
 }
 
-// handle decides and answers one request, with a 500 in place of a panic.
+// handle answers one request, with a 500 in place of a panic.
 func (ic *innerConn) handle(r *http.Request) (resp *http.Response) {
 	defer func() {
 		if v := recover(); v != nil {
-			ic.s.log.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", redactURL(r.RequestURI))
-			resp = ic.s.answer(r, http.StatusInternalServerError, "error", "robotsgate: internal error\n")
+			ic.opts.Logger.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", r.URL.Redacted())
+			const body = "robotsgate: internal error\n"
+			resp = &http.Response{
+				StatusCode: http.StatusInternalServerError, ProtoMajor: 1, ProtoMinor: 1,
+				Header:        http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+				Body:          io.NopCloser(strings.NewReader(body)),
+				ContentLength: int64(len(body)),
+			}
 			ic.failed = true
 		}
 	}()
-	_, resp = ic.s.onRequest(r, nil)
+	if resp = ic.handler(r); resp == nil {
+		panic("h1: the handler returned no response")
+	}
 	return resp
 }
 
@@ -165,10 +227,22 @@ func (ic *innerConn) readRequest(first bool) (*http.Request, int, string) {
 		}
 	}
 	ic.conn.SetReadDeadline(time.Now().Add(ic.lim.ReadHeaderTimeout))
+	if ic.lastMethod == http.MethodPost {
+		// RFC 9112 section 2.2's tolerance, as net/http's: a client that
+		// sent a CRLF after a POST's body.
+		peek, _ := ic.br.Peek(4)
+		ic.br.Discard(leadingCRorLF(peek))
+	}
+	// The head is kept as read (what is buffered, then what is read):
+	// http.ReadRequest drops the Host header, which net/http's server
+	// checks (see badHead).
+	buffered, _ := ic.br.Peek(ic.br.Buffered())
+	ic.head = append(ic.head[:0], buffered...)
+	ic.in.tee = &ic.head
 	ic.in.limit = int64(ic.lim.MaxHeaderBytes) + 4096 // net/http's slack for its buffer
 	r, err := http.ReadRequest(ic.br)
 	hitLimit := ic.in.limit == 0
-	ic.in.limit = -1
+	ic.in.limit, ic.in.tee = -1, nil
 	if err != nil {
 		switch {
 		case hitLimit:
@@ -178,9 +252,10 @@ func (ic *innerConn) readRequest(first bool) (*http.Request, int, string) {
 		}
 		return nil, http.StatusBadRequest, "malformed request"
 	}
-	if status, why := badHead(r); status != 0 {
+	if status, why := badHead(r, hostValues(ic.head)); status != 0 {
 		return nil, status, why
 	}
+	ic.lastMethod = r.Method
 	if r.Body != http.NoBody {
 		ic.conn.SetReadDeadline(time.Time{}) // a body takes as long as it takes, as on the listener
 	}
@@ -202,17 +277,21 @@ func connGone(err error) bool {
 }
 
 // badHead is net/http's server's check of a request head beyond what
-// http.ReadRequest checks: the status to refuse it with and why, or 0.
-func badHead(r *http.Request) (int, string) {
+// http.ReadRequest checks: the status to refuse it with and why, or 0;
+// hosts are the values of the head's Host header fields (which
+// http.ReadRequest has refused more than one of). One refusal is
+// robotsgate's own: an upgrade request with a body.
+func badHead(r *http.Request, hosts []string) (int, string) {
 	if r.ProtoMajor != 1 {
+		// net/http's server takes "PRI * HTTP/2.0" to a handler, for h2c:
+		// no HTTP/2 inside a tunnel here (each stream would be routed by
+		// its own :authority).
 		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
 	}
-	// http.ReadRequest has taken the Host header into r.Host (and refused
-	// two of them).
-	if r.ProtoAtLeast(1, 1) && r.Host == "" {
+	if r.ProtoAtLeast(1, 1) && len(hosts) == 0 && r.Method != http.MethodConnect {
 		return http.StatusBadRequest, "missing required Host header"
 	}
-	if !httpguts.ValidHostHeader(r.Host) {
+	if len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]) {
 		return http.StatusBadRequest, "malformed Host header"
 	}
 	for k, vv := range r.Header {
@@ -230,11 +309,67 @@ func badHead(r *http.Request) (int, string) {
 		// the connection: two readers of one stream.
 		return http.StatusBadRequest, "an upgrade request with a body"
 	}
-	if e := r.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
+	if e := r.Header.Get("Expect"); e != "" && !hasToken(e, "100-continue") {
 		return http.StatusExpectationFailed, "unsupported Expect"
 	}
 	return 0, ""
 }
+
+// hostValues returns the values of the Host fields of a request head as
+// read (http.ReadRequest has parsed it: every field line is well formed,
+// and a line that starts with a space or tab continues the one before,
+// joined to it with a space, as textproto joins them).
+func hostValues(head []byte) []string {
+	var hosts []string
+	prevHost := false
+	_, rest, _ := bytes.Cut(head, []byte("\n")) // past the request line
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		switch {
+		case len(line) == 0:
+			return hosts // the end of the head
+		case line[0] == ' ' || line[0] == '\t':
+			if prevHost {
+				last := &hosts[len(hosts)-1]
+				*last = strings.TrimSpace(*last + " " + string(bytes.TrimSpace(line)))
+			}
+		default:
+			name, value, _ := bytes.Cut(line, []byte(":"))
+			if prevHost = bytes.EqualFold(name, []byte("Host")); prevHost {
+				hosts = append(hosts, string(bytes.TrimSpace(value)))
+			}
+		}
+	}
+	return hosts
+}
+
+// leadingCRorLF counts the CR and LF bytes that start v.
+func leadingCRorLF(v []byte) (n int) {
+	for _, b := range v {
+		if b != '\r' && b != '\n' {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// hasToken reports whether token is one of the tokens of v, as net/http's
+// server reads Expect: case aside, between spaces, tabs and commas.
+func hasToken(v, token string) bool {
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		end := sp + len(token)
+		if (sp == 0 || isTokenBoundary(v[sp-1])) && (end == len(v) || isTokenBoundary(v[end])) &&
+			strings.EqualFold(v[sp:end], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
 // writeError answers a request that could not be read, and the
 // connection is closed after it.
@@ -345,7 +480,6 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	}
 	if chunked {
 		cw.Close()
-		removeGateFields(resp.Trailer) // those that came with the body's end
 		if len(resp.Trailer) > 0 {
 			resp.Trailer.Write(bw)
 		}
@@ -398,8 +532,8 @@ func copyFlushing(w io.Writer, bw *bufio.Writer, body io.Reader, length int64) (
 // either ends, idle-timed like a tunnel.
 func (ic *innerConn) relayUpgrade(up io.ReadWriteCloser) {
 	ic.conn.SetReadDeadline(time.Time{})
-	if ic.tc != nil {
-		ic.tc.setIdle(ic.lim.TunnelIdleTimeout)
+	if ic.opts.OnUpgrade != nil {
+		ic.opts.OnUpgrade()
 	}
 	done := make(chan struct{}, 2)
 	go func() {
@@ -430,9 +564,10 @@ func (ic *innerConn) writeContinue() {
 // innerBody is a request body read inside a tunnel, by the Transport's
 // goroutine when the request is forwarded, which may go on reading it
 // after the response has come back. finish ends that, under the body's
-// lock, before the connection's reader is used for anything else. Closing
-// it does nothing: http.ReadRequest's body would read what is left
-// without bound; the loop reads at most maxDiscard of it (discardBody).
+// lock, before the connection's reader is used for anything else. Close
+// says its reader is done with it (http.ReadRequest's body would read
+// what is left without bound; the loop reads at most maxDiscard of it,
+// see discardBody).
 type innerBody struct {
 	ic     *innerConn
 	expect bool // the client waits for 100 Continue before sending it
@@ -443,7 +578,6 @@ type innerBody struct {
 	done      bool          // finished: no more reads
 
 	// Read without the lock, which a read may hold for long.
-	handed  atomic.Bool // given to the Transport, which reads it until it closes it
 	eof     atomic.Bool
 	stalled atomic.Bool // a read waited idle_timeout for the client: nothing more is read
 
@@ -454,11 +588,11 @@ type innerBody struct {
 // newInnerBody wraps a request's body as read by http.ReadRequest.
 func newInnerBody(ic *innerConn, r *http.Request) *innerBody {
 	return &innerBody{rc: r.Body, ic: ic, released: make(chan struct{}),
-		expect: r.ProtoAtLeast(1, 1) && strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
+		expect: r.ProtoAtLeast(1, 1) && r.ContentLength != 0 && hasToken(r.Header.Get("Expect"), "100-continue")}
 }
 
-// errBodyDone answers the Transport's reads of a body that the loop has
-// finished with.
+// errBodyDone answers the reads of a body that the loop has finished
+// with.
 var errBodyDone = errors.New("request body: the tunnel has moved on")
 
 func (b *innerBody) Read(p []byte) (int, error) {
@@ -481,25 +615,25 @@ func (b *innerBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		b.eof.Store(true)
 	case err != nil && isTimeout(err):
-		b.stalled.Store(true)
-		err = fmt.Errorf("%w: %v", errBodyStalled, err)
+		b.stalled.Store(true) // the reader sees the deadline's error, a net.Error with Timeout
 	}
 	return n, err
 }
 
-// Close is the Transport's word that it is done with the body (every
-// RoundTripper closes it, perhaps after RoundTrip has returned).
+// Close is the reader's word that it is done with the body: a
+// RoundTripper always closes it (perhaps after RoundTrip has returned),
+// and a Handler that passes it to none closes it itself.
 func (b *innerBody) Close() error {
 	b.releaseOnce.Do(func() { close(b.released) })
 	return nil
 }
 
-// inUse reports whether the Transport may still read the body: it was
-// handed over, not yet read to its end, and not yet closed. (The Transport
-// sends a head before its body, so the origin can answer before the
-// first read of it.)
+// inUse reports whether the body's reader may still read it: it is
+// neither read to its end nor closed. (A Transport sends a head before
+// its body, so the origin can answer before the first read of it: only
+// Close says it is done.)
 func (b *innerBody) inUse() bool {
-	if b.eof.Load() || !b.handed.Load() {
+	if b.eof.Load() {
 		return false
 	}
 	select {
@@ -587,10 +721,8 @@ func (ic *innerConn) closeLingering() {
 	case *tls.Conn:
 		c.CloseWrite()
 	default:
-		if ic.tc != nil {
-			if cw, ok := ic.tc.Conn.(interface{ CloseWrite() error }); ok {
-				cw.CloseWrite()
-			}
+		if ic.opts.CloseWrite != nil {
+			ic.opts.CloseWrite()
 		}
 	}
 	time.Sleep(lingerDelay)
@@ -604,7 +736,8 @@ const lingerDelay = 500 * time.Millisecond
 // watch read ahead handed back first.
 type innerReader struct {
 	conn    net.Conn
-	limit   int64 // bytes the current head may still take; < 0: none
+	limit   int64   // bytes the current head may still take; < 0: none
+	tee     *[]byte // while a head is read, what is read is appended here too
 	stash   [1]byte
 	stashed bool
 }
@@ -613,6 +746,12 @@ func (r *innerReader) Read(p []byte) (int, error) {
 	if r.stashed && len(p) > 0 {
 		r.stashed = false
 		p[0] = r.stash[0]
+		if r.tee != nil {
+			*r.tee = append(*r.tee, p[0])
+		}
+		if r.limit > 0 {
+			r.limit--
+		}
 		return 1, nil
 	}
 	if r.limit >= 0 {
@@ -627,6 +766,9 @@ func (r *innerReader) Read(p []byte) (int, error) {
 	if r.limit >= 0 {
 		r.limit -= int64(n)
 	}
+	if r.tee != nil {
+		*r.tee = append(*r.tee, p[:n]...)
+	}
 	return n, err
 }
 
@@ -635,9 +777,11 @@ func (r *innerReader) Read(p []byte) (int, error) {
 // a read of one byte in the background starts when something first waits
 // on Done (a paced request, one held by a back-off, one waiting for a
 // robots.txt fetch), as net/http's server reads in the background while a
-// handler runs, and stops once the answer is written. The upstream round
-// trip does not start one (see settle): a client that leaves then costs
-// that one upstream request, as in goproxy's own MITM loop.
+// handler runs, and stops once the answer is written. (A proxy that sends
+// the request on detaches its round trip from this context, with
+// context.WithoutCancel: a client that leaves then costs that one
+// upstream request, as in goproxy's own MITM loop, and the round trip
+// starts no watch.)
 type watchCtx struct {
 	context.Context // the tunnel's, for its values
 	ic              *innerConn
@@ -646,7 +790,6 @@ type watchCtx struct {
 	mu      sync.Mutex
 	done    chan struct{} // nil until Done is first called
 	err     error
-	settled bool          // no watch starts from here on
 	watched chan struct{} // closed when the watch's read returns; nil if none started
 	stopped bool
 }
@@ -655,14 +798,11 @@ func newWatchCtx(ic *innerConn, canWatch bool) *watchCtx {
 	return &watchCtx{Context: ic.ctx, ic: ic, canWatch: canWatch}
 }
 
-// Done starts the watch, the first time, unless the request is settled.
+// Done starts the watch, the first time.
 func (c *watchCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
-		if c.settled {
-			return nil // never cancelled: nothing waits on it
-		}
 		c.done = make(chan struct{})
 		if c.canWatch && !c.stopped {
 			// The head's deadline may still be set: a wait may be longer.
@@ -686,13 +826,6 @@ func (c *watchCtx) Err() error {
 func (c *watchCtx) Value(key any) any { return c.Context.Value(key) }
 
 func (c *watchCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-
-// settle marks the decision as made: from here on Done starts no watch.
-func (c *watchCtx) settle() {
-	c.mu.Lock()
-	c.settled = true
-	c.mu.Unlock()
-}
 
 // watch reads one byte: an error that is not the stop's deadline means
 // the client has gone; a byte (the next request, pipelined) is handed
@@ -747,4 +880,39 @@ func (c *chunkedWriter) Write(p []byte) (int, error) {
 func (c *chunkedWriter) Close() error {
 	_, err := c.w.WriteString("0\r\n")
 	return err
+}
+
+// copyBufs are copyFlushing's buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// trailerNames is the value of a Trailer header that announces t's names.
+func trailerNames(t http.Header) string {
+	names := make([]string, 0, len(t))
+	for k := range t {
+		names = append(names, k)
+	}
+	return strings.Join(names, ", ")
+}
+
+// isWebSocketUpgrade reports whether h asks for (or, on a 101, agrees to)
+// a WebSocket upgrade: the one protocol switch relayed.
+func isWebSocketUpgrade(h http.Header) bool {
+	return len(h["Connection"]) > 0 && headerHas(h, "Connection", "upgrade") && headerHas(h, "Upgrade", "websocket")
+}
+
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
