@@ -496,7 +496,7 @@ func TestValidate(t *testing.T) {
 	if out, errOut, code := runCmd(t, "", "validate", "-config", "config.toml"); code != 0 || out != "config.toml: ok\n" {
 		t.Errorf("validate config.toml: %q %q exit %d", out, errOut, code)
 	}
-	_, errOut, code := runCmd(t, "", "validate", "-config", "proxy/testdata/config/bad.toml")
+	_, errOut, code := runCmd(t, "", "validate", "-config", "proxy/config/testdata/bad.toml")
 	if code != 2 || strings.Count(errOut, "bad.toml:") < 10 {
 		t.Errorf("validate bad.toml: exit %d, stderr:\n%s\nwant exit 2 and every error", code, errOut)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // TestAdminAccess: GET /robots answers anyone when [auth] has no users, and
@@ -34,10 +36,10 @@ func TestAdminAccess(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		users []AuthUser
+		users []config.AuthUser
 		steps []step // in order: a purge empties the cache
 	}{
-		{"auth users", []AuthUser{{Name: "etl", PasswordHash: string(hash)}}, []step{
+		{"auth users", []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}}, []step{
 			{"GET", "/robots", remote, nil, 403},
 			{"GET", "/robots", remote6, nil, 403},
 			{"GET", "/robots", remote, []string{"Authorization", basic("etl:wrong")}, 403},

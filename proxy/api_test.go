@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/attack"
+	"github.com/robotsgate/robotsgate/proxy/admin"
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -44,7 +48,7 @@ func TestDecideAPI(t *testing.T) {
 	p := startProxy(t, loopbackConfig())
 
 	urls := []string{o.URL + "/ok", o.URL + "/private/x", o.URL + "/train/set", down + "/x", "not a url", o.URL + "/robots.txt",
-		o.URL + "/" + strings.Repeat("a/..", maxDecideURLBytes/4)}
+		o.URL + "/" + strings.Repeat("a/..", admin.MaxDecideURLBytes/4)}
 	body, _ := json.Marshal(map[string]any{"user_agent": "DataBot/1.0", "purpose": []string{"ai-train"}, "urls": urls})
 	code, out := postDecide(t, p, string(body))
 	if code != 200 {
@@ -105,7 +109,7 @@ func TestDecideAPI(t *testing.T) {
 		t.Errorf("agent GPTBot: %d %v", code, r)
 	}
 
-	many := make([]string, maxDecideURLs+1)
+	many := make([]string, admin.MaxDecideURLs+1)
 	for i := range many {
 		many[i] = o.URL + "/"
 	}
@@ -153,7 +157,7 @@ func TestOpenAPIResultFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fields []string
-	rt := reflect.TypeOf(checkLine{})
+	rt := reflect.TypeOf(audit.Result{})
 	for i := range rt.NumField() {
 		fields = append(fields, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
 	}
@@ -191,7 +195,7 @@ func TestDecideAPIOneLookupPerOrigin(t *testing.T) {
 	}
 }
 
-// TestDecideAPIBusy: past maxDecideCalls calls at once, the next is told to
+// TestDecideAPIBusy: past admin.MaxDecideCalls calls at once, the next is told to
 // retry at once, not queued behind their fetches.
 func TestDecideAPIBusy(t *testing.T) {
 	t.Parallel()
@@ -200,7 +204,7 @@ func TestDecideAPIBusy(t *testing.T) {
 	p := startProxy(t, loopbackConfig())
 	body := fmt.Sprintf(`{"urls": [%q]}`, slow.URL+"/x")
 	var wg sync.WaitGroup
-	for range maxDecideCalls {
+	for range admin.MaxDecideCalls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -209,12 +213,12 @@ func TestDecideAPIBusy(t *testing.T) {
 	}
 	defer wg.Wait()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(p.srv.decideCalls) < maxDecideCalls && time.Now().Before(deadline) {
+	for p.srv.admin.Running() < admin.MaxDecideCalls && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	code, out := postDecide(t, p, body)
 	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "retry") {
-		t.Errorf("call %d: %d %v; want 503", maxDecideCalls+1, code, out)
+		t.Errorf("call %d: %d %v; want 503", admin.MaxDecideCalls+1, code, out)
 	}
 	resp, err := http.Post(p.url.String()+"/v1/decide", "text/plain", strings.NewReader(body))
 	if err != nil {
@@ -232,14 +236,14 @@ func TestDecideAPIBusy(t *testing.T) {
 // minutes of CPU.
 func TestDecideAPIWorkBounded(t *testing.T) {
 	t.Parallel()
-	o := newTestOrigin(t, hostileRobots(fetch.DefaultMaxBytes), nil)
+	o := newTestOrigin(t, attack.Robots(fetch.DefaultMaxBytes), nil)
 	p := startProxy(t, loopbackConfig())
-	n := maxDecideWork/decideWork + 10
+	n := admin.MaxDecideWork/policy.DecideWork + 10
 	urls := make([]string, n)
 	for i := range urls {
-		urls[i] = o.URL + hostilePath[:len(hostilePath)-len(o.URL)]
+		urls[i] = o.URL + attack.Path(policy.MaxTargetBytes)[:len(attack.Path(policy.MaxTargetBytes))-len(o.URL)]
 	}
-	urls = append(urls, o.URL+"/"+strings.Repeat("a", maxDecideURLBytes)) // past the bound of one URL
+	urls = append(urls, o.URL+"/"+strings.Repeat("a", admin.MaxDecideURLBytes)) // past the bound of one URL
 	body, _ := json.Marshal(map[string]any{"agent": "AnyBot", "urls": urls})
 	code, out := postDecide(t, p, string(body))
 	if code != 200 {
@@ -255,16 +259,16 @@ func TestDecideAPIWorkBounded(t *testing.T) {
 				t.Errorf("result %d decided after the call's bound was reached", i)
 			}
 			costly++
-		case m["decision"] == "overloaded" && m["reason"] == reasonDecideWork:
+		case m["decision"] == "overloaded" && m["reason"] == admin.ReasonDecideWork:
 			overloaded++
 		default:
 			t.Errorf("result %d: %v %.80q; want bad-request past the work bound, or overloaded", i, m["decision"], m["reason"])
 		}
 	}
-	if costly == 0 || costly > maxDecideWork/decideWork+1 || overloaded == 0 {
-		t.Errorf("%d URLs decided past their bound, %d not decided; want at most %d decided, the rest not", costly, overloaded, maxDecideWork/decideWork+1)
+	if costly == 0 || costly > admin.MaxDecideWork/policy.DecideWork+1 || overloaded == 0 {
+		t.Errorf("%d URLs decided past their bound, %d not decided; want at most %d decided, the rest not", costly, overloaded, admin.MaxDecideWork/policy.DecideWork+1)
 	}
 	if m := results[n].(map[string]any); m["decision"] != "bad-request" || !strings.Contains(m["reason"].(string), "longer than") {
-		t.Errorf("a URL of more than %d bytes: %v %.80q; want bad-request", maxDecideURLBytes, m["decision"], m["reason"])
+		t.Errorf("a URL of more than %d bytes: %v %.80q; want bad-request", admin.MaxDecideURLBytes, m["decision"], m["reason"])
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 func TestProxyAuth(t *testing.T) {
@@ -27,8 +29,8 @@ func TestProxyAuth(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	cfg := loopbackConfig()
-	cfg.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}}
-	cfg.Agents = []AgentRule{{User: "etl", Token: "EtlBot"}}
+	cfg.Auth.Users = []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}}
+	cfg.Agents = []config.AgentRule{{User: "etl", Token: "EtlBot"}}
 	p := startProxy(t, cfg)
 	host := strings.TrimPrefix(o.URL, "http://")
 	basic := func(cred string) string {
@@ -75,9 +77,9 @@ func TestProxyAuth(t *testing.T) {
 	// authenticated one carry its user.
 	pki := newTestPKI(t)
 	_, port := tlsOrigin(t, pki, "User-agent: *\nAllow: /\n\nUser-agent: EtlBot\nDisallow: /etl-only\n", "a.example")
-	mp := startMITM(t, pki, func(c *Config) {
-		c.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}}
-		c.Agents = []AgentRule{{User: "etl", Token: "EtlBot"}}
+	mp := startMITM(t, pki, func(c *config.Config) {
+		c.Auth.Users = []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}}
+		c.Agents = []config.AgentRule{{User: "etl", Token: "EtlBot"}}
 	})
 	connect := func(auth string) (net.Conn, *bufio.Reader, *http.Response) {
 		c, err := net.DialTimeout("tcp", mp.url.Host, 5*time.Second)
@@ -123,7 +125,7 @@ func TestProxyAuthUnderPasswordGuessing(t *testing.T) {
 	}
 	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
 	cfg := loopbackConfig()
-	cfg.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}}
+	cfg.Auth.Users = []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}}
 	p := startProxy(t, cfg)
 	host := strings.TrimPrefix(o.URL, "http://")
 	status := func(cred string) (int, error) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // TestOriginBackoff: an origin that answers 429 with Retry-After: 2 gets
@@ -57,7 +59,7 @@ func TestOriginBackoff(t *testing.T) {
 	get(t, q.client(), o.URL+"/slow-down")
 	before := len(arrivals)
 	resp, body := get(t, q.client(), o.URL+"/after")
-	if resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != ActionPaced || resp.Header.Get("Retry-After") != "5" {
+	if resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != policy.ActionPaced.String() || resp.Header.Get("Retry-After") != "5" {
 		t.Errorf("inside a 5 s back-off, max_wait 1 s: %d %q Retry-After %q; want 429 paced, Retry-After 5", resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"))
 	}
 	if rec := q.lastAudit(t); rec["msg"] != "paced" || !strings.Contains(rec["reason"].(string), "503 with Retry-After: 5") || !strings.Contains(body, "503 with Retry-After: 5") {

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 )
 
 // benchConns is how many client connections drive each proxy.
@@ -40,11 +43,8 @@ func BenchmarkProxyThroughput(b *testing.B) {
 
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = b.TempDir()
-	pol, err := Compile(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tr, err := newTransport(pol, net.DefaultResolver.LookupNetIP, nil, nil)
+	tr, err := upstream.NewTransport(upstream.Options{Timeout: cfg.Upstream.Timeout, MaxIdle: cfg.Limits.MaxConnections,
+		MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Lookup: net.DefaultResolver.LookupNetIP})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 }
 
 // serveRobotsgate runs robotsgate with cfg on a loopback port.
-func serveRobotsgate(b *testing.B, cfg *Config, o Options) (*Server, *url.URL) {
+func serveRobotsgate(b *testing.B, cfg *config.Config, o Options) (*Server, *url.URL) {
 	b.Helper()
 	rg, err := NewServer(cfg, o)
 	if err != nil {

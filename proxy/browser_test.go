@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image/gif"
 	"io"
 	"net/http"
 	"os/exec"
@@ -15,154 +14,16 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/robotsgate/robotsgate/proxy/answer"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
-func TestChooseBrowser(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		dest, target, accept string
-		want                 browserChoice
-	}{
-		// Sec-Fetch-Dest decides, whatever the extension says.
-		{"script", "/js/app.js", "*/*", chooseScript},
-		{"script", "/img/a.png", "*/*", chooseScript},
-		{"Script", "/x", "", chooseScript},
-		{"worker", "/w", "", chooseScript},
-		{"sharedworker", "/w", "", chooseScript},
-		{"audioworklet", "/w", "", chooseScript},
-		{"paintworklet", "/w", "", chooseScript},
-		{"style", "/a.css", "text/css,*/*;q=0.1", chooseStyle},
-		{"image", "/a.png", "image/avif,image/webp,*/*", chooseImage},
-		{"image", "/pixel", "", chooseImage},
-		{"font", "/f.woff2", "", browserChoice{status: 200, contentType: "font/woff2"}},
-		{"font", "/f.woff", "", browserChoice{status: 200, contentType: "font/woff"}},
-		{"font", "/f.TTF", "", browserChoice{status: 200, contentType: "font/ttf"}},
-		{"font", "/f.otf?v=1", "", browserChoice{status: 200, contentType: "font/otf"}},
-		{"font", "/font", "", browserChoice{status: 200, contentType: "font/woff2"}},
-		{"empty", "/api/items", "*/*", chooseNoBody},
-		{"empty", "/api/items.json", "*/*", chooseNoBody},
-		{"empty", "/api/items", "application/json, text/plain, */*", chooseJSON},
-		{"empty", "/api/items", "application/vnd.api+json", chooseJSON},
-		{"empty", "/api/items", "application/json;q=0, */*", chooseNoBody},
-		{"empty", "/api/items", "text/html", chooseNoBody},
-		{"json", "/data", "", chooseJSON},
-		{"manifest", "/site.webmanifest", "", chooseManifest},
-		{"track", "/subs.vtt", "", chooseTrack},
-		{"audio", "/a.mp3", "", chooseNoBody},
-		{"video", "/v.mp4", "", chooseNoBody},
-		{"report", "/csp", "", chooseNoBody},
-		{"document", "/page", "text/html", choosePage},
-		{"document", "/app.js", "", choosePage},
-		{"iframe", "/frame", "", choosePage},
-		{"frame", "/frame", "", choosePage},
-		{"fencedframe", "/ad", "", choosePage},
-		{"object", "/doc.pdf", "", choosePage},
-		{"embed", "/doc.pdf", "", choosePage},
-		{"serviceworker", "/sw.js", "", choosePlain},
-		{"websocket", "/ws", "", choosePlain},
-		{"xslt", "/style.xsl", "", choosePlain},
-		{"webidentity", "/fedcm", "", choosePlain},
-		// No Sec-Fetch-Dest (or one not known): the extension.
-		{"", "/js/app.js", "", chooseScript},
-		{"", "/m.MJS", "", chooseScript},
-		{"", "/app.js?v=3", "text/html", chooseScript},
-		{"", "/app.js;jsessionid=1", "", chooseScript},
-		{"", "/a.css", "", chooseStyle},
-		{"", "/a.png", "", chooseImage},
-		{"", "/a.jpg", "", chooseImage},
-		{"", "/a.jpeg", "", chooseImage},
-		{"", "/a.gif", "", chooseImage},
-		{"", "/a.webp", "", chooseImage},
-		{"", "/a.svg", "", chooseImage},
-		{"", "/favicon.ico", "", chooseImage},
-		{"", "/a.avif", "", chooseImage},
-		{"", "/f.woff", "", browserChoice{status: 200, contentType: "font/woff"}},
-		{"", "/f.woff2", "", browserChoice{status: 200, contentType: "font/woff2"}},
-		{"", "/f.ttf", "", browserChoice{status: 200, contentType: "font/ttf"}},
-		{"", "/f.otf", "", browserChoice{status: 200, contentType: "font/otf"}},
-		{"", "/data.json", "", chooseJSON},
-		{"future-dest", "/a.css", "", chooseStyle},
-		// Then Accept: a page for text/html, else the plain answer.
-		{"", "/page", "text/html,application/xhtml+xml,*/*;q=0.8", choosePage},
-		{"", "/page", "TEXT/HTML", choosePage},
-		{"", "/page", "text/html;q=0", choosePlain},
-		{"", "/page", "*/*", choosePlain},
-		{"", "/page", "", choosePlain},
-		{"", "/report.pdf", "application/pdf", choosePlain},
-		{"", "/js.d/", "", choosePlain},
-		{"", "/", "", choosePlain},
-	}
-	for _, tt := range tests {
-		if got := chooseBrowser(tt.dest, tt.target, tt.accept); got != tt.want {
-			t.Errorf("chooseBrowser(%q, %q, %q) = %+v; want %+v", tt.dest, tt.target, tt.accept, got, tt.want)
-		}
-	}
-}
-
-// TestTransparentGIF: the image a blocked image becomes is a valid 1×1
-// GIF whose one pixel is transparent.
-func TestTransparentGIF(t *testing.T) {
-	t.Parallel()
-	img, err := gif.Decode(strings.NewReader(transparentGIF))
-	if err != nil {
-		t.Fatalf("gif.Decode = %v", err)
-	}
-	if b := img.Bounds(); b.Dx() != 1 || b.Dy() != 1 {
-		t.Errorf("bounds %v; want 1×1", b)
-	}
-	if _, _, _, a := img.At(0, 0).RGBA(); a != 0 {
-		t.Errorf("alpha %d; want 0 (transparent)", a)
-	}
-}
-
-// TestBrowserSafe: only robots-style refusals change their answer; every
-// answer whose status a client acts on keeps it.
-func TestBrowserSafe(t *testing.T) {
-	t.Parallel()
-	for action, want := range map[string]bool{
-		ActionDisallowed: true, ActionDenied: true, ActionUsageRefused: true, ActionUnreachable: true, ActionPrivate: true,
-		ActionAllowed: false, ActionWouldBlock: false, ActionPaced: false, ActionUpstream: false, ActionBadRequest: false,
-		ActionMisdirected: false, ActionAuth: false, ActionOverloaded: false,
-	} {
-		if got := browserSafe(action); got != want {
-			t.Errorf("browserSafe(%q) = %v; want %v", action, got, want)
-		}
-	}
-}
-
-func TestConfigBlockStyle(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		toml    string
-		want    string // responses.block_style decoded, when no error is wanted
-		wantErr string
-	}{
-		{"", "plain", ""},
-		{"[responses]\nblock_style = \"plain\"\n", "plain", ""},
-		{"[responses]\nblock_style = \"browser\"\n", "browser", ""},
-		{"[responses]\n\nblock_style = \"Browser\"\n", "", `x.toml:3: responses.block_style: "Browser" is not one of ["plain" "browser"]`},
-		{"[responses]\nblock_style = \"\"\n", "", `x.toml:2: responses.block_style: "" is not one of ["plain" "browser"]`},
-		{"[responses]\nblock_style = true\n", "", `x.toml:2: responses.block_style: want a string, got a boolean`},
-		{"[responses]\nblockstyle = \"browser\"\n", "", `x.toml:2: responses.blockstyle: unknown key`},
-		{"[responses]\nBlock_style = \"browser\"\n", "", `x.toml:2: responses.Block_style: unknown key; keys are case-sensitive: did you mean "block_style"?`},
-	}
-	for _, tt := range tests {
-		cfg, err := ParseConfig("x.toml", []byte(tt.toml))
-		switch {
-		case tt.wantErr == "" && err != nil:
-			t.Errorf("ParseConfig(%q) = %v; want no error", tt.toml, err)
-		case tt.wantErr == "" && cfg.Responses.BlockStyle != tt.want:
-			t.Errorf("ParseConfig(%q): block_style %q; want %q", tt.toml, cfg.Responses.BlockStyle, tt.want)
-		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
-			t.Errorf("ParseConfig(%q) = %v; want %s", tt.toml, err, tt.wantErr)
-		}
-	}
-}
-
 // browserConfig is loopbackConfig with block_style "browser".
-func browserConfig() *Config {
+func browserConfig() *config.Config {
 	cfg := loopbackConfig()
-	cfg.Responses.BlockStyle = BlockStyleBrowser
+	cfg.Responses.BlockStyle = "browser"
 	return cfg
 }
 
@@ -185,7 +46,7 @@ func TestBrowserBlockStyle(t *testing.T) {
 	}{
 		{"/private/app.js", []string{"Sec-Fetch-Dest", "script"}, 200, "text/javascript; charset=utf-8", "", false},
 		{"/private/a.css", []string{"Sec-Fetch-Dest", "style"}, 200, "text/css; charset=utf-8", "", false},
-		{"/private/a.png", []string{"Sec-Fetch-Dest", "image"}, 200, "image/gif", transparentGIF, false},
+		{"/private/a.png", []string{"Sec-Fetch-Dest", "image"}, 200, "image/gif", answer.TransparentGIF, false},
 		{"/private/f.woff2", []string{"Sec-Fetch-Dest", "font"}, 200, "font/woff2", "", false},
 		{"/private/api", []string{"Sec-Fetch-Dest", "empty", "Accept", "*/*"}, 204, "", "", false},
 		{"/private/api", []string{"Sec-Fetch-Dest", "empty", "Accept", "application/json"}, 200, "application/json", "{}", false},
@@ -197,7 +58,7 @@ func TestBrowserBlockStyle(t *testing.T) {
 	for _, tt := range tests {
 		var resp *http.Response
 		var body string
-		countedOnce(t, p, ActionDisallowed, "http", func() { resp, body = get(t, c, o.URL+tt.path, tt.header...) })
+		countedOnce(t, p, policy.ActionDisallowed.String(), "http", func() { resp, body = get(t, c, o.URL+tt.path, tt.header...) })
 		what := fmt.Sprintf("GET %s %q", tt.path, tt.header)
 		if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.ctype {
 			t.Errorf("%s: %d %q; want %d %q", what, resp.StatusCode, resp.Header.Get("Content-Type"), tt.status, tt.ctype)
@@ -252,7 +113,7 @@ func TestBrowserBlockStyleReload(t *testing.T) {
 	if err := p.srv.Reload(browserConfig()); err != nil {
 		t.Fatal(err)
 	}
-	if resp, body := get(t, p.client(), o.URL+"/img/a.png", "Sec-Fetch-Dest", "image"); resp.StatusCode != 200 || body != transparentGIF {
+	if resp, body := get(t, p.client(), o.URL+"/img/a.png", "Sec-Fetch-Dest", "image"); resp.StatusCode != 200 || body != answer.TransparentGIF {
 		t.Errorf("after reload to browser: %d %q; want 200 and the GIF", resp.StatusCode, body)
 	}
 	if err := p.srv.Reload(loopbackConfig()); err != nil {
@@ -299,7 +160,7 @@ func TestBrowserBlockStyleOtherDecisions(t *testing.T) {
 	t.Parallel()
 	down := closedAddr(t)
 	cfg := browserConfig()
-	cfg.Sites = []SiteRule{{Host: "denied.example", Policy: "deny", Reason: "asked us to stop"}}
+	cfg.Sites = []config.SiteRule{{Host: "denied.example", Policy: "deny", Reason: "asked us to stop"}}
 	p := startProxy(t, cfg)
 	c := p.client()
 
@@ -317,7 +178,7 @@ func TestBrowserBlockStyleOtherDecisions(t *testing.T) {
 	}
 
 	resp, body = get(t, c, "http://denied.example/a.png", "Sec-Fetch-Dest", "image")
-	if resp.StatusCode != 200 || resp.Header.Get("X-Robots-Gate") != "denied" || body != transparentGIF {
+	if resp.StatusCode != 200 || resp.Header.Get("X-Robots-Gate") != "denied" || body != answer.TransparentGIF {
 		t.Errorf("denied image: %d %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate"))
 	}
 	resp, body = get(t, c, "http://denied.example/", "Sec-Fetch-Dest", "document")
@@ -336,10 +197,10 @@ func TestBrowserBlockStyleOtherDecisions(t *testing.T) {
 	}
 
 	// block_private: a private target.
-	q := startProxy(t, func() *Config {
-		c := Default()
+	q := startProxy(t, func() *config.Config {
+		c := config.Default()
 		c.Listen = "127.0.0.1:0"
-		c.Responses.BlockStyle = BlockStyleBrowser
+		c.Responses.BlockStyle = "browser"
 		return c
 	}())
 	resp, body = get(t, q.client(), "http://127.0.0.1:1/a.css", "Sec-Fetch-Dest", "style")
@@ -365,7 +226,7 @@ func TestBrowserBlockStyleStatusesKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}}
+	cfg.Auth.Users = []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}}
 	p := startProxy(t, cfg)
 	resp, _ := get(t, p.client(), "http://example.com/a.png", "Sec-Fetch-Dest", "image")
 	if resp.StatusCode != http.StatusProxyAuthRequired {
@@ -379,10 +240,10 @@ func TestBrowserBlockStyleInTunnel(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
 	o, port := tlsOrigin(t, pki, testRobots, "shop.example")
-	p := startMITM(t, pki, func(c *Config) { c.Responses.BlockStyle = BlockStyleBrowser })
+	p := startMITM(t, pki, func(c *config.Config) { c.Responses.BlockStyle = "browser" })
 	c := p.mitmClient(t, nil, false)
 	resp, body := get(t, c, "https://shop.example:"+port+"/private/a.png", "Sec-Fetch-Dest", "image")
-	if resp.StatusCode != 200 || body != transparentGIF || resp.Header.Get("X-Robots-Gate") != "disallowed" {
+	if resp.StatusCode != 200 || body != answer.TransparentGIF || resp.Header.Get("X-Robots-Gate") != "disallowed" {
 		t.Errorf("blocked image in a tunnel: %d %v", resp.StatusCode, resp.Header)
 	}
 	if rec := p.lastAudit(t); rec["status"] != 200.0 || rec["url"] != "https://shop.example:"+port+"/private/a.png" {
@@ -457,7 +318,7 @@ func TestBrowserBlockStyleInChromium(t *testing.T) {
 		return m[1], string(out), p
 	}
 
-	got, dom, p := load(BlockStyleBrowser)
+	got, dom, p := load("browser")
 	if got != "loaded" {
 		t.Errorf("browser style: title %q; want \"loaded\" (no error handler fired)", got)
 	}
@@ -466,7 +327,7 @@ func TestBrowserBlockStyleInChromium(t *testing.T) {
 	}
 	var blocks []map[string]any
 	for _, rec := range p.auditLines(t) {
-		if rec["decision"] == ActionDisallowed {
+		if rec["decision"] == policy.ActionDisallowed.String() {
 			blocks = append(blocks, rec)
 		}
 	}
@@ -479,7 +340,7 @@ func TestBrowserBlockStyleInChromium(t *testing.T) {
 		}
 	}
 
-	got, _, p = load(BlockStylePlain)
+	got, _, p = load("plain")
 	if !strings.Contains(got, "script-error") || !strings.Contains(got, "img-error") {
 		t.Errorf("plain style: title %q; want both error handlers fired (script-error img-error)", got)
 	}

@@ -19,8 +19,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/robotsgate/robotsgate/robots/fetch"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // requestsTotal sums robotsgate_requests_total over every label.
@@ -42,14 +45,18 @@ func countedOnce(t *testing.T, p *testProxy, decision, scheme string, send func(
 	if scheme == "https" {
 		i = 1
 	}
-	c := p.srv.metrics.byDecision[decision][i]
+	a, ok := policy.ParseAction(decision)
+	if !ok {
+		t.Fatalf("%q is not a decision", decision)
+	}
+	c := p.srv.metrics.byDecision[a][i]
 	before, total, lines := testutil.ToFloat64(c), requestsTotal(t, p), len(p.auditLines(t))
 	send()
 	// The count and the audit line are written as the answer is made, one
 	// after the other: give a connection that is closing a moment to get
 	// to both (a plain allow is counted, not audited).
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
-		if testutil.ToFloat64(c) != before && (decision == ActionAllowed || len(p.auditLines(t)) > lines) {
+		if testutil.ToFloat64(c) != before && (decision == policy.ActionAllowed.String() || len(p.auditLines(t)) > lines) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -60,7 +67,7 @@ func countedOnce(t *testing.T, p *testProxy, decision, scheme string, send func(
 	if got := requestsTotal(t, p) - total; got != 1 {
 		t.Errorf("%s/%s: robotsgate_requests_total grew by %v; want 1", decision, scheme, got)
 	}
-	if decision == ActionAllowed {
+	if decision == policy.ActionAllowed.String() {
 		return
 	}
 	recs := p.auditLines(t)
@@ -101,9 +108,9 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	down := closedAddr(t)
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	cred := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("etl:pw")) + "\r\n"
-	p := startMITM(t, pki, func(c *Config) {
-		c.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}}
-		c.Sites = []SiteRule{{Host: "denied.example", Policy: "deny", Reason: "legal"}, {Host: "gone.example", Policy: "allow", Reason: "test"}}
+	p := startMITM(t, pki, func(c *config.Config) {
+		c.Auth.Users = []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}}
+		c.Sites = []config.SiteRule{{Host: "denied.example", Policy: "deny", Reason: "legal"}, {Host: "gone.example", Policy: "allow", Reason: "test"}}
 		c.Limits.MaxConnections = 8
 	})
 	get := func(target string, header ...string) func() {
@@ -111,16 +118,16 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 			p.raw(t, "GET "+target+" HTTP/1.1\r\nHost: x\r\n"+strings.Join(header, "")+"Connection: close\r\n\r\n")
 		}
 	}
-	countedOnce(t, p, ActionAuth, "http", get("http://"+host+"/x"))
-	countedOnce(t, p, ActionAuth, "https", func() { connect(t, p, "a.example:"+port) })
-	countedOnce(t, p, ActionDisallowed, "http", get("http://"+host+"/private", cred))
-	countedOnce(t, p, ActionAllowed, "http", get("http://"+host+"/ok", cred))
-	countedOnce(t, p, ActionBadRequest, "http", get("http://"+host+"/x#y", cred))
-	countedOnce(t, p, ActionDenied, "http", get("http://denied.example/x", cred))
+	countedOnce(t, p, policy.ActionAuth.String(), "http", get("http://"+host+"/x"))
+	countedOnce(t, p, policy.ActionAuth.String(), "https", func() { connect(t, p, "a.example:"+port) })
+	countedOnce(t, p, policy.ActionDisallowed.String(), "http", get("http://"+host+"/private", cred))
+	countedOnce(t, p, policy.ActionAllowed.String(), "http", get("http://"+host+"/ok", cred))
+	countedOnce(t, p, policy.ActionBadRequest.String(), "http", get("http://"+host+"/x#y", cred))
+	countedOnce(t, p, policy.ActionDenied.String(), "http", get("http://denied.example/x", cred))
 	_, cport, _ := net.SplitHostPort(down)
-	countedOnce(t, p, ActionUpstream, "http", get("http://gone.example:"+cport+"/x", cred))
-	countedOnce(t, p, ActionUnreachable, "http", get("http://"+down+"/x", cred))
-	countedOnce(t, p, ActionBadRequest, "https", func() { connect(t, p, "a.example:99999", cred) })
+	countedOnce(t, p, policy.ActionUpstream.String(), "http", get("http://gone.example:"+cport+"/x", cred))
+	countedOnce(t, p, policy.ActionUnreachable.String(), "http", get("http://"+down+"/x", cred))
+	countedOnce(t, p, policy.ActionBadRequest.String(), "https", func() { connect(t, p, "a.example:99999", cred) })
 
 	// Inside a MITM tunnel: the CONNECT itself is not a decision; each
 	// request inside is.
@@ -131,9 +138,9 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	pool := p.srv.CA().PEM()
 	tc := tlsClient(t, c, pool, "a.example")
 	tbr := bufio.NewReader(tc)
-	countedOnce(t, p, ActionMisdirected, "https", func() { roundTripRaw(t, tc, tbr, "GET /x HTTP/1.1\r\nHost: b.example:"+port+"\r\n\r\n") })
-	countedOnce(t, p, ActionDisallowed, "https", func() { roundTripRaw(t, tc, tbr, "GET /private HTTP/1.1\r\nHost: a.example:"+port+"\r\n\r\n") })
-	countedOnce(t, p, ActionAllowed, "https", func() { roundTripRaw(t, tc, tbr, "GET /ok HTTP/1.1\r\nHost: a.example:"+port+"\r\n\r\n") })
+	countedOnce(t, p, policy.ActionMisdirected.String(), "https", func() { roundTripRaw(t, tc, tbr, "GET /x HTTP/1.1\r\nHost: b.example:"+port+"\r\n\r\n") })
+	countedOnce(t, p, policy.ActionDisallowed.String(), "https", func() { roundTripRaw(t, tc, tbr, "GET /private HTTP/1.1\r\nHost: a.example:"+port+"\r\n\r\n") })
+	countedOnce(t, p, policy.ActionAllowed.String(), "https", func() { roundTripRaw(t, tc, tbr, "GET /ok HTTP/1.1\r\nHost: a.example:"+port+"\r\n\r\n") })
 
 	// Past max_connections.
 	var held []net.Conn
@@ -152,7 +159,7 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); p.srv.conns.count.Load() < 8 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	countedOnce(t, p, ActionOverloaded, "http", func() {
+	countedOnce(t, p, policy.ActionOverloaded.String(), "http", func() {
 		o, err := net.Dial("tcp", p.url.Host)
 		if err != nil {
 			t.Fatal(err)
@@ -163,9 +170,9 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 	})
 
 	// block_private, at CONNECT time and for a plain request.
-	q := startProxy(t, func() *Config { c := Default(); c.Listen = "127.0.0.1:0"; return c }())
-	countedOnce(t, q, ActionPrivate, "https", func() { connect(t, q, "127.0.0.1:443") })
-	countedOnce(t, q, ActionPrivate, "http", func() {
+	q := startProxy(t, func() *config.Config { c := config.Default(); c.Listen = "127.0.0.1:0"; return c }())
+	countedOnce(t, q, policy.ActionPrivate.String(), "https", func() { connect(t, q, "127.0.0.1:443") })
+	countedOnce(t, q, policy.ActionPrivate.String(), "http", func() {
 		q.raw(t, "GET http://127.0.0.1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 	})
 }
@@ -264,11 +271,11 @@ func TestAuditCanonical(t *testing.T) {
 	pki := newTestPKI(t)
 	_, port := tlsOrigin(t, pki, testRobots, "a.example")
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	p := startMITM(t, pki, func(c *Config) { c.Auth.Users = []AuthUser{{Name: "etl", PasswordHash: string(hash)}} })
+	p := startMITM(t, pki, func(c *config.Config) { c.Auth.Users = []config.AuthUser{{Name: "etl", PasswordHash: string(hash)}} })
 	wrong := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("etl:hunter2")) + "\r\n"
 	p.raw(t, "GET http://a.example/x HTTP/1.1\r\nHost: a.example\r\n"+wrong+"Connection: close\r\n\r\n")
 	rec := p.lastAudit(t)
-	if rec["user"] != "etl" || rec["decision"] != ActionAuth || strings.Contains(p.audit.String(), "hunter2") {
+	if rec["user"] != "etl" || rec["decision"] != policy.ActionAuth.String() || strings.Contains(p.audit.String(), "hunter2") {
 		t.Errorf("failed login: %v; want user etl, auth-required, and no password anywhere", rec)
 	}
 	if ts, _ := rec["time"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(ts) {

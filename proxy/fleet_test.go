@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -21,7 +23,7 @@ import (
 const fleetSecret = "the fleet's test secret, 32 bytes or more"
 
 // startFleet runs n proxies sharing one real Redis.
-func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*Config)) []*testProxy {
+func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*config.Config)) []*testProxy {
 	t.Helper()
 	var fleet []*testProxy
 	for range n {
@@ -104,7 +106,7 @@ func TestFleetCrawlDelay(t *testing.T) {
 		mu.Unlock()
 		w.Write([]byte("ok"))
 	})
-	fleet := startFleet(t, r, 3, func(c *Config) { c.Politeness.CrawlDelay = true })
+	fleet := startFleet(t, r, 3, func(c *config.Config) { c.Politeness.CrawlDelay = true })
 	get(t, fleet[0].client(), o.URL+"/warm") // robots.txt cached by the fleet
 	for round := range 2 {
 		var wg sync.WaitGroup
@@ -145,7 +147,7 @@ func TestFleetBackoffShared(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	})
-	fleet := startFleet(t, r, 2, func(c *Config) {
+	fleet := startFleet(t, r, 2, func(c *config.Config) {
 		c.Politeness.MaxWait, c.Politeness.MaxDelay = 100*time.Millisecond, 100*time.Millisecond
 	})
 	if resp, _ := get(t, fleet[0].client(), o.URL+"/busy"); resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != "" {
@@ -153,7 +155,7 @@ func TestFleetBackoffShared(t *testing.T) {
 	}
 	host := "127.0.0.1"
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if until, _ := fleet[1].srv.world.backoffs.Hold(host); !until.IsZero() {
+		if until, _ := fleet[1].srv.backoffs.Hold(host); !until.IsZero() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -162,7 +164,7 @@ func TestFleetBackoffShared(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	resp, body := get(t, fleet[1].client(), o.URL+"/other")
-	if resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != ActionPaced || !strings.Contains(body, "another instance") {
+	if resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != policy.ActionPaced.String() || !strings.Contains(body, "another instance") {
 		t.Errorf("the other instance: %d %v %q; want its own 429, paced by the shared back-off", resp.StatusCode, resp.Header, body)
 	}
 	if n := o.count("/other"); n != 0 {

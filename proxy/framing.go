@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -43,17 +45,17 @@ type connKey struct{}
 // the request ends with errBodyStalled (the Transport then drops the
 // upstream connection: it is freed, not held); and once it is read to its
 // end, the trailers that came with it are filtered as headers are (see
-// filterTrailer), before the Transport sends them. connNamed are the
+// header.FilterTrailer), before the Transport sends them. connNamed are the
 // fields the request's Connection header named.
-func (s *Server) guardBody(p *Policy, r *http.Request, connNamed []string) io.ReadCloser {
-	g := &guardedBody{rc: r.Body, idle: p.cfg.Limits.IdleTimeout, req: r, connNamed: connNamed}
+func (s *Server) guardBody(p *policy.Policy, r *http.Request, connNamed []string) io.ReadCloser {
+	g := &guardedBody{rc: r.Body, idle: p.Config().Limits.IdleTimeout, req: r, connNamed: connNamed}
 	// A request inside a tunnel is read by h1's loop, whose body keeps its
 	// own deadline (and reports it as a timeout); one on the listener is
 	// read from its connection, whose deadline is set here.
 	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
 		g.conn = c
 	}
-	filterTrailer(r.Trailer, connNamed) // the names announced before the body
+	header.FilterTrailer(r.Trailer, connNamed) // the names announced before the body
 	for k := range r.Trailer {
 		g.announced = append(g.announced, k)
 	}
@@ -99,7 +101,7 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 				delete(g.req.Trailer, k)
 			}
 		}
-		filterTrailer(g.req.Trailer, g.connNamed)
+		header.FilterTrailer(g.req.Trailer, g.connNamed)
 	case errors.Is(err, errBodyStalled):
 		g.stalled.Store(true) // a tunnel's body said so
 	case err != nil && isTimeout(err):
@@ -117,69 +119,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// filterTrailer deletes from a request's trailer the fields that never
-// reach an origin as headers (hop-by-hop fields, those connNamed names,
-// Proxy-Authorization, robotsgate's own), and those a trailer may not
-// carry (RFC 9110 section 6.5.1: framing, routing, authentication, request
-// modifiers and content metadata, which a recipient must read before the
-// content): a trailer is a header that comes late, under the same rules.
-func filterTrailer(t http.Header, connNamed []string) {
-	for k := range t {
-		if !trailerAllowed(k) {
-			delete(t, k)
-		}
-	}
-	for _, name := range connNamed {
-		t.Del(name)
-	}
-}
-
-// trailerAllowed reports whether a field may go upstream in a request's
-// trailer.
-func trailerAllowed(name string) bool {
-	switch strings.ToLower(name) {
-	case "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-		"host", "authorization", "cookie", "cookie2", "forwarded", "via", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
-		"content-length", "content-type", "content-encoding", "content-range",
-		"expect", "max-forwards", "range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
-		"if-range", "cache-control", "pragma", "signature", "signature-input", "signature-agent":
-		return false
-	}
-	lower := strings.ToLower(name)
-	return !strings.HasPrefix(lower, "proxy-") && !isGateField(name)
-}
-
-// isGateField reports whether a field name is X-Robots-Gate or one of its
-// X-Robots-Gate-* fields, in any case and with "_" for "-": robotsgate's
-// own, never an origin's or a client's to send on.
-func isGateField(name string) bool {
-	const prefix = "x-robots-gate"
-	if len(name) < len(prefix) {
-		return false
-	}
-	for i := range len(prefix) {
-		c := name[i] | 0x20 // lower-case a letter; "-" (0x2d) stays
-		if name[i] == '_' {
-			c = '-'
-		}
-		if c != prefix[i] {
-			return false
-		}
-	}
-	return len(name) == len(prefix) || name[len(prefix)] == '-' || name[len(prefix)] == '_'
-}
-
-// removeGateFields deletes X-Robots-Gate and every X-Robots-Gate-* field
-// from an origin's response header or trailer: a client can trust that
-// those it sees are robotsgate's (DESIGN, "Responses").
-func removeGateFields(h http.Header) {
-	for k := range h {
-		if isGateField(k) {
-			delete(h, k)
-		}
-	}
-}
-
 // trailerGuard removes X-Robots-Gate* fields from a response's trailer
 // once the body's end has brought it.
 type trailerGuard struct {
@@ -190,22 +129,9 @@ type trailerGuard struct {
 func (g *trailerGuard) Read(p []byte) (int, error) {
 	n, err := g.ReadCloser.Read(p)
 	if err == io.EOF {
-		removeGateFields(g.resp.Trailer)
+		header.RemoveGateFields(g.resp.Trailer)
 	}
 	return n, err
-}
-
-// connectionNamed returns the field names a Connection header lists.
-func connectionNamed(h http.Header) []string {
-	var names []string
-	for _, v := range h["Connection"] {
-		for name := range strings.SplitSeq(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				names = append(names, name)
-			}
-		}
-	}
-	return names
 }
 
 // authority is o as a Host header names it: its canonical host, with the

@@ -12,28 +12,6 @@ import (
 	"time"
 )
 
-// FuzzRequestTarget: any request-line URI in origin-form or absolute-form
-// gives a target that starts with "/" and is the URI's own tail (after one
-// added "/" at most): nothing in it is decoded, cut or rewritten; any
-// other URI is given back whole, for the decision to refuse.
-func FuzzRequestTarget(f *testing.F) {
-	for _, s := range []string{"http://h/p?q#f", "/a", "https://h", "h?x", "", "*", "http://h:1#x/y", "http://h?q/x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, uri string) {
-		got := requestTarget(uri)
-		if !strings.HasPrefix(uri, "/") && !strings.Contains(uri, "://") {
-			if got != uri {
-				t.Fatalf("requestTarget(%q) = %q; want it whole", uri, got)
-			}
-			return
-		}
-		if !strings.HasPrefix(got, "/") || !strings.HasSuffix(uri, got) && !strings.HasSuffix(uri, got[1:]) {
-			t.Fatalf("requestTarget(%q) = %q", uri, got)
-		}
-	})
-}
-
 // FuzzProxyTarget sends request-targets through the real proxy to a
 // lenient origin (see lenientOrigin) and fails if the origin serves a file
 // that robots.txt disallows, or receives a target other than the one the
@@ -70,28 +48,6 @@ func FuzzProxyTarget(f *testing.F) {
 			if got != target && got != "/robots.txt" {
 				t.Fatalf("sent %q; the origin received %q", target, got)
 			}
-		}
-	})
-}
-
-// FuzzPurposeHeader: any X-Robots-Gate-Purpose value is read or refused
-// with an error naming the known purposes, never half-read; what is read
-// reads back the same from its names.
-func FuzzPurposeHeader(f *testing.F) {
-	for _, s := range []string{"ai-train", "ai-train, search", " AI-Input ,, ", "training", "", ",", "search\x00"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		ps, err := parsePurposes([]string{v})
-		if err != nil {
-			if ps != 0 || !strings.Contains(err.Error(), "known purposes are ai-train, ai-input, search") {
-				t.Fatalf("parsePurposes(%q) = %v, %v", v, ps, err)
-			}
-			return
-		}
-		again, err := parsePurposes([]string{strings.Join(ps.Names(), ",")})
-		if err != nil || again != ps {
-			t.Fatalf("parsePurposes(%q) = %v; its names read back as %v, %v", v, ps, again, err)
 		}
 	})
 }

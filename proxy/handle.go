@@ -11,6 +11,10 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/robotsgate/robotsgate/proxy/answer"
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -23,32 +27,34 @@ import (
 // those read inside a tunnel alike. An allowed request is forwarded here,
 // so that the decision and the answer stay together.
 func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	p := s.pol.Load()
-	req := request{
-		kind:        kindPlain,
-		method:      r.Method,
-		content:     hasContent(r),
-		contentType: len(r.Header["Content-Type"]) > 0,
-		uriLen:      len(r.RequestURI),
-		scheme:      r.URL.Scheme,
-		authority:   r.URL.Host,
-		target:      requestTarget(r.RequestURI),
-		userAgent:   r.Header.Get("User-Agent"),
-		client:      clientAddr(r),
-		credentials: r.Header.Get("Proxy-Authorization"),
+	sn := s.snap.Load()
+	req := policy.Request{
+		Kind:        policy.KindPlain,
+		Method:      r.Method,
+		Content:     hasContent(r),
+		ContentType: len(r.Header["Content-Type"]) > 0,
+		URILen:      len(r.RequestURI),
+		Scheme:      r.URL.Scheme,
+		Authority:   r.URL.Host,
+		Target:      policy.RequestTarget(r.RequestURI),
+		UserAgent:   r.Header.Get("User-Agent"),
+		Client:      clientAddr(r),
+		Credentials: r.Header.Get("Proxy-Authorization"),
 	}
-	req.purposes, req.otherPurposeSpelling = purposeValues(r.Header)
-	if ci, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
-		req.kind, req.tunnel = kindInner, ci
+	req.Purposes, req.OtherPurposeSpelling = policy.PurposeValues(r.Header)
+	var ci *connectInfo
+	if c, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
+		ci = c
+		req.Kind, req.Tunnel = policy.KindInner, &c.tunnel
 	}
-	var d Decision
-	p.decide(r.Context(), s.world, &req, &d)
-	if resp := s.respond(p, r, &d); resp != nil {
+	var d policy.Decision
+	sn.pol.Decide(r.Context(), &sn.env, &req, &d)
+	if resp := s.respond(sn.pol, r, &d); resp != nil {
 		r.Body.Close() // not sent: its server may drop it (h1 waits for this)
-		s.finish(p, r, &d, resp.StatusCode, "")
+		s.finish(sn.pol, r, &d, resp.StatusCode, "")
 		return r, resp
 	}
-	return r, s.forward(p, r, &req, &d)
+	return r, s.forward(sn.pol, r, &req, ci, &d)
 }
 
 // onConnect is goproxy's CONNECT hook (DESIGN step 9). An allowed CONNECT
@@ -56,29 +62,30 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 // relayed to the target, dialled first so that a failure is an answer.
 func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	r := ctx.Req
-	p := s.pol.Load()
-	req := request{
-		kind:        kindConnect,
-		method:      r.Method,
-		content:     hasContent(r),
-		contentType: len(r.Header["Content-Type"]) > 0,
-		uriLen:      len(r.RequestURI),
-		scheme:      "https",
-		authority:   host,
-		target:      "/",
-		userAgent:   r.Header.Get("User-Agent"),
-		client:      clientAddr(r),
-		credentials: r.Header.Get("Proxy-Authorization"),
+	sn := s.snap.Load()
+	p := sn.pol
+	req := policy.Request{
+		Kind:        policy.KindConnect,
+		Method:      r.Method,
+		Content:     hasContent(r),
+		ContentType: len(r.Header["Content-Type"]) > 0,
+		URILen:      len(r.RequestURI),
+		Scheme:      "https",
+		Authority:   host,
+		Target:      "/",
+		UserAgent:   r.Header.Get("User-Agent"),
+		Client:      clientAddr(r),
+		Credentials: r.Header.Get("Proxy-Authorization"),
 	}
-	req.purposes, _ = purposeValues(r.Header)
-	var d Decision
-	p.decide(r.Context(), s.world, &req, &d)
+	req.Purposes, _ = policy.PurposeValues(r.Header)
+	var d policy.Decision
+	p.Decide(r.Context(), &sn.env, &req, &d)
 	if resp := s.respond(p, r, &d); resp != nil {
 		ctx.Resp = resp
 		s.finish(p, r, &d, resp.StatusCode, host)
 		return goproxy.RejectConnect, host
 	}
-	ci := &connectInfo{authority: host, user: req.user, purposes: d.Purposes}
+	ci := &connectInfo{tunnel: policy.Tunnel{Authority: host, User: req.User, Purposes: d.Purposes}}
 	if s.mitm == nil {
 		up, err := s.dialTunnel(r.Context(), d.Origin.HostPort()) // the host decided, not its spelling (2130706433, "host.")
 		if err != nil {
@@ -99,36 +106,36 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 // forward sends a request that goes through upstream, exactly as decided,
 // and returns the origin's answer for the client, or robotsgate's own when
 // the upstream failed.
-func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) *http.Response {
-	if req.kind == kindInner {
-		r.URL.Host = req.tunnel.authority // to the CONNECT authority only
+func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
+	if ci != nil {
+		r.URL.Host = ci.tunnel.Authority // to the CONNECT authority only
 	}
 	// Decided: the round trip does not end when the client leaves (an
 	// abandoned request costs that one round trip, bounded by
 	// upstream.timeout), and waits on nothing of the client's connection.
 	r = r.WithContext(context.WithoutCancel(r.Context()))
-	connNamed := connectionNamed(r.Header)
-	removeHopByHop(r.Header, isWebSocketUpgrade(r.Header))
+	connNamed := header.ConnectionNamed(r.Header)
+	header.RemoveHopByHop(r.Header, header.IsWebSocketUpgrade(r.Header))
 	// "Connection: close" is the client's word on its own connection
 	// (hop-by-hop): the upstream one stays in the pool, for the next
 	// request and the next tunnel to the origin. But a connection that
 	// carried content is never used again (DESIGN step 0): an origin that
 	// ignored the content may have read it as a request of its own, and
 	// its answer to that must reach nobody.
-	r.Close = req.content
-	removePurposeHeaders(r.Header, req.otherPurposeSpelling) // robotsgate's, never the origin's
-	if req.content {
+	r.Close = req.Content
+	policy.RemovePurposeHeaders(r.Header, req.OtherPurposeSpelling) // robotsgate's, never the origin's
+	if req.Content {
 		r.Body = s.guardBody(p, r, connNamed)
 	}
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
-	sendAsDecided(r, req.target, d.Origin, s.tr.Proxy != nil)
+	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
 	r.Host = authority(d.Origin) // as decided, not as the client spelt it ("127.0.0.1.:443")
 	r.RequestURI = ""            // it is a client's request now
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
-	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !isWebSocketUpgrade(r.Header) {
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {
 		// A 101 to a request that asked for no upgrade (its Upgrade is
 		// removed unless it is a WebSocket's): no protocol to relay.
 		resp.Body.Close()
@@ -140,21 +147,21 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		return resp
 	}
 	s.metrics.upstream.Observe(time.Since(start).Seconds())
-	removeGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
+	header.RemoveGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
 	if resp.StatusCode != http.StatusSwitchingProtocols && (resp.Trailer != nil || resp.ContentLength < 0) {
 		// The trailer comes with the body's end, where it is read into
 		// resp.Trailer: filtered there, before a writer copies it.
-		removeGateFields(resp.Trailer)
+		header.RemoveGateFields(resp.Trailer)
 		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
 	}
-	if pc := &p.cfg.Politeness; pc.HonourRetryAfter {
-		if wait, ok := s.world.backoffs.Observe(d.Origin.Host, d.Origin.String(), resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
+	if pc := &p.Config().Politeness; pc.HonourRetryAfter {
+		if wait, ok := s.backoffs.Observe(d.Origin.Host, d.Origin.String(), resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()
 			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
 			s.shareBackoff(d.Origin.Host)
 		}
 	}
-	if p.judgeResponse(d, resp) && d.Action == ActionUsageRefused {
+	if p.JudgeResponse(d, resp.Header) && d.Action == policy.ActionUsageRefused {
 		// The body is withheld: closing it unread closes the origin
 		// connection, which no later request can then inherit half-read.
 		resp.Body.Close()
@@ -162,13 +169,13 @@ func (s *Server) forward(p *Policy, r *http.Request, req *request, d *Decision) 
 		s.finish(p, r, d, resp.StatusCode, "")
 		return resp
 	}
-	if d.Action == ActionWouldBlock {
-		resp.Header.Set("X-Robots-Gate", ActionWouldBlock)
-		if rule := d.ruleHeader(); rule != "" {
+	if d.Action == policy.ActionWouldBlock {
+		resp.Header["X-Robots-Gate"] = []string{policy.ActionWouldBlock.String()}
+		if rule := d.RuleHeader(); rule != "" {
 			resp.Header.Set("X-Robots-Gate-Rule", rule)
 		}
 	}
-	removeHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && isWebSocketUpgrade(resp.Header))
+	header.RemoveHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && header.IsWebSocketUpgrade(resp.Header))
 	s.finish(p, r, d, resp.StatusCode, "")
 	return resp
 }
@@ -179,7 +186,7 @@ func (s *Server) shareBackoff(host string) {
 	if s.cluster == nil {
 		return
 	}
-	until, why := s.world.backoffs.Hold(host)
+	until, why := s.backoffs.Hold(host)
 	if until.IsZero() {
 		return
 	}
@@ -191,18 +198,18 @@ func (s *Server) shareBackoff(host string) {
 // answer (403, in p's block style) when the dialler found a private address
 // (DNS rebinding, or a resolver that changed its mind since step 2), else
 // 502, or 504 for a timeout, naming the kind.
-func (s *Server) upstreamFailure(p *Policy, r *http.Request, hostport string, err error, d *Decision) *http.Response {
+func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport string, err error, d *policy.Decision) *http.Response {
 	switch {
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
-		d.Action, d.Reason = ActionOverloaded, "shutting down before the origin answered"
-		return s.answer(r, http.StatusServiceUnavailable, d.Action, "robotsgate: shutting down before the origin answered; retry\n")
+		d.Action, d.Reason = policy.ActionOverloaded, "shutting down before the origin answered"
+		return answer.Text(r, http.StatusServiceUnavailable, d.Action, s.opts.Now(), "robotsgate: shutting down before the origin answered; retry\n")
 	case bodyStalled(r.Body, err):
-		d.Action, d.Reason, d.Status = ActionBadRequest, reasonBodyStalled, http.StatusRequestTimeout
+		d.Action, d.Reason, d.Status = policy.ActionBadRequest, reasonBodyStalled, http.StatusRequestTimeout
 		resp := s.respond(p, r, d)
 		resp.Header.Set("Connection", "close") // the rest of the body is not read: nothing more can follow on the connection
 		return resp
 	case errors.Is(err, upstream.ErrPrivateAddress):
-		d.Action, d.Reason = ActionPrivate, reasonPrivate
+		d.Action, d.Reason = policy.ActionPrivate, policy.ReasonPrivate
 		return s.respond(p, r, d)
 	}
 	code := http.StatusBadGateway
@@ -215,8 +222,8 @@ func (s *Server) upstreamFailure(p *Policy, r *http.Request, hostport string, er
 	} else {
 		s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
 	}
-	d.Action, d.Reason = ActionUpstream, "upstream "+why
-	return s.answer(r, code, ActionUpstream, fmt.Sprintf("upstream %s: %s\n", hostport, why))
+	d.Action, d.Reason = policy.ActionUpstream, "upstream "+why
+	return answer.Text(r, code, policy.ActionUpstream, s.opts.Now(), fmt.Sprintf("upstream %s: %s\n", hostport, why))
 }
 
 // finish accounts for one answer: it is counted once in
@@ -224,7 +231,7 @@ func (s *Server) upstreamFailure(p *Policy, r *http.Request, hostport string, er
 // status is what the client was sent, connect the CONNECT authority when
 // the answer was to a CONNECT. Every answer robotsgate makes, and every
 // request or tunnel it lets through, passes here exactly once.
-func (s *Server) finish(p *Policy, r *http.Request, d *Decision, status int, connect string) {
+func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, status int, connect string) {
 	scheme := d.Origin.Scheme
 	switch {
 	case scheme != "":
@@ -234,11 +241,40 @@ func (s *Server) finish(p *Policy, r *http.Request, d *Decision, status int, con
 		scheme = r.URL.Scheme
 	}
 	s.metrics.countRequest(d.Action, scheme)
-	s.status.count(d.Origin, d.Action)
+	s.board.Count(d.Origin, d.Action)
 	if d.Paced {
 		s.metrics.pacedWait.Observe(d.Waited.Seconds())
 	}
 	s.record(p, r, d, status, connect)
+}
+
+// respond returns robotsgate's own answer to r for d, in p's block style;
+// nil when d lets r go to its origin.
+func (s *Server) respond(p *policy.Policy, r *http.Request, d *policy.Decision) *http.Response {
+	return answer.For(p.BlockStyle(), r, d, s.opts.Now())
+}
+
+// record writes the audit record of an answer, when it is to be logged
+// (allowed ones only with log_allowed), and keeps the non-allowed ones
+// for /status.
+func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, status int, connect string) {
+	msg := audit.MsgOf(d)
+	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed {
+		return
+	}
+	rec := audit.RecordOf(s.opts.Now(), d, status)
+	rec.SetClient(clientAddr(r))
+	rec.Method, rec.UserAgent = r.Method, r.Header.Get("User-Agent")
+	switch {
+	case connect != "":
+		rec.URL = connect
+	case rec.URL == "":
+		rec.URL = answer.DisplayURL(r)
+	}
+	s.audit.Write(&rec)
+	if msg != audit.MsgAllowed {
+		s.board.Remember(&rec)
+	}
 }
 
 // sendAsDecided binds r to what was decided (DESIGN step 7, "what is

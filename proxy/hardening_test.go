@@ -2,17 +2,16 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -26,7 +25,7 @@ func TestTunnelModeServerName(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
 	o := newWireOrigin(t, pki, "a.example", "127.0.0.1")
-	p := startMITM(t, pki, func(c *Config) { c.TLS.Mode = "tunnel" })
+	p := startMITM(t, pki, func(c *config.Config) { c.TLS.Mode = "tunnel" })
 	roots := x509.NewCertPool()
 	roots.AddCert(pki.cert)
 	handshake := func(authority, serverName string) (*tls.Conn, error) {
@@ -176,7 +175,7 @@ func TestGateFieldsFromOriginRemoved(t *testing.T) {
 				t.Fatalf("GET /page: %d %q", resp.StatusCode, body)
 			}
 			for k := range resp.Header {
-				if isGateField(k) {
+				if header.IsGateField(k) {
 					t.Errorf("the client got %s: %q from the origin; want it removed", k, resp.Header[k])
 				}
 			}
@@ -195,7 +194,7 @@ func TestStalledBodyEnds(t *testing.T) {
 	for _, e := range entryPaths {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
-			p, o := e.setUp(t, func(c *Config) { c.Limits.IdleTimeout = 300 * time.Millisecond })
+			p, o := e.setUp(t, func(c *config.Config) { c.Limits.IdleTimeout = 300 * time.Millisecond })
 			c, br := e.open(t, p, o)
 			resp, body := send(t, c, br, "POST "+e.target(o, "/upload")+" HTTP/1.1\r\nHost: "+o.addr+"\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten.")
 			if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("X-Robots-Gate") != "bad-request" {
@@ -285,144 +284,5 @@ func TestSyntaxEscapesDecided(t *testing.T) {
 	}
 	if n := o.count("/price$list") + o.count("/cost%24list") + o.count("/star*name"); n != 0 {
 		t.Errorf("the origin served a blocked spelling %d times", n)
-	}
-}
-
-// hostileRobots is a robots.txt of maxBytes of wildcard rules made to cost
-// the most for hostilePath: each rule is 40 random bytes of "a", "b" and
-// "c", so every byte and every pair of bytes of every rule is in the path,
-// which repeats all nine pairs, and none matches.
-func hostileRobots(maxBytes int) string {
-	var b strings.Builder
-	b.WriteString("User-agent: *\n")
-	x := uint32(1)
-	for b.Len() < maxBytes-80 {
-		b.WriteString("Disallow: /*")
-		for range 40 {
-			x = x*1664525 + 1013904223
-			b.WriteByte("abc"[x>>30%3])
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-// hostilePath is the 8 KiB path of hostileRobots' attack.
-var hostilePath = "/" + strings.Repeat("aabbccacb", maxTargetBytes/9+1)[:maxTargetBytes-1]
-
-// hostileLenientPath is an 8 KiB path thick with lenient separators and
-// dot segments: 50 readings, each some 60 µs to make.
-var hostileLenientPath = "/" + strings.Repeat("a%2F;b%5C%3Bc//x/..$%24*", maxTargetBytes/24+1)[:maxTargetBytes-1]
-
-// hostileDotsPath is an 8 KiB path with every feature the lenient
-// readings act on, then dot segments that collapse every reading to a few
-// bytes (a red team's: making 120 readings cost 14 ms when only the bytes
-// of readings made were counted).
-var hostileDotsPath = "/a%2F;b%5C%3B$%24*//x" + strings.Repeat("x/../", maxTargetBytes/5)[:maxTargetBytes-40]
-
-// TestDecideWorkBounded: a request whose decision would take more than
-// the work bound (500 KiB of wildcard rules against an 8 KiB path, here
-// seconds of CPU before the bound) is refused as a bad request (step 0's
-// bound; no rule of the site's decided), not let through; real
-// files, with long paths of every byte and their lenient readings, are
-// decided in full and exactly as without the bound.
-func TestDecideWorkBounded(t *testing.T) {
-	t.Parallel()
-	rules := robots.Parse([]byte(hostileRobots(fetch.DefaultMaxBytes)), robots.WithNormalization())
-	simple := robots.Parse([]byte(wireRobots), robots.WithNormalization())
-	for _, tt := range []struct {
-		rules *robots.Robots
-		path  string
-	}{{rules, hostilePath}, {rules, hostileLenientPath}, {simple, hostileDotsPath}} {
-		path := tt.path
-		d := &Decision{Agents: Agents{one: "AnyBot"}}
-		decideRules(context.Background(), d, tt.rules, path)
-		if d.Action != ActionBadRequest || !strings.Contains(d.Reason, "work bound") {
-			t.Errorf("hostile robots.txt, 8 KiB path %.20q...: %s %q; want bad-request past the work bound", path, d.Action, d.Reason)
-		}
-		if d.work <= decideWork {
-			t.Errorf("work %d; want it past the bound %d", d.work, decideWork)
-		}
-	}
-
-	// A client that leaves stops the work.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	d := &Decision{Agents: Agents{one: "AnyBot"}}
-	decideRules(ctx, d, rules, "/a;b/%2F/c")
-	if d.Action != ActionDisallowed || d.Reason != reasonLeft {
-		t.Errorf("client gone: %s %q; want disallowed, %q", d.Action, d.Reason, reasonLeft)
-	}
-
-	files, err := os.ReadDir("../robots/testdata/corpus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	every := ""
-	for len(every) < maxTargetBytes-200 {
-		every += "abcdefghijklmnopqrstuvwxyz0123456789-_.~ABCDEFGHIJKLMNOPQRSTUVWXYZ/?=&%20+,;:!$'()@*"
-	}
-	paths := []string{"/" + every, "/a;b/%2F/" + every, "/search?q=" + every}
-	var worst int64
-	for _, f := range files {
-		body, err := os.ReadFile("../robots/testdata/corpus/" + f.Name())
-		if err != nil || !strings.HasSuffix(f.Name(), ".txt") {
-			continue
-		}
-		rules := robots.Parse(body, robots.WithNormalization())
-		for _, tok := range []string{"*", "GPTBot"} {
-			for _, path := range paths {
-				d := &Decision{Agents: Agents{one: tok}}
-				decideRules(context.Background(), d, rules, path)
-				worst = max(worst, d.work)
-				if strings.Contains(d.Reason, "work bound") {
-					t.Errorf("%s, %s, a %d-byte path: refused past the work bound (%d); want decided", f.Name(), tok, len(path), d.work)
-					continue
-				}
-				want := rules.Group(tok).Test(robots.Normalize(path))
-				for r := range robots.LenientReadings(path) {
-					if !want.Allowed {
-						break
-					}
-					want = rules.Group(tok).Test(r)
-				}
-				if d.Verdict.Allowed != want.Allowed || d.Verdict.Line != want.Line {
-					t.Errorf("%s, %s, a %d-byte path: %+v; want %+v, as decided without the bound", f.Name(), tok, len(path), d.Verdict, want)
-				}
-			}
-		}
-	}
-	t.Logf("the costliest corpus decision took %d units of the bound's %d", worst, decideWork)
-}
-
-// BenchmarkDecideWorstCase decides the costliest request constructed: an
-// 8 KiB path with lenient separators against 500 KiB of wildcard rules
-// made to cost the most, refused at the work bound; and, as a baseline in
-// the same run, a common request under a real file.
-func BenchmarkDecideWorstCase(b *testing.B) {
-	hostile := robots.Parse([]byte(hostileRobots(fetch.DefaultMaxBytes)), robots.WithNormalization())
-	real, err := os.ReadFile("../robots/testdata/corpus/istockphoto.com.txt")
-	if err != nil {
-		b.Fatal(err)
-	}
-	typical := robots.Parse(real, robots.WithNormalization())
-	for _, bc := range []struct {
-		name  string
-		rules *robots.Robots
-		path  string
-	}{
-		{"hostile-8KiB", hostile, hostilePath},
-		{"hostile-8KiB-lenient", hostile, hostileLenientPath},
-		{"simple-8KiB-dots", robots.Parse([]byte(wireRobots), robots.WithNormalization()), hostileDotsPath},
-		{"istockphoto-8KiB-every-byte", typical, "/a;b/%2F/" + strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789-_.~/?=&%20+,;:!$", 160)[:maxTargetBytes-20]},
-		{"istockphoto-common", typical, "/photos/mountain-landscape?page=2"},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				d := &Decision{Agents: Agents{one: "AnyBot"}}
-				decideRules(context.Background(), d, bc.rules, bc.path)
-			}
-		})
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // hostileConfig has short limits so that the tests are quick.
-func hostileConfig(c *Config) {
+func hostileConfig(c *config.Config) {
 	c.Limits.ReadHeaderTimeout = 300 * time.Millisecond
 	c.Limits.MaxHeaderBytes = 4096
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // innerOrigin is an HTTPS origin for the tests of requests inside a
@@ -323,7 +325,7 @@ func TestInnerHeadLimits(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
 	_, port := innerOrigin(t, pki, nil)
-	p := startMITM(t, pki, func(c *Config) {
+	p := startMITM(t, pki, func(c *config.Config) {
 		c.Limits.MaxHeaderBytes = 4 << 10
 		c.Limits.ReadHeaderTimeout = 500 * time.Millisecond
 		c.Limits.TunnelIdleTimeout = 2 * time.Second
@@ -378,7 +380,7 @@ func TestInnerClientLeavesWhilePaced(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
 	o, port := innerOrigin(t, pki, nil)
-	p := startMITM(t, pki, func(c *Config) {
+	p := startMITM(t, pki, func(c *config.Config) {
 		c.Politeness.CrawlDelay = true
 		// Shorter than the waits: a request's wait outlasts its head's
 		// deadline, which must not be taken for its client leaving.

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -26,7 +27,7 @@ type metrics struct {
 	handler       http.Handler
 	// byDecision holds the requests counter of each decision for http
 	// and https, resolved once: a label lookup per request costs.
-	byDecision map[string]*[2]prometheus.Counter
+	byDecision [policy.NumActions][2]prometheus.Counter
 }
 
 // newMetrics registers the metrics; cacheStats and conns are read when
@@ -87,9 +88,8 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_tunnels", Help: "CONNECT tunnels and WebSockets open."},
 			func() float64 { return float64(conns.tunnels.Load()) }),
 	)
-	m.byDecision = map[string]*[2]prometheus.Counter{}
-	for _, d := range actions() {
-		m.byDecision[d] = &[2]prometheus.Counter{m.requests.WithLabelValues(d, "http"), m.requests.WithLabelValues(d, "https")}
+	for _, a := range policy.Actions() {
+		m.byDecision[a] = [2]prometheus.Counter{m.requests.WithLabelValues(a.String(), "http"), m.requests.WithLabelValues(a.String(), "https")}
 	}
 	for _, o := range []fetch.Outcome{fetch.Fetched, fetch.Unavailable, fetch.Unreachable} {
 		m.fetches.WithLabelValues(string(o))
@@ -107,14 +107,13 @@ func (m *metrics) observeFetch(_ fetch.Origin, r *fetch.Result) {
 }
 
 // countRequest counts a decided request.
-func (m *metrics) countRequest(decision, scheme string) {
-	c, ok := m.byDecision[decision]
-	if !ok {
+func (m *metrics) countRequest(a policy.Action, scheme string) {
+	if int(a) >= policy.NumActions {
 		return
 	}
 	i := 0
 	if scheme == "https" {
 		i = 1
 	}
-	c[i].Inc()
+	m.byDecision[a][i].Inc()
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+
+	"github.com/robotsgate/robotsgate/proxy/upstream"
 )
 
 // mapCertStore is the leaf-certificate cache plain goproxy needs not to
@@ -51,14 +53,11 @@ func newMITMBench(b *testing.B) *mitmBench {
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = b.TempDir()
 	cfg.Upstream.CA = pki.pemPath
-	pol, err := Compile(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
 	rg, rgURL := serveRobotsgate(b, cfg, Options{LookupNetIP: loopbackLookup})
 
 	newGoproxy := func(store goproxy.CertStorage) *url.URL {
-		tr, err := newTransport(pol, loopbackLookup, nil, nil)
+		tr, err := upstream.NewTransport(upstream.Options{Timeout: cfg.Upstream.Timeout, CA: cfg.Upstream.CA, MaxIdle: cfg.Limits.MaxConnections,
+			MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Lookup: loopbackLookup})
 		if err != nil {
 			b.Fatal(err)
 		}

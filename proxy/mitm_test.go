@@ -25,6 +25,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // testPKI is a throwaway CA for test origins, trusted by the proxy through
@@ -111,7 +114,7 @@ func loopbackLookup(ctx context.Context, network, host string) ([]netip.Addr, er
 }
 
 // startMITM runs a MITM proxy whose upstream trusts pki.
-func startMITM(t *testing.T, pki *testPKI, mutate func(*Config)) *testProxy {
+func startMITM(t *testing.T, pki *testPKI, mutate func(*config.Config)) *testProxy {
 	t.Helper()
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = t.TempDir()
@@ -121,7 +124,7 @@ func startMITM(t *testing.T, pki *testPKI, mutate func(*Config)) *testProxy {
 	if mutate != nil {
 		mutate(cfg)
 	}
-	if err := cfg.Validate(); err != nil {
+	if _, err := policy.Compile(cfg); err != nil {
 		t.Fatal(err)
 	}
 	p := &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
@@ -411,7 +414,7 @@ func TestTunnelMode(t *testing.T) {
 	closed, cport := tlsOrigin(t, pki, "User-agent: *\nDisallow: /\n", "closed.example")
 	partial, pport := tlsOrigin(t, pki, "User-agent: *\nDisallow: /private\n", "partial.example")
 	allowed, aport := tlsOrigin(t, pki, "User-agent: *\nDisallow: /\nAllow: /public\n", "allowed.example")
-	p := startMITM(t, pki, func(c *Config) { c.TLS.Mode = "tunnel" })
+	p := startMITM(t, pki, func(c *config.Config) { c.TLS.Mode = "tunnel" })
 	connect := func(authority string) *http.Response {
 		c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
 		if err != nil {
@@ -464,7 +467,7 @@ func TestTunnelMode(t *testing.T) {
 
 func TestCONNECTPrivateAddress(t *testing.T) {
 	t.Parallel()
-	p := startMITM(t, nil, func(c *Config) { c.Upstream.BlockPrivate = true })
+	p := startMITM(t, nil, func(c *config.Config) { c.Upstream.BlockPrivate = true })
 	c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -503,12 +506,12 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	}()
 	// A plain-HTTP origin at the same address would be needed for robots.txt
 	// in tunnel mode; a [[sites]] allow skips it.
-	p := startMITM(t, nil, func(c *Config) {
+	p := startMITM(t, nil, func(c *config.Config) {
 		c.TLS.Mode = "tunnel"
 		// Long enough that a TLS handshake under -race on a loaded
 		// machine does not look idle.
 		c.Limits.TunnelIdleTimeout = time.Second
-		c.Sites = []SiteRule{{Host: "127.0.0.1", Policy: "allow", Reason: "echo"}}
+		c.Sites = []config.SiteRule{{Host: "127.0.0.1", Policy: "allow", Reason: "echo"}}
 	})
 	open := func() (net.Conn, *bufio.Reader) {
 		c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -73,7 +74,7 @@ func checkGaps(t *testing.T, gaps []time.Duration, n int, want, tol time.Duratio
 	}
 }
 
-func pacedConfig(mutate func(*PolitenessConfig)) *Config {
+func pacedConfig(mutate func(*config.PolitenessConfig)) *config.Config {
 	cfg := loopbackConfig()
 	mutate(&cfg.Politeness)
 	return cfg
@@ -104,7 +105,7 @@ func fire(t *testing.T, c *http.Client, url string, n int) []int {
 func TestPacingMinInterval(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval = 150 * time.Millisecond }))
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.MinInterval = 150 * time.Millisecond }))
 	starts := logStarts(p)
 	codes := fire(t, p.client(), o.URL+"/page", 8)
 	for _, c := range codes {
@@ -118,7 +119,7 @@ func TestPacingMinInterval(t *testing.T) {
 func TestPacingFractionalCrawlDelay(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.25\nDisallow: /private\n", nil)
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.CrawlDelay = true }))
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.CrawlDelay = true }))
 	starts := logStarts(p)
 	fire(t, p.client(), o.URL+"/page", 4)
 	checkGaps(t, starts.gaps(t, o.URL), 3, 250*time.Millisecond, time.Second)
@@ -127,7 +128,7 @@ func TestPacingFractionalCrawlDelay(t *testing.T) {
 func TestPacingCrawlDelayCapped(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 86400\n", nil)
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) {
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) {
 		pc.CrawlDelay, pc.MaxDelay, pc.MaxWait = true, 200*time.Millisecond, 5*time.Second
 	}))
 	starts := logStarts(p)
@@ -140,7 +141,7 @@ func TestPacing429(t *testing.T) {
 	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
 	// Two requests ahead, each 2.5 s apart: the third would wait 5 s, past
 	// max_wait (4 s, at least max_delay).
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) {
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) {
 		pc.MinInterval, pc.MaxDelay, pc.MaxWait = 2500*time.Millisecond, 2500*time.Millisecond, 4*time.Second
 	}))
 	if resp, _ := get(t, p.client(), o.URL+"/first"); resp.StatusCode != 200 {
@@ -183,7 +184,7 @@ func TestPacingPerSiteOverride(t *testing.T) {
 	paced := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
 	free := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
 	cfg := loopbackConfig()
-	cfg.Sites = []SiteRule{{Host: "localhost", Policy: "robots", MinInterval: 200 * time.Millisecond}}
+	cfg.Sites = []config.SiteRule{{Host: "localhost", Policy: "robots", MinInterval: 200 * time.Millisecond}}
 	p := startProxy(t, cfg)
 	starts := logStarts(p)
 	pacedURL := strings.Replace(paced.URL, "127.0.0.1", "localhost", 1)
@@ -204,7 +205,7 @@ func TestPacingOriginsInParallel(t *testing.T) {
 		o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
 		urls = append(urls, strings.Replace(o.URL, "127.0.0.1", fmt.Sprintf("host%d.test", i), 1))
 	}
-	p := startMITM(t, nil, func(c *Config) { c.Politeness.MinInterval = 200 * time.Millisecond })
+	p := startMITM(t, nil, func(c *config.Config) { c.Politeness.MinInterval = 200 * time.Millisecond })
 	starts := logStarts(p)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -228,7 +229,7 @@ func TestPacingPerHost(t *testing.T) {
 	t.Parallel()
 	a := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
 	b := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.MinInterval = 200 * time.Millisecond }))
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.MinInterval = 200 * time.Millisecond }))
 	starts := logStarts(p)
 	var wg sync.WaitGroup
 	for _, u := range []string{a.URL, b.URL} {
@@ -247,7 +248,7 @@ func TestPacingPerHost(t *testing.T) {
 func TestPacingScrapyLoseNoPage(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 1.5\n", nil)
-	p := startProxy(t, pacedConfig(func(pc *PolitenessConfig) { pc.CrawlDelay = true }))
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.CrawlDelay = true }))
 	starts := logStarts(p)
 	client := p.client()
 	client.Timeout = 30 * time.Second

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // TestProxyStreamsSlowBodies: bytes a stalling origin did send (and the
@@ -80,7 +82,7 @@ func TestProxyReportModeLabels(t *testing.T) {
 
 func TestProxyRefusesSpecialRanges(t *testing.T) {
 	t.Parallel()
-	cfg := Default()
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	p := startProxy(t, cfg)
 	for _, host := range []string{"100.64.0.1", "0.1.2.3", "224.0.0.1", "[::ffff:10.0.0.1]", "[fe80::1]", "[fc00::1]", "169.254.169.254"} {

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/check"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
@@ -39,7 +42,7 @@ func newLenientOrigin(t testing.TB, ln net.Listener, pki *testPKI, names ...stri
 	t.Helper()
 	o := &lenientOrigin{rules: robots.Parse([]byte(lenientRobots), robots.WithNormalization()).Group("*")}
 	o.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		target := requestTarget(r.RequestURI) // absolute-form too
+		target := policy.RequestTarget(r.RequestURI) // absolute-form too
 		file := serverResolve(target)
 		o.mu.Lock()
 		o.targets = append(o.targets, target)
@@ -114,11 +117,16 @@ func serverResolve(target string) string {
 	return rfcRemoveDots(merged)
 }
 
+// isHexDigit reports whether c is a hexadecimal digit.
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f'
+}
+
 // unescapeOnce decodes every escape of s once, as most servers do.
 func unescapeOnce(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+		if c := s[i]; c == '%' && i+2 < len(s) && isHexDigit(s[i+1]) && isHexDigit(s[i+2]) {
 			b.WriteByte(unhexByte(s[i+1])<<4 | unhexByte(s[i+2]))
 			i += 2
 		} else {
@@ -438,12 +446,15 @@ func TestRedTeamCheck(t *testing.T) {
 		if tt.status == 400 {
 			continue // a URL's fragment is the client's own: check cuts it
 		}
-		var out, errOut strings.Builder
-		c := &Checker{Robots: []byte(lenientRobots)}
-		err := c.Run(t.Context(), []string{"http://example.com" + tt.target}, &out, &errOut)
-		allowed := strings.HasPrefix(out.String(), "allowed\t")
-		if allowed != (tt.status == 200) {
-			t.Errorf("check %q: %q %v %q; want allowed = %v", tt.target, out.String(), err, errOut.String(), tt.status == 200)
+		var errOut strings.Builder
+		var d *policy.Decision
+		c := &check.Checker{Robots: []byte(lenientRobots)}
+		err := c.Run(t.Context(), []string{"http://example.com" + tt.target}, func(_ string, got *policy.Decision) error {
+			d = got
+			return nil
+		}, &errOut)
+		if d == nil || d.Allowed() != (tt.status == 200) {
+			t.Errorf("check %q: %+v %v %q; want allowed = %v", tt.target, d, err, errOut.String(), tt.status == 200)
 		}
 	}
 }
@@ -549,7 +560,7 @@ func TestTunnelModePlainHTTPDecided(t *testing.T) {
 		t.Skipf("cannot listen on port 80 here (%v): the tunnel-mode port-80 test needs it", err)
 	}
 	o := newLenientOrigin(t, ln, nil)
-	p := startMITM(t, nil, func(c *Config) { c.TLS.Mode = "tunnel" })
+	p := startMITM(t, nil, func(c *config.Config) { c.TLS.Mode = "tunnel" })
 	c, br := p.rawTunnel(t, "127.0.80.17:80", "", true)
 	for _, tt := range []struct {
 		target string
@@ -586,7 +597,7 @@ func TestPrivateNumericHosts(t *testing.T) {
 		t.Errorf("next hop reached for %s", r.RequestURI)
 	}))
 	t.Cleanup(next.Close)
-	cfg := Default()
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream.Proxy = next.URL // block_private stays on
 	p := startProxy(t, cfg)
@@ -647,7 +658,7 @@ func TestRobotsFetchesBounded(t *testing.T) {
 		}
 	}()
 	_, port, _ := net.SplitHostPort(silent.Addr().String())
-	p := startMITM(t, nil, func(c *Config) { c.Robots.MaxFetches = 4 }) // every name resolves to 127.0.0.1
+	p := startMITM(t, nil, func(c *config.Config) { c.Robots.MaxFetches = 4 }) // every name resolves to 127.0.0.1
 	client := p.client()
 	client.Timeout = 300 * time.Millisecond
 	// The cache's own count of fetches in flight, sampled throughout (the

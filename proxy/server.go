@@ -19,8 +19,14 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/admin"
+	"github.com/robotsgate/robotsgate/proxy/answer"
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/auth"
+	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/proxy/pace"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -43,16 +49,18 @@ type Options struct {
 
 // Server is the robotsgate proxy: an http.Handler that decides every
 // proxied request, answers blocked ones itself and forwards the rest.
+// Every request on its listener enters through goproxy's handler: plain
+// proxy requests through its request hook, CONNECTs through its CONNECT
+// hook, requests to the proxy itself through its non-proxy handler.
 type Server struct {
 	log   *slog.Logger
 	opts  Options
 	cache *fetch.Cache
 	gp    *goproxy.ProxyHttpServer
 	tr    *http.Transport
-	audit *Audit
-	pol   atomic.Pointer[Policy]
-	// world is what decisions look at: the cache, private lookups, clock.
-	world *world
+	audit *audit.Log
+	// snap is the policy in force, swapped whole by a reload.
+	snap  atomic.Pointer[snapshot]
 	conns *connTracker
 	// private remembers which hosts resolve to private addresses.
 	private *upstream.PrivateCache
@@ -61,16 +69,18 @@ type Server struct {
 	mitm *mitm.Terminator
 	// metrics are served at /metrics.
 	metrics *metrics
-	// status keeps what /status shows: counts per origin, recent blocks.
-	status *statusBoard
+	// board keeps what /status shows: counts per origin, recent blocks.
+	board *admin.Board
+	// admin serves the requests to the proxy itself.
+	admin *admin.Handler
 	// self is the listener's address, which nothing robotsgate dials may reach.
 	self upstream.Self
-	// decideCalls are the /v1/decide calls running (maxDecideCalls slots).
-	decideCalls chan struct{}
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *upstream.Conns
 	// pacer spaces request starts per origin ([politeness]).
 	pacer *pace.Pacer
+	// backoffs hold hosts whose origins asked for a pause.
+	backoffs *pace.Backoffs
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
 	cluster *cluster.Client
 	// stopping ends when a shutdown's drain time is up: requests still
@@ -80,17 +90,46 @@ type Server struct {
 
 	// Read once at start: a change needs a restart.
 	listen        string
-	tlsConfig     TLSConfig
+	tlsConfig     config.TLSConfig
 	cacheMaxBytes int64
 	maxFetches    int
-	clusterConfig ClusterConfig
+	clusterConfig config.ClusterConfig
 	retryAfter    time.Duration // the cache's, for the log of failed fetches
+}
+
+// snapshot is one config in force: its policy, the authenticator of its
+// [auth] users, and what its decisions look at.
+type snapshot struct {
+	pol  *policy.Policy
+	auth *auth.Authenticator // nil without [auth] users
+	env  policy.Env
+}
+
+// newSnapshot compiles cfg into the snapshot of s it makes.
+func (s *Server) newSnapshot(cfg *config.Config) (*snapshot, error) {
+	pol, err := policy.Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	users := make([]auth.User, len(cfg.Auth.Users))
+	for i, u := range cfg.Auth.Users {
+		users[i] = auth.User{Name: u.Name, PasswordHash: u.PasswordHash}
+	}
+	sn := &snapshot{pol: pol, auth: auth.New(users, s.opts.Now)}
+	sn.env = policy.Env{Rules: s.cache.Get, Private: s.private, Pacer: s.pacer, Backoffs: s.backoffs, Self: &s.self, Now: s.opts.Now}
+	if sn.auth != nil { // a nil *Authenticator in the interface would not be nil
+		sn.env.Auth = sn.auth
+	}
+	if s.cluster != nil {
+		sn.env.Fleet = s.cluster
+	}
+	return sn, nil
 }
 
 // NewServer builds a Server for cfg, which it compiles first: a config
 // with problems is refused with all of them. Nothing runs until Serve.
-func NewServer(cfg *Config, o Options) (*Server, error) {
-	pol, err := Compile(cfg)
+func NewServer(cfg *config.Config, o Options) (*Server, error) {
+	pol, err := policy.Compile(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -103,22 +142,23 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		upstream: upstream.NewConns(),
 		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    pace.NewPacer(o.Now),
+		backoffs: pace.NewBackoffs(o.Now),
 		conns:    newConnTracker(cfg.Limits.MaxConnections),
+		board:    admin.NewBoard(o.Now),
 	}
-	s.pol.Store(pol)
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
-	s.status = newStatusBoard(o.Now)
-	s.decideCalls = make(chan struct{}, maxDecideCalls)
 	s.conns.overloaded = s.overloaded
-	if s.tr, err = newTransport(pol, o.LookupNetIP, s.upstream, &s.self); err != nil {
+	uo := upstream.OptionsFor(pol.Config(), pol.UpstreamProxy())
+	uo.Lookup, uo.Conns, uo.Self = o.LookupNetIP, s.upstream, &s.self
+	if s.tr, err = upstream.NewTransport(uo); err != nil {
 		return nil, err
 	}
-	if cfg.TLS.Mode == "mitm" {
+	if pol.TLSMode() == policy.TLSMITM {
 		if s.mitm, err = loadMITM(cfg, o.Now); err != nil {
 			return nil, err
 		}
 	}
-	if s.audit, err = newAudit(cfg.Audit.File, o.AuditOut, o.Logger, o.Now); err != nil {
+	if s.audit, err = audit.Open(cfg.Audit.File, o.AuditOut, s.auditFailed); err != nil {
 		return nil, err
 	}
 	store, err := s.openStore(cfg)
@@ -126,7 +166,10 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
-	s.cache, err = newRobotsCache(pol, s.tr, o.Version, o.Now, []robots.Option{robots.WithNormalization()}, s.observeFetch, store, s.badRecord)
+	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, upstream.RobotsOptions{
+		Transport: s.tr, Proxy: pol.UpstreamProxy(), Version: o.Version, Now: o.Now,
+		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
+	})
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {
@@ -134,24 +177,32 @@ func NewServer(cfg *Config, o Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	s.world = &world{rules: s.cache.Get, private: s.private, pacer: s.pacer, backoffs: pace.NewBackoffs(o.Now), self: &s.self, now: o.Now}
+	sn, err := s.newSnapshot(cfg)
+	if err != nil { // compiled above: cannot fail
+		return nil, err
+	}
+	s.snap.Store(sn)
 	if s.cluster != nil {
-		s.world.fleet = s.cluster
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
-			s.world.backoffs.Apply(host, until, why, s.pol.Load().cfg.Politeness.MaxBackoff)
+			s.backoffs.Apply(host, until, why, s.snap.Load().pol.Config().Politeness.MaxBackoff)
 		})
 		s.cluster.SubscribePurges(func(o fetch.Origin) { s.cache.Forget(o) }) // the store is the purger's to clear
 	}
-	s.gp = s.newGoproxy(pol.upstreamProxy)
+	s.gp = s.newGoproxy(pol.UpstreamProxy())
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
+}
+
+// auditFailed reports a failed audit write on the operational log.
+func (s *Server) auditFailed(err error, r audit.Record) {
+	s.log.Error("audit log write failed", "err", err, "msg", r.Msg, "url", r.URL)
 }
 
 // openStore opens where the cache keeps last good copies beyond itself:
 // the fleet's Redis with [cluster] redis, else files under state_dir. A
 // state directory that cannot be used is logged, and the proxy runs
 // without persistence: it is never a reason not to start.
-func (s *Server) openStore(cfg *Config) (fetch.Store, error) {
+func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
 	if cfg.Cluster.Redis != "" {
 		secret, err := cfg.Cluster.ReadSecret()
 		if err != nil {
@@ -201,8 +252,8 @@ func (o *Options) fill() {
 
 // loadMITM loads (or makes) the MITM CA and the terminator of tunnels'
 // TLS that presents its leaves.
-func loadMITM(cfg *Config, now func() time.Time) (*mitm.Terminator, error) {
-	files, err := cfg.CAFiles()
+func loadMITM(cfg *config.Config, now func() time.Time) (*mitm.Terminator, error) {
+	files, err := mitm.FilesOf(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +274,16 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
 	gp.KeepAcceptEncoding = true // bodies pass as the origin encoded them
 	gp.KeepHeader = false        // Proxy-Authorization never reaches the origin
-	gp.NonproxyHandler = http.HandlerFunc(s.serveAdmin)
+	s.admin = admin.New(admin.Options{
+		Snapshot: func() (*policy.Policy, *auth.Authenticator) { sn := s.snap.Load(); return sn.pol, sn.auth },
+		Cache:    s.cache,
+		Cluster:  s.cluster,
+		Metrics:  s.metrics.handler,
+		Board:    s.board,
+		Private:  s.private,
+		Now:      s.opts.Now,
+	})
+	gp.NonproxyHandler = s.admin
 	gp.OnRequest().DoFunc(s.onRequest)
 	gp.OnRequest().HandleConnectFunc(s.onConnect)
 	if next != nil {
@@ -241,7 +301,7 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 }
 
 // newHTTPServer is the server of the proxy's listener, with [limits].
-func (s *Server) newHTTPServer(lim LimitsConfig, logger *slog.Logger) *http.Server {
+func (s *Server) newHTTPServer(lim config.LimitsConfig, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler: s,
 		// A request's body is read from its connection, whose deadline
@@ -300,63 +360,9 @@ func (s *Server) badRecord(o fetch.Origin, err error) {
 // overloaded answers a connection turned away past max_connections (the
 // tracker writes the 503 itself): counted and audited like any answer.
 func (s *Server) overloaded(remote net.Addr) {
-	d := &Decision{Action: ActionOverloaded, Reason: "too many connections"}
+	d := &policy.Decision{Action: policy.ActionOverloaded, Reason: "too many connections"}
 	r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{Scheme: "http"}}
-	s.finish(s.pol.Load(), r, d, http.StatusServiceUnavailable, "")
-}
-
-// newTransport is the upstream transport for p's [upstream] and
-// [limits].
-func newTransport(p *Policy, lookup upstream.LookupFunc, conns *upstream.Conns, self *upstream.Self) (*http.Transport, error) {
-	return upstream.NewTransport(upstream.Options{
-		Timeout:        p.cfg.Upstream.Timeout,
-		BlockPrivate:   p.cfg.Upstream.BlockPrivate,
-		Proxy:          p.upstreamProxy,
-		CA:             p.cfg.Upstream.CA,
-		MaxIdle:        p.cfg.Limits.MaxConnections,
-		MaxHeaderBytes: p.cfg.Limits.MaxHeaderBytes,
-		Lookup:         lookup,
-		Conns:          conns,
-		Self:           self,
-	})
-}
-
-// newRobotsCache builds the robots.txt fetcher and cache for cfg. The
-// fetcher dials with tr's dialer (block_private, upstream.proxy) and
-// trusts the same roots.
-func newRobotsCache(pol *Policy, tr *http.Transport, version string, now func() time.Time, parse []robots.Option, onFetch func(fetch.Origin, *fetch.Result), store fetch.Store, onBad func(fetch.Origin, error)) (*fetch.Cache, error) {
-	cfg := &pol.cfg
-	redirects := cfg.Robots.MaxRedirects
-	if redirects == 0 {
-		redirects = -1 // FetchOptions: 0 is the default, negative is none
-	}
-	fetcher := fetch.NewFetcher(fetch.FetcherOptions{
-		Transport: fetch.NewTransport(fetch.TransportOptions{
-			Proxy:       pol.upstreamProxy,
-			RootCAs:     tr.TLSClientConfig.RootCAs,
-			DialContext: tr.DialContext,
-		}),
-		UserAgent:          strings.ReplaceAll(cfg.Robots.FetchUserAgent, "VERSION", version),
-		MaxBytes:           cfg.Robots.MaxBytes,
-		MaxRedirects:       redirects,
-		Timeout:            cfg.Robots.FetchTimeout,
-		AuthErrorsDisallow: cfg.Robots.AuthErrors == "disallow",
-		Now:                now,
-	})
-	return fetch.NewCache(fetch.CacheOptions{
-		Fetcher:          fetcher,
-		Parse:            parse,
-		TTL:              cfg.Robots.CacheTTL,
-		UnreachableLimit: cfg.Robots.UnreachableLimit,
-		RetryAfter:       cfg.Robots.RetryAfter,
-		MaxBytes:         cfg.Robots.CacheMaxBytes,
-		MaxFetches:       cfg.Robots.MaxFetches,
-		Now:              now,
-		OnFetch:          onFetch,
-		OnBadRecord:      onBad,
-		Store:            store,
-		PeerWait:         cfg.Robots.FetchTimeout + 2*time.Second,
-	})
+	s.finish(s.snap.Load().pol, r, d, http.StatusServiceUnavailable, "")
 }
 
 // Serve accepts proxy connections on l until Shutdown.
@@ -400,8 +406,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Reload applies a new config: everything but listen, [tls] and
 // robots.cache_max_bytes, which need a restart (logged). Cached rules are
 // kept. The audit file is reopened.
-func (s *Server) Reload(cfg *Config) error {
-	pol, err := Compile(cfg)
+func (s *Server) Reload(cfg *config.Config) error {
+	sn, err := s.newSnapshot(cfg)
 	if err != nil {
 		s.ReloadFailed()
 		return err
@@ -423,11 +429,11 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	// The audit log moves (or reopens, after rotation) under its own lock:
 	// each line goes whole to the old file or to the new one.
-	if err := s.audit.Open(cfg.Audit.File); err != nil {
+	if err := s.audit.Reopen(cfg.Audit.File); err != nil {
 		s.ReloadFailed()
 		return err
 	}
-	s.pol.Store(pol) // one snapshot: [politeness] limits come with it
+	s.snap.Store(sn) // one snapshot: [politeness] limits and [auth] users come with it
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	return nil
 }
@@ -435,7 +441,9 @@ func (s *Server) Reload(cfg *Config) error {
 // ReloadFailed counts a reload that did not happen (a bad new config).
 func (s *Server) ReloadFailed() { s.metrics.reloads.WithLabelValues("failure").Inc() }
 
-// ServeHTTP serves one request on the proxy's listener.
+// ServeHTTP serves one request on the proxy's listener: through goproxy's
+// handler, whatever it is, behind a guard that turns a panic into a 500
+// and a writer that forwards answers unchanged.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ww := &respWriter{ResponseWriter: w}
 	defer ww.closeHijacked() // every handler below is done with it by then
@@ -444,65 +452,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", redactURL(r.RequestURI))
+			s.log.Error("panic serving request", "panic", fmt.Sprint(v), "method", r.Method, "url", answer.DisplayURL(r))
 			if !ww.wrote {
 				http.Error(ww, "robotsgate: internal error", http.StatusInternalServerError)
 			}
 		}
 	}()
-	if r.Method != http.MethodConnect && r.URL.IsAbs() && !isWebSocketUpgrade(r.Header) {
-		s.serveProxyRequest(ww, r)
-		return
-	}
-	s.gp.ServeHTTP(ww, r) // CONNECT, WebSocket upgrades (goproxy relays them), the admin endpoints
-}
-
-// serveProxyRequest serves a plain proxy request: decided and answered by
-// onRequest, as goproxy's handler would call it, and the answer written
-// here, without goproxy's per-request context, handler chain and header
-// copies (about 3% of a request's CPU). The answer's header is handed
-// over whole, trailers are announced and passed on as goproxy does, and
-// the body goes through respWriter.ReadFrom, sent as it arrives.
-func (s *Server) serveProxyRequest(w *respWriter, r *http.Request) {
-	_, resp := s.onRequest(r, nil)
-	defer resp.Body.Close()
-	h := w.Header()
-	for k, vv := range resp.Header {
-		h[k] = vv // resp is this request's alone: its slices can be shared
-	}
-	announced := len(resp.Trailer)
-	if announced > 0 {
-		h["Trailer"] = []string{trailerNames(resp.Trailer)}
-	}
-	w.WriteHeader(resp.StatusCode)
-	w.ReadFrom(resp.Body)
-	if len(resp.Trailer) > 0 {
-		w.Flush() // chunked, whatever the body's size: trailers need it
-	}
-	for k, vv := range resp.Trailer {
-		if len(resp.Trailer) > announced {
-			k = http.TrailerPrefix + k // a trailer not announced (an HTTP/2 origin's)
-		}
-		h[k] = vv
-	}
-}
-
-// trailerNames is the value of a Trailer header that announces t's names.
-func trailerNames(t http.Header) string {
-	names := make([]string, 0, len(t))
-	for k := range t {
-		names = append(names, k)
-	}
-	return strings.Join(names, ", ")
-}
-
-// closeHijacked closes a connection taken over during a request (a
-// WebSocket, a tunnel) once its handler has returned: goproxy's WebSocket
-// relay returns when one side ends and leaves the client's side open.
-func (w *respWriter) closeHijacked() {
-	if w.hijacked != nil {
-		w.hijacked.Close()
-	}
+	s.gp.ServeHTTP(ww, r)
 }
 
 // CA returns the MITM CA; nil in tunnel mode.

@@ -18,6 +18,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/admin"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // syncBuffer is an io.Writer safe for the proxy's goroutines.
@@ -99,19 +103,19 @@ type testProxy struct {
 
 // loopbackConfig is the default config, with block_private off so that
 // loopback test origins can be reached.
-func loopbackConfig() *Config {
-	cfg := Default()
+func loopbackConfig() *config.Config {
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Upstream.BlockPrivate = false
 	return cfg
 }
 
-func startProxy(t testing.TB, cfg *Config) *testProxy {
+func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 	t.Helper()
 	if cfg.TLS.StateDir == "" && cfg.TLS.CACert == "" {
 		cfg.TLS.StateDir = t.TempDir() // never the real home's CA
 	}
-	if err := cfg.Validate(); err != nil {
+	if _, err := policy.Compile(cfg); err != nil {
 		t.Fatal(err)
 	}
 	p := &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
@@ -476,10 +480,10 @@ func TestProxySitesAndAgents(t *testing.T) {
 	o := newTestOrigin(t, "User-agent: *\nDisallow: /\n\nUser-agent: AcmeBot\nAllow: /\nDisallow: /acme-private\n\nUser-agent: GPTBot\nDisallow: /no-gpt\n", nil)
 	other := newTestOrigin(t, "User-agent: *\nDisallow: /\n", nil)
 	cfg := loopbackConfig()
-	cfg.Agents = []AgentRule{{UserAgent: "python-requests/*", Token: "AcmeBot", Also: []string{"GPTBot"}}}
+	cfg.Agents = []config.AgentRule{{UserAgent: "python-requests/*", Token: "AcmeBot", Also: []string{"GPTBot"}}}
 	otherHost, _, _ := net.SplitHostPort(strings.TrimPrefix(other.URL, "http://"))
 	_ = otherHost
-	cfg.Sites = []SiteRule{{Host: "localhost", Policy: "allow", Reason: "ticket 1"}, {Host: "127.0.0.1", Policy: "robots"}}
+	cfg.Sites = []config.SiteRule{{Host: "localhost", Policy: "allow", Reason: "ticket 1"}, {Host: "127.0.0.1", Policy: "robots"}}
 	p := startProxy(t, cfg)
 	c := p.client()
 
@@ -511,8 +515,8 @@ func TestProxySitesAndAgents(t *testing.T) {
 
 	// A reload swaps the policy: now localhost is denied.
 	cfg2 := loopbackConfig()
-	cfg2.Sites = []SiteRule{{Host: "localhost", Policy: "deny", Reason: "asked us to stop"}}
-	if err := cfg2.Validate(); err != nil {
+	cfg2.Sites = []config.SiteRule{{Host: "localhost", Policy: "deny", Reason: "asked us to stop"}}
+	if _, err := policy.Compile(cfg2); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.srv.Reload(cfg2); err != nil {
@@ -530,7 +534,7 @@ func TestProxySitesAndAgents(t *testing.T) {
 func TestProxyPrivateAddress(t *testing.T) {
 	t.Parallel()
 	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
-	cfg := Default()
+	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	p := startProxy(t, cfg) // block_private on
 	for _, u := range []string{o.URL + "/x", strings.Replace(o.URL, "127.0.0.1", "localhost", 1) + "/x"} {
@@ -718,7 +722,7 @@ func TestProxyAdminEndpoints(t *testing.T) {
 	get(t, p.client(), o.URL+"/private") // fetches and caches robots.txt
 	p.srv.cache.Wait()
 	resp, body = get(t, direct, p.url.String()+"/robots?origin="+origin)
-	var e robotsEntry
+	var e admin.RobotsEntry
 	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/robots: %d %q: %v", resp.StatusCode, body, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // smuggled is a request hidden in another's content: what an origin that
@@ -179,11 +181,11 @@ func TestLongTargetRefused(t *testing.T) {
 			p, o := e.setUp(t, nil)
 			c, br := e.open(t, p, o)
 			prefix := len(e.target(o, "/"))
-			for _, n := range []int{maxTargetBytes, maxTargetBytes + 1} {
+			for _, n := range []int{policy.MaxTargetBytes, policy.MaxTargetBytes + 1} {
 				target := e.target(o, "/"+strings.Repeat("a", n-prefix))
 				resp, _ := send(t, c, br, "GET "+target+" HTTP/1.1\r\nHost: "+o.addr+"\r\n\r\n")
 				want := 200
-				if n > maxTargetBytes {
+				if n > policy.MaxTargetBytes {
 					want = http.StatusRequestURITooLong
 				}
 				if resp.StatusCode != want {

@@ -11,8 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/proxy/admin"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
+
+// statusJSON is GET /status.json with its recent records as sent.
+type statusJSON struct {
+	admin.Status
+	Recent []json.RawMessage `json:"recent"`
+}
 
 // getStatus reads GET /status.json over loopback.
 func getStatus(t *testing.T, p *testProxy) statusJSON {
@@ -36,13 +43,13 @@ func TestStatusJSON(t *testing.T) {
 	get(t, c, o.URL+"/a")
 	get(t, c, o.URL+"/b")
 	get(t, c, o.URL+"/private/x")
-	get(t, c, o.URL+"/train/x", PurposeHeader, "ai-train")
+	get(t, c, o.URL+"/train/x", policy.PurposeHeader, "ai-train")
 	get(t, c, down+"/x")
 	st := getStatus(t, p)
 	if st.Mode != "enforce" || st.Started.IsZero() || st.Now.Before(st.Started) {
 		t.Errorf("mode %q started %v now %v", st.Mode, st.Started, st.Now)
 	}
-	byOrigin := map[string]originJSON{}
+	byOrigin := map[string]admin.OriginStatus{}
 	for _, oj := range st.Origins {
 		byOrigin[oj.Origin] = oj
 	}
@@ -96,47 +103,6 @@ func TestStatusJSON(t *testing.T) {
 		if strings.Contains(body, ext) {
 			t.Errorf("/status loads an external asset (%q)", ext)
 		}
-	}
-}
-
-// TestStatusBoardBounds: the board keeps at most maxStatusOrigins origins
-// (dropping the least recently seen when full) and the last recentRecords
-// records.
-func TestStatusBoardBounds(t *testing.T) {
-	t.Parallel()
-	b := newStatusBoard(time.Now)
-	origin := func(i int) fetch.Origin {
-		return fetch.Origin{Scheme: "http", Host: fmt.Sprintf("h%d.example", i), Port: 80}
-	}
-	for i := range maxStatusOrigins + 50 {
-		b.count(origin(i), ActionAllowed)
-		if i == 5000 {
-			b.count(origin(0), ActionDisallowed) // seen again: kept
-		}
-	}
-	b.count(fetch.Origin{}, ActionBadRequest) // no origin: not tracked
-	for i := range recentRecords + 30 {
-		b.remember(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
-	}
-	counts, recent := b.snapshot()
-	if len(counts) > maxStatusOrigins || len(counts) < maxStatusOrigins*9/10 {
-		t.Fatalf("%d origins kept; want at most %d, the least recently seen tenth dropped when full", len(counts), maxStatusOrigins)
-	}
-	if counts[0].origin.Host != fmt.Sprintf("h%d.example", maxStatusOrigins+49) {
-		t.Errorf("first origin %s; want the most recently seen", counts[0].origin.Host)
-	}
-	kept := map[string]map[string]int64{}
-	for _, oc := range counts {
-		kept[oc.origin.Host] = oc.counts
-	}
-	if c, ok := kept["h0.example"]; !ok || c[ActionDisallowed] != 1 {
-		t.Errorf("h0, seen again at 5000, was dropped or lost its counts: %v", c)
-	}
-	if _, ok := kept["h1.example"]; ok {
-		t.Error("h1, the least recently seen, was kept")
-	}
-	if len(recent) != recentRecords || string(recent[0]) != `{"n":30}` || string(recent[recentRecords-1]) != fmt.Sprintf(`{"n":%d}`, recentRecords+29) {
-		t.Errorf("recent: %d records, first %s last %s", len(recent), recent[0], recent[len(recent)-1])
 	}
 }
 

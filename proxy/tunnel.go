@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/h1"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	if ci.upstream != nil {
 		defer ci.upstream.Close()
 	}
-	lim := s.pol.Load().cfg.Limits
+	lim := s.snap.Load().pol.Config().Limits
 	tc := trackedOf(client)
 	if tc != nil {
 		tc.setIdle(0) // the tunnel's own server keeps time from here on
@@ -65,13 +66,13 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 			relay(conn, ci.upstream)
 			return
 		}
-		o, err := fetch.OriginOf("https", ci.authority) // the normal form: punycode, no trailing dot
+		o, err := fetch.OriginOf("https", ci.tunnel.Authority) // the normal form: punycode, no trailing dot
 		if err != nil {
 			return
 		}
 		t, err := s.mitm.Terminate(conn, o.Host, lim.ReadHeaderTimeout)
 		if err != nil {
-			s.log.Debug("tunnel: client TLS handshake failed", "authority", ci.authority, "err", err)
+			s.log.Debug("tunnel: client TLS handshake failed", "authority", ci.tunnel.Authority, "err", err)
 			return
 		}
 		conn, scheme = t, "https"
@@ -79,15 +80,15 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	case "none":
 		return
 	default:
-		s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.authority, "client", clientAddr(r))
+		s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.tunnel.Authority, "client", clientAddr(r))
 		return
 	}
 	client.SetReadDeadline(time.Time{})
 	// Inner requests are for this origin only (421 otherwise): found once
 	// here, not at every request. The CONNECT's own decision parsed it.
-	ci.origin, _ = fetch.OriginOf(scheme, ci.authority)
+	ci.tunnel.Origin, _ = fetch.OriginOf(scheme, ci.tunnel.Authority)
 	opts := h1.Options{
-		Scheme: scheme, Authority: ci.authority, RemoteAddr: r.RemoteAddr, Logger: s.log,
+		Scheme: scheme, Authority: ci.tunnel.Authority, RemoteAddr: r.RemoteAddr, Logger: s.log,
 		Context: context.WithValue(context.Background(), connectKey{}, ci),
 	}
 	if tc != nil {
@@ -138,15 +139,14 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
-// connectInfo is what inner requests of a tunnel know of their CONNECT.
+// connectInfo is what a tunnel's requests know of their CONNECT.
 type connectInfo struct {
-	authority string       // the CONNECT target, host:port as sent
-	origin    fetch.Origin // of authority, with the scheme spoken inside (set before the first inner request)
-	user      string       // the CONNECT's authenticated user
-	purposes  Purposes     // the purposes the CONNECT declared, which every inner request declares too
-	upstream  net.Conn     // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
-	decision  *Decision    // tunnel mode: the CONNECT's, finished by finishTunnel
-	policy    *Policy      // that decision's
+	// tunnel is what the policy is told of the CONNECT; its Origin is set
+	// before the first request inside.
+	tunnel   policy.Tunnel
+	upstream net.Conn         // tunnel mode: the connection to the target, for TLS to be relayed to; nil in MITM mode
+	decision *policy.Decision // tunnel mode: the CONNECT's, finished by finishTunnel
+	policy   *policy.Policy   // that decision's
 }
 
 // finishTunnel accounts for a tunnel-mode CONNECT's decision, once: as
@@ -162,9 +162,9 @@ func (s *Server) finishTunnel(r *http.Request, ci *connectInfo, misdirected stri
 	ci.decision = nil
 	status := http.StatusOK
 	if misdirected != "" {
-		d.Action, d.Reason, status = ActionMisdirected, misdirected, http.StatusMisdirectedRequest
+		d.Action, d.Reason, status = policy.ActionMisdirected, misdirected, http.StatusMisdirectedRequest
 	}
-	s.finish(ci.policy, r, d, status, ci.authority)
+	s.finish(ci.policy, r, d, status, ci.tunnel.Authority)
 }
 
 // checkServerName reads the TLS ClientHello a tunnel-mode client sends

@@ -11,6 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/robotsgate/robotsgate/proxy/admin"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // usageRobots refuses training under /train/ in robots.txt.
@@ -33,10 +37,8 @@ type usageOrigin struct {
 func newUsageOrigin(t *testing.T) *usageOrigin {
 	u := &usageOrigin{}
 	u.testOrigin = newTestOrigin(t, usageRobots, func(w http.ResponseWriter, r *http.Request) {
-		for k := range r.Header {
-			if isPurposeSpelling(k) {
-				u.sawPurpose.Store(true)
-			}
+		if vals, other := policy.PurposeValues(r.Header); len(vals) > 0 || other {
+			u.sawPurpose.Store(true)
 		}
 		if _, loaded := u.seen.LoadOrStore(r.RemoteAddr, true); !loaded {
 			u.conns.Add(1)
@@ -69,9 +71,9 @@ func TestUsageRobotsStatements(t *testing.T) {
 	o := newUsageOrigin(t)
 	p := startProxy(t, loopbackConfig())
 	c := p.client()
-	countedOnce(t, p, ActionUsageRefused, "http", func() {
-		resp, body := get(t, c, o.URL+"/train/set.json", "User-Agent", "DataBot/1.0", PurposeHeader, "search, ai-train")
-		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Robots-Gate") != ActionUsageRefused ||
+	countedOnce(t, p, policy.ActionUsageRefused.String(), "http", func() {
+		resp, body := get(t, c, o.URL+"/train/set.json", "User-Agent", "DataBot/1.0", policy.PurposeHeader, "search, ai-train")
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Robots-Gate") != policy.ActionUsageRefused.String() ||
 			resp.Header.Get("X-Robots-Gate-Rule") != "content-usage: /train/ train-ai=n (line 2)" {
 			t.Errorf("refused: %d %v", resp.StatusCode, resp.Header)
 		}
@@ -85,7 +87,7 @@ func TestUsageRobotsStatements(t *testing.T) {
 		t.Errorf("origin saw the refused request %d times", n)
 	}
 	rec := p.lastAudit(t)
-	if rec["msg"] != "blocked" || rec["decision"] != ActionUsageRefused || rec["rule"] != "content-usage: /train/ train-ai=n" ||
+	if rec["msg"] != "blocked" || rec["decision"] != policy.ActionUsageRefused.String() || rec["rule"] != "content-usage: /train/ train-ai=n" ||
 		rec["line"] != 2.0 || rec["status"] != 403.0 || rec["token"] != "DataBot" {
 		t.Errorf("audit = %v", rec)
 	}
@@ -93,7 +95,7 @@ func TestUsageRobotsStatements(t *testing.T) {
 		t.Errorf("audit purpose = %v; want [ai-train search]", rec["purpose"])
 	}
 	for _, purpose := range []string{"", "search"} {
-		resp, body := get(t, c, o.URL+"/train/set.json", "User-Agent", "DataBot/1.0", PurposeHeader, purpose)
+		resp, body := get(t, c, o.URL+"/train/set.json", "User-Agent", "DataBot/1.0", policy.PurposeHeader, purpose)
 		if resp.StatusCode != 200 || body != "page /train/set.json\n" {
 			t.Errorf("purpose %q: %d %q; want the page", purpose, resp.StatusCode, body)
 		}
@@ -107,9 +109,9 @@ func TestUsageRobotsStatements(t *testing.T) {
 		t.Errorf("x-robots_gate-PURPOSE: search: %d; want 200", resp.StatusCode)
 	}
 	if o.sawPurpose.Load() {
-		t.Errorf("the origin received %s", PurposeHeader)
+		t.Errorf("the origin received %s", policy.PurposeHeader)
 	}
-	resp, body := get(t, c, o.URL+"/x", PurposeHeader, "ai-training")
+	resp, body := get(t, c, o.URL+"/x", policy.PurposeHeader, "ai-training")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "known purposes are ai-train, ai-input, search") {
 		t.Errorf("unknown purpose: %d %q; want 400 naming the known purposes", resp.StatusCode, body)
 	}
@@ -117,7 +119,7 @@ func TestUsageRobotsStatements(t *testing.T) {
 	// /robots shows the statements each group carries.
 	p.srv.cache.Wait()
 	resp, body = get(t, &http.Client{}, p.url.String()+"/robots?origin="+url.QueryEscape(o.URL))
-	var e robotsEntry
+	var e admin.RobotsEntry
 	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != 200 || len(e.Groups) != 1 {
 		t.Fatalf("/robots: %d %q: %v", resp.StatusCode, body, err)
 	}
@@ -147,8 +149,8 @@ func TestUsageResponseHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		before := o.conns.Load()
-		countedOnce(t, p, ActionUsageRefused, "http", func() {
-			resp, body := get(t, c, o.URL+tt.path, PurposeHeader, tt.purpose)
+		countedOnce(t, p, policy.ActionUsageRefused.String(), "http", func() {
+			resp, body := get(t, c, o.URL+tt.path, policy.PurposeHeader, tt.purpose)
 			if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule ||
 				strings.Contains(body, "SECRET") || resp.Header.Get("Content-Usage") != "" {
 				t.Errorf("%s for %s: %d %v\n%.200s", tt.path, tt.purpose, resp.StatusCode, resp.Header, body)
@@ -171,7 +173,7 @@ func TestUsageResponseHeaders(t *testing.T) {
 		}
 	}
 	for _, purpose := range []string{"", "search"} {
-		if resp, body := get(t, c, o.URL+"/cu", PurposeHeader, purpose); resp.StatusCode != 200 || body != secretBody {
+		if resp, body := get(t, c, o.URL+"/cu", policy.PurposeHeader, purpose); resp.StatusCode != 200 || body != secretBody {
 			t.Errorf("/cu for %q: %d, %d bytes; want the page", purpose, resp.StatusCode, len(body))
 		}
 	}
@@ -179,9 +181,9 @@ func TestUsageResponseHeaders(t *testing.T) {
 	cfg := loopbackConfig()
 	cfg.Mode = "report"
 	r := startProxy(t, cfg)
-	countedOnce(t, r, ActionWouldBlock, "http", func() {
-		resp, body := get(t, r.client(), o.URL+"/tdm", PurposeHeader, "ai-train")
-		if resp.StatusCode != 200 || body != secretBody || resp.Header.Get("X-Robots-Gate") != ActionWouldBlock ||
+	countedOnce(t, r, policy.ActionWouldBlock.String(), "http", func() {
+		resp, body := get(t, r.client(), o.URL+"/tdm", policy.PurposeHeader, "ai-train")
+		if resp.StatusCode != 200 || body != secretBody || resp.Header.Get("X-Robots-Gate") != policy.ActionWouldBlock.String() ||
 			resp.Header.Get("X-Robots-Gate-Rule") != "response header tdm-reservation: 1" {
 			t.Errorf("report mode: %d %v", resp.StatusCode, resp.Header)
 		}
@@ -202,8 +204,8 @@ func TestUsageInTunnel(t *testing.T) {
 		}
 		w.Write([]byte("page " + r.URL.Path + "\n"))
 	}
-	p := startMITM(t, pki, func(c *Config) {
-		c.Agents = []AgentRule{{UserAgent: "TrainBot/*", Purpose: []string{"ai-train"}}}
+	p := startMITM(t, pki, func(c *config.Config) {
+		c.Agents = []config.AgentRule{{UserAgent: "TrainBot/*", Purpose: []string{"ai-train"}}}
 	})
 	var dials atomic.Int64
 	c := p.mitmClient(t, &dials, false)
@@ -231,7 +233,7 @@ func TestUsageInTunnel(t *testing.T) {
 
 	// A purpose declared on the CONNECT holds for every request inside;
 	// a bad one is refused at once.
-	resp, conn, _ := connect(t, p, "data.example:"+port, PurposeHeader+": ai-train\r\n")
+	resp, conn, _ := connect(t, p, "data.example:"+port, policy.PurposeHeader+": ai-train\r\n")
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT with a purpose: %d", resp.StatusCode)
 	}
@@ -240,7 +242,7 @@ func TestUsageInTunnel(t *testing.T) {
 	if resp.StatusCode != 403 || strings.Contains(body, "SECRET") {
 		t.Errorf("/tdm in a tunnel whose CONNECT declared ai-train: %d", resp.StatusCode)
 	}
-	if resp, _, _ := connect(t, p, "data.example:"+port, PurposeHeader+": bogus\r\n"); resp.StatusCode != http.StatusBadRequest {
+	if resp, _, _ := connect(t, p, "data.example:"+port, policy.PurposeHeader+": bogus\r\n"); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("CONNECT with an unknown purpose: %d; want 400", resp.StatusCode)
 	}
 }
@@ -256,11 +258,11 @@ func TestUsageRobotsTxtExempt(t *testing.T) {
 	}))
 	t.Cleanup(o.Close)
 	p := startProxy(t, loopbackConfig())
-	resp, body := get(t, p.client(), o.URL+"/robots.txt", PurposeHeader, "ai-train")
+	resp, body := get(t, p.client(), o.URL+"/robots.txt", policy.PurposeHeader, "ai-train")
 	if resp.StatusCode != 200 || !strings.Contains(body, "Disallow: /private") {
 		t.Errorf("/robots.txt with ai-train declared: %d %q; want the file", resp.StatusCode, body)
 	}
-	if resp, _ := get(t, p.client(), o.URL+"/page", PurposeHeader, "ai-train"); resp.StatusCode != http.StatusForbidden {
+	if resp, _ := get(t, p.client(), o.URL+"/page", policy.PurposeHeader, "ai-train"); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("/page: %d; want 403, the header refusing ai-train", resp.StatusCode)
 	}
 }

@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // wireRobots is the robots.txt of the wire-level tests.
@@ -178,7 +181,7 @@ func (o *wireOrigin) serve(c net.Conn) {
 		o.mu.Lock()
 		o.heads = append(o.heads, line)
 		o.mu.Unlock()
-		if !o.ignoreAll.Load() && !contentWithoutMeaning(method, h.Get("Content-Type") != "") {
+		if !o.ignoreAll.Load() && !policy.ContentWithoutMeaning(method, h.Get("Content-Type") != "") {
 			switch {
 			case strings.EqualFold(h.Get("Transfer-Encoding"), "chunked"):
 				if _, err := io.Copy(io.Discard, httputil.NewChunkedReader(br)); err != nil {
@@ -277,7 +280,7 @@ var entryPaths = []entryPath{
 }
 
 // setUp starts an origin and a proxy for e.
-func (e *entryPath) setUp(t *testing.T, mutate func(*Config)) (*testProxy, *wireOrigin) {
+func (e *entryPath) setUp(t *testing.T, mutate func(*config.Config)) (*testProxy, *wireOrigin) {
 	t.Helper()
 	var pki *testPKI
 	if e.tls {
@@ -289,7 +292,7 @@ func (e *entryPath) setUp(t *testing.T, mutate func(*Config)) (*testProxy, *wire
 	} else {
 		o = newWireOrigin(t, pki, "127.0.0.1")
 	}
-	p := startMITM(t, pki, func(c *Config) {
+	p := startMITM(t, pki, func(c *config.Config) {
 		if e.tunnel {
 			c.TLS.Mode = "tunnel"
 		}

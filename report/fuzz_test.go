@@ -8,37 +8,41 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // refRecord decodes line with encoding/json, as the reference for
 // ParseRecord's scanner: one object, members matched exactly, the last
 // of repeated names winning, null as absent.
-func refRecord(line []byte) (Record, bool) {
+func refRecord(line []byte) (audit.Record, bool) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil || m == nil {
-		return Record{}, false
+		return audit.Record{}, false
 	}
-	var r Record
-	var ts string
+	var r audit.Record
+	var ts, decision string
 	hasTime := false
-	for name, dst := range map[string]*string{"time": &ts, "decision": &r.Decision, "origin": &r.Origin, "token": &r.Token, "rule": &r.Rule} {
+	for name, dst := range map[string]*string{"time": &ts, "decision": &decision, "origin": &r.Origin, "token": &r.Token, "rule": &r.Rule} {
 		raw, ok := m[name]
 		if !ok || raw == nil || string(raw) == "null" {
 			continue
 		}
 		if json.Unmarshal(raw, dst) != nil {
-			return Record{}, false
+			return audit.Record{}, false
 		}
 		hasTime = hasTime || name == "time"
 	}
 	if !hasTime {
-		return Record{}, false
+		return audit.Record{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil || r.Decision == "" {
-		return Record{}, false
+	a, known := policy.ParseAction(decision)
+	if err != nil || !known {
+		return audit.Record{}, false
 	}
-	r.Time = t
+	r.Time, r.Decision = audit.Time(t), a
 	return r, true
 }
 
@@ -57,16 +61,17 @@ func FuzzReportLine(f *testing.F) {
 		}
 		file.Close()
 	}
-	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"a","decision":null,"\u0074ime":"2026-11-23T08:00:00.000+01:00"}`))
-	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"\ud800\udc00\ud800x\xff","origin":"<script>"}`))
-	f.Add([]byte("{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"x\",\"a\":[{},[],{\"b\":[-0.5e+7,true]}]}\r\n\n{}"))
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","decision":null,"\u0074ime":"2026-11-23T08:00:00.000+01:00"}`))
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"denied","token":"\ud800\udc00\ud800x\xff","origin":"<script>"}`))
+	f.Add([]byte("{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"paced\",\"a\":[{},[],{\"b\":[-0.5e+7,true]}]}\r\n\n{}"))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		got, err := ParseRecord(line)
 		want, ok := refRecord(line)
 		if (err == nil) != ok {
 			t.Fatalf("ParseRecord(%q) error %v; encoding/json accepts it: %v", line, err, ok)
 		}
-		if ok && (!got.Time.Equal(want.Time) || got.Time.Format(time.RFC3339Nano) != want.Time.Format(time.RFC3339Nano) ||
+		gt, wt := time.Time(got.Time), time.Time(want.Time)
+		if ok && (!gt.Equal(wt) || gt.Format(time.RFC3339Nano) != wt.Format(time.RFC3339Nano) ||
 			got.Decision != want.Decision || got.Origin != want.Origin || got.Token != want.Token || got.Rule != want.Rule) {
 			t.Fatalf("ParseRecord(%q) = %+v; encoding/json: %+v", line, got, want)
 		}

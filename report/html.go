@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -44,7 +43,7 @@ func (s *Summary) WriteHTML(w io.Writer) error {
 		Share:     share(s.blocked, s.total),
 		Malformed: s.malformed,
 		Skipped:   s.skipped,
-		BlockedAs: strings.Join(BlockedDecisions, ", "),
+		BlockedAs: BlockedNames(),
 		Chart:     s.chart(),
 	}
 	if !s.Since.IsZero() {

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // hostile are names an attacker controls (a requested host, a robots.txt
@@ -26,7 +29,7 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, h := range hostile {
-		s.Add(Record{Time: at.Add(time.Duration(i) * time.Hour), Decision: h, Origin: h, Token: h, Rule: h})
+		s.Add(&audit.Record{Time: audit.Time(at.Add(time.Duration(i) * time.Hour)), Decision: policy.ActionDenied, Origin: h, Token: h, Rule: h})
 	}
 	var out bytes.Buffer
 	if err := s.WriteHTML(&out); err != nil {
@@ -98,8 +101,8 @@ func TestChartWidth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		s := &Summary{}
-		s.Add(Record{Time: start, Decision: "allowed"})
-		s.Add(Record{Time: start.Add(tt.span), Decision: "disallowed"})
+		s.Add(&audit.Record{Time: audit.Time(start), Decision: policy.ActionAllowed})
+		s.Add(&audit.Record{Time: audit.Time(start.Add(tt.span)), Decision: policy.ActionDisallowed})
 		c := s.chart()
 		_, spans := s.timeline.view(chartBars)
 		if want := "time (UTC), one bar per " + tt.unit; c.XLabel != want || len(spans) != tt.bars {

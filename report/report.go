@@ -25,6 +25,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // Defaults for the zero values of Summary's limits.
@@ -49,42 +52,47 @@ const Other = "(other)"
 // (paced), client errors (auth-required, bad-request, misdirected),
 // overload and upstream failures are not blocks, and neither are
 // would-block (report mode: forwarded) and allowed.
-var BlockedDecisions = []string{"disallowed", "denied", "usage-refused", "private-address", "unreachable"}
+var BlockedDecisions = []policy.Action{
+	policy.ActionDisallowed, policy.ActionDenied, policy.ActionUsageRefused, policy.ActionPrivate, policy.ActionUnreachable,
+}
 
-// IsBlocked reports whether decision is one of BlockedDecisions.
-func IsBlocked(decision string) bool { return slices.Contains(BlockedDecisions, decision) }
+// IsBlocked reports whether a is one of BlockedDecisions.
+func IsBlocked(a policy.Action) bool { return slices.Contains(BlockedDecisions, a) }
 
-// Record is the part of one audit line that a report counts.
-type Record struct {
-	Time     time.Time
-	Decision string // the X-Robots-Gate value, or "allowed"; never empty
-	Origin   string // "" when the request had none (a 407, a bad request)
-	Token    string
-	Rule     string
+// BlockedNames lists BlockedDecisions' names, comma-separated.
+func BlockedNames() string {
+	names := make([]string, len(BlockedDecisions))
+	for i, a := range BlockedDecisions {
+		names[i] = a.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // ErrMalformed is wrapped by ParseRecord's errors: the line is not an audit
 // record.
 var ErrMalformed = errors.New("malformed audit line")
 
-// ParseRecord decodes one audit line (JSON, as proxy.Audit writes it). It
-// fails, with an error wrapping ErrMalformed, when the line is not one JSON
-// object, has no RFC 3339 "time" or no "decision", or when time, decision,
-// origin, token or rule is neither a string nor null. Member names match
-// exactly, and the last of repeated names wins.
-func ParseRecord(line []byte) (Record, error) {
+// ParseRecord decodes the members of one audit line (JSON, as audit.Log
+// writes it) that a report counts: time, decision, origin, token and
+// rule. It fails, with an error wrapping ErrMalformed, when the line is not
+// one JSON object, has no RFC 3339 "time", or no "decision" that names
+// one of robotsgate's decisions, or when one of those members is neither
+// a string nor null. Member names match exactly, and the last of repeated
+// names wins.
+func ParseRecord(line []byte) (audit.Record, error) {
 	p, err := parseLine(new(scanner), line)
 	if err != nil {
-		return Record{}, err
+		return audit.Record{}, err
 	}
-	return Record{Time: p.time, Decision: string(p.decision), Origin: string(p.origin), Token: string(p.token), Rule: string(p.rule)}, nil
+	return audit.Record{Time: audit.Time(p.time), Decision: p.action, Origin: string(p.origin), Token: string(p.token), Rule: string(p.rule)}, nil
 }
 
 // parsed is a decoded audit line whose names may still point into the line:
 // Read counts a line without a copy for names its tables already hold.
 type parsed struct {
 	time                          time.Time
-	decision, origin, token, rule []byte
+	action                        policy.Action
+	decision, origin, token, rule []byte // decision: action's name
 }
 
 // parseLine is ParseRecord without the copies.
@@ -111,7 +119,20 @@ func parseLine(s *scanner, line []byte) (parsed, error) {
 	if len(p.decision) == 0 {
 		return parsed{}, fmt.Errorf("%w: no decision", ErrMalformed)
 	}
+	if p.action, ok = actionOf(p.decision); !ok {
+		return parsed{}, fmt.Errorf("%w: decision %q is not one robotsgate makes", ErrMalformed, clip(string(p.decision), 40))
+	}
 	return p, nil
+}
+
+// actionOf returns the action named b, without an allocation.
+func actionOf(b []byte) (policy.Action, bool) {
+	for _, a := range policy.Actions() {
+		if string(b) == a.String() {
+			return a, true
+		}
+	}
+	return 0, false
 }
 
 // parseStamp reads the audit log's own time format,
@@ -174,9 +195,10 @@ type Summary struct {
 	scan                              scanner // reused by Read
 }
 
-// Add counts one record, unless it is before s.Since.
-func (s *Summary) Add(r Record) {
-	s.count(parsed{r.Time, []byte(r.Decision), []byte(r.Origin), []byte(r.Token), []byte(r.Rule)})
+// Add counts one record (its time, decision, origin, token and rule),
+// unless it is before s.Since.
+func (s *Summary) Add(r *audit.Record) {
+	s.count(parsed{time.Time(r.Time), r.Decision, []byte(r.Decision.String()), []byte(r.Origin), []byte(r.Token), []byte(r.Rule)})
 }
 
 // count counts one decoded record, unless it is before s.Since.
@@ -192,7 +214,7 @@ func (s *Summary) count(p parsed) {
 		s.to = p.time
 	}
 	s.total++
-	if IsBlocked(string(p.decision)) {
+	if IsBlocked(p.action) {
 		s.blocked++
 	}
 	limit := s.maxKeys()

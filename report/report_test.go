@@ -15,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -55,7 +58,7 @@ func decisionsOf(gs ...gen) (byDecision map[string]int64, blocked int64) {
 	for _, g := range gs {
 		for i := range g.lines {
 			byDecision[g.decision(i)]++
-			if IsBlocked(g.decision(i)) {
+			if a, _ := policy.ParseAction(g.decision(i)); IsBlocked(a) {
 				blocked++
 			}
 		}
@@ -216,36 +219,42 @@ func TestParseSince(t *testing.T) {
 	}
 }
 
+// at is a time in UTC, as an audit record's.
+func at(y int, mo time.Month, d, h, mi, s, ns int) audit.Time {
+	return audit.Time(time.Date(y, mo, d, h, mi, s, ns, time.UTC))
+}
+
 func TestParseRecord(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		line    string
-		want    Record
+		want    audit.Record
 		wantErr string // substring; "" for none
 	}{
 		{`{"time":"2026-11-23T08:41:38.637Z","decision":"disallowed","origin":"http://a.example:80","token":"FooBot","rule":"disallow: /x"}`,
-			Record{time.Date(2026, 11, 23, 8, 41, 38, 637e6, time.UTC), "disallowed", "http://a.example:80", "FooBot", "disallow: /x"}, ""},
+			audit.Record{Time: at(2026, 11, 23, 8, 41, 38, 637e6), Decision: policy.ActionDisallowed, Origin: "http://a.example:80", Token: "FooBot", Rule: "disallow: /x"}, ""},
 		{`{"time":"2026-11-23T09:41:38.6+01:00","decision":"allowed","extra":{"a":[1,2.5e3,true,null,"x"]}}`,
-			Record{Time: time.Date(2026, 11, 23, 8, 41, 38, 6e8, time.UTC), Decision: "allowed"}, ""},
+			audit.Record{Time: at(2026, 11, 23, 8, 41, 38, 6e8), Decision: policy.ActionAllowed}, ""},
 		{`  {"time":"2026-11-23T08:00:00.000Z","decision":"denied","origin":null,"rule":"\u003cb\u003e \"q\" \ud83d\ude00"}  `,
-			Record{Time: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), Decision: "denied", Rule: "<b> \"q\" 😀"}, ""},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":"a","decision":"b","\u0074oken":"T"}`,
-			Record{Time: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), Decision: "b", Token: "T"}, ""},
-		{`{"Time":"2026-11-23T08:00:00.000Z","decision":"allowed"}`, Record{}, "no time"},
-		{`{"time":null,"decision":"allowed"}`, Record{}, "no time"},
-		{`{"time":"2026-02-30T08:00:00.000Z","decision":"allowed"}`, Record{}, "not RFC 3339"},
-		{`{"time":"2026-11-23T24:00:00.000Z","decision":"allowed"}`, Record{}, "not RFC 3339"},
-		{`{"time":"2026-11-23T08:00:00.000Z"}`, Record{}, "no decision"},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":""}`, Record{}, "no decision"},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","origin":["x"]}`, Record{}, "origin is not a string"},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed"} x`, Record{}, "not a JSON object"},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed",}`, Record{}, "not a JSON object"},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","n":01}`, Record{}, "not a JSON object"},
-		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","s":"\x"}`, Record{}, "not a JSON object"},
-		{"{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"a\tb\"}", Record{}, "not a JSON object"},
-		{`["time","decision"]`, Record{}, "not a JSON object"},
-		{`null`, Record{}, "not a JSON object"},
-		{`{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, Record{}, "not a JSON object"},
+			audit.Record{Time: at(2026, 11, 23, 8, 0, 0, 0), Decision: policy.ActionDenied, Rule: "<b> \"q\" 😀"}, ""},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"a","decision":"paced","\u0074oken":"T"}`,
+			audit.Record{Time: at(2026, 11, 23, 8, 0, 0, 0), Decision: policy.ActionPaced, Token: "T"}, ""},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"blocked"}`, audit.Record{}, `decision "blocked" is not one robotsgate makes`},
+		{`{"Time":"2026-11-23T08:00:00.000Z","decision":"allowed"}`, audit.Record{}, "no time"},
+		{`{"time":null,"decision":"allowed"}`, audit.Record{}, "no time"},
+		{`{"time":"2026-02-30T08:00:00.000Z","decision":"allowed"}`, audit.Record{}, "not RFC 3339"},
+		{`{"time":"2026-11-23T24:00:00.000Z","decision":"allowed"}`, audit.Record{}, "not RFC 3339"},
+		{`{"time":"2026-11-23T08:00:00.000Z"}`, audit.Record{}, "no decision"},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":""}`, audit.Record{}, "no decision"},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","origin":["x"]}`, audit.Record{}, "origin is not a string"},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed"} x`, audit.Record{}, "not a JSON object"},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed",}`, audit.Record{}, "not a JSON object"},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","n":01}`, audit.Record{}, "not a JSON object"},
+		{`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","s":"\x"}`, audit.Record{}, "not a JSON object"},
+		{"{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"a\tb\"}", audit.Record{}, "not a JSON object"},
+		{`["time","decision"]`, audit.Record{}, "not a JSON object"},
+		{`null`, audit.Record{}, "not a JSON object"},
+		{`{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, audit.Record{}, "not a JSON object"},
 	}
 	for _, tt := range tests {
 		got, err := ParseRecord([]byte(tt.line))
@@ -255,7 +264,7 @@ func TestParseRecord(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || !got.Time.Equal(tt.want.Time) || got.Decision != tt.want.Decision || got.Origin != tt.want.Origin ||
+		if err != nil || !time.Time(got.Time).Equal(time.Time(tt.want.Time)) || got.Decision != tt.want.Decision || got.Origin != tt.want.Origin ||
 			got.Token != tt.want.Token || got.Rule != tt.want.Rule {
 			t.Errorf("ParseRecord(%.60q) = %+v, %v; want %+v", tt.line, got, err, tt.want)
 		}
@@ -452,8 +461,8 @@ func TestKeyClip(t *testing.T) {
 	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	for _, origin := range []string{strings.Repeat("a", 5000), strings.Repeat("é", 3000), strings.Repeat("a", MaxKeyLen)} {
 		s := &Summary{}
-		s.Add(Record{Time: at, Decision: "allowed", Origin: origin})
-		s.Add(Record{Time: at, Decision: "allowed", Origin: origin})
+		s.Add(&audit.Record{Time: audit.Time(at), Decision: policy.ActionAllowed, Origin: origin})
+		s.Add(&audit.Record{Time: audit.Time(at), Decision: policy.ActionAllowed, Origin: origin})
 		for name, n := range s.origins.all() {
 			if len(name) > MaxKeyLen || n != 2 || !strings.HasPrefix(origin, strings.TrimSuffix(name, "…")) {
 				t.Errorf("origin of %d bytes kept as %d bytes (%d records); want at most %d bytes, a prefix, 2 records", len(origin), len(name), n, MaxKeyLen)
@@ -539,11 +548,11 @@ func TestWriteTextTables(t *testing.T) {
 	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	s := &Summary{MaxKeys: 30}
 	for range 100 {
-		s.Add(Record{Time: at, Decision: "denied", Origin: "https://evil.example\x1b[2J\x1b[31m:443", Token: "Bad\x07Bot"})
+		s.Add(&audit.Record{Time: audit.Time(at), Decision: policy.ActionDenied, Origin: "https://evil.example\x1b[2J\x1b[31m:443", Token: "Bad\x07Bot"})
 	}
 	for i := range 40 {
 		for range i + 1 {
-			s.Add(Record{Time: at, Decision: "disallowed", Origin: "https://o" + string(rune('A'+i)) + ".example:443"})
+			s.Add(&audit.Record{Time: audit.Time(at), Decision: policy.ActionDisallowed, Origin: "https://o" + string(rune('A'+i)) + ".example:443"})
 		}
 	}
 	var out bytes.Buffer
@@ -566,5 +575,30 @@ func TestWriteTextTables(t *testing.T) {
 	}
 	if strings.ContainsAny(text, "\x1b\x07") {
 		t.Errorf("WriteText printed control characters:\n%q", text)
+	}
+}
+
+// TestParseRecordReadsAuditRecords: a record as audit.Log writes it (its
+// JSON tags) is read back by ParseRecord with the members a report counts,
+// whatever they hold: the report and the writer share one schema.
+func TestParseRecordReadsAuditRecords(t *testing.T) {
+	t.Parallel()
+	for _, a := range policy.Actions() {
+		want := audit.Record{
+			Time: at(2026, 11, 25, 9, 30, 0, 123e6), Level: "WARN", Msg: audit.MsgBlocked, Decision: a,
+			Origin: "https://xn--bcher-kva.example:443", Token: "Foo_Bot", Rule: "disallow: /<a>&\"b\" (line 3)",
+			Agent: []string{"Foo_Bot"}, Purpose: []string{}, URL: "https://xn--bcher-kva.example/a?b=1&c=2",
+		}
+		line, err := json.Marshal(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseRecord(line)
+		if err != nil {
+			t.Fatalf("ParseRecord(%s): %v", line, err)
+		}
+		if !time.Time(got.Time).Equal(time.Time(want.Time)) || got.Decision != a || got.Origin != want.Origin || got.Token != want.Token || got.Rule != want.Rule {
+			t.Errorf("ParseRecord(%s) = %+v", line, got)
+		}
 	}
 }

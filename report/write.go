@@ -92,7 +92,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 		row("to", "-")
 	}
 	row("records", strconv.FormatInt(s.total, 10))
-	row("blocked", fmt.Sprintf("%d (%s; %s)", s.blocked, share(s.blocked, s.total), strings.Join(BlockedDecisions, ", ")))
+	row("blocked", fmt.Sprintf("%d (%s; %s)", s.blocked, share(s.blocked, s.total), BlockedNames()))
 	row("malformed", lines(s.malformed)+" skipped")
 	if !s.Since.IsZero() {
 		row("since", fmt.Sprintf("%s (%d earlier records skipped)", stamp(s.Since), s.skipped))

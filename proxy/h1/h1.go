@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/robotsgate/robotsgate/proxy/header"
 )
 
 // Why not an http.Server per tunnel: that server's per-request machinery (a
@@ -304,7 +306,7 @@ func badHead(r *http.Request, hosts []string) (int, string) {
 			}
 		}
 	}
-	if r.Body != http.NoBody && isWebSocketUpgrade(r.Header) {
+	if r.Body != http.NoBody && header.IsWebSocketUpgrade(r.Header) {
 		// Its body would still be read upstream while the relay reads
 		// the connection: two readers of one stream.
 		return http.StatusBadRequest, "an upgrade request with a body"
@@ -404,7 +406,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	length := resp.ContentLength
 	// The origin's Connection: close is about its own connection (forward
 	// removed it); one on robotsgate's own answer ends this one.
-	keep := !clientClose && !ic.failed && !upgrade && !(len(resp.Header["Connection"]) > 0 && headerHas(resp.Header, "Connection", "close"))
+	keep := !clientClose && !ic.failed && !upgrade && !(len(resp.Header["Connection"]) > 0 && header.Has(resp.Header, "Connection", "close"))
 	if !upgrade {
 		delete(resp.Header, "Connection") // written below, from keep
 	}
@@ -439,7 +441,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	case chunked:
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 		if len(resp.Trailer) > 0 {
-			bw.WriteString("Trailer: " + trailerNames(resp.Trailer) + "\r\n")
+			bw.WriteString("Trailer: " + header.TrailerNames(resp.Trailer) + "\r\n")
 		}
 	case length >= 0 && (bodyAllowed || r.Method == http.MethodHead):
 		bw.WriteString("Content-Length: " + strconv.FormatInt(length, 10) + "\r\n")
@@ -459,7 +461,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 		up, ok := resp.Body.(io.ReadWriteCloser)
 		// Relayed only when the client asked for it and has no body being
 		// read (badHead refuses those; discardBody has ended any other).
-		if bw.Flush() == nil && ok && ic.body == nil && isWebSocketUpgrade(r.Header) && isWebSocketUpgrade(resp.Header) {
+		if bw.Flush() == nil && ok && ic.body == nil && header.IsWebSocketUpgrade(r.Header) && header.IsWebSocketUpgrade(resp.Header) {
 			ic.relayUpgrade(up)
 		}
 		return false
@@ -884,32 +886,6 @@ func (c *chunkedWriter) Close() error {
 
 // copyBufs are copyFlushing's buffers.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// trailerNames is the value of a Trailer header that announces t's names.
-func trailerNames(t http.Header) string {
-	names := make([]string, 0, len(t))
-	for k := range t {
-		names = append(names, k)
-	}
-	return strings.Join(names, ", ")
-}
-
-// isWebSocketUpgrade reports whether h asks for (or, on a 101, agrees to)
-// a WebSocket upgrade: the one protocol switch relayed.
-func isWebSocketUpgrade(h http.Header) bool {
-	return len(h["Connection"]) > 0 && headerHas(h, "Connection", "upgrade") && headerHas(h, "Upgrade", "websocket")
-}
-
-func headerHas(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // isTimeout reports whether err is a deadline's.
 func isTimeout(err error) bool {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/statefile"
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // CA is robotsgate's own certificate authority, which signs the leaf
@@ -49,6 +50,19 @@ type Files struct {
 	// are never made; otherwise they are the state directory's, made on
 	// first use.
 	Given bool
+}
+
+// FilesOf returns the CA files of cfg: [tls] ca_cert and ca_key, or
+// StateFiles of its state directory.
+func FilesOf(cfg *config.Config) (Files, error) {
+	if cfg.TLS.CACert != "" {
+		return Files{Cert: cfg.TLS.CACert, Key: cfg.TLS.CAKey, Given: true}, nil
+	}
+	dir, err := cfg.StateDir()
+	if err != nil {
+		return Files{}, err
+	}
+	return StateFiles(dir), nil
 }
 
 // StateFiles are the CA files in a state directory: ca.pem and ca-key.pem.

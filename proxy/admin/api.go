@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"context"
@@ -11,24 +11,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/check"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
-// Bounds of POST /v1/decide.
+// Bounds of POST /v1/decide (DESIGN "Operator surface").
 const (
-	maxDecideURLs  = 10_000
-	maxDecideBytes = 16 << 20 // 10,000 URLs of 1.6 KiB
-	// maxDecideCalls bounds the calls decided at once: each may hold 16
+	// MaxDecideURLs bounds the URLs of one call.
+
+	MaxDecideURLs = 10_000
+	// MaxDecideBytes bounds a call's body: 10,000 URLs of 1.6 KiB.
+	MaxDecideBytes = 16 << 20
+	// MaxDecideCalls bounds the calls decided at once: each may hold 16
 	// robots.txt fetches and its body's memory. Past it: 503, Retry-After.
-	maxDecideCalls = 4
-	// maxDecideURLBytes bounds one URL, as maxTargetBytes bounds a
+	MaxDecideCalls = 4
+	// MaxDecideURLBytes bounds one URL, as maxTargetBytes bounds a
 	// proxied request's target (absolute-form included).
-	maxDecideURLBytes = maxTargetBytes
-	// maxDecideWork bounds the matching work of one call, in
+	MaxDecideURLBytes = policy.MaxTargetBytes
+	// MaxDecideWork bounds the matching work of one call, in
 	// robots.Budget units: 64 URLs at the bound of one each, some 0.3 s of
 	// CPU. URLs past it are not decided (decision "overloaded"); real
 	// files take a few hundred units a URL, so 10,000 URLs never come near.
-	maxDecideWork = 64 * decideWork
+	MaxDecideWork = 64 * policy.DecideWork
 	// decideReadTimeout bounds the time to send a body.
 	decideReadTimeout = 30 * time.Second
 	// decideCallTimeout bounds the time a call spends fetching the
@@ -37,9 +43,9 @@ const (
 	decideCallTimeout = time.Minute
 )
 
-// reasonDecideWork is the reason of the URLs of a /v1/decide call past
+// ReasonDecideWork is the reason of the URLs of a /v1/decide call past
 // its work bound.
-const reasonDecideWork = "not decided: this call reached its work bound (maxDecideWork); send the rest in another call"
+const ReasonDecideWork = "not decided: this call reached its work bound (MaxDecideWork); send the rest in another call"
 
 // decideInput is the body of POST /v1/decide (DESIGN "Operator surface"),
 // read by decodeDecideFields.
@@ -52,7 +58,7 @@ type decideInput struct {
 
 // decideOutput is its answer: one check -json object per URL, in order.
 type decideOutput struct {
-	Results []checkLine `json:"results"`
+	Results []audit.Result `json:"results"`
 }
 
 // serveDecide answers POST /v1/decide: URLs decided as check decides them,
@@ -60,7 +66,7 @@ type decideOutput struct {
 // each, several at a time, within max_fetches). The caller's address and
 // [auth] user apply to [[agents]] rules; block_private applies; pacing and
 // report mode do not (the answer is what the rules say).
-func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string) {
+func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user string) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		apiError(w, http.StatusMethodNotAllowed, "POST a JSON body: {\"user_agent\": \"...\", \"purpose\": [...], \"urls\": [...]}")
@@ -73,11 +79,11 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	select {
-	case s.decideCalls <- struct{}{}:
-		defer func() { <-s.decideCalls }()
+	case h.decideCalls <- struct{}{}:
+		defer func() { <-h.decideCalls }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		apiError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d decide calls are running: retry", maxDecideCalls))
+		apiError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d decide calls are running: retry", MaxDecideCalls))
 		return
 	}
 	// The slot is held while the body arrives: a client that drips it
@@ -88,37 +94,37 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 		apiError(w, code, err.Error())
 		return
 	}
-	p := s.pol.Load()
+	p, _ := h.o.Snapshot()
 	fetchCtx, cancel := context.WithTimeout(r.Context(), decideCallTimeout)
 	defer cancel()
-	wd := &world{rules: prefetch(fetchCtx, s.cache, in.URLs), private: s.world.private, now: s.opts.Now}
-	declared, _ := parsePurposes(in.Purpose) // checked by readDecideInput
-	out := decideOutput{Results: make([]checkLine, 0, len(in.URLs))}
+	wd := &policy.Env{Rules: check.Prefetch(fetchCtx, h.o.Cache, in.URLs), Private: h.o.Private, Now: h.o.Now}
+	declared, _ := policy.ParsePurposes(in.Purpose) // checked by readDecideInput
+	out := decideOutput{Results: make([]audit.Result, 0, len(in.URLs))}
 	var work int64
 	for _, u := range in.URLs {
 		if r.Context().Err() != nil {
 			return // the caller left: decide no more
 		}
-		req := request{kind: kindCheck, client: clientAddr(r), user: user, purposes: in.Purpose}
+		req := policy.Request{Kind: policy.KindCheck, Client: clientAddr(r), User: user, Purposes: in.Purpose}
 		switch {
 		case in.Agent != nil:
-			req.agents = []string{*in.Agent}
+			req.Agents = []string{*in.Agent}
 		case in.UserAgent != nil:
-			req.userAgent = *in.UserAgent
+			req.UserAgent = *in.UserAgent
 		}
-		var d Decision
-		switch err := urlRequest(u, &req); {
-		case len(u) > maxDecideURLBytes:
-			d.Action, d.Reason, d.Purposes = ActionBadRequest, fmt.Sprintf("%s: longer than %d bytes", reasonBadRequest, maxDecideURLBytes), declared
+		var d policy.Decision
+		switch err := req.SetURL(u); {
+		case len(u) > MaxDecideURLBytes:
+			d.Action, d.Reason, d.Purposes = policy.ActionBadRequest, fmt.Sprintf("%s: longer than %d bytes", policy.ReasonBadRequest, MaxDecideURLBytes), declared
 		case err != nil:
-			d.Action, d.Reason, d.Purposes = ActionBadRequest, reasonBadRequest+": "+err.Error(), declared
-		case work > maxDecideWork:
-			d.Action, d.Reason, d.Purposes = ActionOverloaded, reasonDecideWork, declared
+			d.Action, d.Reason, d.Purposes = policy.ActionBadRequest, policy.ReasonBadRequest+": "+err.Error(), declared
+		case work > MaxDecideWork:
+			d.Action, d.Reason, d.Purposes = policy.ActionOverloaded, ReasonDecideWork, declared
 		default:
-			p.decide(r.Context(), wd, &req, &d)
-			work += d.work
+			p.Decide(r.Context(), wd, &req, &d)
+			work += d.Work()
 		}
-		out.Results = append(out.Results, checkLineOf(u, &d))
+		out.Results = append(out.Results, audit.ResultOf(u, &d))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -128,7 +134,7 @@ func (s *Server) serveDecide(w http.ResponseWriter, r *http.Request, user string
 // readDecideInput reads and checks a /v1/decide body; on error it returns
 // the status to answer with (400, or 413 for too much).
 func readDecideInput(w http.ResponseWriter, r *http.Request) (*decideInput, int, error) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDecideBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxDecideBytes))
 	// Fields by their exact names: encoding/json alone would take "URLS"
 	// for "urls".
 	var fields map[string]json.RawMessage
@@ -140,7 +146,7 @@ func readDecideInput(w http.ResponseWriter, r *http.Request) (*decideInput, int,
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", maxDecideBytes)
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxDecideBytes)
 		}
 		if errors.Is(err, io.EOF) {
 			return nil, http.StatusBadRequest, errors.New("empty body: want a JSON object with \"urls\"")
@@ -153,14 +159,14 @@ func readDecideInput(w http.ResponseWriter, r *http.Request) (*decideInput, int,
 	switch {
 	case in.URLs == nil:
 		return nil, http.StatusBadRequest, errors.New(`"urls" is missing: want an array of URLs`)
-	case len(in.URLs) > maxDecideURLs:
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%d URLs: at most %d per request", len(in.URLs), maxDecideURLs)
+	case len(in.URLs) > MaxDecideURLs:
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%d URLs: at most %d per request", len(in.URLs), MaxDecideURLs)
 	case in.Agent != nil && in.UserAgent != nil:
 		return nil, http.StatusBadRequest, errors.New(`"agent" and "user_agent" are exclusive: give the token, or the whole header`)
 	case in.Agent != nil && !robots.ValidToken(*in.Agent):
 		return nil, http.StatusBadRequest, fmt.Errorf(`"agent": %q is not a product token (letters, "_" and "-"); for a whole User-Agent header use "user_agent"`, *in.Agent)
 	}
-	if _, err := parsePurposes(in.Purpose); err != nil {
+	if _, err := policy.ParsePurposes(in.Purpose); err != nil {
 		return nil, http.StatusBadRequest, fmt.Errorf(`"purpose": %v`, err)
 	}
 	return &in, 0, nil

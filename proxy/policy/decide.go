@@ -1,4 +1,4 @@
-package proxy
+package policy
 
 import (
 	"context"
@@ -10,103 +10,148 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/auth"
+	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/pace"
-	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// kind says where a request came in, which decides the steps it takes.
-type kind uint8
+// Kind says where a request came in, which decides the steps it takes.
+type Kind uint8
 
+// The kinds of request.
 const (
-	kindPlain   kind = iota // a request to the proxy in absolute-form
-	kindConnect             // a CONNECT
-	kindInner               // a request inside a CONNECT's tunnel (MITM, or plain HTTP in either mode)
-	kindCheck               // robotsgate check: no client, no credentials, no pacing
+	KindPlain   Kind = iota // a request to the proxy in absolute-form
+	KindConnect             // a CONNECT
+	KindInner               // a request inside a CONNECT's tunnel (MITM, or plain HTTP in either mode)
+	KindCheck               // robotsgate check and /v1/decide: no connection, no pacing
 )
 
-// A request is what a decision needs to know of one request, whatever its
+// A Request is what a decision needs to know of one request, whatever its
 // entry point: adapters build one, and the Policy decides it.
-type request struct {
-	kind                 kind
-	method               string
-	content              bool   // it has content: Content-Length > 0 or any Transfer-Encoding
-	contentType          bool   // it names a Content-Type
-	uriLen               int    // the length of the request-target as received (absolute-form included)
-	scheme               string // "http" or "https"
-	authority            string // host[:port] the request names
-	target               string // raw request-target: path, params and query ("/" for a CONNECT)
-	userAgent            string
-	client               netip.Addr
-	credentials          string       // Proxy-Authorization as sent
-	tunnel               *connectInfo // kindInner: the CONNECT it came through
-	user                 string       // the authenticated proxy user, once known
-	agents               []string     // the tokens obeyed, when given (check -agent); nil: step 3 finds them
-	purposes             []string     // X-Robots-Gate-Purpose's values (or check -purpose), unparsed
-	otherPurposeSpelling bool         // the header came spelt another way too (X_Robots_Gate_Purpose)
+type Request struct {
+	Kind                 Kind
+	Method               string
+	Content              bool   // it has content: Content-Length > 0 or any Transfer-Encoding
+	ContentType          bool   // it names a Content-Type
+	URILen               int    // the length of the request-target as received (absolute-form included)
+	Scheme               string // "http" or "https"
+	Authority            string // host[:port] the request names
+	Target               string // raw request-target: path, params and query ("/" for a CONNECT)
+	UserAgent            string
+	Client               netip.Addr
+	Credentials          string   // Proxy-Authorization as sent
+	Tunnel               *Tunnel  // KindInner: the CONNECT it came through
+	User                 string   // the authenticated proxy user, once known (KindCheck: given)
+	Agents               []string // the tokens obeyed, when given (check -agent); nil: step 3 finds them
+	Purposes             []string // X-Robots-Gate-Purpose's values (or check -purpose), unparsed
+	OtherPurposeSpelling bool     // the header came spelt another way too (X_Robots_Gate_Purpose)
 }
 
-// world is what a decision looks at besides the policy: where rules come
-// from, the private-address lookups (nil: block_private is not applied, as
-// in check), the pacer (nil: no pacing) and the clock.
-type world struct {
-	rules    rulesSource
-	private  *upstream.PrivateCache
-	pacer    *pace.Pacer
-	backoffs *pace.Backoffs // nil: no origin back-off (check)
-	fleet    fleetPacer     // nil: this instance paces alone
-	self     *upstream.Self // robotsgate's own listener, never a target; nil: unknown (check)
-	now      func() time.Time
+// A Tunnel is what the requests inside a CONNECT's tunnel carry of it.
+type Tunnel struct {
+	Authority string       // the CONNECT target, host:port as sent
+	Origin    fetch.Origin // of Authority, with the scheme spoken inside
+	User      string       // the CONNECT's authenticated user
+	Purposes  Purposes     // the purposes the CONNECT declared, which every request inside declares too
 }
 
-// fleetPacer reserves request starts for a whole fleet of instances
+// An Env is what a decision looks at besides the policy. Each field the
+// policy needs is an interface its owner satisfies; a nil field is a step
+// not taken (as in check, which has no client).
+type Env struct {
+	Rules    RulesSource   // where robots.txt answers come from
+	Private  PrivateLookup // nil: block_private is not applied
+	Auth     Authenticator // nil: no proxy authentication
+	Pacer    Pacer         // nil: no pacing
+	Backoffs Backoffs      // nil: no origin back-off
+	Fleet    FleetPacer    // nil: this instance paces alone
+	Self     SelfCheck     // nil: robotsgate's own address is not known
+	Now      func() time.Time
+}
+
+// RulesSource gives the robots.txt answer for an origin: fetch.Cache.Get,
+// or a file given to check.
+type RulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
+
+// PrivateLookup reports whether a host (a name or an IP address) is, or
+// resolves to, a private address, resolving a name within timeout
+// (upstream.PrivateCache).
+type PrivateLookup interface {
+	Private(ctx context.Context, host string, timeout time.Duration) bool
+}
+
+// Authenticator checks Basic proxy credentials (auth.Authenticator): the
+// user they authenticate, or false.
+type Authenticator interface {
+	Check(ctx context.Context, header string, client netip.Addr) (string, bool)
+}
+
+// Pacer holds a request for its turn on a host (pace.Pacer).
+type Pacer interface {
+	Wait(ctx context.Context, host string, gap time.Duration, lim pace.Limits) (time.Duration, error)
+}
+
+// Backoffs say until when a host is to be sent nothing, and why
+// (pace.Backoffs); a zero time when it may be sent to now.
+type Backoffs interface {
+	Hold(host string) (time.Time, string)
+}
+
+// FleetPacer reserves request starts for a whole fleet of instances
 // (cluster.Client.Reserve): how long to wait, or false with the wait that
 // would be needed past maxWait.
-type fleetPacer interface {
+type FleetPacer interface {
 	Reserve(ctx context.Context, host string, gap, maxWait time.Duration) (time.Duration, bool, error)
 }
 
-// rulesSource gives the robots.txt answer for an origin: Cache.Get, or a
-// file given to check.
-type rulesSource func(ctx context.Context, o fetch.Origin) (fetch.Answer, error)
+// SelfCheck reports whether an origin names robotsgate's own listener
+// (upstream.Self).
+type SelfCheck interface {
+	IsOrigin(o fetch.Origin) bool
+}
 
 // Reasons for the steps before the rules.
 const (
-	reasonContent     = "bad request: %s with content, which that method gives no meaning (RFC 9110 section 9.3): an origin could read it as a request of its own"
-	reasonLongTarget  = "request-target longer than %d bytes"
-	reasonAuth        = "proxy authentication required"
-	reasonBadRequest  = "bad request URL"
+	reasonContent    = "bad request: %s with content, which that method gives no meaning (RFC 9110 section 9.3): an origin could read it as a request of its own"
+	reasonLongTarget = "request-target longer than %d bytes"
+	reasonAuth       = "proxy authentication required"
+	// ReasonBadRequest is the reason of a request URL that cannot be
+	// decided.
+	ReasonBadRequest  = "bad request URL"
 	reasonBadConnect  = "bad CONNECT target"
 	reasonFragment    = "bad request URL: a request-target cannot hold a fragment (\"#\")"
 	reasonNoPath      = "bad request URL: the request-target is not a path"
 	reasonBadByte     = "bad request URL: the request-target holds %q, which a URI cannot (RFC 3986): percent-encode it"
 	reasonMisdirected = "request for %s inside a tunnel to %s"
-	reasonPrivate     = "target resolves to a private address"
-	reasonSelf        = "target is robotsgate itself"
-	reasonMITM        = "tunnel opened: every request inside is decided on its own"
-	reasonSiteAllow   = "site allow %q"
-	reasonSiteDeny    = "site deny %q"
-	reasonFetches     = "too many robots.txt fetches in flight (robots.max_fetches): retry"
-	reasonGaveUp      = "gave up waiting for robots.txt"
-	reasonBackoff     = "paced: %s, and its host is held until then; it would wait %v, past max_wait"
+	// ReasonPrivate is the reason of a refused private target.
+	ReasonPrivate = "target resolves to a private address"
+	// ReasonSelf is the reason of a refused request for robotsgate's own
+	// address.
+	ReasonSelf      = "target is robotsgate itself"
+	reasonMITM      = "tunnel opened: every request inside is decided on its own"
+	reasonSiteAllow = "site allow %q"
+	reasonSiteDeny  = "site deny %q"
+	reasonFetches   = "too many robots.txt fetches in flight (robots.max_fetches): retry"
+	reasonGaveUp    = "gave up waiting for robots.txt"
+	reasonBackoff   = "paced: %s, and its host is held until then; it would wait %v, past max_wait"
 )
 
-// decide decides r into d, in DESIGN.md's order ("Deciding a request"):
+// Decide decides r into d, in DESIGN.md's order ("Deciding a request"):
 // proxy authentication, the request's origin (and, inside a tunnel, that
 // it is the tunnel's), private targets, then agents, site rules and
 // robots.txt (for a tunnel-mode CONNECT, step 9's whole-origin rule),
 // report mode, and last the pacing of what goes through. A request that
 // is not allowed leaves with the first step that refuses it.
-func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) {
-	if !frame(r, d) || !p.authenticate(ctx, r, d) || !p.locate(ctx, w, r, d) || !declare(r, d) {
+func (p *Policy) Decide(ctx context.Context, w *Env, r *Request, d *Decision) {
+	if !frame(r, d) || !p.authenticate(ctx, w, r, d) || !p.locate(ctx, w, r, d) || !declare(r, d) {
 		return
 	}
-	if r.kind == kindConnect && p.cfg.TLS.Mode == "mitm" {
+	if r.Kind == KindConnect && p.tlsMode == TLSMITM {
 		d.Action, d.Reason = ActionAllowed, reasonMITM
 		return
 	}
 	p.judge(ctx, w, r, d)
-	if r.kind != kindCheck {
+	if r.Kind != KindCheck {
 		p.report(d)
 	}
 	if d.Action == ActionAllowed || d.Action == ActionWouldBlock {
@@ -114,40 +159,40 @@ func (p *Policy) decide(ctx context.Context, w *world, r *request, d *Decision) 
 	}
 }
 
-// maxTargetBytes bounds a request-target as received, absolute-form
+// MaxTargetBytes bounds a request-target as received, absolute-form
 // included: past it, 414 (DESIGN step 0). Deciding is bounded by the
 // length of what it reads.
-const maxTargetBytes = 8 << 10
+const MaxTargetBytes = 8 << 10
 
 // frame is step 0, before anything else: a request-target longer than
-// maxTargetBytes is refused (414), and so is a request with content whose
+// MaxTargetBytes is refused (414), and so is a request with content whose
 // method gives content no meaning (RFC 9110 section 9.3: GET, HEAD, DELETE,
 // TRACE, CONNECT, and OPTIONS without a Content-Type). An origin that
 // ignores such content, as many do, would read it as the next request on
 // the connection: a request nobody decided, whose answer would wait in the
 // connection pool for another client (see forward, which never reuses a
 // connection that carried content).
-func frame(r *request, d *Decision) bool {
-	if r.kind == kindCheck {
+func frame(r *Request, d *Decision) bool {
+	if r.Kind == KindCheck {
 		return true
 	}
-	if r.uriLen > maxTargetBytes {
-		d.Action, d.Reason, d.Status = ActionBadRequest, fmt.Sprintf(reasonLongTarget, maxTargetBytes), http.StatusRequestURITooLong
+	if r.URILen > MaxTargetBytes {
+		d.Action, d.Reason, d.Status = ActionBadRequest, fmt.Sprintf(reasonLongTarget, MaxTargetBytes), http.StatusRequestURITooLong
 		return false
 	}
-	if r.content && contentWithoutMeaning(r.method, r.contentType) {
-		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonContent, strings.ToUpper(r.method))
+	if r.Content && ContentWithoutMeaning(r.Method, r.ContentType) {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonContent, strings.ToUpper(r.Method))
 		return false
 	}
 	return true
 }
 
-// contentWithoutMeaning reports whether method gives a request's content
+// ContentWithoutMeaning reports whether method gives a request's content
 // no meaning (RFC 9110 section 9.3); OPTIONS does when it names a
 // Content-Type (section 9.3.7).
 // Methods are case-sensitive (RFC 9110 section 9.1), but some servers
 // match them ignoring case and would read "Get" as GET: so does this.
-func contentWithoutMeaning(method string, contentType bool) bool {
+func ContentWithoutMeaning(method string, contentType bool) bool {
 	for _, m := range [...]string{http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodTrace, http.MethodConnect} {
 		if strings.EqualFold(method, m) {
 			return true
@@ -158,67 +203,70 @@ func contentWithoutMeaning(method string, contentType bool) bool {
 
 // authenticate checks a request's proxy credentials when [auth] has users;
 // a request inside a tunnel carries its CONNECT's user.
-func (p *Policy) authenticate(ctx context.Context, r *request, d *Decision) bool {
+func (p *Policy) authenticate(ctx context.Context, w *Env, r *Request, d *Decision) bool {
 	switch {
-	case r.kind == kindInner:
-		r.user = r.tunnel.user
-	case r.kind == kindCheck || p.auth == nil:
+	case r.Kind == KindInner:
+		r.User = r.Tunnel.User
+	case r.Kind == KindCheck || !p.HasUsers():
 	default:
-		user, ok := p.auth.Check(ctx, r.credentials, r.client)
+		user, ok := "", false
+		if w.Auth != nil { // none: nothing can be checked, and nothing passes
+			user, ok = w.Auth.Check(ctx, r.Credentials, r.Client)
+		}
 		if !ok {
 			d.Action, d.Reason = ActionAuth, reasonAuth
-			d.User = auth.BasicUser(r.credentials) // the name tried, for the audit log
+			d.User = auth.BasicUser(r.Credentials) // the name tried, for the audit log
 			return false
 		}
-		r.user = user
+		r.User = user
 	}
-	d.User = r.user
+	d.User = r.User
 	return true
 }
 
 // locate finds the request's origin (step 1), refusing a malformed target,
 // a request inside a tunnel for another origin than the tunnel's (421),
 // and a private target (step 2).
-func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) bool {
-	bad := reasonBadRequest
-	if r.kind == kindConnect {
+func (p *Policy) locate(ctx context.Context, w *Env, r *Request, d *Decision) bool {
+	bad := ReasonBadRequest
+	if r.Kind == KindConnect {
 		bad = reasonBadConnect
 	}
-	if !strings.HasPrefix(r.target, "/") {
+	if !strings.HasPrefix(r.Target, "/") {
 		d.Action, d.Reason = ActionBadRequest, reasonNoPath
 		return false
 	}
-	if i := invalidTargetByte(r.target); i >= 0 {
-		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadByte, r.target[i])
-		if r.target[i] == '#' {
+	if i := invalidTargetByte(r.Target); i >= 0 {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadByte, r.Target[i])
+		if r.Target[i] == '#' {
 			d.Reason = reasonFragment
 		}
 		return false
 	}
-	o, err := fetch.OriginOf(r.scheme, r.authority)
+	o, err := fetch.OriginOf(r.Scheme, r.Authority)
 	if err != nil {
 		d.Action, d.Reason = ActionBadRequest, bad+": "+strings.TrimPrefix(err.Error(), fetch.ErrBadOrigin.Error()+": ")
 		return false
 	}
-	if r.kind == kindInner {
-		if o != r.tunnel.origin {
-			d.Action, d.Reason = ActionMisdirected, fmt.Sprintf(reasonMisdirected, r.authority, r.tunnel.authority)
+	if r.Kind == KindInner {
+		if o != r.Tunnel.Origin {
+			d.Action, d.Reason = ActionMisdirected, fmt.Sprintf(reasonMisdirected, r.Authority, r.Tunnel.Authority)
 			return false
 		}
 	}
-	if r.kind == kindConnect && o.Port == 80 {
+	if r.Kind == KindConnect && o.Port == 80 {
 		o.Scheme = "http" // tunnel mode: the robots.txt of the plain-HTTP origin
 	}
 	d.Origin = o
-	if r.kind != kindConnect {
-		d.Target = r.target
+	if r.Kind != KindConnect {
+		d.Target = r.Target
 	}
-	if w.self.IsOrigin(o) {
-		d.Action, d.Reason = ActionPrivate, reasonSelf
+	if w.Self != nil && w.Self.IsOrigin(o) {
+		d.Action, d.Reason = ActionPrivate, ReasonSelf
 		return false
 	}
 	if p.private(ctx, w, o.Host) {
-		d.Action, d.Reason = ActionPrivate, reasonPrivate
+		d.Action, d.Reason = ActionPrivate, ReasonPrivate
 		return false
 	}
 	return true
@@ -227,14 +275,14 @@ func (p *Policy) locate(ctx context.Context, w *world, r *request, d *Decision) 
 // declare reads the purposes a request declares in its header and, inside
 // a tunnel, those its CONNECT declared; an unknown name is a bad request.
 // (Step 3 adds those of its [[agents]] rule.)
-func declare(r *request, d *Decision) bool {
-	ps, err := parsePurposes(r.purposes)
+func declare(r *Request, d *Decision) bool {
+	ps, err := ParsePurposes(r.Purposes)
 	if err != nil {
 		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadPurpose, err)
 		return false
 	}
-	if r.kind == kindInner {
-		ps |= r.tunnel.purposes
+	if r.Kind == KindInner {
+		ps |= r.Tunnel.Purposes
 	}
 	d.Purposes = ps
 	return true
@@ -243,40 +291,40 @@ func declare(r *request, d *Decision) bool {
 // judge runs steps 3 to 7b: the agent and declared purposes, the
 // /robots.txt exemption, site rules, the origin's robots.txt, and its usage
 // statements.
-func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
-	if r.agents != nil {
-		d.Agents = Agents{list: r.agents}
+func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision) {
+	if r.Agents != nil {
+		d.Agents = Agents{list: r.Agents}
 	} else {
 		var ps Purposes
-		d.Agents, ps = p.agents(r)
+		d.Agents, ps = p.Agents(r)
 		d.Purposes |= ps
 	}
-	d.explain = r.kind == kindCheck
-	if path, _, _ := strings.Cut(r.target, "?"); path == "/robots.txt" && r.kind != kindConnect {
+	d.explain = r.Kind == KindCheck
+	if path, _, _ := strings.Cut(r.Target, "?"); path == "/robots.txt" && r.Kind != KindConnect {
 		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
 		return
 	}
 	if s := p.site(d.Origin.Host, d.Agents); s != nil {
 		d.Site = s
 		switch s.Policy {
-		case "allow":
+		case SiteAllow:
 			d.Action, d.Reason, d.noRobots = ActionAllowed, fmt.Sprintf(reasonSiteAllow, s.Reason), true
 			return
-		case "deny":
+		case SiteDeny:
 			d.Action, d.Reason, d.noRobots = ActionDenied, fmt.Sprintf(reasonSiteDeny, s.Reason), true
 			return
 		}
 	}
-	a, err := w.rules(ctx, d.Origin)
+	a, err := w.Rules(ctx, d.Origin)
 	switch {
 	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, reasonFetches
 	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
-	case r.kind == kindConnect:
-		decideWholeOrigin(d, a, w.now())
+	case r.Kind == KindConnect:
+		decideWholeOrigin(d, a, w.Now())
 	default:
-		decideAnswer(ctx, d, a, r.target, w.now())
+		decideAnswer(ctx, d, a, r.Target, w.Now())
 		d.judgeUsage()
 	}
 }
@@ -285,7 +333,7 @@ func (p *Policy) judge(ctx context.Context, w *world, r *request, d *Decision) {
 // usage statements) or a site rule, or for an unreachable robots.txt,
 // becomes "would-block" and goes through.
 func (p *Policy) report(d *Decision) {
-	if p.cfg.Mode != "report" {
+	if p.mode != ModeReport {
 		return
 	}
 	switch d.Action {
@@ -298,18 +346,18 @@ func (p *Policy) report(d *Decision) {
 // its host's origin asked for with a 429 or 503 (origin back-off, pacing on
 // or off), then until its turn when [politeness] is active. One that would
 // wait longer than max_wait, or whose client gave up, becomes "paced".
-func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
-	if p.cfg.Politeness.HonourRetryAfter && w.backoffs != nil && !p.holdForOrigin(ctx, w, d) {
+func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
+	if p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil && !p.holdForOrigin(ctx, w, d) {
 		return
 	}
-	if !p.pacing || w.pacer == nil {
+	if !p.pacing || w.Pacer == nil {
 		return
 	}
 	gap := paceGap(&p.cfg, d)
-	if w.fleet != nil && p.paceFleet(ctx, w, d, gap) {
+	if w.Fleet != nil && p.paceFleet(ctx, w, d, gap) {
 		return
 	}
-	waited, err := w.pacer.Wait(ctx, d.Origin.Host, gap, pace.Limits{MaxWait: p.cfg.Politeness.MaxWait, MaxDelay: p.cfg.Politeness.MaxDelay})
+	waited, err := w.Pacer.Wait(ctx, d.Origin.Host, gap, pace.Limits{MaxWait: p.cfg.Politeness.MaxWait, MaxDelay: p.cfg.Politeness.MaxDelay})
 	var pe *pace.WaitError
 	switch {
 	case err == nil:
@@ -326,8 +374,8 @@ func (p *Policy) pace(ctx context.Context, w *world, d *Decision) {
 // paceFleet paces d with the fleet's shared slots ([cluster]): every
 // instance's requests to a host keep one gap between them. It reports
 // whether it did; with Redis unavailable, the caller paces locally.
-func (p *Policy) paceFleet(ctx context.Context, w *world, d *Decision, gap time.Duration) bool {
-	wait, ok, err := w.fleet.Reserve(ctx, d.Origin.Host, gap, p.cfg.Politeness.MaxWait)
+func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap time.Duration) bool {
+	wait, ok, err := w.Fleet.Reserve(ctx, d.Origin.Host, gap, p.cfg.Politeness.MaxWait)
 	switch {
 	case err != nil:
 		return false
@@ -397,12 +445,12 @@ func isHex(c byte) bool {
 // holdForOrigin holds d until its host's back-off ends, and reports
 // whether it may go on; past max_wait, or if its client leaves, d becomes
 // "paced", with the origin's answer as the reason.
-func (p *Policy) holdForOrigin(ctx context.Context, w *world, d *Decision) bool {
-	until, why := w.backoffs.Hold(d.Origin.Host)
+func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
+	until, why := w.Backoffs.Hold(d.Origin.Host)
 	if until.IsZero() {
 		return true
 	}
-	wait := until.Sub(w.now())
+	wait := until.Sub(w.Now())
 	if wait > p.cfg.Politeness.MaxWait {
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf(reasonBackoff, why, wait.Round(time.Millisecond)), wait
 		return false
@@ -424,21 +472,21 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *world, d *Decision) bool 
 // the largest Crawl-delay of its tokens' groups if larger (with
 // crawl_delay on, and not for a site allow), at most max_delay; 0 when
 // pacing is off.
-func paceGap(cfg *Config, d *Decision) time.Duration {
+func paceGap(cfg *config.Config, d *Decision) time.Duration {
 	pc := cfg.Politeness
 	base := pc.MinInterval
 	if d.Site != nil && d.Site.MinInterval > 0 {
 		base = d.Site.MinInterval
 	}
 	gap := base
-	if pc.CrawlDelay && d.HasDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == "allow") {
+	if pc.CrawlDelay && d.HasDelay && d.CrawlDelay > 0 && !(d.Site != nil && d.Site.Policy == SiteAllow) {
 		gap = max(gap, time.Duration(d.CrawlDelay*float64(time.Second)))
 	}
 	return min(gap, pc.MaxDelay)
 }
 
 // pacingActive reports whether cfg paces any request.
-func pacingActive(cfg *Config) bool {
+func pacingActive(cfg *config.Config) bool {
 	if cfg.Politeness.CrawlDelay || cfg.Politeness.MinInterval > 0 {
 		return true
 	}

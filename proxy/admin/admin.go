@@ -1,4 +1,8 @@
-package proxy
+// Package admin serves the requests made to the proxy itself rather than
+// through it: /healthz, /metrics, the robots.txt cache (/robots,
+// /robots/purge), the status page and its JSON (/status, /status.json),
+// and the decision API (POST /v1/decide), each under its access rule.
+package admin
 
 import (
 	"encoding/json"
@@ -12,12 +16,45 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/auth"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// serveAdmin answers requests to the proxy itself: /healthz, /metrics and
-// the robots.txt cache; the cache only to the clients adminAllowed admits.
-func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+// Options are what a Handler serves from.
+type Options struct {
+	// Snapshot returns the policy in force and its authenticator (nil
+	// without [auth] users).
+	Snapshot func() (*policy.Policy, *auth.Authenticator)
+	Cache    *fetch.Cache    // the proxy's robots.txt cache
+	Cluster  *cluster.Client // the fleet's Redis; nil: this instance alone
+	Metrics  http.Handler    // serves /metrics
+	Board    *Board          // what /status shows besides the cache
+	// Private is the decision API's block_private lookup.
+	Private policy.PrivateLookup
+	Now     func() time.Time
+}
+
+// Handler serves the proxy's own endpoints.
+type Handler struct {
+	o Options
+	// decideCalls are the /v1/decide calls running (MaxDecideCalls slots).
+	decideCalls chan struct{}
+}
+
+// Running is the number of decision API calls running.
+func (h *Handler) Running() int { return len(h.decideCalls) }
+
+// New returns the Handler of o.
+func New(o Options) *Handler {
+	return &Handler{o: o, decideCalls: make(chan struct{}, MaxDecideCalls)}
+}
+
+// ServeHTTP answers a request to the proxy itself: /healthz, /metrics and
+// the robots.txt cache, the status page and the decision API; each but
+// the first two only to the clients allowed admits.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && !sameOrigin(r) {
 		http.Error(w, "robotsgate: the operator endpoints answer no request sent by a page of another site", http.StatusForbidden)
 		return
@@ -26,19 +63,19 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
-		if s.cluster != nil { // a detail: the instance is healthy without Redis
-			io.WriteString(w, clusterLine(s.cluster.Status()))
+		if h.o.Cluster != nil { // a detail: the instance is healthy without Redis
+			io.WriteString(w, clusterLine(h.o.Cluster.Status()))
 		}
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
-		s.metrics.handler.ServeHTTP(w, r)
+		h.o.Metrics.ServeHTTP(w, r)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
-		if _, ok := s.pol.Load().adminAllowed(r, openWithoutAuth); !ok {
+		if _, ok := h.allowed(r, openWithoutAuth); !ok {
 			adminForbidden(w)
 			return
 		}
-		s.serveRobotsEntry(w, r)
+		h.serveRobotsEntry(w, r)
 	case r.URL.Path == "/robots/purge" && r.Method == http.MethodPost:
-		if _, ok := s.pol.Load().adminAllowed(r, loopbackOrUser); !ok {
+		if _, ok := h.allowed(r, loopbackOrUser); !ok {
 			adminForbidden(w)
 			return
 		}
@@ -47,9 +84,9 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		held := s.cache.Purge(o)
-		if s.cluster != nil { // the other instances forget it too
-			s.cluster.PublishPurge(r.Context(), o)
+		held := h.o.Cache.Purge(o)
+		if h.o.Cluster != nil { // the other instances forget it too
+			h.o.Cluster.PublishPurge(r.Context(), o)
 		}
 		if !held {
 			http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
@@ -58,16 +95,16 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "purged %s\n", o)
 	case r.URL.Path == "/status" || r.URL.Path == "/status.json":
-		if s.statusAllowed(w, r) {
-			s.serveStatus(w, r)
+		if h.statusAllowed(w, r) {
+			h.serveStatus(w, r)
 		}
 	case r.URL.Path == "/v1/decide":
-		user, ok := s.pol.Load().adminAllowed(r, loopbackOrUser)
+		user, ok := h.allowed(r, loopbackOrUser)
 		if !ok {
 			adminForbidden(w)
 			return
 		}
-		s.serveDecide(w, r, user)
+		h.serveDecide(w, r, user)
 	default:
 		http.NotFound(w, r)
 	}
@@ -76,12 +113,11 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 // statusAllowed applies the operator surface's access rule to the status
 // page and its JSON, answering a refused request: with [auth] users, 401
 // with a Basic challenge, so that a browser asks for the login.
-func (s *Server) statusAllowed(w http.ResponseWriter, r *http.Request) bool {
-	p := s.pol.Load()
-	if _, ok := p.adminAllowed(r, loopbackOrUser); ok {
+func (h *Handler) statusAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if _, ok := h.allowed(r, loopbackOrUser); ok {
 		return true
 	}
-	if p.auth != nil {
+	if _, a := h.o.Snapshot(); a != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="robotsgate", charset="UTF-8"`)
 		http.Error(w, "robotsgate: log in as an [auth] user", http.StatusUnauthorized)
 		return false
@@ -111,7 +147,7 @@ const (
 	loopbackOrUser
 )
 
-// adminAllowed reports whether r may use an endpoint of the proxy itself
+// allowed reports whether r may use an endpoint of the proxy itself
 // whose rule is access, and the [auth] user it authenticated as, if any.
 // Loopback clients may, when they name the proxy by its own address
 // (localHost); one that sends credentials is checked like any other, so
@@ -120,31 +156,33 @@ const (
 // Authorization or Proxy-Authorization, checked (and rate-limited) as
 // proxy requests are. The client is the connection's peer: behind a
 // reverse proxy on the same host, every client looks like loopback.
-func (p *Policy) adminAllowed(r *http.Request, access adminAccess) (string, bool) {
-	if p.auth != nil && (r.Header.Get("Authorization") != "" || r.Header.Get("Proxy-Authorization") != "") {
-		return p.auth.CheckRequest(r, true)
+func (h *Handler) allowed(r *http.Request, access adminAccess) (string, bool) {
+	p, a := h.o.Snapshot()
+	if a != nil && (r.Header.Get("Authorization") != "" || r.Header.Get("Proxy-Authorization") != "") {
+		return a.CheckRequest(r, true)
 	}
-	if clientAddr(r).IsLoopback() && p.localHost(r) {
+	if clientAddr(r).IsLoopback() && localHost(r, p.Config().Listen) {
 		return "", true
 	}
-	if p.auth == nil {
+	if a == nil {
 		return "", access == openWithoutAuth
 	}
 	return "", false
 }
 
 // localHost reports whether a request names the proxy by its own address:
-// its Host is an IP address or "localhost" (any port), or the listen host.
+// its Host is an IP address or "localhost" (any port), or the host of
+// listen.
 // Only such a request is let in on the loopback rule: a page that a local
 // browser loaded from a rebound DNS name sends that name, and gets no
 // further than the credentials rule.
-func (p *Policy) localHost(r *http.Request) bool {
+func localHost(r *http.Request, listen string) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	listenHost, _, _ := net.SplitHostPort(p.cfg.Listen)
+	listenHost, _, _ := net.SplitHostPort(listen)
 	_, err := netip.ParseAddr(host)
 	return err == nil || strings.EqualFold(host, "localhost") || strings.EqualFold(host, listenHost)
 }
@@ -160,48 +198,50 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// adminForbidden is the 403 answer to a client adminAllowed refused.
+// adminForbidden is the 403 answer to a client allowed refused.
 func adminForbidden(w http.ResponseWriter) {
 	http.Error(w, "robotsgate: only for loopback clients and authenticated users", http.StatusForbidden)
 }
 
-// robotsEntry is the JSON of GET /robots?origin=O.
-type robotsEntry struct {
-	Origin    string       `json:"origin"`
-	RobotsURL string       `json:"robots_url"`
-	Outcome   string       `json:"outcome"`
-	Status    int          `json:"status"`
-	FetchedAt *time.Time   `json:"fetched_at"`
-	Expires   *time.Time   `json:"expires"`
-	Stale     bool         `json:"stale"`
-	LastError string       `json:"last_error"`
-	RetryAt   *time.Time   `json:"retry_at"`
-	Bytes     int          `json:"bytes"`
-	Truncated bool         `json:"truncated"`
-	Sitemaps  []string     `json:"sitemaps"`
-	Groups    []groupEntry `json:"groups"`
+// RobotsEntry is the JSON of GET /robots?origin=O: an origin's cached
+// robots.txt.
+type RobotsEntry struct {
+	Origin    string        `json:"origin"`
+	RobotsURL string        `json:"robots_url"`
+	Outcome   string        `json:"outcome"`
+	Status    int           `json:"status"`
+	FetchedAt *time.Time    `json:"fetched_at"`
+	Expires   *time.Time    `json:"expires"`
+	Stale     bool          `json:"stale"`
+	LastError string        `json:"last_error"`
+	RetryAt   *time.Time    `json:"retry_at"`
+	Bytes     int           `json:"bytes"`
+	Truncated bool          `json:"truncated"`
+	Sitemaps  []string      `json:"sitemaps"`
+	Groups    []RobotsGroup `json:"groups"`
 }
 
-type groupEntry struct {
-	Agents     []string        `json:"agents"`
-	Line       int             `json:"line"`
-	Rules      int             `json:"rules"`
-	CrawlDelay *float64        `json:"crawl_delay"`
-	Usage      []statementJSON `json:"usage"` // its Content-Usage and Content-Signal statements, and those before any group
+// RobotsGroup is one group of a RobotsEntry.
+type RobotsGroup struct {
+	Agents     []string          `json:"agents"`
+	Line       int               `json:"line"`
+	Rules      int               `json:"rules"`
+	CrawlDelay *float64          `json:"crawl_delay"`
+	Usage      []audit.Statement `json:"usage"` // its Content-Usage and Content-Signal statements, and those before any group
 }
 
-func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 	o, err := fetch.ParseOrigin(r.URL.Query().Get("origin"))
 	if err != nil {
 		http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	a, ok := s.cache.Peek(o)
+	a, ok := h.o.Cache.Peek(o)
 	if !ok {
 		http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
 		return
 	}
-	e := robotsEntry{Origin: o.String(), RobotsURL: o.RobotsURL(), Stale: a.Stale, LastError: a.LastError, Groups: []groupEntry{}, Sitemaps: []string{}}
+	e := RobotsEntry{Origin: o.String(), RobotsURL: o.RobotsURL(), Stale: a.Stale, LastError: a.LastError, Groups: []RobotsGroup{}, Sitemaps: []string{}}
 	if !a.RetryAt.IsZero() {
 		e.RetryAt = &a.RetryAt
 	}
@@ -213,10 +253,10 @@ func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 			e.Sitemaps = append(e.Sitemaps, en.Rules.Sitemaps()...)
 			statements := en.Rules.Statements()
 			for i, g := range en.Rules.Groups() {
-				ge := groupEntry{Agents: g.Agents, Line: g.Line, Rules: g.Rules, Usage: []statementJSON{}}
+				ge := RobotsGroup{Agents: g.Agents, Line: g.Line, Rules: g.Rules, Usage: []audit.Statement{}}
 				for _, st := range statements {
 					if st.Group == i || st.Group < 0 {
-						ge.Usage = append(ge.Usage, statementJSONOf(&st))
+						ge.Usage = append(ge.Usage, audit.StatementOf(&st))
 					}
 				}
 				if g.CrawlDelay >= 0 {
@@ -233,4 +273,13 @@ func (s *Server) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(e)
+}
+
+// clientAddr is the client's IP address.
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }

@@ -1,61 +1,99 @@
-// Package proxy is robotsgate's forward proxy.
-//
-// A Config is plain data; Compile checks it and compiles it into a Policy,
-// the only thing that decides. Every entry point (a plain request, a
-// CONNECT, a request inside a tunnel, the check command) builds one request
-// value and calls the Policy's one decision, in DESIGN.md's order (auth,
-// origin and tunnel, private targets, agents, sites, robots.txt, report
-// mode, pacing); the Decision it returns carries the evidence from which
-// the response, the audit record and the metrics are all rendered, by
-// finish, once per answer. A reload compiles a new Policy and swaps it in;
-// a request keeps the one it started with.
-package proxy
+// Package policy is robotsgate's one decision: a Config compiled into a
+// Policy (Compile is the only way to one, and the only validator), and
+// Policy.Decide, which every entry point calls (a plain request, a
+// CONNECT, a request inside a tunnel, the check command and the decision
+// API) with a Request value, in DESIGN.md's order (framing, auth, origin
+// and tunnel, private targets, agents, sites, robots.txt, usage, report
+// mode, pacing). The Decision it returns carries the evidence from which
+// the response, the audit record and the metrics are all rendered. The
+// package does no I/O of its own: what it needs (robots.txt answers,
+// lookups, the pacer, credentials) comes through interfaces in Env.
+package policy
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// Actions: the value of X-Robots-Gate on an answer the proxy makes itself,
-// or ActionAllowed for a request that is forwarded unchanged.
+// An Action is what is done with a request: ActionAllowed (it goes to its
+// origin), or the answer robotsgate makes itself, whose X-Robots-Gate
+// value String gives.
+type Action uint8
+
+// The actions.
 const (
-	ActionAllowed     = "allowed"
-	ActionDisallowed  = "disallowed"
-	ActionDenied      = "denied"
-	ActionPrivate     = "private-address"
-	ActionUnreachable = "unreachable"
-	ActionPaced       = "paced"
-	ActionWouldBlock  = "would-block"
-	ActionUpstream    = "upstream-error"
-	ActionBadRequest  = "bad-request"
-	ActionMisdirected = "misdirected"
-	ActionAuth        = "auth-required"
-	ActionOverloaded  = "overloaded"
-	// ActionUsageRefused: the site refuses a purpose the request declares.
-	ActionUsageRefused = "usage-refused"
+	ActionAllowed Action = iota
+	ActionDisallowed
+	ActionDenied
+	ActionPrivate
+	ActionUnreachable
+	ActionPaced
+	ActionWouldBlock
+	ActionUpstream
+	ActionBadRequest
+	ActionMisdirected
+	ActionAuth
+	ActionOverloaded
+	ActionUsageRefused // the site refuses a purpose the request declares
+	numActions
 )
 
-// numActions is the number of actions.
-const numActions = 13
+// NumActions is the number of actions, all of them below it: the length
+// of an array indexed by Action.
+const NumActions = int(numActions)
 
-// actions returns every action, in a fixed order (actionIndex's).
-func actions() [numActions]string {
-	return [numActions]string{ActionAllowed, ActionDisallowed, ActionDenied, ActionPrivate, ActionUnreachable, ActionPaced,
-		ActionWouldBlock, ActionUpstream, ActionBadRequest, ActionMisdirected, ActionAuth, ActionOverloaded, ActionUsageRefused}
+// actionNames are the actions' X-Robots-Gate values.
+var actionNames = [numActions]string{
+	ActionAllowed: "allowed", ActionDisallowed: "disallowed", ActionDenied: "denied", ActionPrivate: "private-address",
+	ActionUnreachable: "unreachable", ActionPaced: "paced", ActionWouldBlock: "would-block", ActionUpstream: "upstream-error",
+	ActionBadRequest: "bad-request", ActionMisdirected: "misdirected", ActionAuth: "auth-required", ActionOverloaded: "overloaded",
+	ActionUsageRefused: "usage-refused",
 }
 
-// actionIndex returns a's place in actions(), or -1.
-func actionIndex(a string) int {
-	for i, x := range actions() {
-		if x == a {
-			return i
+// String returns the action's X-Robots-Gate value ("allowed" for
+// ActionAllowed): what the audit log, the metrics and check print.
+func (a Action) String() string {
+	if a < numActions {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("action(%d)", uint8(a))
+}
+
+// Actions returns every action, in order.
+func Actions() []Action {
+	out := make([]Action, numActions)
+	for i := range out {
+		out[i] = Action(i)
+	}
+	return out
+}
+
+// ParseAction returns the action whose String is s.
+func ParseAction(s string) (Action, bool) {
+	for i, n := range actionNames {
+		if n == s {
+			return Action(i), true
 		}
 	}
-	return -1
+	return 0, false
+}
+
+// MarshalText writes the action as String does.
+func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText reads an action written by MarshalText.
+func (a *Action) UnmarshalText(b []byte) error {
+	x, ok := ParseAction(string(b))
+	if !ok {
+		return fmt.Errorf("%q is not an action", b)
+	}
+	*a = x
+	return nil
 }
 
 // Reasons, as they appear in the audit log, the 403 body and check's output.
@@ -77,18 +115,18 @@ const (
 	reasonLeft       = "client left while the request was being decided"
 )
 
-// decideWork is the work bound of deciding one request's path, in the
+// DecideWork is the work bound of deciding one request's path, in the
 // robots package's units (about a byte compared; see robots.Budget): some
 // 5 ms of CPU on a 2-core 2020s server in the worst case constructed
 // (BenchmarkDecideWorstCase), and about 4 times what the costliest real
 // file of the corpus takes for an 8 KiB path of every byte (dreamstime.com,
 // 0.9M). A decision that would take more is refused, never let through.
-const decideWork = 4_000_000
+const DecideWork = 4_000_000
 
 // Decision is the proxy's answer for one request: the robots.txt verdict
 // and its evidence, plus the overrides that applied and the action taken.
 type Decision struct {
-	Action     string         // ActionAllowed, or the X-Robots-Gate value of the answer
+	Action     Action         // ActionAllowed, or the answer robotsgate makes
 	Reason     string         // why, in words
 	Status     int            // the status of the proxy's own answer when not the action's usual one (414 for a bad request); 0: the usual
 	Origin     fetch.Origin   // zero when the URL has none
@@ -100,7 +138,7 @@ type Decision struct {
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds, when HasDelay
 	HasDelay   bool           // some group selected has a Crawl-delay
 	Fetch      FetchInfo      // how the rules were obtained; zero when no robots.txt was used
-	Site       *SiteRule      // the [[sites]] rule that matched, if any
+	Site       *Site          // the [[sites]] rule that matched, if any
 	User       string         // the authenticated proxy user; "" if none
 	Paced      bool           // it went through the pacer, which held it for Waited
 	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
@@ -167,8 +205,8 @@ type FetchInfo struct {
 // IsZero reports whether no robots.txt was used.
 func (f *FetchInfo) IsZero() bool { return f.Outcome == "" }
 
-// fetchInfo describes a cache answer at now.
-func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
+// FetchInfoOf describes a cache answer at now.
+func FetchInfoOf(a fetch.Answer, now time.Time) FetchInfo {
 	f := FetchInfo{Error: a.LastError, RetryAt: a.RetryAt, Stale: a.Stale}
 	if e := a.Entry; e != nil {
 		f.Outcome, f.Status, f.FetchedAt, f.Age = e.Outcome, e.Status, e.FetchedAt, now.Sub(e.FetchedAt)
@@ -185,7 +223,7 @@ func fetchInfo(a fetch.Answer, now time.Time) FetchInfo {
 // answered for the request's origin (DESIGN steps 6 and 7; the caller has
 // taken care of step 4, /robots.txt). Deciding stops when ctx ends.
 func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time) {
-	d.Fetch = fetchInfo(a, now)
+	d.Fetch = FetchInfoOf(a, now)
 	switch e := a.Entry; {
 	case a.Unreachable && a.LastKind == "tls-verify":
 		// Retrying cannot help: the origin's certificate does not verify.
@@ -247,6 +285,14 @@ func (d *Decision) RobotsURL() string {
 // Allowed reports whether the request goes to its origin.
 func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 
+// Rules returns the rules robots.txt decided on, if it did: for the usage
+// statements check shows.
+func (d *Decision) Rules() *robots.Robots { return d.rules }
+
+// Work returns the matching work the decision took, in robots.Budget
+// units.
+func (d *Decision) Work() int64 { return d.work }
+
 // decideRules decides raw, a request target as sent, under rules for every
 // agent token (DESIGN step 7): the request is blocked if any token's
 // verdict blocks it, and the first blocking token is the evidence. A
@@ -255,11 +301,11 @@ func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 // every path a lenient server could serve for it (robots.LenientReadings,
 // none in the common case): one disallowed reading blocks the request as
 // ambiguous, with that reading's verdict as evidence. The work of it all
-// is bounded by decideWork: past it, the request is refused. It stops
+// is bounded by DecideWork: past it, the request is refused. It stops
 // when ctx ends (the client left), refused too.
 func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw string) {
 	target := robots.Normalize(raw) // raw itself in the common case
-	budget := robots.MakeBudget(decideWork)
+	budget := robots.MakeBudget(DecideWork)
 	w := &budget
 	var readings []string
 	for r := range robots.LenientReadingsWithin(raw, w) {
@@ -298,7 +344,7 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 			break
 		}
 	}
-	d.work = decideWork - w.Left()
+	d.work = DecideWork - w.Left()
 	switch {
 	case w.Exhausted():
 		// A bound of step 0, reached here: the request is refused as a
@@ -342,4 +388,35 @@ func (d *Decision) setVerdictAction(noGroup bool) {
 	default:
 		d.Action, d.Reason = ActionAllowed, reasonNoRule
 	}
+}
+
+// RuleHeader is X-Robots-Gate-Rule for d: the usage statement that
+// refused it, or the robots.txt rule that decided; "" for neither.
+func (d *Decision) RuleHeader() string {
+	switch {
+	case d.Refusal.Statement != "":
+		return d.Refusal.HeaderValue()
+	case d.Verdict.Line > 0:
+		return ruleHeader(d.Verdict.Rule(), d.Verdict.Line)
+	}
+	return ""
+}
+
+// ruleHeader formats X-Robots-Gate-Rule: the directive, the pattern with
+// bytes outside 0x21-0x7E percent-encoded, and the line.
+func ruleHeader(rule string, line int) string {
+	dir, pat, _ := strings.Cut(rule, ":")
+	pat = strings.TrimPrefix(pat, " ")
+	var b strings.Builder
+	b.WriteString(strings.ToLower(dir))
+	b.WriteString(": ")
+	for i := 0; i < len(pat); i++ {
+		if c := pat[i]; c < 0x21 || c > 0x7E {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	fmt.Fprintf(&b, " (line %d)", line)
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -26,40 +28,37 @@ const (
 //go:embed status.html
 var statusPage []byte
 
-// statusBoard keeps what /status shows besides the cache: decision counts
+// Board keeps what /status shows besides the cache: decision counts
 // per origin since start, bounded (past maxStatusOrigins the least recently
 // seen tenth is dropped at once), and the last non-allow audit records.
 // Counting a request takes no lock: a lookup in a sync.Map and atomic adds.
-type statusBoard struct {
+type Board struct {
 	started time.Time
 	now     func() time.Time
 
 	origins sync.Map     // fetch.Origin → *originCounts
 	n       atomic.Int64 // entries in origins
 
-	mu     sync.Mutex                     // inserting into origins; the ring
-	recent [recentRecords]json.RawMessage // a ring
-	next   int                            // where the next record goes
-	filled bool                           // the ring has wrapped
+	mu     sync.Mutex                  // inserting into origins; the ring
+	recent [recentRecords]audit.Record // a ring
+	next   int                         // where the next record goes
+	filled bool                        // the ring has wrapped
 }
 
 type originCounts struct {
 	origin   fetch.Origin
-	lastSeen atomic.Int64             // Unix nanoseconds
-	counts   [numActions]atomic.Int64 // by actionIndex
+	lastSeen atomic.Int64                    // Unix nanoseconds
+	counts   [policy.NumActions]atomic.Int64 // by Action
 }
 
-func newStatusBoard(now func() time.Time) *statusBoard {
-	return &statusBoard{started: now(), now: now}
+// NewBoard returns an empty board, started now.
+func NewBoard(now func() time.Time) *Board {
+	return &Board{started: now(), now: now}
 }
 
-// count adds one decision for an origin.
-func (b *statusBoard) count(o fetch.Origin, decision string) {
-	if o.IsZero() {
-		return
-	}
-	i := actionIndex(decision)
-	if i < 0 {
+// Count adds one decision for an origin.
+func (b *Board) Count(o fetch.Origin, a policy.Action) {
+	if o.IsZero() || int(a) >= policy.NumActions {
 		return
 	}
 	v, ok := b.origins.Load(o)
@@ -68,12 +67,12 @@ func (b *statusBoard) count(o fetch.Origin, decision string) {
 	}
 	oc := v.(*originCounts)
 	oc.lastSeen.Store(b.now().UnixNano())
-	oc.counts[i].Add(1)
+	oc.counts[a].Add(1)
 }
 
 // insert adds o, dropping the least recently seen tenth first when the
 // board is full.
-func (b *statusBoard) insert(o fetch.Origin) any {
+func (b *Board) insert(o fetch.Origin) any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if v, ok := b.origins.Load(o); ok {
@@ -102,11 +101,11 @@ func (b *statusBoard) insert(o fetch.Origin) any {
 	return oc
 }
 
-// remember keeps one non-allow audit record.
-func (b *statusBoard) remember(rec json.RawMessage) {
+// Remember keeps one non-allow audit record, of the last recentRecords.
+func (b *Board) Remember(rec *audit.Record) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.recent[b.next] = rec
+	b.recent[b.next] = *rec
 	b.next = (b.next + 1) % recentRecords
 	b.filled = b.filled || b.next == 0
 }
@@ -120,14 +119,14 @@ type statusCounts struct {
 
 // snapshot copies the counts (most recently seen origin first) and the
 // recent records (oldest first).
-func (b *statusBoard) snapshot() ([]statusCounts, []json.RawMessage) {
+func (b *Board) snapshot() ([]statusCounts, []audit.Record) {
 	var origins []statusCounts
 	b.origins.Range(func(_, v any) bool {
 		oc := v.(*originCounts)
 		sc := statusCounts{origin: oc.origin, lastSeen: oc.lastSeen.Load(), counts: map[string]int64{}}
 		for i := range oc.counts {
 			if n := oc.counts[i].Load(); n > 0 {
-				sc.counts[actions()[i]] = n
+				sc.counts[policy.Action(i).String()] = n
 			}
 		}
 		origins = append(origins, sc)
@@ -136,7 +135,7 @@ func (b *statusBoard) snapshot() ([]statusCounts, []json.RawMessage) {
 	slices.SortFunc(origins, func(a, b statusCounts) int { return cmp.Compare(b.lastSeen, a.lastSeen) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var recent []json.RawMessage
+	recent := []audit.Record{}
 	if b.filled {
 		recent = append(recent, b.recent[b.next:]...)
 	}
@@ -144,17 +143,19 @@ func (b *statusBoard) snapshot() ([]statusCounts, []json.RawMessage) {
 	return origins, recent
 }
 
-// statusJSON is GET /status.json (DESIGN "Operator surface").
-type statusJSON struct {
-	Started time.Time         `json:"started"`
-	Now     time.Time         `json:"now"`
-	Mode    string            `json:"mode"`
-	Origins []originJSON      `json:"origins"`
-	Recent  []json.RawMessage `json:"recent"`
-	Cluster *cluster.Status   `json:"cluster"` // the fleet's Redis; null without [cluster]
+// Status is GET /status.json (DESIGN "Operator surface").
+type Status struct {
+	Started time.Time       `json:"started"`
+	Now     time.Time       `json:"now"`
+	Mode    string          `json:"mode"`
+	Origins []OriginStatus  `json:"origins"`
+	Recent  []audit.Record  `json:"recent"`
+	Cluster *cluster.Status `json:"cluster"` // the fleet's Redis; null without [cluster]
 }
 
-type originJSON struct {
+// OriginStatus is one origin of a Status: its cached robots.txt and the
+// decisions made for it since start.
+type OriginStatus struct {
 	Origin    string           `json:"origin"`
 	State     string           `json:"state"` // fetched, unavailable, unreachable, or "" when nothing is cached
 	Status    int              `json:"status"`
@@ -165,7 +166,7 @@ type originJSON struct {
 }
 
 // serveStatus answers GET /status.json, or the page that shows it.
-func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "robotsgate: GET only", http.StatusMethodNotAllowed)
@@ -182,18 +183,16 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
 		w.Write(statusPage)
 		return
 	}
-	counts, recent := s.status.snapshot()
-	out := statusJSON{Started: s.status.started.UTC(), Now: s.opts.Now().UTC(), Mode: s.pol.Load().cfg.Mode, Origins: make([]originJSON, 0, len(counts)), Recent: recent}
-	if out.Recent == nil {
-		out.Recent = []json.RawMessage{}
-	}
-	if s.cluster != nil {
-		st := s.cluster.Status()
+	counts, recent := h.o.Board.snapshot()
+	p, _ := h.o.Snapshot()
+	out := Status{Started: h.o.Board.started.UTC(), Now: h.o.Now().UTC(), Mode: p.Mode().String(), Origins: make([]OriginStatus, 0, len(counts)), Recent: recent}
+	if h.o.Cluster != nil {
+		st := h.o.Cluster.Status()
 		out.Cluster = &st
 	}
 	for _, oc := range counts {
-		oj := originJSON{Origin: oc.origin.String(), Decisions: oc.counts}
-		if a, ok := s.cache.Peek(oc.origin); ok {
+		oj := OriginStatus{Origin: oc.origin.String(), Decisions: oc.counts}
+		if a, ok := h.o.Cache.Peek(oc.origin); ok {
 			oj.LastError = a.LastError
 			if e := a.Entry; e != nil {
 				oj.State, oj.Status = string(e.Outcome), e.Status
@@ -205,7 +204,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Origins = append(out.Origins, oj)
 	}
-	slices.SortStableFunc(out.Origins, func(a, b originJSON) int { return total(b.Decisions) - total(a.Decisions) })
+	slices.SortStableFunc(out.Origins, func(a, b OriginStatus) int { return total(b.Decisions) - total(a.Decisions) })
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
 }

@@ -1,4 +1,4 @@
-package proxy
+package policy
 
 import (
 	"errors"
@@ -6,7 +6,9 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -80,63 +82,63 @@ type agentRule struct {
 }
 
 // compileAgent checks a (key is its path) and compiles it.
-func compileAgent(a *AgentRule, key string, users map[string]bool, d *decoder) agentRule {
-	var r agentRule
+func compileAgent(a *config.AgentRule, key string, users map[string]bool, pb *config.Problems) agentRule {
+	var ar agentRule
 	if a.UserAgent == "" && len(a.Client) == 0 && a.User == "" {
-		d.errorf(key, "needs at least one of user_agent, client, user to match on")
+		pb.Addf(key, "needs at least one of user_agent, client, user to match on")
 	}
 	if a.Token == "" && len(a.Also) == 0 && len(a.Purpose) == 0 {
-		d.errorf(key, "needs token, also or purpose: the tokens to obey, or the purposes to declare")
+		pb.Addf(key, "needs token, also or purpose: the tokens to obey, or the purposes to declare")
 	}
 	for j, name := range a.Purpose {
-		ps, err := parsePurposes([]string{name})
+		ps, err := ParsePurposes([]string{name})
 		if err != nil || strings.Contains(name, ",") {
-			d.errorf(fmt.Sprintf("%s.purpose[%d]", key, j), "%q is not a purpose: known purposes are %s", name, knownPurposes())
+			pb.Addf(fmt.Sprintf("%s.purpose[%d]", key, j), "%q is not a purpose: known purposes are %s", name, KnownPurposes())
 		}
-		r.purposes |= ps
+		ar.purposes |= ps
 	}
 	if a.UserAgent != "" {
 		g, err := compileGlob(a.UserAgent)
 		if err != nil {
-			d.errorf(key+".user_agent", "%v", err)
+			pb.Addf(key+".user_agent", "%v", err)
 		}
-		r.glob = g
+		ar.glob = g
 	}
 	for j, s := range a.Client {
 		p, err := parsePrefix(s)
 		if err != nil {
-			d.errorf(fmt.Sprintf("%s.client[%d]", key, j), "%q is not a CIDR or IP address", s)
+			pb.Addf(fmt.Sprintf("%s.client[%d]", key, j), "%q is not a CIDR or IP address", s)
 			continue
 		}
-		r.client = append(r.client, p)
+		ar.client = append(ar.client, p)
 	}
 	if a.User != "" && !users[a.User] {
-		d.errorf(key+".user", "no [[auth.users]] entry is named %q", a.User)
+		pb.Addf(key+".user", "no [[auth.users]] entry is named %q", a.User)
 	}
-	r.user = a.User
+	ar.user = a.User
 	if a.Token != "" {
 		if !robots.ValidToken(a.Token) {
-			d.errorf(key+".token", "%q is not a product token (letters, \"_\" and \"-\")", a.Token)
+			pb.Addf(key+".token", "%q is not a product token (letters, \"_\" and \"-\")", a.Token)
 		}
-		r.tokens = append(r.tokens, a.Token)
+		ar.tokens = append(ar.tokens, a.Token)
 	}
-	checkTokens(d, key+".also", a.Also)
-	r.tokens = append(r.tokens, a.Also...)
-	return r
+	checkTokens(pb, key+".also", a.Also)
+	ar.tokens = append(ar.tokens, a.Also...)
+	return ar
 }
 
 // matches reports whether the rule applies to r.
-func (a *agentRule) matches(r *request) bool {
-	if a.glob != nil && !a.glob.MatchString(r.userAgent) {
+func (a *agentRule) matches(r *Request) bool {
+	if a.glob != nil && !a.glob.MatchString(r.UserAgent) {
 		return false
 	}
-	if a.user != "" && a.user != r.user {
+	if a.user != "" && a.user != r.User {
 		return false
 	}
 	if len(a.client) == 0 {
 		return true
 	}
-	c := r.client.Unmap()
+	c := r.Client.Unmap()
 	for _, pfx := range a.client {
 		if pfx.Contains(c) {
 			return true
@@ -145,29 +147,57 @@ func (a *agentRule) matches(r *request) bool {
 	return false
 }
 
-// siteRule is a [[sites]] entry, compiled.
-type siteRule struct {
-	host string    // normalised: the exact host, or the suffix ".example.com"
-	rule *SiteRule // as configured (in the Policy's own copy)
+// SitePolicy is what a [[sites]] rule does: SiteRobots (robots.txt
+// decides), SiteAllow (skip it: a written permission), SiteDeny (refuse).
+type SitePolicy uint8
+
+// The site policies.
+const (
+	SiteRobots SitePolicy = iota
+	SiteAllow
+	SiteDeny
+)
+
+// A Site is a [[sites]] rule, compiled.
+type Site struct {
+	Host        string // as configured: an exact host, or "*.example.com"
+	Policy      SitePolicy
+	Agents      []string // tokens it is for; none: every token
+	Reason      string
+	MinInterval time.Duration // its own pacing interval; 0: none
+	match       string        // normalised: the exact host, or the suffix ".example.com"
 }
 
 // compileSite checks s (key is its path) and compiles it.
-func compileSite(s *SiteRule, key string, d *decoder) siteRule {
-	oneOf(d, key+".policy", s.Policy, "allow", "deny", "robots")
+func compileSite(s *config.SiteRule, key string, pb *config.Problems) Site {
+	site := Site{Host: s.Host, Agents: s.Agents, Reason: s.Reason, MinInterval: s.MinInterval}
+	switch s.Policy {
+	case "robots":
+	case "allow":
+		site.Policy = SiteAllow
+	case "deny":
+		site.Policy = SiteDeny
+	default:
+		oneOf(pb, key+".policy", s.Policy, "allow", "deny", "robots")
+	}
+	if s.MinInterval < 0 {
+		pb.Addf(key+".min_interval", "%v is less than 0s", s.MinInterval)
+	}
 	h, err := siteHost(s.Host)
 	if err != nil {
-		d.errorf(key+".host", "%v", err)
+		pb.Addf(key+".host", "%v", err)
 	}
-	checkTokens(d, key+".agents", s.Agents)
-	return siteRule{host: h, rule: s}
+	site.match = h
+	checkTokens(pb, key+".agents", s.Agents)
+	return site
 }
 
 // matches reports whether the rule applies to host when agents are obeyed.
-func (s *siteRule) matches(host string, agents Agents) bool {
-	if s.host != host && !(strings.HasPrefix(s.host, ".") && strings.HasSuffix(host, s.host)) {
+func (s *Site) matches(host string, agents Agents) bool {
+	if s.match != host && !(strings.HasPrefix(s.match, ".") && strings.HasSuffix(host, s.match)) {
 		return false
 	}
-	return len(s.rule.Agents) == 0 || anyFold(s.rule.Agents, agents)
+	return len(s.Agents) == 0 || anyFold(s.Agents, agents)
 }
 
 // anyFold reports whether a and b share a token, ignoring case.

@@ -1,4 +1,4 @@
-package proxy
+package answer
 
 import (
 	"html/template"
@@ -7,19 +7,9 @@ import (
 	"path"
 	"strconv"
 	"strings"
-)
 
-// Block styles: the values of [responses] block_style.
-const (
-	// BlockStylePlain answers every block with the plain-text 403 (or 503),
-	// whatever asked for it: right for scrapers, which read the status.
-	BlockStylePlain = "plain"
-	// BlockStyleBrowser answers a blocked request the way its destination
-	// in a page can take without breaking the page: an empty script,
-	// style sheet, image or font with 200, an XHR or fetch with 204 (or
-	// {} when it asks for JSON), and a page or frame with the explanation
-	// as an HTML page. Nothing blocked is fetched either way.
-	BlockStyleBrowser = "browser"
+	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // browserChoice is how a block is answered in the browser style.
@@ -30,8 +20,8 @@ type browserChoice struct {
 	body        string
 }
 
-// transparentGIF is a 1×1 transparent GIF: what a blocked image becomes.
-const transparentGIF = "GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff" +
+// TransparentGIF is a 1×1 transparent GIF: what a blocked image becomes.
+const TransparentGIF = "GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff" +
 	"!\xf9\x04\x01\x00\x00\x00\x00" + // graphic control: colour 0 is transparent
 	",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
 
@@ -40,7 +30,7 @@ var (
 	choosePage     = browserChoice{page: true}
 	chooseScript   = browserChoice{status: http.StatusOK, contentType: "text/javascript; charset=utf-8"}
 	chooseStyle    = browserChoice{status: http.StatusOK, contentType: "text/css; charset=utf-8"}
-	chooseImage    = browserChoice{status: http.StatusOK, contentType: "image/gif", body: transparentGIF}
+	chooseImage    = browserChoice{status: http.StatusOK, contentType: "image/gif", body: TransparentGIF}
 	chooseJSON     = browserChoice{status: http.StatusOK, contentType: "application/json", body: "{}"}
 	chooseManifest = browserChoice{status: http.StatusOK, contentType: "application/manifest+json", body: "{}"}
 	chooseTrack    = browserChoice{status: http.StatusOK, contentType: "text/vtt; charset=utf-8", body: "WEBVTT\n"}
@@ -166,9 +156,9 @@ func acceptsMedia(accept string, match func(string) bool) bool {
 // nothing it can act on (retrying a sub-resource is not something a page
 // does). Auth (407), bad requests, 421, 429, overload and upstream failures
 // keep their status: a client acts on each of them.
-func browserSafe(action string) bool {
+func browserSafe(action policy.Action) bool {
 	switch action {
-	case ActionDisallowed, ActionDenied, ActionUsageRefused, ActionUnreachable, ActionPrivate:
+	case policy.ActionDisallowed, policy.ActionDenied, policy.ActionUsageRefused, policy.ActionUnreachable, policy.ActionPrivate:
 		return true
 	}
 	return false
@@ -179,8 +169,8 @@ func browserSafe(action string) bool {
 // open the tunnel) or a WebSocket handshake. The X-Robots-Gate headers and
 // Cache-Control: no-store are kept; the status may change, and finish
 // audits the one sent.
-func (s *Server) browserAnswer(r *http.Request, d *Decision, plain *http.Response) *http.Response {
-	if !browserSafe(d.Action) || r.Method == http.MethodConnect || isWebSocketUpgrade(r.Header) {
+func browserAnswer(r *http.Request, d *policy.Decision, plain *http.Response) *http.Response {
+	if !browserSafe(d.Action) || r.Method == http.MethodConnect || header.IsWebSocketUpgrade(r.Header) {
 		return plain
 	}
 	target := d.Target
@@ -192,7 +182,7 @@ func (s *Server) browserAnswer(r *http.Request, d *Decision, plain *http.Respons
 	case c.page:
 		text, _ := io.ReadAll(plain.Body) // robotsgate's own body, held in memory
 		plain.Body.Close()
-		body := blockPage(d, displayURL(r), string(text))
+		body := blockPage(d, DisplayURL(r), string(text))
 		h := plain.Header
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -221,12 +211,12 @@ func (s *Server) browserAnswer(r *http.Request, d *Decision, plain *http.Respons
 }
 
 // blockTitles head the HTML page, by decision.
-var blockTitles = map[string]string{
-	ActionDisallowed:   "Disallowed by robots.txt",
-	ActionDenied:       "Denied by a site rule",
-	ActionUsageRefused: "Refused: the site refuses this use",
-	ActionUnreachable:  "Blocked: robots.txt could not be fetched",
-	ActionPrivate:      "Refused: a private address",
+var blockTitles = map[policy.Action]string{
+	policy.ActionDisallowed:   "Disallowed by robots.txt",
+	policy.ActionDenied:       "Denied by a site rule",
+	policy.ActionUsageRefused: "Refused: the site refuses this use",
+	policy.ActionUnreachable:  "Blocked: robots.txt could not be fetched",
+	policy.ActionPrivate:      "Refused: a private address",
 }
 
 // blockPageTemplate is the HTML page: the plain answer's text, which
@@ -256,12 +246,12 @@ p.note { color: #555; font-size: .9rem; }
 `))
 
 // blockPage renders the HTML page for d, explaining text.
-func blockPage(d *Decision, url, text string) string {
+func blockPage(d *policy.Decision, url, text string) string {
 	title, ok := blockTitles[d.Action]
 	if !ok {
 		title = "Blocked by robotsgate"
 	}
 	var b strings.Builder
-	blockPageTemplate.Execute(&b, struct{ Title, URL, Text, Decision string }{title, url, text, d.Action})
+	blockPageTemplate.Execute(&b, struct{ Title, URL, Text, Decision string }{title, url, text, d.Action.String()})
 	return b.String()
 }

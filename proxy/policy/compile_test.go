@@ -1,38 +1,33 @@
-package proxy
+package policy
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
-// TestSampleConfigIsDefault proves that config.toml, uncommented, equals
-// the built-in defaults.
-func TestSampleConfigIsDefault(t *testing.T) {
-	t.Parallel()
-	cfg, err := LoadConfig(filepath.Join("..", "config.toml"))
-	if err != nil {
-		t.Fatal(err)
+// parse reads a config file as the proxy does: decoded by config.Parse,
+// checked by Compile, every problem of both in the order of their lines.
+func parse(name string, data []byte) (*config.Config, error) {
+	cfg, err := config.Parse(name, data)
+	if cfg == nil {
+		return nil, err
 	}
-	cfg.Source = ""
-	if want := Default(); !reflect.DeepEqual(cfg, want) {
-		t.Errorf("config.toml = %+v\nwant the defaults %+v", cfg, want)
-	}
-	if err := Default().Validate(); err != nil {
-		t.Errorf("Default().Validate() = %v", err)
-	}
+	_, cerr := Compile(cfg)
+	return cfg, config.Join(err, cerr)
 }
 
 // TestSampleConfigExamples uncomments the examples of config.toml and
 // checks that they are valid.
 func TestSampleConfigExamples(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "config.toml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +40,7 @@ func TestSampleConfigExamples(t *testing.T) {
 		b.WriteString(line + "\n")
 	}
 	text := strings.Replace(b.String(), `"$2a$12$..."`, `"$2a$12$C6UzMDM.H6dfI/f/IKcEeO5j5B3RWqfkj2Gxhn6YECqNgDr8gJjBa"`, 1)
-	cfg, err := ParseConfig("config.toml (examples)", []byte(text))
+	cfg, err := parse("config.toml (examples)", []byte(text))
 	if err != nil {
 		t.Fatalf("examples: %v", err)
 	}
@@ -58,9 +53,13 @@ var exampleLine = regexp.MustCompile(`^(\[\[?[a-z.]+\]\]?|[a-z_]+ = .*)$`)
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	_, err := LoadConfig("testdata/config/bad.toml")
+	data, err := os.ReadFile("../config/testdata/bad.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = parse("testdata/bad.toml", data)
 	if err == nil {
-		t.Fatal("LoadConfig(bad.toml) = nil error")
+		t.Fatal("bad.toml: no error")
 	}
 	want := []string{
 		`bad.toml:1: listen: "nowhere" is not host:port`,
@@ -91,9 +90,9 @@ func TestConfigErrors(t *testing.T) {
 	if strings.Contains(msg, "secret") {
 		t.Errorf("errors show the proxy password:\n%s", msg)
 	}
-	var ce *ConfigError
+	var ce *config.Error
 	if !errors.As(err, &ce) {
-		t.Errorf("errors.As(*ConfigError) = false")
+		t.Errorf("errors.As(*config.Error) = false")
 	}
 	// Value errors come only once the file is otherwise well-typed, so a
 	// type error must not hide the others: the count proves all were kept.
@@ -118,55 +117,29 @@ func TestConfigMaxFetches(t *testing.T) {
 		{"[robots]\nmax_Fetches = 8\n", 0, `x.toml:2: robots.max_Fetches: unknown key; keys are case-sensitive: did you mean "max_fetches"?`},
 	}
 	for _, tt := range tests {
-		cfg, err := ParseConfig("x.toml", []byte(tt.toml))
+		cfg, err := parse("x.toml", []byte(tt.toml))
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("ParseConfig(%q) = %v; want no error", tt.toml, err)
+			t.Errorf("parse(%q) = %v; want no error", tt.toml, err)
 		case tt.wantErr == "" && cfg.Robots.MaxFetches != tt.want:
-			t.Errorf("ParseConfig(%q): max_fetches %d; want %d", tt.toml, cfg.Robots.MaxFetches, tt.want)
+			t.Errorf("parse(%q): max_fetches %d; want %d", tt.toml, cfg.Robots.MaxFetches, tt.want)
 		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
-			t.Errorf("ParseConfig(%q) = %v; want %s", tt.toml, err, tt.wantErr)
+			t.Errorf("parse(%q) = %v; want %s", tt.toml, err, tt.wantErr)
 		}
 	}
-}
-
-func TestConfigSyntaxError(t *testing.T) {
-	t.Parallel()
-	_, err := ParseConfig("x.toml", []byte("listen = \"a:1\"\nmode = \n"))
-	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Line != 2 {
-		t.Errorf("ParseConfig(syntax error) = %v; want a *ConfigError on line 2", err)
-	}
-}
-
-func FuzzParseConfig(f *testing.F) {
-	for _, name := range []string{"../config.toml", "testdata/config/bad.toml"} {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Add([]byte("[[agents]]\nuser_agent = \"*\"\ntoken = \"X\"\n[[sites]]\nhost = \"*.a.b\"\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseConfig("fuzz.toml", data)
-		if err == nil && cfg.Validate() != nil {
-			t.Fatalf("ParseConfig accepted a config that Validate rejects: %v", cfg.Validate())
-		}
-	})
 }
 
 // TestConfigMaxWaitAtLeastMaxDelay: a max_wait below max_delay would turn
 // every request paced max_delay apart into a 429: refused, naming the key.
 func TestConfigMaxWaitAtLeastMaxDelay(t *testing.T) {
 	t.Parallel()
-	_, err := ParseConfig("c.toml", []byte("[politeness]\nmax_delay = \"30s\"\nmax_wait = \"10s\"\n"))
-	var ce *ConfigError
+	_, err := parse("c.toml", []byte("[politeness]\nmax_delay = \"30s\"\nmax_wait = \"10s\"\n"))
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Key != "politeness.max_wait" || ce.Line != 3 {
 		t.Errorf("max_wait 10s < max_delay 30s: %v; want an error for politeness.max_wait at line 3", err)
 	}
-	if Default().Politeness.MaxWait != 2*time.Minute {
-		t.Errorf("default max_wait = %v; want 2m", Default().Politeness.MaxWait)
+	if config.Default().Politeness.MaxWait != 2*time.Minute {
+		t.Errorf("default max_wait = %v; want 2m", config.Default().Politeness.MaxWait)
 	}
 }
 
@@ -174,12 +147,12 @@ func TestConfigMaxWaitAtLeastMaxDelay(t *testing.T) {
 // one the cache takes for foreign, so retry_after is at most that.
 func TestConfigRetryAfterAtMostADay(t *testing.T) {
 	t.Parallel()
-	_, err := ParseConfig("c.toml", []byte("[robots]\nretry_after = \"25h\"\n"))
-	var ce *ConfigError
+	_, err := parse("c.toml", []byte("[robots]\nretry_after = \"25h\"\n"))
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Key != "robots.retry_after" || ce.Line != 2 {
 		t.Errorf("retry_after 25h: %v; want an error for robots.retry_after at line 2", err)
 	}
-	if _, err := ParseConfig("c.toml", []byte("[robots]\nretry_after = \"24h\"\n")); err != nil {
+	if _, err := parse("c.toml", []byte("[robots]\nretry_after = \"24h\"\n")); err != nil {
 		t.Errorf("retry_after 24h: %v; want it accepted", err)
 	}
 }
@@ -236,7 +209,7 @@ func TestConfigClusterSecret(t *testing.T) {
 		{"secret_file a directory", redis + "secret_file = \"" + dir + "\"\n", "", "not a regular file"},
 	}
 	for _, tt := range tests {
-		cfg, err := ParseConfig("x.toml", []byte(tt.toml))
+		cfg, err := parse("x.toml", []byte(tt.toml))
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("%s: ParseConfig = %v; want no error", tt.name, err)
@@ -250,4 +223,67 @@ func TestConfigClusterSecret(t *testing.T) {
 			t.Errorf("%s: the error shows the secret: %v", tt.name, err)
 		}
 	}
+}
+func TestConfigBlockStyle(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		toml    string
+		want    string // responses.block_style decoded, when no error is wanted
+		wantErr string
+	}{
+		{"", "plain", ""},
+		{"[responses]\nblock_style = \"plain\"\n", "plain", ""},
+		{"[responses]\nblock_style = \"browser\"\n", "browser", ""},
+		{"[responses]\n\nblock_style = \"Browser\"\n", "", `x.toml:3: responses.block_style: "Browser" is not one of ["plain" "browser"]`},
+		{"[responses]\nblock_style = \"\"\n", "", `x.toml:2: responses.block_style: "" is not one of ["plain" "browser"]`},
+		{"[responses]\nblock_style = true\n", "", `x.toml:2: responses.block_style: want a string, got a boolean`},
+		{"[responses]\nblockstyle = \"browser\"\n", "", `x.toml:2: responses.blockstyle: unknown key`},
+		{"[responses]\nBlock_style = \"browser\"\n", "", `x.toml:2: responses.Block_style: unknown key; keys are case-sensitive: did you mean "block_style"?`},
+	}
+	for _, tt := range tests {
+		cfg, err := parse("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("parse(%q) = %v; want no error", tt.toml, err)
+		case tt.wantErr == "" && cfg.Responses.BlockStyle != tt.want:
+			t.Errorf("parse(%q): block_style %q; want %q", tt.toml, cfg.Responses.BlockStyle, tt.want)
+		case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+			t.Errorf("parse(%q) = %v; want %s", tt.toml, err, tt.wantErr)
+		}
+	}
+}
+
+// FuzzCompile: whatever a config file holds, decoding and checking it
+// never panics, every problem names its key, and a config Compile accepts
+// compiles again, from the Policy's own copy, to the same answer.
+func FuzzCompile(f *testing.F) {
+	for _, name := range []string{"../../config.toml", "../config/testdata/bad.toml"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("[[agents]]\nuser_agent = \"*\"\ntoken = \"X\"\n[[sites]]\nhost = \"*.a.b\"\npolicy = \"deny\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := config.Parse("fuzz.toml", data)
+		if cfg == nil {
+			return
+		}
+		p, cerr := Compile(cfg)
+		if cerr != nil {
+			for _, e := range cerr.(interface{ Unwrap() []error }).Unwrap() {
+				var ce *config.Error
+				if !errors.As(e, &ce) || ce.Key == "" {
+					t.Fatalf("Compile: %v; want a *config.Error naming its key", e)
+				}
+			}
+			return
+		}
+		if err == nil {
+			if _, err := Compile(p.Config()); err != nil {
+				t.Fatalf("Compile accepted a config, then refused its own copy: %v", err)
+			}
+		}
+	})
 }

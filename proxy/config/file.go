@@ -1,8 +1,9 @@
-package proxy
+package config
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -11,59 +12,47 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// LoadConfig reads and validates a config file over the defaults. Every
-// problem is reported at once: the error joins one *ConfigError per
-// problem (see errors.Join), each naming its key and line.
-func LoadConfig(path string) (*Config, error) {
+// Load reads a config file over the defaults (see Parse).
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return ParseConfig(path, data)
+	return Parse(path, data)
 }
 
-// ParseConfig is LoadConfig on data read from path.
-func ParseConfig(path string, data []byte) (*Config, error) {
+// Parse decodes data, the TOML of the config file at path, over the
+// defaults. Unknown keys, keys that differ from a known key only by case,
+// values of the wrong type and durations written as bare numbers are
+// errors, all reported at once: the error joins one *Error per problem,
+// each naming its key and line. With such errors the Config is still
+// returned, decoded as far as it could be (a key that failed keeps its
+// default), so that its values can be checked too (policy.Compile); with
+// a TOML syntax error it is nil.
+func Parse(path string, data []byte) (*Config, error) {
 	cfg := Default()
 	cfg.Source = path
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, &ConfigError{File: path, Line: pe.Position.Line, Msg: pe.Message}
+			return nil, &Error{File: path, Line: pe.Position.Line, Msg: pe.Message}
 		}
-		return nil, &ConfigError{File: path, Msg: err.Error()}
+		return nil, &Error{File: path, Msg: err.Error()}
 	}
-	d := &decoder{file: path, lines: indexLines(string(data))}
+	cfg.lines = indexLines(string(data))
+	d := &decoder{p: cfg.Problems()}
 	d.config(tree, cfg)
-	compile(cfg, d) // keys that failed to decode keep their defaults
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return cfg, d.p.Err()
 }
 
 // decoder turns the decoded TOML tree into a Config, collecting every
 // error with its key path and line.
 type decoder struct {
-	file  string
-	lines lineIndex
-	errs  []*ConfigError
+	p *Problems
 }
 
-func (d *decoder) errorf(key string, format string, args ...any) {
-	d.errs = append(d.errs, &ConfigError{File: d.file, Line: d.lines.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
-}
-
-// err joins the errors found, in the order of their lines; nil if none.
-func (d *decoder) err() error {
-	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
-	errs := make([]error, len(d.errs))
-	for i, e := range d.errs {
-		errs[i] = e
-	}
-	return errors.Join(errs...)
-}
+func (d *decoder) errorf(key string, format string, args ...any) { d.p.Addf(key, format, args...) }
 
 // fields maps each known key of a table to a function that decodes it.
 type fields map[string]func(key string, v any)
@@ -118,30 +107,26 @@ func (d *decoder) boolean(dst *bool) func(string, any) {
 	}
 }
 
-func (d *decoder) integer(dst *int, lo, hi int) func(string, any) {
+func (d *decoder) integer(dst *int) func(string, any) {
 	return func(key string, v any) {
 		n, ok := v.(int64)
 		if !ok {
 			d.errorf(key, "want an integer, got %s", tomlType(v))
 			return
 		}
-		if n < int64(lo) || n > int64(hi) {
-			d.errorf(key, "%d is out of range %d to %d", n, lo, hi)
+		if n < math.MinInt32 || n > math.MaxInt32 {
+			d.errorf(key, "%d is out of range", n)
 			return
 		}
 		*dst = int(n)
 	}
 }
 
-func (d *decoder) int64v(dst *int64, lo, hi int64) func(string, any) {
+func (d *decoder) int64v(dst *int64) func(string, any) {
 	return func(key string, v any) {
 		n, ok := v.(int64)
 		if !ok {
 			d.errorf(key, "want an integer, got %s", tomlType(v))
-			return
-		}
-		if n < lo || n > hi {
-			d.errorf(key, "%d is out of range %d to %d", n, lo, hi)
 			return
 		}
 		*dst = n
@@ -150,7 +135,7 @@ func (d *decoder) int64v(dst *int64, lo, hi int64) func(string, any) {
 
 // duration decodes a duration string such as "30s". A bare number is an
 // error: it would be nanoseconds, which nobody means.
-func (d *decoder) duration(dst *time.Duration, min time.Duration) func(string, any) {
+func (d *decoder) duration(dst *time.Duration) func(string, any) {
 	return func(key string, v any) {
 		s, ok := v.(string)
 		if !ok {
@@ -164,10 +149,6 @@ func (d *decoder) duration(dst *time.Duration, min time.Duration) func(string, a
 		t, err := time.ParseDuration(s)
 		if err != nil {
 			d.errorf(key, "%q is not a duration such as \"30s\" or \"1h30m\"", s)
-			return
-		}
-		if t < min {
-			d.errorf(key, "%q is less than %v", s, min)
 			return
 		}
 		*dst = t
@@ -258,22 +239,22 @@ func (d *decoder) upstreamFields(u *UpstreamConfig) fields {
 		"proxy":         d.str(&u.Proxy),
 		"ca":            d.str(&u.CA),
 		"block_private": d.boolean(&u.BlockPrivate),
-		"timeout":       d.duration(&u.Timeout, time.Millisecond),
+		"timeout":       d.duration(&u.Timeout),
 	}
 }
 
 func (d *decoder) robotsFields(r *RobotsConfig) fields {
 	return fields{
-		"cache_ttl":         d.duration(&r.CacheTTL, time.Minute),
-		"unreachable_limit": d.duration(&r.UnreachableLimit, time.Second),
-		"retry_after":       d.duration(&r.RetryAfter, time.Second),
-		"fetch_timeout":     d.duration(&r.FetchTimeout, 100*time.Millisecond),
-		"max_bytes":         d.integer(&r.MaxBytes, 1024, 64<<20),
-		"max_redirects":     d.integer(&r.MaxRedirects, 0, 20),
+		"cache_ttl":         d.duration(&r.CacheTTL),
+		"unreachable_limit": d.duration(&r.UnreachableLimit),
+		"retry_after":       d.duration(&r.RetryAfter),
+		"fetch_timeout":     d.duration(&r.FetchTimeout),
+		"max_bytes":         d.integer(&r.MaxBytes),
+		"max_redirects":     d.integer(&r.MaxRedirects),
 		"auth_errors":       d.str(&r.AuthErrors),
 		"fetch_user_agent":  d.str(&r.FetchUserAgent),
-		"cache_max_bytes":   d.int64v(&r.CacheMaxBytes, 1<<20, 1<<40),
-		"max_fetches":       d.integer(&r.MaxFetches, 1, 1<<16),
+		"cache_max_bytes":   d.int64v(&r.CacheMaxBytes),
+		"max_fetches":       d.integer(&r.MaxFetches),
 	}
 }
 
@@ -286,22 +267,22 @@ func (d *decoder) auditFields(a *AuditConfig) fields {
 
 func (d *decoder) limitsFields(l *LimitsConfig) fields {
 	return fields{
-		"read_header_timeout": d.duration(&l.ReadHeaderTimeout, time.Millisecond),
-		"max_header_bytes":    d.integer(&l.MaxHeaderBytes, 1024, 16<<20),
-		"idle_timeout":        d.duration(&l.IdleTimeout, time.Millisecond),
-		"tunnel_idle_timeout": d.duration(&l.TunnelIdleTimeout, time.Millisecond),
-		"max_connections":     d.integer(&l.MaxConnections, 1, 1<<20),
+		"read_header_timeout": d.duration(&l.ReadHeaderTimeout),
+		"max_header_bytes":    d.integer(&l.MaxHeaderBytes),
+		"idle_timeout":        d.duration(&l.IdleTimeout),
+		"tunnel_idle_timeout": d.duration(&l.TunnelIdleTimeout),
+		"max_connections":     d.integer(&l.MaxConnections),
 	}
 }
 
 func (d *decoder) politenessFields(p *PolitenessConfig) fields {
 	return fields{
 		"crawl_delay":        d.boolean(&p.CrawlDelay),
-		"min_interval":       d.duration(&p.MinInterval, 0),
-		"max_delay":          d.duration(&p.MaxDelay, 0),
-		"max_wait":           d.duration(&p.MaxWait, 0),
+		"min_interval":       d.duration(&p.MinInterval),
+		"max_delay":          d.duration(&p.MaxDelay),
+		"max_wait":           d.duration(&p.MaxWait),
 		"honour_retry_after": d.boolean(&p.HonourRetryAfter),
-		"max_backoff":        d.duration(&p.MaxBackoff, 0),
+		"max_backoff":        d.duration(&p.MaxBackoff),
 	}
 }
 
@@ -347,7 +328,7 @@ func (d *decoder) siteTables(dst *[]SiteRule) func(string, any) {
 				"policy":       d.str(&s.Policy),
 				"agents":       d.strs(&s.Agents),
 				"reason":       d.str(&s.Reason),
-				"min_interval": d.duration(&s.MinInterval, 0),
+				"min_interval": d.duration(&s.MinInterval),
 			})
 			*dst = append(*dst, s)
 		})

@@ -1,4 +1,4 @@
-package proxy
+package policy
 
 import (
 	"fmt"
@@ -39,8 +39,8 @@ func (ps Purposes) Names() []string {
 	return out
 }
 
-// knownPurposes names every purpose, for error messages.
-func knownPurposes() string {
+// KnownPurposes names every purpose, for error messages.
+func KnownPurposes() string {
 	var names []string
 	for _, p := range robots.Purposes() {
 		names = append(names, p.String())
@@ -48,10 +48,10 @@ func knownPurposes() string {
 	return strings.Join(names, ", ")
 }
 
-// parsePurposes reads purpose names: each value a comma-separated list, as
+// ParsePurposes reads purpose names: each value a comma-separated list, as
 // X-Robots-Gate-Purpose or check -purpose give them. Empty items are
 // skipped; an unknown name is an error naming the known ones.
-func parsePurposes(values []string) (Purposes, error) {
+func ParsePurposes(values []string) (Purposes, error) {
 	var ps Purposes
 	for _, v := range values {
 		for name := range strings.SplitSeq(v, ",") {
@@ -60,7 +60,7 @@ func parsePurposes(values []string) (Purposes, error) {
 			}
 			p, ok := robots.ParsePurpose(name)
 			if !ok {
-				return 0, fmt.Errorf("%q is not a purpose: known purposes are %s", strings.TrimSpace(name), knownPurposes())
+				return 0, fmt.Errorf("%q is not a purpose: known purposes are %s", strings.TrimSpace(name), KnownPurposes())
 			}
 			ps |= 1 << p
 		}
@@ -86,9 +86,9 @@ func (r *Refusal) Rule() string {
 	return r.Statement
 }
 
-// headerValue is X-Robots-Gate-Rule's value: bytes outside printable
+// HeaderValue is X-Robots-Gate-Rule's value: bytes outside printable
 // ASCII percent-encoded, and the line for a robots.txt statement.
-func (r *Refusal) headerValue() string {
+func (r *Refusal) HeaderValue() string {
 	var b strings.Builder
 	for _, c := range []byte(r.Rule()) {
 		if c < 0x20 || c > 0x7E {
@@ -119,32 +119,32 @@ func (d *Decision) judgeUsage() {
 	}
 	if p, v, ok := d.Usage.Refuses(d.Purposes.List()); ok {
 		d.Refusal = Refusal{Purpose: p, Statement: v.Statement, Line: v.Line}
-		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsage, p, d.Refusal.headerValue())
+		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsage, p, d.Refusal.HeaderValue())
 	}
 }
 
-// judgeResponse decides a forwarded response's usage headers for an
+// JudgeResponse decides a forwarded response's usage headers for an
 // allowed request that declares purposes (step 7b, on the response): it
 // reports whether they refuse one, setting d's action (usage-refused, or
 // would-block in report mode) and evidence. A site allow rule lifts them,
 // as it lifts robots.txt; /robots.txt itself is always allowed (step 4),
 // whatever its headers say. A WebSocket's 101 is judged too: its stream is
 // the site's content.
-func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
+func (p *Policy) JudgeResponse(d *Decision, h http.Header) bool {
 	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed || d.Reason == reasonRobotsTxt {
 		return false
 	}
 	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation"} {
-		vals := resp.Header[name]
+		vals := h[name]
 		if len(vals) == 0 {
 			continue
 		}
 		u := robots.HeaderUsage(name, vals)
 		if pur, v, ok := u.Refuses(d.Purposes.List()); ok {
 			d.Refusal = Refusal{Purpose: pur, Statement: v.Statement, Header: true}
-			d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsageHeader, pur, d.Refusal.headerValue())
-			if p.cfg.Mode == "report" {
-				d.Action, d.Reason = ActionWouldBlock, fmt.Sprintf(reasonUsageReport, pur, d.Refusal.headerValue())
+			d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsageHeader, pur, d.Refusal.HeaderValue())
+			if p.mode == ModeReport {
+				d.Action, d.Reason = ActionWouldBlock, fmt.Sprintf(reasonUsageReport, pur, d.Refusal.HeaderValue())
 			}
 			return true
 		}
@@ -152,13 +152,13 @@ func (p *Policy) judgeResponse(d *Decision, resp *http.Response) bool {
 	return false
 }
 
-// purposeValues returns the values of the request's purpose header and of
+// PurposeValues returns the values of the request's purpose header and of
 // any spelling of it with "_" for "-" (X_Robots_Gate_Purpose), which
 // CGI-style servers read as the same header: all are declarations. other
-// says whether there were other spellings (for removePurposeHeaders). One
+// says whether there were other spellings (for RemovePurposeHeaders). One
 // pass over the header names; in the common case it returns the header's
 // own slice and allocates nothing.
-func purposeValues(h http.Header) (vals []string, other bool) {
+func PurposeValues(h http.Header) (vals []string, other bool) {
 	vals = h[PurposeHeader]
 	for k, v := range h {
 		if len(k) == len(PurposeHeader) && k != PurposeHeader && isPurposeSpelling(k) {
@@ -168,9 +168,9 @@ func purposeValues(h http.Header) (vals []string, other bool) {
 	return vals, other
 }
 
-// removePurposeHeaders deletes the purpose header, and, when other says
+// RemovePurposeHeaders deletes the purpose header, and, when other says
 // there are, its other spellings.
-func removePurposeHeaders(h http.Header, other bool) {
+func RemovePurposeHeaders(h http.Header, other bool) {
 	delete(h, PurposeHeader)
 	if !other {
 		return

@@ -1,0 +1,242 @@
+// Package config is robotsgate's configuration: the Config type of
+// DESIGN.md's keys, its built-in defaults, and the TOML file it is read
+// from, with the line of every key. It checks types only (a string where a
+// duration goes, an unknown key); policy.Compile checks values, and is the
+// only way to a config that can decide anything.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/robotsgate/robotsgate/internal/statefile"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// Config is robotsgate's configuration: DESIGN.md's keys. Default returns
+// the built-in values, which config.toml in the repository documents.
+type Config struct {
+	Listen       string
+	Mode         string // "enforce" or "report"
+	DefaultAgent string // token when the User-Agent header yields none
+	TLS          TLSConfig
+	Upstream     UpstreamConfig
+	Robots       RobotsConfig
+	Audit        AuditConfig
+	Limits       LimitsConfig
+	Auth         AuthConfig
+	Agents       []AgentRule
+	Sites        []SiteRule
+	Politeness   PolitenessConfig
+	Cluster      ClusterConfig
+	Responses    ResponsesConfig
+
+	// Source is the file the config was read from; "" for the defaults.
+	Source string
+	// lines finds each key's line in Source.
+	lines lineIndex
+}
+
+// TLSConfig is the [tls] table.
+type TLSConfig struct {
+	Mode     string // "mitm" or "tunnel"
+	CACert   string // "" = <state_dir>/ca.pem
+	CAKey    string // "" = <state_dir>/ca-key.pem
+	StateDir string // "" = $XDG_DATA_HOME/robotsgate or ~/.local/share/robotsgate
+}
+
+// UpstreamConfig is the [upstream] table.
+type UpstreamConfig struct {
+	Proxy        string // next-hop proxy URL; "" = direct
+	CA           string // extra PEM roots for upstream TLS
+	BlockPrivate bool
+	Timeout      time.Duration
+}
+
+// RobotsConfig is the [robots] table.
+type RobotsConfig struct {
+	CacheTTL         time.Duration
+	UnreachableLimit time.Duration
+	RetryAfter       time.Duration
+	FetchTimeout     time.Duration
+	MaxBytes         int
+	MaxRedirects     int
+	AuthErrors       string // "allow" or "disallow"
+	FetchUserAgent   string // "VERSION" is replaced by the build version
+	CacheMaxBytes    int64
+	MaxFetches       int // robots.txt fetches in flight at once
+}
+
+// AuditConfig is the [audit] table.
+type AuditConfig struct {
+	File       string // "" = stdout
+	LogAllowed bool
+}
+
+// LimitsConfig is the [limits] table.
+type LimitsConfig struct {
+	ReadHeaderTimeout time.Duration
+	MaxHeaderBytes    int
+	IdleTimeout       time.Duration
+	TunnelIdleTimeout time.Duration
+	MaxConnections    int
+}
+
+// AuthConfig is the [auth] table.
+type AuthConfig struct {
+	Users []AuthUser
+}
+
+// AuthUser is one [[auth.users]] entry.
+type AuthUser struct {
+	Name         string
+	PasswordHash string
+}
+
+// AgentRule is one [[agents]] entry: which requests it matches and the
+// tokens they obey.
+type AgentRule struct {
+	UserAgent string   // glob on the whole header, case-insensitive
+	Client    []string // CIDRs or IPs
+	User      string   // authenticated proxy user
+	Token     string
+	Also      []string
+	Purpose   []string // purposes declared for matching requests: "ai-train", "ai-input", "search"
+}
+
+// SiteRule is one [[sites]] entry.
+type SiteRule struct {
+	Host        string // exact host or "*.example.com"
+	Policy      string // "allow", "deny" or "robots"
+	Agents      []string
+	Reason      string
+	MinInterval time.Duration
+}
+
+// ClusterConfig is the [cluster] table: state shared by several instances
+// through Redis (DESIGN "Fleet"). A change needs a restart.
+type ClusterConfig struct {
+	Redis     string // redis:// or rediss:// URL; "" = this instance alone
+	KeyPrefix string // every key and channel starts with it
+	// Secret keys the MAC on every value the fleet shares through Redis
+	// (MinSecretBytes or more, the same on every instance). With
+	// Redis, exactly one of Secret and SecretFile is required. Never
+	// printed.
+	Secret string
+	// SecretFile names a file holding the secret (trailing line breaks
+	// are not part of it): a regular file, at most maxSecretFile bytes,
+	// whose mode grants nothing to group or others. Symbolic links are
+	// followed (a Kubernetes Secret's files are links).
+	SecretFile string
+}
+
+// maxSecretFile bounds what is read of [cluster] secret_file.
+const maxSecretFile = 4 << 10
+
+// MinSecretBytes is the shortest [cluster] secret: 256 bits, the size of
+// the MAC it keys (package cluster refuses shorter ones too).
+const MinSecretBytes = 32
+
+// ReadSecret returns the fleet's secret: Secret, or what SecretFile holds
+// without its trailing line breaks. It fails when neither is set, both
+// are, the file is not a regular file readable by its owner only, or the
+// secret is shorter than MinSecretBytes. Its errors never show the
+// secret.
+func (c *ClusterConfig) ReadSecret() ([]byte, error) {
+	var secret []byte
+	switch {
+	case c.Secret != "" && c.SecretFile != "":
+		return nil, errors.New("secret and secret_file are both set: give one")
+	case c.Secret != "":
+		secret = []byte(c.Secret)
+	case c.SecretFile != "":
+		b, mode, err := statefile.ReadFollowing(c.SecretFile, maxSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the cluster secret: %w", err)
+		}
+		if mode.Perm()&0o077 != 0 {
+			return nil, fmt.Errorf("%s is mode %#o: a secret file must grant nothing to group or others (chmod 0400)", c.SecretFile, mode.Perm())
+		}
+		secret = bytes.TrimRight(b, "\r\n")
+	default:
+		return nil, errors.New("no secret: set secret or secret_file")
+	}
+	if len(secret) < MinSecretBytes {
+		return nil, fmt.Errorf("a secret of %d bytes: want at least %d (make one with: head -c 32 /dev/urandom | base64)", len(secret), MinSecretBytes)
+	}
+	return secret, nil
+}
+
+// PolitenessConfig is the [politeness] table.
+type PolitenessConfig struct {
+	CrawlDelay  bool
+	MinInterval time.Duration
+	MaxDelay    time.Duration
+	MaxWait     time.Duration
+	// HonourRetryAfter backs a host off when its origin answers 429, or
+	// 503 with Retry-After (DESIGN step 8), pacing on or off.
+	HonourRetryAfter bool
+	MaxBackoff       time.Duration // the longest such back-off
+}
+
+// ResponsesConfig is the [responses] table: how the proxy's own answers
+// are written.
+type ResponsesConfig struct {
+	// BlockStyle is "plain" (every block is the plain-text 403 or 503) or
+	// "browser" (a blocked sub-resource gets an empty answer of its type
+	// and a blocked page an HTML explanation).
+	BlockStyle string
+}
+
+// Default returns the built-in configuration.
+func Default() *Config {
+	return &Config{
+		Listen:       "127.0.0.1:8080",
+		Mode:         "enforce",
+		DefaultAgent: "*",
+		TLS:          TLSConfig{Mode: "mitm"},
+		Upstream:     UpstreamConfig{BlockPrivate: true, Timeout: 30 * time.Second},
+		Robots: RobotsConfig{
+			CacheTTL:         fetch.DefaultTTL,
+			UnreachableLimit: fetch.DefaultUnreachableLimit,
+			RetryAfter:       fetch.DefaultRetryAfter,
+			FetchTimeout:     fetch.DefaultFetchTimeout,
+			MaxBytes:         fetch.DefaultMaxBytes,
+			MaxRedirects:     fetch.DefaultMaxRedirects,
+			AuthErrors:       "allow",
+			FetchUserAgent:   "robotsgate/VERSION (+https://github.com/robotsgate/robotsgate)",
+			CacheMaxBytes:    fetch.DefaultCacheMaxBytes,
+			MaxFetches:       fetch.DefaultMaxFetches,
+		},
+		Limits: LimitsConfig{
+			ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes:    65536,
+			IdleTimeout:       90 * time.Second,
+			TunnelIdleTimeout: 5 * time.Minute,
+			MaxConnections:    4096,
+		},
+		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
+		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:"},
+		Responses:  ResponsesConfig{BlockStyle: "plain"},
+	}
+}
+
+// StateDir returns the directory of robotsgate's state (the CA, last
+// good robots.txt copies), per [tls] state_dir.
+func (c *Config) StateDir() (string, error) {
+	if c.TLS.StateDir != "" {
+		return c.TLS.StateDir, nil
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "robotsgate"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the state directory: %w (set tls.state_dir)", err)
+	}
+	return filepath.Join(home, ".local", "share", "robotsgate"), nil
+}

@@ -1,0 +1,280 @@
+package policy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/upstream"
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// Mode is [mode]: what a block does.
+type Mode uint8
+
+// The modes.
+const (
+	ModeEnforce Mode = iota // blocks are answered by robotsgate
+	ModeReport              // what would be blocked goes through, marked would-block
+)
+
+// String returns the mode as the config spells it.
+func (m Mode) String() string {
+	if m == ModeReport {
+		return "report"
+	}
+	return "enforce"
+}
+
+// TLSMode is [tls] mode: how a CONNECT's tunnel is served.
+type TLSMode uint8
+
+// The TLS modes.
+const (
+	TLSMITM   TLSMode = iota // decrypted, every request inside decided
+	TLSTunnel                // relayed, only the CONNECT decided
+)
+
+// BlockStyle is [responses] block_style: how a block is answered.
+type BlockStyle uint8
+
+// The block styles.
+const (
+	// BlockPlain answers every block with the plain-text 403 (or 503),
+	// whatever asked for it: right for scrapers, which read the status.
+	BlockPlain BlockStyle = iota
+	// BlockBrowser answers a blocked request the way its destination in a
+	// page can take without breaking the page: an empty script, style
+	// sheet, image or font with 200, an XHR or fetch with 204, and a page
+	// or frame with the explanation as an HTML page.
+	BlockBrowser
+)
+
+// Compile checks c and compiles it into a Policy: the only way to get one,
+// so that no unchecked config can decide a request. Every problem is
+// reported at once: the error joins one *config.Error per problem, each
+// naming its key (and its line, for a config read from a file). The
+// Policy keeps a copy of c: changing c afterwards changes nothing.
+func Compile(c *config.Config) (*Policy, error) {
+	pb := c.Problems()
+	p := compile(c, pb)
+	if err := pb.Err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// compile checks c's values into pb and builds the Policy (which is only
+// usable when pb holds no problem).
+func compile(c *config.Config, pb *config.Problems) *Policy {
+	p := &Policy{cfg: *c}
+	p.cfg.Agents, p.cfg.Sites = cloneSlice(c.Agents), cloneSlice(c.Sites)
+	p.cfg.Auth.Users = cloneSlice(c.Auth.Users)
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		pb.Addf("listen", "%q is not host:port", c.Listen)
+	}
+	switch c.Mode {
+	case "enforce":
+	case "report":
+		p.mode = ModeReport
+	default:
+		oneOf(pb, "mode", c.Mode, "enforce", "report")
+	}
+	if c.DefaultAgent != "*" && !robots.ValidToken(c.DefaultAgent) {
+		pb.Addf("default_agent", "%q is not \"*\" or a product token (letters, \"_\" and \"-\")", c.DefaultAgent)
+	}
+	switch c.TLS.Mode {
+	case "mitm":
+	case "tunnel":
+		p.tlsMode = TLSTunnel
+	default:
+		oneOf(pb, "tls.mode", c.TLS.Mode, "mitm", "tunnel")
+	}
+	if (c.TLS.CACert == "") != (c.TLS.CAKey == "") {
+		pb.Addf("tls.ca_cert", "ca_cert and ca_key go together: give both or neither")
+	}
+	compileUpstream(p, c, pb)
+	compileRobots(c, pb)
+	compileLimits(c, pb)
+	compilePoliteness(c, pb)
+	compileCluster(c, pb)
+	switch c.Responses.BlockStyle {
+	case "plain":
+	case "browser":
+		p.blockStyle = BlockBrowser
+	default:
+		oneOf(pb, "responses.block_style", c.Responses.BlockStyle, "plain", "browser")
+	}
+	users := compileUsers(c.Auth.Users, pb)
+	for i := range p.cfg.Agents {
+		p.agentRules = append(p.agentRules, compileAgent(&p.cfg.Agents[i], fmt.Sprintf("agents[%d]", i), users, pb))
+	}
+	for i := range p.cfg.Sites {
+		p.sites = append(p.sites, compileSite(&p.cfg.Sites[i], fmt.Sprintf("sites[%d]", i), pb))
+	}
+	p.pacing = pacingActive(c)
+	return p
+}
+
+func cloneSlice[S ~[]E, E any](s S) S {
+	if s == nil {
+		return nil
+	}
+	return append(S{}, s...)
+}
+
+// compileUpstream checks [upstream] and parses its next hop.
+func compileUpstream(p *Policy, c *config.Config, pb *config.Problems) {
+	if c.Upstream.Proxy != "" {
+		u, err := upstream.ProxyURL(c.Upstream.Proxy)
+		if err != nil {
+			pb.Addf("upstream.proxy", "%v", err)
+		}
+		p.upstreamProxy = u
+	}
+	if c.Upstream.CA != "" {
+		if _, err := upstream.ReadPool(c.Upstream.CA); err != nil {
+			pb.Addf("upstream.ca", "%v", err)
+		}
+	}
+	atLeast(pb, "upstream.timeout", c.Upstream.Timeout, time.Millisecond)
+}
+
+// compileRobots checks [robots].
+func compileRobots(c *config.Config, pb *config.Problems) {
+	r := &c.Robots
+	atLeast(pb, "robots.cache_ttl", r.CacheTTL, time.Minute)
+	atLeast(pb, "robots.unreachable_limit", r.UnreachableLimit, time.Second)
+	atLeast(pb, "robots.retry_after", r.RetryAfter, time.Second)
+	if r.RetryAfter > 24*time.Hour {
+		pb.Addf("robots.retry_after", "%v is more than 24h: a failure mark further ahead is taken for one robotsgate did not write", r.RetryAfter)
+	}
+	atLeast(pb, "robots.fetch_timeout", r.FetchTimeout, 100*time.Millisecond)
+	inRange(pb, "robots.max_bytes", int64(r.MaxBytes), 1024, 64<<20)
+	inRange(pb, "robots.max_redirects", int64(r.MaxRedirects), 0, 20)
+	inRange(pb, "robots.cache_max_bytes", r.CacheMaxBytes, 1<<20, 1<<40)
+	inRange(pb, "robots.max_fetches", int64(r.MaxFetches), 1, 1<<16)
+	oneOf(pb, "robots.auth_errors", r.AuthErrors, "allow", "disallow")
+	if strings.TrimSpace(r.FetchUserAgent) == "" {
+		pb.Addf("robots.fetch_user_agent", "must not be empty")
+	}
+}
+
+// compileLimits checks [limits].
+func compileLimits(c *config.Config, pb *config.Problems) {
+	l := &c.Limits
+	atLeast(pb, "limits.read_header_timeout", l.ReadHeaderTimeout, time.Millisecond)
+	inRange(pb, "limits.max_header_bytes", int64(l.MaxHeaderBytes), 1024, 16<<20)
+	atLeast(pb, "limits.idle_timeout", l.IdleTimeout, time.Millisecond)
+	atLeast(pb, "limits.tunnel_idle_timeout", l.TunnelIdleTimeout, time.Millisecond)
+	inRange(pb, "limits.max_connections", int64(l.MaxConnections), 1, 1<<20)
+}
+
+// compilePoliteness checks [politeness].
+func compilePoliteness(c *config.Config, pb *config.Problems) {
+	pc := &c.Politeness
+	atLeast(pb, "politeness.min_interval", pc.MinInterval, 0)
+	if pc.MaxDelay <= 0 {
+		pb.Addf("politeness.max_delay", "must be more than 0s")
+	}
+	if pc.MaxBackoff <= 0 {
+		pb.Addf("politeness.max_backoff", "must be more than 0s")
+	}
+	if pc.MaxWait < pc.MaxDelay {
+		pb.Addf("politeness.max_wait", "%v is less than max_delay (%v): a request paced max_delay apart would be refused, never held", pc.MaxWait, pc.MaxDelay)
+	}
+}
+
+// compileCluster checks [cluster]: its Redis URL, and secret and
+// secret_file (exactly one with redis, neither without it, and a secret
+// ReadSecret accepts). No message shows the secret.
+func compileCluster(c *config.Config, pb *config.Problems) {
+	cc := &c.Cluster
+	if cc.Redis != "" {
+		if err := cluster.ParseURL(cc.Redis); err != nil {
+			pb.Addf("cluster.redis", "%q is not a Redis URL (redis://host:6379/0): %v", redactURL(cc.Redis), err)
+		}
+	}
+	key := "cluster.secret"
+	if cc.SecretFile != "" && cc.Secret == "" {
+		key = "cluster.secret_file"
+	}
+	switch {
+	case cc.Redis == "" && (cc.Secret != "" || cc.SecretFile != ""):
+		pb.Addf(key, "set without cluster.redis: there is no fleet to share it with")
+	case cc.Redis == "":
+	case cc.Secret == "" && cc.SecretFile == "":
+		pb.Addf(key, "required with cluster.redis: a secret of at least %d bytes (secret), or a file holding one (secret_file), the same on every instance", config.MinSecretBytes)
+	default:
+		if _, err := cc.ReadSecret(); err != nil {
+			pb.Addf(key, "%v", err)
+		}
+	}
+}
+
+// compileUsers checks [[auth.users]] and returns their names.
+func compileUsers(list []config.AuthUser, pb *config.Problems) map[string]bool {
+	users := map[string]bool{}
+	for i, u := range list {
+		key := fmt.Sprintf("auth.users[%d]", i)
+		switch {
+		case u.Name == "":
+			pb.Addf(key+".name", "must not be empty")
+		case strings.ContainsAny(u.Name, ":\r\n"):
+			pb.Addf(key+".name", "%q has a colon or line break", u.Name)
+		case users[u.Name]:
+			pb.Addf(key+".name", "user %q is listed twice", u.Name)
+		}
+		users[u.Name] = true
+		if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
+			pb.Addf(key+".password_hash", "not a bcrypt hash (make one with robotsgate hash-password)")
+		}
+	}
+	return users
+}
+
+// checkTokens reports the entries of toks that are not product tokens.
+func checkTokens(pb *config.Problems, key string, toks []string) {
+	for j, t := range toks {
+		if !robots.ValidToken(t) {
+			pb.Addf(fmt.Sprintf("%s[%d]", key, j), "%q is not a product token (letters, \"_\" and \"-\")", t)
+		}
+	}
+}
+
+func oneOf(pb *config.Problems, key, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	pb.Addf(key, "%q is not one of %q", v, allowed)
+}
+
+// atLeast reports a duration below min.
+func atLeast(pb *config.Problems, key string, v, min time.Duration) {
+	if v < min {
+		pb.Addf(key, "%v is less than %v", v, min)
+	}
+}
+
+// inRange reports an integer out of lo to hi.
+func inRange(pb *config.Problems, key string, v, lo, hi int64) {
+	if v < lo || v > hi {
+		pb.Addf(key, "%d is out of range %d to %d", v, lo, hi)
+	}
+}
+
+// redactURL hides a URL's password, for messages.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable)"
+}

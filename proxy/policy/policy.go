@@ -1,0 +1,109 @@
+package policy
+
+import (
+	"context"
+	"net/url"
+	"strings"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// Policy is a Config compiled for deciding requests: every value checked,
+// globs, CIDRs, hosts and the next hop parsed, modes typed. Compile is the
+// only way to get one. A Policy is immutable and safe for concurrent use;
+// a reload compiles a new one and swaps it in whole.
+type Policy struct {
+	cfg           config.Config // what was compiled, for its plain values; read only
+	agentRules    []agentRule
+	sites         []Site
+	upstreamProxy *url.URL // nil: direct
+	mode          Mode
+	tlsMode       TLSMode
+	blockStyle    BlockStyle
+	pacing        bool // [politeness] is active
+}
+
+// Config returns the config p was compiled from. It is p's own copy, to
+// read, never to change.
+func (p *Policy) Config() *config.Config { return &p.cfg }
+
+// Mode is enforce or report.
+func (p *Policy) Mode() Mode { return p.mode }
+
+// TLSMode is how CONNECT tunnels are served.
+func (p *Policy) TLSMode() TLSMode { return p.tlsMode }
+
+// BlockStyle is [responses] block_style, as compiled.
+func (p *Policy) BlockStyle() BlockStyle { return p.blockStyle }
+
+// UpstreamProxy is upstream.proxy parsed; nil: direct.
+func (p *Policy) UpstreamProxy() *url.URL { return p.upstreamProxy }
+
+// HasUsers reports whether [auth] lists users: every proxy request and
+// CONNECT must then carry their credentials.
+func (p *Policy) HasUsers() bool { return len(p.cfg.Auth.Users) > 0 }
+
+// private reports whether host is, or resolves to, a private address,
+// when block_private applies (DESIGN step 2).
+func (p *Policy) private(ctx context.Context, w *Env, host string) bool {
+	if !p.cfg.Upstream.BlockPrivate || w.Private == nil {
+		return false
+	}
+	return w.Private.Private(ctx, host, p.cfg.Upstream.Timeout)
+}
+
+// Agents returns the tokens a request obeys (DESIGN step 3): the first
+// matching [[agents]] rule's, else the User-Agent header's product token,
+// else default_agent; and the purposes that rule declares.
+func (p *Policy) Agents(r *Request) (Agents, Purposes) {
+	var purposes Purposes
+	for i := range p.agentRules {
+		if a := &p.agentRules[i]; a.matches(r) {
+			if len(a.tokens) > 0 {
+				return Agents{list: a.tokens}, a.purposes
+			}
+			purposes = a.purposes // a rule that only declares purposes
+			break
+		}
+	}
+	tok := robots.TokenFromUserAgent(r.UserAgent)
+	if tok == "" {
+		tok = p.cfg.DefaultAgent
+	}
+	return Agents{one: tok}, purposes
+}
+
+// site returns the first [[sites]] rule for host whose agents, if any,
+// include an obeyed token.
+func (p *Policy) site(host string, agents Agents) *Site {
+	for i := range p.sites {
+		if s := &p.sites[i]; s.matches(host, agents) {
+			return s
+		}
+	}
+	return nil
+}
+
+// RequestTarget returns the raw request target of a request line's URI,
+// absolute ("http://h/p?q") or origin-form ("/p?q"): path, params and
+// query, "/" when empty. Nothing is cut or decoded: a "#" stays, for the
+// decision to refuse, and a URI of neither form ("*") is returned as it
+// is, for the decision to refuse too.
+func RequestTarget(uri string) string {
+	if strings.HasPrefix(uri, "/") {
+		return uri
+	}
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return uri
+	}
+	i := strings.IndexAny(rest, "/?")
+	if i < 0 {
+		return "/"
+	}
+	if rest[i] == '?' {
+		return "/" + rest[i:]
+	}
+	return rest[i:]
+}

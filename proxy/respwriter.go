@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+)
+
+// respWriter keeps net/http from adding Date or Content-Type to a
+// forwarded response that had none: allowed traffic passes unchanged.
+type respWriter struct {
+	http.ResponseWriter
+	wrote    bool
+	hijacked net.Conn // the connection taken over, closed when the request is done
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wrote {
+		h := w.Header()
+		if _, ok := h["Date"]; !ok {
+			h["Date"] = nil
+		}
+		if _, ok := h["Content-Type"]; !ok {
+			h["Content-Type"] = nil
+		}
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom copies a forwarded body as it arrives: each piece read from the
+// origin is written and flushed at once, so that a slow or stalling
+// origin's bytes (and the headers before them) are not held back in
+// net/http's buffer. The buffer is pooled, not allocated per response.
+func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	length := int64(-1)
+	if cl := w.Header().Get("Content-Length"); cl != "" {
+		length, _ = strconv.ParseInt(cl, 10, 64)
+	}
+	var n int64
+	for {
+		nr, rerr := r.Read(buf)
+		if nr > 0 {
+			nw, werr := w.ResponseWriter.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			// More to come (a streamed body, or part of a sized one): send
+			// what is here now. A complete body is sent when the handler
+			// ends, in one write with its headers.
+			if length < 0 || n < length {
+				w.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// copyBufs are the buffers of respWriter.ReadFrom.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (w *respWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijack not supported")
+	}
+	c, rw, err := h.Hijack()
+	if err != nil {
+		return c, rw, err
+	}
+	w.hijacked = c
+	if rw != nil && rw.Reader.Buffered() > 0 {
+		// The client sent its first bytes with the request (a CONNECT
+		// followed at once by what goes through the tunnel): goproxy
+		// drops the reader they are buffered in, so they come with the
+		// connection.
+		return &hijackedConn{Conn: c, r: rw.Reader}, rw, nil
+	}
+	return c, rw, nil
+}
+
+// hijackedConn is a connection taken over from net/http's server, read
+// through the reader that holds what the server had already read of it.
+type hijackedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *hijackedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// trackedOf returns the listener's tracked connection under c, or nil.
+func trackedOf(c net.Conn) *trackedConn {
+	switch c := c.(type) {
+	case *trackedConn:
+		return c
+	case *hijackedConn:
+		return trackedOf(c.Conn)
+	}
+	return nil
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// clientAddr is the client's IP address.
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// closeHijacked closes a connection taken over during a request (a
+// WebSocket, a tunnel) once its handler has returned: goproxy's WebSocket
+// relay returns when one side ends and leaves the client's side open.
+func (w *respWriter) closeHijacked() {
+	if w.hijacked != nil {
+		w.hijacked.Close()
+	}
+}

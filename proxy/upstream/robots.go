@@ -1,0 +1,78 @@
+package upstream
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// OptionsFor returns the transport Options of cfg's [upstream] and
+// [limits]; next is upstream.proxy, parsed. Lookup, Conns and Self are
+// the caller's to add.
+func OptionsFor(cfg *config.Config, next *url.URL) Options {
+	return Options{
+		Timeout:        cfg.Upstream.Timeout,
+		BlockPrivate:   cfg.Upstream.BlockPrivate,
+		Proxy:          next,
+		CA:             cfg.Upstream.CA,
+		MaxIdle:        cfg.Limits.MaxConnections,
+		MaxHeaderBytes: cfg.Limits.MaxHeaderBytes,
+	}
+}
+
+// RobotsOptions are what NewRobotsCache needs besides [robots].
+type RobotsOptions struct {
+	// Transport is the proxy's: robots.txt is fetched with its dialer
+	// (block_private, upstream.proxy) and trusts the same roots.
+	Transport *http.Transport
+	Proxy     *url.URL // upstream.proxy; nil: direct
+	Version   string   // replaces "VERSION" in fetch_user_agent
+	Now       func() time.Time
+	Parse     []robots.Option // how fetched files are parsed
+	// OnFetch, Store and OnBadRecord are fetch.CacheOptions'; each may be
+	// nil.
+	OnFetch     func(fetch.Origin, *fetch.Result)
+	Store       fetch.Store
+	OnBadRecord func(fetch.Origin, error)
+}
+
+// NewRobotsCache builds the robots.txt fetcher and cache of rc, the
+// [robots] table.
+func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, error) {
+	redirects := rc.MaxRedirects
+	if redirects == 0 {
+		redirects = -1 // FetcherOptions: 0 is the default, negative is none
+	}
+	fetcher := fetch.NewFetcher(fetch.FetcherOptions{
+		Transport: fetch.NewTransport(fetch.TransportOptions{
+			Proxy:       o.Proxy,
+			RootCAs:     o.Transport.TLSClientConfig.RootCAs,
+			DialContext: o.Transport.DialContext,
+		}),
+		UserAgent:          strings.ReplaceAll(rc.FetchUserAgent, "VERSION", o.Version),
+		MaxBytes:           rc.MaxBytes,
+		MaxRedirects:       redirects,
+		Timeout:            rc.FetchTimeout,
+		AuthErrorsDisallow: rc.AuthErrors == "disallow",
+		Now:                o.Now,
+	})
+	return fetch.NewCache(fetch.CacheOptions{
+		Fetcher:          fetcher,
+		Parse:            o.Parse,
+		TTL:              rc.CacheTTL,
+		UnreachableLimit: rc.UnreachableLimit,
+		RetryAfter:       rc.RetryAfter,
+		MaxBytes:         rc.CacheMaxBytes,
+		MaxFetches:       rc.MaxFetches,
+		Now:              o.Now,
+		OnFetch:          o.OnFetch,
+		OnBadRecord:      o.OnBadRecord,
+		Store:            o.Store,
+		PeerWait:         rc.FetchTimeout + 2*time.Second,
+	})
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/memlimit"
+	"github.com/robotsgate/robotsgate/proxy"
+	"github.com/robotsgate/robotsgate/proxy/config"
+)
+
+// runServe runs the proxy until a signal stops it; SIGHUP reloads its
+// config.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	path := fs.String("config", "", "config `FILE`; none: the built-in defaults")
+	listen := fs.String("listen", "", "listen on `ADDR` (host:port), overriding the config")
+	mode := fs.String("mode", "", "enforce or report, overriding the config")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	load := func() (*config.Config, error) {
+		return loadConfig(*path, func(cfg *config.Config) {
+			if *listen != "" {
+				cfg.Listen = *listen
+			}
+			if *mode != "" {
+				cfg.Mode = *mode
+			}
+		})
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cluster.RouteLibraryLogs(logger)
+	s, err := proxy.NewServer(cfg, proxy.Options{Logger: logger, AuditOut: stdout, Version: version})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	source, audit := cfg.Source, cfg.Audit.File
+	if source == "" {
+		source = "built-in defaults"
+	}
+	if audit == "" {
+		audit = "stdout"
+	}
+	addr := ln.Addr().String()
+	if ap, err := netip.ParseAddrPort(addr); err == nil && !ap.Addr().IsLoopback() && len(cfg.Auth.Users) == 0 {
+		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
+	}
+	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
+	// The container's memory limit bounds the heap (README, "Limits"):
+	// without it the collector lets the heap grow to twice the live data.
+	if ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv); err != nil {
+		logger.Warn("no soft memory limit: the container's could not be read; set GOMEMLIMIT", "err", err)
+	} else {
+		logger.Info("soft memory limit", "limit", ml.String())
+	}
+	proxyURL := "http://" + addr
+	if len(cfg.Auth.Users) > 0 {
+		proxyURL = "http://USER:PASSWORD@" + addr // [auth]: every request needs a user's credentials
+	}
+	logger.Info("point clients at it (curl reads only the lower-case http_proxy)", "http_proxy", proxyURL, "https_proxy", proxyURL,
+		"HTTP_PROXY", proxyURL, "HTTPS_PROXY", proxyURL, "example", "curl -x "+proxyURL+" http://example.com/")
+	if ca := s.CA(); ca != nil {
+		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca says how)", "ca", ca.CertPath)
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-hup:
+			cfg, err := load()
+			if err != nil {
+				s.ReloadFailed()
+				logger.Error("reload failed: keeping the running config", "err", err)
+				continue
+			}
+			if err := s.Reload(cfg); err != nil {
+				logger.Error("reload failed: keeping the running config", "err", err)
+				continue
+			}
+			logger.Info("config reloaded", "config", source)
+		case <-ctx.Done():
+			logger.Info("shutting down: draining requests (a second signal exits at once)")
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := s.Shutdown(sctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("shut down: %w", err)
+			}
+			<-done
+			logger.Info("shutdown complete", "drained", err == nil)
+			return nil
+		}
+	}
+}
