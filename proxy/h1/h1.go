@@ -320,7 +320,8 @@ func badHead(r *http.Request, hosts []string) (int, string) {
 // hostValues returns the values of the Host fields of a request head as
 // read (http.ReadRequest has parsed it: every field line is well formed,
 // and a line that starts with a space or tab continues the one before,
-// joined to it with a space, as textproto joins them).
+// joined to it as textproto joins them: "Host: a" and a line " " make
+// "a ", which is no valid host).
 func hostValues(head []byte) []string {
 	var hosts []string
 	prevHost := false
@@ -333,14 +334,16 @@ func hostValues(head []byte) []string {
 		case len(line) == 0:
 			return hosts // the end of the head
 		case line[0] == ' ' || line[0] == '\t':
+			// textproto's join: one space, then the line without its
+			// spaces and tabs at either end; the value's leading ones go.
 			if prevHost {
 				last := &hosts[len(hosts)-1]
-				*last = strings.TrimSpace(*last + " " + string(bytes.TrimSpace(line)))
+				*last = strings.TrimLeft(*last+" "+string(bytes.Trim(line, " \t")), " \t")
 			}
 		default:
 			name, value, _ := bytes.Cut(line, []byte(":"))
 			if prevHost = bytes.EqualFold(name, []byte("Host")); prevHost {
-				hosts = append(hosts, string(bytes.TrimSpace(value)))
+				hosts = append(hosts, string(bytes.Trim(value, " \t")))
 			}
 		}
 	}
