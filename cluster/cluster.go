@@ -97,6 +97,9 @@ type Client struct {
 	errors    atomic.Int64
 
 	lastMalformed atomic.Int64 // unix nanos of the last malformed-value log line
+	// lost wakes the watcher when a call finds Redis gone, so that it
+	// probes every RetryAfter from then, not after its next watchEvery.
+	lost chan struct{}
 
 	ctx    context.Context // ends at Close: subscriptions
 	cancel context.CancelFunc
@@ -149,7 +152,7 @@ func New(o Options) (*Client, error) {
 	seal := newSealer(o.Secret)
 	o.Secret = nil // kept in the sealer only
 	c := &Client{opts: o, rdb: redis.NewClient(ro), id: hex.EncodeToString(id), seal: seal,
-		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource)}
+		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource), lost: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.watch()
@@ -162,9 +165,9 @@ func New(o Options) (*Client, error) {
 const watchEvery = 5 * time.Second
 
 // watch pings Redis at once, then every watchEvery while it is up and
-// every RetryAfter while it is down, until Close: a client that starts
-// with Redis away says so, and one whose Redis comes back rejoins without
-// waiting for traffic.
+// every RetryAfter while it is down (from the moment any call finds it
+// gone), until Close: a client that starts with Redis away says so, and
+// one whose Redis comes back rejoins without waiting for traffic.
 func (c *Client) watch() {
 	defer c.wg.Done()
 	for {
@@ -178,6 +181,15 @@ func (c *Client) watch() {
 		case <-c.ctx.Done():
 			t.Stop()
 			return
+		case <-c.lost:
+			t.Stop()
+			t = time.NewTimer(c.opts.RetryAfter) // its first probe, when the breaker lets one through
+			select {
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		case <-t.C:
 		}
 	}
@@ -270,6 +282,10 @@ func (c *Client) failed(err error) {
 	if !c.down {
 		c.down, c.downSince = true, now
 		c.opts.Logger.Warn("redis lost: going on with this instance's own state", "err", err, "retry_every", c.opts.RetryAfter)
+		select {
+		case c.lost <- struct{}{}:
+		default: // the watcher has been told already
+		}
 	}
 }
 
