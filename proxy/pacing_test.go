@@ -247,7 +247,7 @@ func TestPacingPerHost(t *testing.T) {
 // waits 10.5 s: past the old 10 s max_wait, it was refused three times.
 func TestPacingScrapyLoseNoPage(t *testing.T) {
 	t.Parallel()
-	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 1.5\n", nil)
+	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.5\n", nil)
 	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.CrawlDelay = true }))
 	starts := logStarts(p)
 	client := p.client()
@@ -277,5 +277,5 @@ func TestPacingScrapyLoseNoPage(t *testing.T) {
 	for u := range lost {
 		t.Errorf("lost %s", u)
 	}
-	checkGaps(t, starts.gaps(t, o.URL), 7, 1500*time.Millisecond, time.Second)
+	checkGaps(t, starts.gaps(t, o.URL), 7, 500*time.Millisecond, time.Second)
 }

@@ -17,7 +17,7 @@ import (
 func TestProxyStreamsSlowBodies(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	defer close(release) // before the proxy's cleanup, which waits for the answer to end
 	o := newTestOrigin(t, "", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "100")
 		io.WriteString(w, "partial")

@@ -38,38 +38,46 @@ func TestCorpus(t *testing.T) {
 		t.Fatalf("corpus: %d files, %v", len(files), err)
 	}
 	for _, name := range files {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := Parse(body)
-		if r.Size() != len(body) {
-			t.Errorf("%s: Size() = %d; want %d", name, r.Size(), len(body))
-		}
-		// Scan and matchers agree on every block, as read and normalised.
-		for _, rr := range []*Robots{r, Parse(body, WithNormalization())} {
-			for _, tok := range []string{"Googlebot", "*", "GPTBot", "bingbot", "python-requests"} {
-				g := rr.Group(tok)
-				for _, p := range corpusPaths(rr) {
-					v := g.Test(p)
-					for _, limit := range []int32{-1, math.MaxInt32} {
-						if got := g.test(p, limit, nil); got != v {
-							t.Errorf("%s: Group(%q).test(%q, %d, nil) = %+v; want %+v", name, tok, p, limit, got, v)
-						}
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			t.Parallel() // the files are independent: the test takes every CPU
+			corpusFile(t, name)
+		})
+	}
+}
+
+// corpusFile is TestCorpus for one file.
+func corpusFile(t *testing.T, name string) {
+	body, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Parse(body)
+	if r.Size() != len(body) {
+		t.Errorf("%s: Size() = %d; want %d", name, r.Size(), len(body))
+	}
+	// Scan and matchers agree on every block, as read and normalised.
+	for _, rr := range []*Robots{r, Parse(body, WithNormalization())} {
+		for _, tok := range []string{"Googlebot", "*", "GPTBot", "bingbot", "python-requests"} {
+			g := rr.Group(tok)
+			for _, p := range corpusPaths(rr) {
+				v := g.Test(p)
+				for _, limit := range []int32{-1, math.MaxInt32} {
+					if got := g.test(p, limit, nil); got != v {
+						t.Errorf("%s: Group(%q).test(%q, %d, nil) = %+v; want %+v", name, tok, p, limit, got, v)
 					}
 				}
 			}
 		}
-		if len(body) > 32<<10 {
-			continue // the naive reference re-parses per path: too slow here
-		}
-		for _, tok := range []string{"Googlebot", "*", "GPTBot", "bingbot", "python-requests"} {
-			for _, p := range corpusPaths(r) {
-				v := r.Group(tok).Test(p)
-				allowed, line := refAllowed(string(body), tok, "http://example.com"+p)
-				if strings.IndexByte(p, 0) < 0 && (v.Allowed != allowed || v.Line != line) {
-					t.Errorf("%s: Group(%q).Test(%q) = %v line %d; want %v line %d", name, tok, p, v.Allowed, v.Line, allowed, line)
-				}
+	}
+	if len(body) > 32<<10 {
+		return // the naive reference re-parses per path: too slow here
+	}
+	for _, tok := range []string{"Googlebot", "*", "GPTBot", "bingbot", "python-requests"} {
+		for _, p := range corpusPaths(r) {
+			v := r.Group(tok).Test(p)
+			allowed, line := refAllowed(string(body), tok, "http://example.com"+p)
+			if strings.IndexByte(p, 0) < 0 && (v.Allowed != allowed || v.Line != line) {
+				t.Errorf("%s: Group(%q).Test(%q) = %v line %d; want %v line %d", name, tok, p, v.Allowed, v.Line, allowed, line)
 			}
 		}
 	}

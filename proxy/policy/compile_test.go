@@ -287,3 +287,25 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// TestCompileChecksValues: Compile is the only validator, for a config
+// built in code as for one read from a file: values a file could not
+// even spell are refused, each naming its key.
+func TestCompileChecksValues(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Limits.MaxConnections = 0
+	cfg.Robots.CacheMaxBytes = 0
+	cfg.Robots.CacheTTL = -1
+	cfg.Mode = "Enforce"
+	cfg.Sites = []config.SiteRule{{Host: "a.example", Policy: "maybe"}}
+	_, err := Compile(cfg)
+	for _, key := range []string{"limits.max_connections", "robots.cache_max_bytes", "robots.cache_ttl", "mode", "sites[0].policy"} {
+		if err == nil || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("Compile: %v; want an error for %s", err, key)
+		}
+	}
+	if _, err := Compile(config.Default()); err != nil {
+		t.Errorf("Compile(Default()) = %v", err)
+	}
+}
