@@ -68,7 +68,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
 	}
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
-	// The container's memory limit bounds the heap (README, "Limits"):
+	// The container's memory limit bounds the heap (docs/performance.md, "Memory"):
 	// without it the collector lets the heap grow to twice the live data.
 	if ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv); err != nil {
 		logger.Warn("no soft memory limit: the container's could not be read; set GOMEMLIMIT", "err", err)

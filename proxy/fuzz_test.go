@@ -34,7 +34,7 @@ func FuzzProxyTarget(f *testing.F) {
 		resp, _ := p.raw(t, "GET http://"+host+target+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
 		l := o.leakedSince(before)
 		if strings.Contains(target, "?") {
-			// The documented limit (README, "Limits"): a "$" rule ends at
+			// The documented limit (docs/security.md, "What is not covered"): a "$" rule ends at
 			// the end of the URL, query included, as Google matches it, so
 			// "Disallow: /*.secret$" does not match "/x.secret?".
 			l = slices.DeleteFunc(l, func(leak string) bool { return strings.HasSuffix(leak, ".secret\"") })

@@ -5,9 +5,11 @@
 // API) with a Request value, in DESIGN.md's order (framing, auth, origin
 // and tunnel, private targets, agents, sites, robots.txt, usage, report
 // mode, pacing). The Decision it returns carries the evidence from which
-// the response, the audit record and the metrics are all rendered. The
-// package does no I/O of its own: what it needs (robots.txt answers,
+// the response, the audit record and the metrics are all rendered.
+// Deciding does no I/O of its own: what it needs (robots.txt answers,
 // lookups, the pacer, credentials) comes through interfaces in Env.
+// Compiling reads only the files a config names for checking (the fleet's
+// secret file, upstream.ca), so that a bad one is reported with its key.
 package policy
 
 import (

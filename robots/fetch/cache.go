@@ -77,7 +77,7 @@ type CacheOptions struct {
 	// at heapSlack times their live bytes to leave the collector its slack.
 	// Past it the least recently refreshed origins are forgotten, which
 	// only ever costs a refetch. The Go heap in use stays within it plus a
-	// fixed overhead (README, "Limits"). 0: DefaultCacheMaxBytes.
+	// fixed overhead (docs/performance.md, "What cache_max_bytes bounds"). 0: DefaultCacheMaxBytes.
 	MaxBytes int64
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time

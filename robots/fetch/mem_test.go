@@ -151,7 +151,7 @@ func procStatus(field string) int64 {
 }
 
 // cacheFixedOverhead is the heap a Cache takes whatever it holds, beyond
-// MaxBytes (README, "Limits"): ristretto's buffers and admission sketch
+// MaxBytes (docs/performance.md, "What cache_max_bytes bounds"): ristretto's buffers and admission sketch
 // (about 4 bytes per 64 KiB of MaxBytes), the fetcher's client and
 // transport, and room for fragmentation of the heap's spans as entries
 // come and go.

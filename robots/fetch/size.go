@@ -11,7 +11,7 @@ import "unsafe"
 // 1.25 times the live bytes for the files of the corpus in turn (1.4 to
 // 1.5 before files took their compact form, which allocates less around
 // them), and up to 2.4 for small files (the part above 2 is the slack
-// around the rest of the process's live heap: the README's fixed
+// around the rest of the process's live heap: docs/performance.md's fixed
 // overhead). MaxBytes bounds heap in use, so the live bytes are held to
 // half of it.
 const heapSlack = 2
