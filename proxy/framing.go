@@ -7,13 +7,11 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
-	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // What goes upstream is one request, framed as decided (DESIGN step 0):
@@ -132,10 +130,4 @@ func (g *trailerGuard) Read(p []byte) (int, error) {
 		header.RemoveGateFields(g.resp.Trailer)
 	}
 	return n, err
-}
-
-// authority is o as a Host header names it: its canonical host, with the
-// port only when it is not the scheme's default (RFC 9110 section 7.2).
-func authority(o fetch.Origin) string {
-	return strings.TrimPrefix(o.URL(""), o.Scheme+"://")
 }

@@ -114,7 +114,10 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	// abandoned request costs that one round trip, bounded by
 	// upstream.timeout), and waits on nothing of the client's connection.
 	r = r.WithContext(context.WithoutCancel(r.Context()))
-	connNamed := header.ConnectionNamed(r.Header)
+	var connNamed []string // what Connection names, which the trailer may not carry either
+	if req.Content {
+		connNamed = header.ConnectionNamed(r.Header)
+	}
 	header.RemoveHopByHop(r.Header, header.IsWebSocketUpgrade(r.Header))
 	// "Connection: close" is the client's word on its own connection
 	// (hop-by-hop): the upstream one stays in the pool, for the next
@@ -131,7 +134,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
 	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
-	r.Host = authority(d.Origin) // as decided, not as the client spelt it ("127.0.0.1.:443")
+	r.Host = d.Origin.Authority() // as decided, not as the client spelt it ("127.0.0.1.:443")
 	r.RequestURI = ""            // it is a client's request now
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
@@ -155,7 +158,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
 	}
 	if pc := &p.Config().Politeness; pc.HonourRetryAfter {
-		if wait, ok := s.backoffs.Observe(d.Origin.Host, d.Origin.String(), resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
+		if wait, ok := s.backoffs.Observe(d.Origin.Host, d.Origin.String, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
 			s.metrics.backoffs.Inc()
 			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
 			s.shareBackoff(d.Origin.Host)

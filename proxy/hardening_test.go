@@ -12,7 +12,6 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/header"
-	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // TestTunnelModeServerName: in tunnel mode a CONNECT is decided on its
@@ -235,27 +234,6 @@ func TestTunnelHostAsDecided(t *testing.T) {
 				t.Errorf("the origin received %q; want %q", got, want)
 			}
 		})
-	}
-}
-
-func TestAuthority(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct{ url, want string }{
-		{"https://Example.COM./", "example.com"},
-		{"https://example.com:443/", "example.com"},
-		{"http://example.com:80/", "example.com"},
-		{"http://example.com:8080/", "example.com:8080"},
-		{"https://[::1]:443/", "[::1]"},
-		{"https://[::1]:8443/", "[::1]:8443"},
-		{"http://127.1/", "127.0.0.1"},
-	} {
-		o, err := fetch.ParseOrigin(tt.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := authority(o); got != tt.want {
-			t.Errorf("authority(%s) = %q; want %q", tt.url, got, tt.want)
-		}
 	}
 }
 

@@ -54,13 +54,14 @@ func (b *Backoffs) Hold(host string) (time.Time, string) {
 	return time.Time{}, ""
 }
 
-// Observe records the answer of origin (a name for reasons,
-// "https://a.example:443") on host to a forwarded request: a 429, or a
+// Observe records the answer of an origin (named in reasons by origin,
+// "https://a.example:443", called only then) on host to a forwarded
+// request: a 429, or a
 // 503 with Retry-After, holds host for the time it asked (an HTTP date or
 // seconds), at most limit; a 429 without Retry-After for 10 s, doubling
 // while 429s repeat. Any other answer ends a run of 429s. It reports the
 // hold it set, if any.
-func (b *Backoffs) Observe(host, origin string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
+func (b *Backoffs) Observe(host string, origin func() string, status int, retryAfter string, limit time.Duration) (time.Duration, bool) {
 	if status != http.StatusTooManyRequests && !(status == http.StatusServiceUnavailable && retryAfter != "") {
 		if b.n.Load() > 0 {
 			b.mu.Lock()
@@ -76,9 +77,9 @@ func (b *Backoffs) Observe(host, origin string, status int, retryAfter string, l
 	defer b.mu.Unlock()
 	e := b.entry(host, now, limit)
 	wait, ok := ParseRetryAfter(retryAfter, now)
-	why := fmt.Sprintf("%s answered %d with Retry-After: %s", origin, status, retryAfter)
+	why := fmt.Sprintf("%s answered %d with Retry-After: %s", origin(), status, retryAfter)
 	if !ok {
-		wait, why = backoffFirst<<min(e.streak, 16), fmt.Sprintf("%s answered %d without Retry-After", origin, status)
+		wait, why = backoffFirst<<min(e.streak, 16), fmt.Sprintf("%s answered %d without Retry-After", origin(), status)
 		e.streak++
 	}
 	wait = min(wait, limit)

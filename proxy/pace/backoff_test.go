@@ -31,7 +31,7 @@ func TestBackoffs(t *testing.T) {
 			{429, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // an HTTP date
 		}
 		for i, s := range steps {
-			got, ok := b.Observe("h.example", "https://h.example:443", s.status, s.retryAfter, 10*time.Minute)
+			got, ok := b.Observe("h.example", name("https://h.example:443").String, s.status, s.retryAfter, 10*time.Minute)
 			if got != s.want || ok != (s.want > 0) {
 				t.Errorf("step %d: Observe(%d, %q) = %v, %v; want %v", i, s.status, s.retryAfter, got, ok, s.want)
 			}
@@ -61,7 +61,7 @@ func TestBackoffsBounded(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	b := NewBackoffs(func() time.Time { return now })
 	observe := func(host, retryAfter string) {
-		b.Observe(host, "https://"+host+":443", 429, retryAfter, time.Hour)
+		b.Observe(host, name("https://"+host+":443").String, 429, retryAfter, time.Hour)
 	}
 	observe("long.example", "600")
 	for i := range backoffMaxHosts - 1 {
@@ -81,3 +81,8 @@ func TestBackoffsBounded(t *testing.T) {
 		t.Errorf("a hold of the shortest kind kept until %v; want those ending soonest dropped", until)
 	}
 }
+
+// name is an origin's name, as Observe takes it.
+type name string
+
+func (n name) String() string { return string(n) }

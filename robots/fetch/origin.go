@@ -282,17 +282,23 @@ func (o Origin) String() string {
 // port out: "https://example.com/robots.txt".
 func (o Origin) RobotsURL() string { return o.URL("/robots.txt") }
 
+// Authority returns the origin as a Host header names it (RFC 9110
+// section 7.2): its host, in brackets when an IPv6 address, with the port
+// only when it is not the scheme's default: "example.com", "[::1]:8080".
+func (o Origin) Authority() string {
+	switch {
+	case !o.defaultPort():
+		return o.HostPort()
+	case strings.IndexByte(o.Host, ':') >= 0:
+		return "[" + o.Host + "]"
+	}
+	return o.Host
+}
+
 // URL returns the URL of target (a path, params and query) at o, leaving a
 // default port out: "https://example.com/a?b", "http://[::1]:8080/".
 func (o Origin) URL(target string) string {
-	host := o.HostPort()
-	if o.defaultPort() {
-		host = o.Host
-		if strings.ContainsRune(host, ':') {
-			host = "[" + host + "]"
-		}
-	}
-	return o.Scheme + "://" + host + target
+	return o.Scheme + "://" + o.Authority() + target
 }
 
 // hexValue returns the value of a hexadecimal digit.

@@ -557,3 +557,25 @@ func checkHosts(t *testing.T, tests []struct{ authority, host string }) {
 		}
 	}
 }
+
+// TestOriginAuthority: the Host header form of an origin, canonical.
+func TestOriginAuthority(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ url, want string }{
+		{"https://Example.COM./", "example.com"},
+		{"https://example.com:443/", "example.com"},
+		{"http://example.com:80/", "example.com"},
+		{"http://example.com:8080/", "example.com:8080"},
+		{"https://[::1]:443/", "[::1]"},
+		{"https://[::1]:8443/", "[::1]:8443"},
+		{"http://127.1/", "127.0.0.1"},
+	} {
+		o, err := ParseOrigin(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Authority(); got != tt.want {
+			t.Errorf("Authority(%s) = %q; want %q", tt.url, got, tt.want)
+		}
+	}
+}
