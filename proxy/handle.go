@@ -135,7 +135,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	}
 	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
 	r.Host = d.Origin.Authority() // as decided, not as the client spelt it ("127.0.0.1.:443")
-	r.RequestURI = ""            // it is a client's request now
+	r.RequestURI = ""             // it is a client's request now
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {
