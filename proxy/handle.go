@@ -28,20 +28,7 @@ import (
 // so that the decision and the answer stay together.
 func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	sn := s.snap.Load()
-	req := policy.Request{
-		Kind:        policy.KindPlain,
-		Method:      r.Method,
-		Content:     hasContent(r),
-		ContentType: len(r.Header["Content-Type"]) > 0,
-		URILen:      len(r.RequestURI),
-		Scheme:      r.URL.Scheme,
-		Authority:   r.URL.Host,
-		Target:      policy.RequestTarget(r.RequestURI),
-		UserAgent:   r.Header.Get("User-Agent"),
-		Client:      clientAddr(r),
-		Credentials: r.Header.Get("Proxy-Authorization"),
-	}
-	req.Purposes, req.OtherPurposeSpelling = policy.PurposeValues(r.Header)
+	req := requestOf(r, policy.KindPlain, r.URL.Scheme, r.URL.Host, policy.RequestTarget(r.RequestURI))
 	var ci *connectInfo
 	if c, ok := r.Context().Value(connectKey{}).(*connectInfo); ok {
 		ci = c
@@ -64,20 +51,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	r := ctx.Req
 	sn := s.snap.Load()
 	p := sn.pol
-	req := policy.Request{
-		Kind:        policy.KindConnect,
-		Method:      r.Method,
-		Content:     hasContent(r),
-		ContentType: len(r.Header["Content-Type"]) > 0,
-		URILen:      len(r.RequestURI),
-		Scheme:      "https",
-		Authority:   host,
-		Target:      "/",
-		UserAgent:   r.Header.Get("User-Agent"),
-		Client:      clientAddr(r),
-		Credentials: r.Header.Get("Proxy-Authorization"),
-	}
-	req.Purposes, _ = policy.PurposeValues(r.Header)
+	req := requestOf(r, policy.KindConnect, "https", host, "/")
 	var d policy.Decision
 	p.Decide(r.Context(), &sn.env, &req, &d)
 	if resp := s.respond(p, r, &d); resp != nil {
@@ -101,6 +75,26 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(r *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
 		s.serveTunnel(r, c, ci)
 	}}, host
+}
+
+// requestOf is what the policy is told of r, an entry point's request
+// of kind for scheme://authority with target.
+func requestOf(r *http.Request, kind policy.Kind, scheme, authority, target string) policy.Request {
+	req := policy.Request{
+		Kind:        kind,
+		Method:      r.Method,
+		Content:     hasContent(r),
+		ContentType: len(r.Header["Content-Type"]) > 0,
+		URILen:      len(r.RequestURI),
+		Scheme:      scheme,
+		Authority:   authority,
+		Target:      target,
+		UserAgent:   r.Header.Get("User-Agent"),
+		Client:      clientAddr(r),
+		Credentials: r.Header.Get("Proxy-Authorization"),
+	}
+	req.Purposes, req.OtherPurposeSpelling = policy.PurposeValues(r.Header)
+	return req
 }
 
 // forward sends a request that goes through upstream, exactly as decided,
