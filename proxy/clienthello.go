@@ -37,7 +37,9 @@ func readClientHello(r io.Reader) (read, hello []byte, err error) {
 		}
 		read = append(read, header[:]...)
 		n := int(binary.BigEndian.Uint16(header[3:]))
-		if header[0] != recordHandshake || header[1] != 3 || n == 0 || n > maxRecord {
+		// crypto/tls takes any version below 16.0 on a first record, and
+		// a name-based server behind the tunnel is read as it reads.
+		if header[0] != recordHandshake || header[1] >= 0x10 || n == 0 || n > maxRecord {
 			return read, nil, fmt.Errorf("%w: record type %#x, version %d.%d, length %d", errNotHello, header[0], header[1], header[2], n)
 		}
 		start := len(read)

@@ -167,6 +167,9 @@ func FuzzClientHello(f *testing.F) {
 		f.Add(helloBytes(f, &tls.Config{ServerName: name}))
 	}
 	f.Add([]byte{0x16, 3, 1, 0, 4, 1, 0, 0, 0})
+	odd := helloBytes(f, &tls.Config{ServerName: "example.com"})
+	odd[1], odd[2] = 11, 1 // a record version crypto/tls takes on a first record
+	f.Add(odd)
 	f.Fuzz(func(t *testing.T, records []byte) {
 		read, msg, err := readClientHello(bytes.NewReader(records))
 		if len(read) > len(records) || len(read) > maxHello+maxRecord+5 {
