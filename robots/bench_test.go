@@ -218,3 +218,43 @@ func BenchmarkScanVsMatcher(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCold is a cold file's decision against a hot one's, in one run:
+// the median file of the corpus (bbc.co.uk, 2,643 bytes), normalised as
+// the proxy parses, read back from its binary form and decided once
+// (decode, group, test by scan), beside the same decision on the file kept
+// hot (matchers built), and beside parsing the file.
+func BenchmarkCold(b *testing.B) {
+	body := readBench(b, "corpus/bbc.co.uk.txt")
+	r := Parse(body, WithNormalization())
+	bin, err := r.AppendBinary(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const path = "/iplayer/episodes/m001?x=1"
+	r.Group("python-requests").Test(path) // the hot file's matchers built
+	b.Run("decode+decide", func(b *testing.B) {
+		b.SetBytes(int64(len(bin)))
+		b.ReportAllocs()
+		for b.Loop() {
+			c, err := DecodeBinary(bin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Group("python-requests").Test(path)
+		}
+	})
+	b.Run("decide-hot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Group("python-requests").Test(path)
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			Parse(body, WithNormalization())
+		}
+	})
+}

@@ -52,7 +52,7 @@ func (b *Budget) spend(n int) bool {
 // TestWithin is [Group.Test] under budget b: it reports false, with an
 // unreliable verdict, when b runs out before the path is decided.
 func (g Group) TestWithin(path string, b *Budget) (Verdict, bool) {
-	v := g.test(path, scanMax, b)
+	v := g.test(path, g.r.scanLimit(), b)
 	return v, !b.Exhausted()
 }
 

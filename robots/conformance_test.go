@@ -80,6 +80,14 @@ func TestConformance(t *testing.T) {
 				t.Errorf("%s: TestURL(%q, %q) with scanLimit %d = %+v; want %+v", c.Name, c.Agent, c.URL, limit, got, v)
 			}
 		}
+		// Both tiers of a cache: the file from its binary form, cold
+		// (scanning) and hot (matchers).
+		cold, hot := tiers(t, r)
+		for _, tr := range []*Robots{cold, hot} {
+			if got := tr.TestURL(c.Agent, c.URL); got != v {
+				t.Errorf("%s: TestURL(%q, %q), cold %v = %+v; want %+v", c.Name, c.Agent, c.URL, tr.Cold(), got, v)
+			}
+		}
 		// The naive transliteration must agree too, or it is no oracle.
 		if got, _ := refAllowed(string(body), c.Agent, c.URL); got != c.Allowed {
 			t.Errorf("%s: refAllowed(%q, %q) = %v; want %v", c.Name, c.Agent, c.URL, got, c.Allowed)

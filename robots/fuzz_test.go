@@ -78,6 +78,10 @@ func TestDifferentialRandom(t *testing.T) {
 			if m := r.testURL(tok, u, -1); m != v {
 				t.Fatalf("case %d: TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", i, tok, u, m, v, body)
 			}
+			cold, hot := tiers(t, r)
+			if c, h := cold.TestURL(tok, u), hot.TestURL(tok, u); c != v || h != v {
+				t.Fatalf("case %d: TestURL(%q, %q) cold = %+v, hot = %+v; want %+v\nrobots.txt: %q", i, tok, u, c, h, v, body)
+			}
 		}
 	}
 }
@@ -119,6 +123,11 @@ func FuzzMatch(f *testing.F) {
 		// Small blocks are scanned: their matchers must agree.
 		if m := r.testURL(agent, url, -1); m != v {
 			t.Fatalf("TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", agent, url, m, v, body)
+		}
+		// So must both tiers of a cache.
+		cold, hot := tiers(t, r)
+		if c, h := cold.TestURL(agent, url), hot.TestURL(agent, url); c != v || h != v {
+			t.Fatalf("TestURL(%q, %q) cold = %+v, hot = %+v; want %+v\nrobots.txt: %q", agent, url, c, h, v, body)
 		}
 	})
 }

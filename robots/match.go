@@ -147,7 +147,7 @@ func (g Group) Rules() int {
 // [WithNormalization] it must be normalised with [Normalize]. Test does not
 // allocate, and runs in time bounded by the sum over candidate rules of
 // len(pattern) × len(path).
-func (g Group) Test(path string) Verdict { return g.test(path, scanMax, nil) }
+func (g Group) Test(path string) Verdict { return g.test(path, g.r.scanLimit(), nil) }
 
 // test is Test with blocks of more than scanLimit rules tested by their
 // matchers (tests pass -1 to check the matchers against scan), under
@@ -188,7 +188,7 @@ func (r *Robots) verdict(allowed bool, i int32) Verdict {
 // by [PathOf] without any normalisation, and cut at a NUL byte as the
 // reference's C string is (for a file parsed with [WithNormalization], the
 // path is normalised instead).
-func (r *Robots) TestURL(token, url string) Verdict { return r.testURL(token, url, scanMax) }
+func (r *Robots) TestURL(token, url string) Verdict { return r.testURL(token, url, r.scanLimit()) }
 
 func (r *Robots) testURL(token, url string, scanLimit int32) Verdict {
 	p := PathOf(url)
@@ -345,6 +345,15 @@ func derivedIndex(pat string) int {
 		return s
 	}
 	return -1
+}
+
+// scanLimit is the most rules a block of r is tested by scan: scanMax,
+// or coldScanMax for a cold file.
+func (r *Robots) scanLimit() int32 {
+	if r != nil && r.cold {
+		return coldScanMax
+	}
+	return scanMax
 }
 
 // scanMax is the most rules a block is tested by scan, rule by rule, not

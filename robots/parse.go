@@ -49,6 +49,7 @@ type Robots struct {
 	nAgents int32
 	lines   int32  // lines read
 	norm    bool   // patterns compiled in normalised form, see WithNormalization
+	cold    bool   // from DecodeBinary, not made Hot: blocks of up to coldScanMax rules are scanned
 	x       *extra // what few files have; nil when they have none of it
 
 	lazy *lazyMatchers // nil when no block needs a matcher
