@@ -131,7 +131,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	r.Host = d.Origin.Authority() // as decided, not as the client spelt it ("127.0.0.1.:443")
 	r.RequestURI = ""             // it is a client's request now
 	start := time.Now()
-	resp, err := s.tr.RoundTrip(r)
+	resp, err := s.send.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {
 		// A 101 to a request that asked for no upgrade (its Upgrade is
 		// removed unless it is a WebSocket's): no protocol to relay.

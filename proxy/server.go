@@ -19,6 +19,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/internal/rotate"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/audit"
@@ -58,6 +59,7 @@ type Server struct {
 	cache *fetch.Cache
 	gp    *goproxy.ProxyHttpServer
 	tr    *http.Transport
+	send  *rotate.Transport // sends forwarded requests: clones of tr, rotated (see package rotate)
 	audit *audit.Log
 	// snap is the policy in force, swapped whole by a reload.
 	snap  atomic.Pointer[snapshot]
@@ -153,6 +155,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	if s.tr, err = upstream.NewTransport(uo); err != nil {
 		return nil, err
 	}
+	s.send = rotate.New(s.tr, 0)
 	if pol.TLSMode() == policy.TLSMITM {
 		if s.mitm, err = loadMITM(cfg, o.Now); err != nil {
 			return nil, err
@@ -396,7 +399,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.cluster != nil {
 		s.cluster.Close()
 	}
-	s.tr.CloseIdleConnections()
+	s.send.CloseIdleConnections()
 	if cerr := s.audit.Close(); err == nil {
 		err = cerr
 	}

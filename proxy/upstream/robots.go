@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/rotate"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -49,11 +50,13 @@ func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, err
 		redirects = -1 // FetcherOptions: 0 is the default, negative is none
 	}
 	fetcher := fetch.NewFetcher(fetch.FetcherOptions{
-		Transport: fetch.NewTransport(fetch.TransportOptions{
+		// Rotated, as the proxy's own: a fetch from each of a crawl's
+		// many origins would otherwise leave a kilobyte behind.
+		Transport: rotate.New(fetch.NewTransport(fetch.TransportOptions{
 			Proxy:       o.Proxy,
 			RootCAs:     o.Transport.TLSClientConfig.RootCAs,
 			DialContext: o.Transport.DialContext,
-		}),
+		}), 0),
 		UserAgent:          strings.ReplaceAll(rc.FetchUserAgent, "VERSION", o.Version),
 		MaxBytes:           rc.MaxBytes,
 		MaxRedirects:       redirects,
