@@ -133,8 +133,8 @@ func TestMetrics(t *testing.T) {
 	o := newTestOrigin(t, testRobots, nil)
 	p := startProxy(t, loopbackConfig())
 	get(t, p.client(), o.URL+"/private")
-	p.srv.cache.Wait() // ristretto applies the first fetch's entry asynchronously
-	get(t, p.client(), o.URL+"/public")
+	get(t, p.client(), o.URL+"/public") // from the cold tier, which offers it to the hot
+	p.srv.cache.Wait()                  // ristretto applies it asynchronously
 	get(t, p.client(), o.URL+"/public")
 	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
 	for _, want := range []string{
@@ -145,6 +145,9 @@ func TestMetrics(t *testing.T) {
 		"robotsgate_cache_misses_total 1",
 		"robotsgate_cache_evictions_total 0",
 		"robotsgate_cache_bytes ",
+		"robotsgate_cache_cold_hits_total 1", // the second request, which offered the origin to the hot tier
+		"robotsgate_cache_hot_bytes ",
+		"robotsgate_cache_cold_bytes ",
 		"robotsgate_robots_fetch_duration_seconds_count 1",
 		"robotsgate_upstream_duration_seconds_count 2",
 		"robotsgate_open_connections ",

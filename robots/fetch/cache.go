@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,14 +72,15 @@ type CacheOptions struct {
 	// is at most 24 h (a longer RetryAfter counts as 24 h), the bound
 	// Failure.CheckTimes holds stored marks to. 0: DefaultRetryAfter.
 	RetryAfter time.Duration
-	// MaxBytes bounds the heap held for origins, in one bound: every entry
-	// (its rules counted with every matcher built, see Entry.Size), fresh
-	// or kept as the last good copy for failed refreshes (the same entry,
-	// counted once), and each origin's state and index slots, all counted
-	// at heapSlack times their live bytes to leave the collector its slack.
-	// Past it the least recently refreshed origins are forgotten, which
-	// only ever costs a refetch. The Go heap in use stays within it plus a
-	// fixed overhead (docs/performance.md, "What cache_max_bytes bounds"). 0: DefaultCacheMaxBytes.
+	// MaxBytes bounds the heap held for origins, in one bound over both
+	// tiers (see cold.go), all counted at heapSlack times their live bytes
+	// to leave the collector its slack: a share of it (hotShare) for the
+	// hot tier's entries, their rules counted with every matcher built
+	// (see Entry.Size); the rest for every origin's state and cold last
+	// good copy. Past it the least recently refreshed origins are
+	// forgotten, which only ever costs a refetch. The Go heap in use stays
+	// within it plus a fixed overhead (docs/performance.md, "What
+	// cache_max_bytes bounds"). 0: DefaultCacheMaxBytes.
 	MaxBytes int64
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
@@ -171,18 +174,23 @@ type Answer struct {
 	UnreachableSince time.Time
 }
 
-// Cache holds the robots.txt rules of many origins: the state that changes
-// answers (the last good copy, when failures began, when to retry) in an
-// LRU bounded by MaxBytes, so that eviction only ever costs a refetch, and
-// a ristretto cache that indexes fresh entries for lookups without a lock.
-// ristretto holds only entries the LRU holds (forgetting an origin deletes
-// it there too), so one bound covers both. Concurrent lookups of an origin
-// that needs fetching wait on one fetch, and at most MaxFetches fetches
-// run at once. Cache is safe for concurrent use; Close releases it.
+// Cache holds the robots.txt rules of many origins, in two tiers (see
+// cold.go): the state that changes answers (the last good copy, cold,
+// when failures began, when to retry) in an LRU, so that eviction only
+// ever costs a refetch; and the hot tier, a ristretto cache of the
+// entries decided on most, ready to decide in a few hundred nanoseconds,
+// for lookups without a lock. ristretto holds only entries the LRU holds
+// (forgetting an origin deletes it there too), and MaxBytes bounds both.
+// Concurrent lookups of an origin that needs fetching wait on one fetch,
+// and at most MaxFetches fetches run at once. Cache is safe for
+// concurrent use; Close releases it.
 type Cache struct {
 	opts CacheOptions
-	rc   *ristretto.Cache[uint64, *Entry]
+	rc   *ristretto.Cache[uint64, *Entry] // the hot tier
 	seed maphash.Seed
+	// coldMax bounds the cold tier (see coldBytes): MaxBytes less the
+	// hot tier's share.
+	coldMax int64
 
 	// slots is the semaphore of fetches in flight: a fetch holds one
 	// element from before it starts until it is out of flights.
@@ -201,7 +209,8 @@ type Cache struct {
 	// newest and oldest end the LRU list of states, linked through
 	// their newer and older fields: most recently refreshed first.
 	newest, oldest *originState
-	stateBytes     int64
+	stateBytes     int64  // live heap bytes of the states
+	arena          *arena // the cold copies' rules
 	// flights holds the fetch in flight of each origin, which every Get
 	// of that origin waits on. It replaces x/sync/singleflight: joining a
 	// fetch, counting its waiters and giving it up when none is left must
@@ -216,7 +225,7 @@ type Cache struct {
 	saving map[Origin][]chan struct{}
 	closed bool
 
-	hits, misses, evictions, fetches, abandoned, overloads atomic.Int64
+	hits, coldHits, misses, evictions, fetches, abandoned, overloads atomic.Int64
 }
 
 // flight is one robots.txt fetch in flight and the Gets waiting on it.
@@ -235,7 +244,7 @@ type flight struct {
 // knows: kept small (80 bytes, with its links), as most origins have only a good copy.
 type originState struct {
 	origin Origin
-	good   *Entry
+	good   *coldCopy // the last good copy; nil if none
 	// fail describes the current run of failures: when it began, when to
 	// retry, the latest error. Nil while the latest fetch succeeded; set
 	// and cleared by setFailure, as a whole, never changed in place.
@@ -288,19 +297,23 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		flights: map[Origin]*flight{},
 		saving:  map[Origin][]chan struct{}{},
 	}
-	// ristretto holds only what the LRU holds, whose live bytes are at most
-	// half of MaxCost (heapSlack), so it never runs short of room, and its
-	// admission policy, which decides only when there is none, is never
-	// consulted: its counters just take the increments of hits. One per
-	// 64 KiB keeps them to a few bytes an origin (ristretto's sketch and
-	// doorkeeper take about 4 bytes per counter: 16 MiB for a 16 GiB bound
-	// at one per 4 KiB, 1 MiB at one per 64 KiB).
-	counters := max(opts.MaxBytes/(64<<10), 1000)
+	// The hot tier's live bytes are its share of MaxBytes over heapSlack.
+	// ristretto's admission policy keeps the entries whose origins are
+	// looked up most (TinyLFU, fed by every lookup, hit or miss): ten
+	// counters per entry it can hold, at a hot entry's typical 8 KiB
+	// (ristretto's sketch and doorkeeper take about 4 bytes a counter).
+	hotMax := hotShare(opts.MaxBytes)
+	c.coldMax = opts.MaxBytes - hotMax
+	c.arena = newArena()
+	// The arena's slabs are the OS's until unmapped: a Cache dropped
+	// without Close, or used after it (lookups answer from what it holds),
+	// gives them back when it is collected.
+	runtime.AddCleanup(c, func(a *arena) { a.releaseAll() }, c.arena)
 	rc, err := ristretto.NewCache(&ristretto.Config[uint64, *Entry]{
-		NumCounters: counters,
-		MaxCost:     opts.MaxBytes,
+		NumCounters: max(hotMax/heapSlack/(8<<10)*10, 1000),
+		MaxCost:     hotMax / heapSlack,
 		BufferItems: 64,
-		// The cache counts ristretto's slots itself, in stateOverhead.
+		// Each entry's cost counts its ristretto slots (hotOverhead).
 		IgnoreInternalCost: true,
 		// ristretto's own metrics cost every Get an atomic add; the cache
 		// counts what it reports itself (evictions in trim: what ristretto
@@ -350,6 +363,18 @@ func (c *Cache) key(o Origin) uint64 {
 	return h.Sum64()
 }
 
+// hotShare is the part of a bound of maxBytes that the hot tier takes: a
+// thirty-second (32 MiB of the default 1 GiB: five thousand hot origins
+// of median files, more as their requests leave matchers unbuilt), and no
+// less than 4 MiB or a quarter of maxBytes, whichever is less. A skewed
+// load's hot origins are a few thousand; the cold tier holds the many
+// others at about their text's size each. An origin enters the hot tier
+// on its second decision, not its fetch: the many origins a crawl asks
+// once cost only their cold copy.
+func hotShare(maxBytes int64) int64 {
+	return max(maxBytes/32, min(4<<20, maxBytes/4))
+}
+
 // Get returns the rules in force for origin o: a fresh cached entry, or
 // the result of one fetch shared by every caller waiting on o. A caller
 // whose ctx ends stops waiting; the fetch goes on for the others, and for
@@ -363,10 +388,10 @@ func (c *Cache) Get(ctx context.Context, o Origin) (Answer, error) {
 		c.hits.Add(1)
 		return Answer{Entry: e}, nil
 	}
-	c.misses.Add(1)
 	if a, ok := c.fromState(o, now); ok {
 		return a, nil
 	}
+	c.misses.Add(1)
 	f, err := c.join(ctx, o)
 	if err != nil {
 		if errors.Is(err, ErrOverloaded) {
@@ -550,23 +575,73 @@ func (c *Cache) held(o Origin, now time.Time) (Answer, bool) {
 }
 
 // fromState answers without fetching when the state allows: a fresh copy
-// that ristretto dropped, or a failure whose retry time has not come.
+// the hot tier does not hold, read back from the cold tier (outside the
+// lock) and offered to the hot tier; or a failure whose retry time has
+// not come.
 func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st := c.lookup(o)
 	if st == nil {
+		c.mu.Unlock()
 		return Answer{}, false
 	}
-	if st.good != nil && now.Before(st.good.Expires) {
-		c.set(o, st.good)
-		return Answer{Entry: st.good}, true
+	if g := st.good; g != nil && g.fresh(now) {
+		buf := blobBuffers.Get().(*[]byte)
+		*buf = append((*buf)[:0], c.arena.bytes(g.ref)...)
+		c.mu.Unlock()
+		e, err := thaw(o, g, *buf)
+		blobBuffers.Put(buf)
+		if err != nil {
+			c.badRecord(o, err)
+			return Answer{}, false // fetched afresh
+		}
+		c.promote(o, g, e)
+		c.hits.Add(1)
+		c.coldHits.Add(1)
+		return Answer{Entry: e}, true
 	}
+	defer c.mu.Unlock()
 	if now.Before(st.failure().RetryAt) {
+		c.misses.Add(1)
 		return c.failed(st, now), true
 	}
 	return Answer{}, false
 }
+
+// promote offers e, read back from g, to the hot tier, if g is still o's
+// last good copy (a purge or a refresh may have come between): its
+// admission policy takes it if o is looked up more than what it would
+// displace.
+func (c *Cache) promote(o Origin, g *coldCopy, e *Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.lookup(o); st != nil && st.good == g {
+		c.set(o, hot(e))
+	}
+}
+
+// goodEntry returns st's last good copy as an Entry: the hot tier's if it
+// holds the same copy, else read back; nil if there is none, or it cannot
+// be read back (reported to OnBadRecord). c.mu is held.
+func (c *Cache) goodEntry(st *originState) *Entry {
+	g := st.good
+	if g == nil {
+		return nil
+	}
+	if e, ok := c.rc.Get(c.key(st.origin)); ok && e.Origin == st.origin && g.sameCopy(e) {
+		return e
+	}
+	e, err := thaw(st.origin, g, c.arena.bytes(g.ref))
+	if err != nil {
+		c.badRecord(st.origin, err)
+		return nil
+	}
+	return e
+}
+
+// blobBuffers hold a cold copy's bytes, copied out of the arena under the
+// lock, while it is read back outside it.
+var blobBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // refresh fetches f's origin's robots.txt, records what it found and takes
 // f out of flights; save, when not nil, writes it to the Store. A fetch
@@ -628,16 +703,10 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 		c.opts.OnFetch(o, res)
 	}
 	now := c.opts.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := c.state(o)
 	if res.Outcome == Unreachable {
-		if st.good == nil {
-			// A copy ristretto still holds, expired, is a good copy too.
-			if e, ok := c.rc.Get(c.key(o)); ok && e.Origin == o {
-				c.setGood(st, e)
-			}
-		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		st := c.state(o)
 		f := st.failure()
 		if f.UnreachableSince.IsZero() {
 			f.UnreachableSince = res.At
@@ -664,15 +733,27 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 		Expires:     now.Add(ttl),
 	}
 	e.Size = entrySize(e)
-	c.setGood(st, e)
+	g, bin, err := freeze(e)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state(o)
+	if err == nil {
+		err = c.setGood(st, g, bin)
+	}
+	if err != nil {
+		c.badRecord(o, err) // answered, but not kept past the hot tier
+	}
 	c.setFailure(st, nil)
-	c.set(o, e)
+	if st.good == nil {
+		c.set(o, e) // the only copy: the fetches it saves are worth the bytes
+	}
 	return Answer{Entry: e}, c.saveGood(o, e, res.Body)
 }
 
-// set stores e in ristretto (which may drop it: the state keeps it).
+// set offers e to the hot tier (which may refuse or drop it: the state
+// keeps its cold copy).
 func (c *Cache) set(o Origin, e *Entry) {
-	c.rc.Set(c.key(o), e, int64(e.Size))
+	c.rc.Set(c.key(o), e, int64(e.Size)+hotOverhead)
 }
 
 func describeFailure(res *Result) string {
@@ -693,9 +774,9 @@ func errText(err error) string {
 func (c *Cache) failed(st *originState, now time.Time) Answer {
 	f := st.failure()
 	a := Answer{LastError: f.LastError, LastKind: f.LastKind, LastStatus: f.LastStatus, RetryAt: f.RetryAt, UnreachableSince: f.UnreachableSince}
-	switch {
-	case st.good != nil:
-		a.Entry, a.Stale = st.good, true
+	switch e := c.goodEntry(st); {
+	case e != nil:
+		a.Entry, a.Stale = e, true
 	case now.Sub(f.UnreachableSince) >= c.opts.UnreachableLimit:
 		a.LimitPassed = true
 	default:
@@ -712,6 +793,9 @@ func (c *Cache) state(o Origin) *originState {
 		return st
 	}
 	k := c.key(o)
+	// The host name is copied: the caller's is often a view of a longer
+	// string (a request's header line) that would be kept with it.
+	o.Host = strings.Clone(o.Host)
 	st := &originState{origin: o, sameKey: c.states[k]}
 	c.states[k] = st
 	c.nStates++
@@ -778,8 +862,15 @@ func (c *Cache) forget(st *originState) {
 	st.sameKey = nil
 	c.nStates--
 	c.stateBytes -= stateOverhead + failureSize(st.fail)
-	if st.good != nil {
-		c.stateBytes -= int64(st.good.Size)
+	c.dropGood(st)
+}
+
+// dropGood forgets st's last good copy, if any. c.mu is held.
+func (c *Cache) dropGood(st *originState) {
+	if g := st.good; g != nil {
+		st.good = nil // first: the arena moves only the copies states hold
+		c.stateBytes -= int64(g.size)
+		c.arena.free(g.ref)
 	}
 }
 
@@ -789,21 +880,34 @@ func (c *Cache) setFailure(st *originState, f *Failure) {
 	st.fail = f
 }
 
-// setGood makes e the last good copy of st's origin. c.mu is held.
-func (c *Cache) setGood(st *originState, e *Entry) {
-	if st.good != nil {
-		c.stateBytes -= int64(st.good.Size)
+// setGood makes g, whose rules are bin (see freeze), the last good copy
+// of st's origin; failing that (no memory to map), st has none. c.mu is
+// held.
+func (c *Cache) setGood(st *originState, g *coldCopy, bin []byte) error {
+	c.dropGood(st)
+	ref, err := c.arena.put(bin, st)
+	if err != nil {
+		return err
 	}
-	st.good = e
-	c.stateBytes += int64(e.Size)
+	g.ref = ref
+	st.good = g
+	c.stateBytes += int64(g.size)
 	c.trim()
+	return nil
+}
+
+// coldBytes is what the cold tier counts against coldMax: the states'
+// heap with the collector's slack, and the arena's bytes held with the
+// holes it lets them leave (a quarter, see arena.compact). c.mu is held.
+func (c *Cache) coldBytes() int64 {
+	return c.stateBytes*heapSlack + c.arena.live + c.arena.live/4
 }
 
 // trim forgets the least recently refreshed origins while the state is
 // over its bound, never the most recent, and takes their entries out of
 // ristretto: what it holds stays within the state's bound. c.mu is held.
 func (c *Cache) trim() {
-	for c.stateBytes*heapSlack > c.opts.MaxBytes && c.oldest != c.newest {
+	for c.coldBytes() > c.coldMax && c.oldest != c.newest {
 		st := c.oldest
 		c.forget(st)
 		c.rc.Del(c.key(st.origin))
@@ -818,8 +922,8 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.lookup(o); st != nil {
-		if st.good != nil && st.failure().LastError == "" {
-			return Answer{Entry: st.good}, true
+		if e := c.goodEntry(st); e != nil && st.failure().LastError == "" {
+			return Answer{Entry: e}, true
 		}
 		return c.failed(st, now), true
 	}
@@ -867,9 +971,13 @@ func (c *Cache) Forget(o Origin) bool {
 
 // CacheStats are a Cache's counters since it was made, and its gauges.
 type CacheStats struct {
-	Hits, Misses, Evictions, Fetches int64
-	Bytes                            int64 // heap the cache answers for, what MaxBytes bounds: StateBytes and the collector's slack (heapSlack)
-	StateBytes                       int64 // live bytes held: every entry (fresh or last good), failure state, index slots
+	Hits, Misses, Evictions, Fetches int64 // a hit is answered by a fresh copy, from either tier, a miss not
+	ColdHits                         int64 // the hits answered by the cold tier
+	Bytes                            int64 // memory the cache answers for, what MaxBytes bounds: StateBytes and HotBytes with the collector's slack (heapSlack), ColdBytes with the arena's
+	StateBytes                       int64 // live heap bytes of the cold tier: every origin's state and last good copy but its rules, failure marks, index slots
+	ColdBytes                        int64 // bytes of the cold copies' rules, held off the heap
+	ColdMapped                       int64 // bytes mapped for them: ColdBytes and the holes between
+	HotBytes                         int64 // live bytes of the hot tier: its entries, matchers counted built, and their slots
 	Origins                          int   // origins with state
 	FetchesInFlight                  int   // fetches running now: at most CacheOptions.MaxFetches
 	FetchesAbandoned                 int64 // fetches given up because nobody waited for them
@@ -878,15 +986,20 @@ type CacheStats struct {
 
 // Stats returns the cache's counters.
 func (c *Cache) Stats() CacheStats {
+	hot := c.rc.MaxCost() - c.rc.RemainingCost()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return CacheStats{
 		Hits:       c.hits.Load(),
+		ColdHits:   c.coldHits.Load(),
 		Misses:     c.misses.Load(),
 		Evictions:  c.evictions.Load(),
 		Fetches:    c.fetches.Load(),
-		Bytes:      c.stateBytes * heapSlack,
+		Bytes:      c.coldBytes() + hot*heapSlack,
 		StateBytes: c.stateBytes,
+		ColdBytes:  c.arena.live,
+		ColdMapped: c.arena.mapped,
+		HotBytes:   hot,
 		Origins:    c.nStates,
 
 		FetchesInFlight:  len(c.slots),

@@ -77,31 +77,36 @@ func (c *Cache) adopt(o Origin, rec Record) {
 		return
 	}
 	var e *Entry
-	if g := rec.Good; g != nil && c.newerThanHeld(o, g.FetchedAt) {
-		e = c.entryFromGood(o, g) // parsed only when it will be adopted
+	var g *coldCopy
+	var bin []byte
+	if sg := rec.Good; sg != nil && c.newerThanHeld(o, sg.FetchedAt) {
+		e = c.entryFromGood(o, sg) // parsed only when it will be adopted
+		var err error
+		if g, bin, err = freeze(e); err != nil {
+			c.badRecord(o, err)
+			e = nil
+		}
 	}
-	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state(o)
-	if e != nil && (st.good == nil || e.FetchedAt.After(st.good.FetchedAt)) {
-		c.setGood(st, e)
-		if now.Before(e.Expires) {
-			c.set(o, e)
+	if e != nil && (st.good == nil || e.FetchedAt.After(st.good.fetched())) {
+		if err := c.setGood(st, g, bin); err != nil {
+			c.badRecord(o, err)
 		}
 	}
 	f := rec.Failure
 	switch {
 	case f == nil:
-		if e != nil && st.good == e { // the stored success is newer than our failure
+		if g != nil && st.good == g { // the stored success is newer than our failure
 			c.setFailure(st, nil)
 		}
-	case e != nil && st.good == e && !f.UnreachableSince.After(e.FetchedAt):
+	case g != nil && st.good == g && !f.UnreachableSince.After(e.FetchedAt):
 		// A failure older than the copy it sits beside cannot be.
 	case f.RetryAt.After(st.failure().RetryAt):
 		nf := Failure{UnreachableSince: f.UnreachableSince, RetryAt: f.RetryAt, LastError: f.LastError, LastKind: f.LastKind, LastStatus: f.LastStatus}
-		if !nf.UnreachableSince.IsZero() && st.good != nil && st.good.FetchedAt.After(nf.UnreachableSince) {
-			nf.UnreachableSince = st.good.FetchedAt
+		if !nf.UnreachableSince.IsZero() && st.good != nil && st.good.fetched().After(nf.UnreachableSince) {
+			nf.UnreachableSince = st.good.fetched()
 		}
 		c.setFailure(st, &nf)
 	}
@@ -116,7 +121,7 @@ func (c *Cache) newerThanHeld(o Origin, t time.Time) bool {
 	if st == nil {
 		return true
 	}
-	return st.good == nil || t.After(st.good.FetchedAt)
+	return st.good == nil || t.After(st.good.fetched())
 }
 
 // entryFromGood makes the Entry a stored good copy describes, parsing its

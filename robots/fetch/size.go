@@ -16,18 +16,30 @@ import "unsafe"
 // half of it.
 const heapSlack = 2
 
-// stateOverhead is the heap an origin's state takes besides its entry and
-// its failure marks: the originState (its own LRU links), its slot in the
-// states map, its entry's slots in ristretto (store and admission policy),
-// and a host name of typical length. Maps are counted at the load they
-// average between growths; TestCacheCostMeasured holds the whole to the
-// heap.
+// stateOverhead is the heap an origin's state takes besides its good
+// copy and its failure marks: the originState (its own LRU links), its
+// slot in the states map, and a host name of typical length. Maps are
+// counted at the load they average between growths; TestCacheCostMeasured
+// holds the whole to the heap.
 const stateOverhead = int64(0 +
 	(unsafe.Sizeof(originState{})+15)&^15 + // the state, rounded to its size class
 	40 + // states map slot: key and state pointer, and control byte
-	90 + // ristretto's store slot (key, conflict, value, expiration)
-	30 + // ristretto's policy slot (key and cost)
 	32) // the host name
+
+// hotOverhead is the heap an entry of the hot tier takes besides the
+// entry: its slots in ristretto (store, and the admission policy's key
+// and cost).
+const hotOverhead = 90 + 30
+
+// coldSize returns the heap a cold copy holds: itself and what its entry
+// has besides (its rules' bytes are in the arena, counted apart).
+func coldSize(g *coldCopy) int {
+	n := allocSize(int(unsafe.Sizeof(*g)))
+	if g.more != nil {
+		n += allocSize(int(unsafe.Sizeof(*g.more))) + allocSize(len(g.more.url)) + allocSize(len(g.more.note))
+	}
+	return n
+}
 
 // failureSize returns the heap that failure marks f hold (nil: none).
 func failureSize(f *Failure) int64 {

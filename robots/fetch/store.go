@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -160,14 +159,61 @@ type FileStore struct {
 	maxFile  int64 // bytes of one file: maxStoreFile
 
 	mu    sync.Mutex
-	files map[string]*list.Element // of *storedFile, by name
-	order list.List                // least recently written at the back
-	bytes int64
+	files map[fileKey]*storedFile
+	// newest and oldest end the list of files, linked through their newer
+	// and older fields: the least recently written is removed first.
+	newest, oldest *storedFile
+	bytes          int64
 }
 
+// fileKey is a file's name without its hex and ".json": the index holds
+// 16 bytes a file where a name would take 48.
+type fileKey [16]byte
+
+func (k fileKey) name() string { return hex.EncodeToString(k[:]) + ".json" }
+
+// keyOf is the key of a file named name, if it is one fileName makes.
+func keyOf(name string) (fileKey, bool) {
+	var k fileKey
+	h, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(h) != 2*len(k) {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], []byte(h))
+	return k, err == nil
+}
+
+// storedFile is the index's record of one file: 48 bytes with its links.
 type storedFile struct {
-	name string
-	size int64
+	key          fileKey
+	size         int64
+	newer, older *storedFile
+}
+
+// pushNewest puts f, not in the list, at its front. s.mu is held.
+func (s *FileStore) pushNewest(f *storedFile) {
+	f.older, f.newer = s.newest, nil
+	if s.newest != nil {
+		s.newest.newer = f
+	} else {
+		s.oldest = f
+	}
+	s.newest = f
+}
+
+// unlink takes f out of the list. s.mu is held.
+func (s *FileStore) unlink(f *storedFile) {
+	if f.newer != nil {
+		f.newer.older = f.older
+	} else {
+		s.newest = f.older
+	}
+	if f.older != nil {
+		f.older.newer = f.newer
+	} else {
+		s.oldest = f.newer
+	}
+	f.newer, f.older = nil, nil
 }
 
 // fileRecord is the on-disk form of a Record.
@@ -214,14 +260,15 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, maxFile: maxStoreFile, log: log, files: map[string]*list.Element{}}
+	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, maxFile: maxStoreFile, log: log, files: map[fileKey]*storedFile{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("robots.txt store: %w", err)
 	}
 	type aged struct {
-		storedFile
-		mod time.Time
+		key  fileKey
+		size int64
+		mod  time.Time
 	}
 	var found []aged
 	for _, e := range entries {
@@ -233,20 +280,22 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 		// DirEntry.Type and Info describe the entry itself, never what a
 		// link points to: links, FIFOs and the like are skipped unopened
 		// (Load removes one that sits under an origin's name).
-		if !strings.HasSuffix(name, ".json") || !e.Type().IsRegular() {
-			continue
+		key, ok := keyOf(name)
+		if !ok || !e.Type().IsRegular() {
+			continue // no origin's file: never loaded, never removed
 		}
 		info, err := e.Info()
 		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
-		found = append(found, aged{storedFile{name, info.Size()}, info.ModTime()})
+		found = append(found, aged{key, info.Size(), info.ModTime()})
 	}
-	// Newest first: PushBack keeps the oldest at the back.
-	slices.SortFunc(found, func(a, b aged) int { return b.mod.Compare(a.mod) })
+	// Oldest first, each pushed in front of the older.
+	slices.SortFunc(found, func(a, b aged) int { return a.mod.Compare(b.mod) })
 	for _, f := range found {
-		sf := f.storedFile
-		s.files[sf.name] = s.order.PushBack(&sf)
+		sf := &storedFile{key: f.key, size: f.size}
+		s.files[f.key] = sf
+		s.pushNewest(sf)
 		s.bytes += sf.size
 	}
 	s.mu.Lock()
@@ -256,9 +305,11 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 }
 
 // fileName is o's file: a hash, so that any origin makes a safe name.
-func fileName(o Origin) string {
+func fileName(o Origin) string { return fileKeyOf(o).name() }
+
+func fileKeyOf(o Origin) fileKey {
 	sum := sha256.Sum256([]byte(o.String()))
-	return hex.EncodeToString(sum[:16]) + ".json"
+	return fileKey(sum[:16])
 }
 
 // Load reads o's file. What is under its name and is not a regular file
@@ -341,14 +392,17 @@ func (s *FileStore) write(o Origin, fr *fileRecord) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, ok := s.files[name]; ok {
-		sf := el.Value.(*storedFile)
+	key := fileKeyOf(o)
+	if sf, ok := s.files[key]; ok {
 		s.bytes += int64(len(b)) - sf.size
 		sf.size = int64(len(b))
-		s.order.MoveToFront(el)
+		s.unlink(sf)
+		s.pushNewest(sf)
 	} else {
-		s.files[name] = s.order.PushFront(&storedFile{name, int64(len(b))})
-		s.bytes += int64(len(b))
+		sf := &storedFile{key: key, size: int64(len(b))}
+		s.files[key] = sf
+		s.pushNewest(sf)
+		s.bytes += sf.size
 	}
 	s.trim()
 	return nil
@@ -363,25 +417,28 @@ func (s *FileStore) Delete(_ context.Context, o Origin) error {
 // remove deletes a file and forgets it.
 func (s *FileStore) remove(name string) {
 	os.Remove(filepath.Join(s.dir, name))
+	key, ok := keyOf(name)
+	if !ok {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el, ok := s.files[name]; ok {
-		s.bytes -= el.Value.(*storedFile).size
-		s.order.Remove(el)
-		delete(s.files, name)
+	if sf, ok := s.files[key]; ok {
+		s.bytes -= sf.size
+		s.unlink(sf)
+		delete(s.files, key)
 	}
 }
 
 // trim removes the least recently written files while over a bound,
 // never the newest. s.mu is held.
 func (s *FileStore) trim() {
-	for (s.bytes > s.maxBytes || s.order.Len() > s.maxFiles) && s.order.Len() > 1 {
-		el := s.order.Back()
-		sf := el.Value.(*storedFile)
-		os.Remove(filepath.Join(s.dir, sf.name))
+	for (s.bytes > s.maxBytes || len(s.files) > s.maxFiles) && s.oldest != s.newest {
+		sf := s.oldest
+		os.Remove(filepath.Join(s.dir, sf.key.name()))
 		s.bytes -= sf.size
-		s.order.Remove(el)
-		delete(s.files, sf.name)
+		s.unlink(sf)
+		delete(s.files, sf.key)
 	}
 }
 
