@@ -13,6 +13,7 @@ package robots
 import (
 	"bytes"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,6 +190,7 @@ type parser struct {
 	r        *Robots
 	cur      int32 // current block, -1 before the first user-agent line
 	ruleHit  bool  // a rule followed the current block's user-agent lines
+	nul      bool  // the body has a NUL byte: lines are cut at it
 	arena    strings.Builder
 	sitemaps []span // sitemap values, in arena
 	usage    []usageSpan
@@ -210,6 +212,7 @@ func (p *parser) run(body []byte) {
 	for i < len(body) && i < len(utf8BOM) && body[i] == utf8BOM[i] {
 		i++
 	}
+	p.nul = bytes.IndexByte(body, 0) >= 0 // one look, not one a line
 	line := 0
 	lastCR := false
 	// Next line end of each kind at or after i (len(body) when none), found
@@ -254,8 +257,10 @@ func (p *parser) line(num int, b []byte) {
 	if len(b) > maxLineBytes {
 		b = b[:maxLineBytes]
 	}
-	if i := bytes.IndexByte(b, 0); i >= 0 { // the reference works on C strings
-		b = b[:i]
+	if p.nul { // the reference works on C strings
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			b = b[:i]
+		}
 	}
 	key, value, ok := splitLine(b)
 	if !ok {
@@ -351,6 +356,11 @@ const (
 // reference's matcher, is recognised the same way; Content-Usage and
 // Content-Signal (usage statements, see usage.go) by their whole names.
 func keyKind(k []byte) keyType {
+	switch lower(k[0]) { // one test for most lines, which name none of the others
+	case 'u', 'a', 'd', 's', 'c':
+	default:
+		return keyUnknown
+	}
 	switch {
 	case hasPrefixFold(k, "user-agent"), hasPrefixFold(k, "useragent"), hasPrefixFold(k, "user agent"):
 		return keyUserAgent
@@ -548,67 +558,106 @@ func tight[S ~[]E, E any](s S) S {
 }
 
 // index builds the agent keys and the lists of blocks they name, each
-// allocated at its exact size, and makes room for the matchers.
+// allocated at its exact size, and makes room for the matchers. Names are
+// grouped by token (ASCII case folded) through a hash table, in block
+// order, and only the distinct tokens are sorted: a file names a few
+// dozen agents, however many groups repeat them. Small files do it in
+// arrays on the stack.
 func (r *Robots) index() {
-	type named struct {
-		agent span
-		block int32
-	}
-	var names []named
-	nGlobal := 0
+	nNames, nGlobal := 0, 0
 	for i := range r.blocks {
 		b := &r.blocks[i]
 		if r.global(b) {
 			nGlobal++
 		}
-		for _, a := range r.spans[b.agentStart:b.agentEnd] {
-			if r.str(a) == "*" { // only a global line keeps a "*"
+		nNames += int(b.agentEnd - b.agentStart)
+	}
+	type token struct {
+		name      int32 // its first name, an index of r.spans
+		lastBlock int32 // the last block counted for it
+		n         int32 // blocks that name it
+		pos       int32 // where its blocks go in r.groups
+	}
+	var smallTable [64]int32
+	var smallOf [32]int32
+	var smallTokens [16]token
+	table := smallTable[:]
+	if size := 1 << bits.Len(uint(2*nNames)); size > len(table) {
+		table = make([]int32, size)
+	}
+	for i := range table {
+		table[i] = -1
+	}
+	of := smallOf[:0] // each name's token in block order; -1 for a "*"
+	tokens := smallTokens[:0]
+	for i := range r.blocks {
+		b := &r.blocks[i]
+		for a := b.agentStart; a < b.agentEnd; a++ {
+			name := r.str(r.spans[a])
+			if name == "*" { // only a global line keeps a "*"
+				of = append(of, -1)
 				continue
 			}
-			names = append(names, named{a, int32(i)})
+			mask := uint64(len(table) - 1)
+			slot := foldHash(name) & mask
+			for table[slot] >= 0 && compareFold(r.str(r.spans[tokens[table[slot]].name]), name) != 0 {
+				slot = (slot + 1) & mask
+			}
+			if table[slot] < 0 {
+				table[slot] = int32(len(tokens))
+				tokens = append(tokens, token{name: a, lastBlock: -1})
+			}
+			t := &tokens[table[slot]]
+			if t.lastBlock != int32(i) {
+				t.lastBlock = int32(i)
+				t.n++
+			}
+			of = append(of, table[slot])
 		}
 	}
-	// Sort by lower-cased token, then block.
-	slices.SortFunc(names, func(a, b named) int {
-		if c := compareFold(r.str(a.agent), r.str(b.agent)); c != 0 {
-			return c
-		}
-		return int(a.block - b.block)
+	var smallOrder [16]int32
+	order := smallOrder[:0]
+	for t := range tokens {
+		order = append(order, int32(t))
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		return compareFold(r.str(r.spans[tokens[x].name]), r.str(r.spans[tokens[y].name]))
 	})
-	nKeys, nGroups := 0, nGlobal
-	for i := range names {
-		if i == 0 || compareFold(r.str(names[i].agent), r.str(names[i-1].agent)) != 0 {
-			nKeys++
-			nGroups++
-		} else if names[i].block != names[i-1].block {
-			nGroups++
-		}
+	nGroups := int32(nGlobal)
+	if len(tokens) > 0 {
+		r.keys = make([]agentKey, 0, len(tokens))
+	}
+	for _, t := range order {
+		tk := &tokens[t]
+		a := r.spans[tk.name]
+		tk.pos, tk.lastBlock = nGroups, -1
+		r.keys = append(r.keys, agentKey{start: a.start, end: a.end, first: nGroups, last: nGroups + tk.n})
+		nGroups += tk.n
 	}
 	if nGroups > 0 {
-		r.groups = make([]int32, 0, nGroups)
+		r.groups = make([]int32, nGroups)
 	}
+	g := 0
 	for i := range r.blocks {
 		if r.global(&r.blocks[i]) {
-			r.groups = append(r.groups, int32(i))
+			r.groups[g] = int32(i)
+			g++
+		}
+	}
+	n := 0
+	for i := range r.blocks {
+		b := &r.blocks[i]
+		for range b.agentEnd - b.agentStart {
+			if t := of[n]; t >= 0 && tokens[t].lastBlock != int32(i) {
+				tk := &tokens[t]
+				tk.lastBlock = int32(i)
+				r.groups[tk.pos] = int32(i)
+				tk.pos++
+			}
+			n++
 		}
 	}
 	r.nGlobal = int32(nGlobal)
-	if nKeys > 0 {
-		r.keys = make([]agentKey, 0, nKeys)
-	}
-	for i := 0; i < len(names); {
-		a := names[i].agent
-		k := agentKey{start: a.start, end: a.end, first: int32(len(r.groups))}
-		j := i
-		for ; j < len(names) && compareFold(r.str(names[j].agent), r.str(a)) == 0; j++ {
-			if n := len(r.groups); n == int(k.first) || r.groups[n-1] != names[j].block {
-				r.groups = append(r.groups, names[j].block)
-			}
-		}
-		k.last = int32(len(r.groups))
-		r.keys = append(r.keys, k)
-		i = j
-	}
 	for i := range r.blocks {
 		if b := &r.blocks[i]; b.last-b.first > scanMax {
 			// Slots for every block, only when one needs a matcher.
@@ -616,6 +665,15 @@ func (r *Robots) index() {
 			break
 		}
 	}
+}
+
+// foldHash hashes s as if lower-cased (ASCII): FNV-1a.
+func foldHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(lower(s[i]))) * 1099511628211
+	}
+	return h
 }
 
 // newLazyMatchers returns room for the matchers of n blocks.
