@@ -211,6 +211,8 @@ type Cache struct {
 	newest, oldest *originState
 	stateBytes     int64  // live heap bytes of the states
 	arena          *arena // the cold copies' rules
+	// thawBuffers keeps *thawBuffer for reading cold copies back.
+	thawBuffers sync.Pool
 	// flights holds the fetch in flight of each origin, which every Get
 	// of that origin waits on. It replaces x/sync/singleflight: joining a
 	// fetch, counting its waiters and giving it up when none is left must
@@ -586,11 +588,16 @@ func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 		return Answer{}, false
 	}
 	if g := st.good; g != nil && g.fresh(now) {
-		buf := blobBuffers.Get().(*[]byte)
-		*buf = append((*buf)[:0], c.arena.bytes(g.ref)...)
+		buf, _ := c.thawBuffers.Get().(*thawBuffer)
+		if buf == nil {
+			buf = new(thawBuffer)
+		}
+		buf.blob = append(buf.blob[:0], c.arena.bytes(g.ref)...)
 		c.mu.Unlock()
-		e, err := thaw(o, g, *buf)
-		blobBuffers.Put(buf)
+		e, err := thaw(o, g, buf.blob, &buf.bin)
+		if cap(buf.blob)+cap(buf.bin) <= maxPooledThaw {
+			c.thawBuffers.Put(buf)
+		}
 		if err != nil {
 			c.badRecord(o, err)
 			return Answer{}, false // fetched afresh
@@ -631,7 +638,7 @@ func (c *Cache) goodEntry(st *originState) *Entry {
 	if e, ok := c.rc.Get(c.key(st.origin)); ok && e.Origin == st.origin && g.sameCopy(e) {
 		return e
 	}
-	e, err := thaw(st.origin, g, c.arena.bytes(g.ref))
+	e, err := thaw(st.origin, g, c.arena.bytes(g.ref), nil)
 	if err != nil {
 		c.badRecord(st.origin, err)
 		return nil
@@ -639,9 +646,14 @@ func (c *Cache) goodEntry(st *originState) *Entry {
 	return e
 }
 
-// blobBuffers hold a cold copy's bytes, copied out of the arena under the
-// lock, while it is read back outside it.
-var blobBuffers = sync.Pool{New: func() any { return new([]byte) }}
+// thawBuffer holds a cold copy's bytes, copied out of the arena under the
+// lock, and the binary form they decompress to, while it is read back
+// outside the lock.
+type thawBuffer struct{ blob, bin []byte }
+
+// maxPooledThaw bounds the buffers Cache.thawBuffers keeps: a median
+// file's take 3 KB, and one huge file's should not be kept for all.
+const maxPooledThaw = 256 << 10
 
 // refresh fetches f's origin's robots.txt, records what it found and takes
 // f out of flights; save, when not nil, writes it to the Store. A fetch

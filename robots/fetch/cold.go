@@ -85,8 +85,9 @@ func freeze(e *Entry) (*coldCopy, []byte, error) {
 }
 
 // thaw makes the Entry g keeps for o, its rules, bin, read back cold
-// (robots.DecodeBinary): nothing of bin is kept.
-func thaw(o Origin, g *coldCopy, bin []byte) (*Entry, error) {
+// (robots.DecodeBinary): nothing of bin is kept. scratch, if not nil,
+// is room to decompress into, grown as needed.
+func thaw(o Origin, g *coldCopy, bin []byte, scratch *[]byte) (*Entry, error) {
 	e := &Entry{
 		Origin:      o,
 		Outcome:     Fetched,
@@ -107,9 +108,16 @@ func thaw(o Origin, g *coldCopy, bin []byte) (*Entry, error) {
 		return e, nil
 	}
 	if g.flags&coldPacked != 0 {
+		var dst []byte
+		if scratch != nil {
+			dst = (*scratch)[:cap(*scratch)]
+		}
 		var err error
-		if bin, err = s2.Decode(nil, bin); err != nil {
+		if bin, err = s2.Decode(dst, bin); err != nil {
 			return nil, fmt.Errorf("read robots.txt of %s back: %w", o, err)
+		}
+		if scratch != nil {
+			*scratch = bin
 		}
 	}
 	r, err := robots.DecodeBinary(bin)

@@ -355,3 +355,60 @@ func BenchmarkCache100kTypical(b *testing.B) {
 	}
 	runtime.KeepAlive(all)
 }
+
+// BenchmarkColdDecision is a decision on an origin the cache holds cold,
+// beside the same decision on one it holds hot, in one run: the median
+// real file (bbc.co.uk, 2,643 bytes) with a line of each origin's own,
+// parsed as the proxy parses it. Cold is the whole path a lookup takes
+// when the hot tier misses: the copy read out of the arena, S2-decoded,
+// robots.DecodeBinary, the Entry made and offered to the hot tier, then
+// group selection and the test.
+func BenchmarkColdDecision(b *testing.B) {
+	body, err := os.ReadFile("../testdata/corpus/bbc.co.uk.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const origins = 1000
+	c := newManyCache(b, manyOrigins{body: func(n int) []byte {
+		return fmt.Appendf(slices.Clip(body), "\nUser-agent: *\nDisallow: /only-%d/\n", n)
+	}}, 0)
+	ctx := context.Background()
+	sites := make([]Origin, origins)
+	for i := range sites {
+		sites[i] = siteOrigin(i)
+		if _, err := c.Get(ctx, sites[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const path = "/iplayer/episodes/m001?x=1"
+	b.Run("cold", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			a, ok := c.fromState(sites[i%origins], time.Now())
+			if !ok || a.Entry == nil || !a.Entry.Rules.Cold() {
+				b.Fatalf("%+v, %v: want a cold entry", a, ok)
+			}
+			a.Entry.Rules.Group("python-requests").Test(path)
+			i++
+		}
+	})
+	c.Wait()
+	b.Run("hot", func(b *testing.B) {
+		b.ReportAllocs()
+		cold := 0
+		i := 0
+		for b.Loop() {
+			a, err := c.Get(ctx, sites[i%origins])
+			if err != nil || a.Entry == nil {
+				b.Fatal(err)
+			}
+			if a.Entry.Rules.Cold() {
+				cold++
+			}
+			a.Entry.Rules.Group("python-requests").Test(path)
+			i++
+		}
+		b.ReportMetric(float64(cold)/float64(i), "cold-share")
+	})
+}
