@@ -70,10 +70,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
 	// The container's memory limit bounds the heap (docs/performance.md, "Memory"):
 	// without it the collector lets the heap grow to twice the live data.
-	if ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv); err != nil {
+	if ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv, cfg.Robots.CacheMaxBytes, "robots.cache_max_bytes"); err != nil {
 		logger.Warn("no soft memory limit: the container's could not be read; set GOMEMLIMIT", "err", err)
 	} else {
 		logger.Info("soft memory limit", "limit", ml.String())
+		if ml.Limit < cfg.Robots.CacheMaxBytes {
+			logger.Warn("robots.cache_max_bytes is more than the soft memory limit: the collector will run hard long before the cache is full; lower it",
+				"cache_max_bytes", cfg.Robots.CacheMaxBytes, "limit", ml.Limit)
+		}
 	}
 	proxyURL := "http://" + addr
 	if len(cfg.Auth.Users) > 0 {

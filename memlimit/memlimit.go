@@ -1,7 +1,8 @@
 // Package memlimit gives the Go runtime a soft memory limit from the
-// container's: the collector then works harder as the heap nears what the
-// container allows, instead of letting it grow to twice the live data
-// (GOGC=100) and the kernel killing the process.
+// container's, or, with none, from what the process is configured to
+// hold: the collector then works harder as the heap nears it, instead of
+// letting it grow to twice the live data (GOGC=100) and the kernel
+// killing the process, or the machine swapping.
 package memlimit
 
 import (
@@ -28,19 +29,34 @@ type Setting struct {
 	Source string // "GOMEMLIMIT", the cgroup file it came from, or "" when none
 }
 
+// Headroom is what the process is given beyond its configured bound when
+// there is no container limit: connections, buffers, goroutines and the
+// runtime, which the bound does not count.
+const Headroom = 256 << 20
+
 // Apply sets the runtime's soft memory limit to Share of the memory limit
 // of the process's cgroup (v2, or v1), read under fsys (os.DirFS("/") in
 // production) unless GOMEMLIMIT is set (to a size or to "off"), in which
-// case the runtime has already applied it and it is left alone. No cgroup limit is not an
-// error; a limit file that cannot be read or parsed is, and nothing is
-// set.
-func Apply(fsys fs.FS, getenv func(string) string) (Setting, error) {
+// case the runtime has already applied it and it is left alone. With
+// neither, and bound > 0 (what the process is configured to hold, such as
+// robots.cache_max_bytes), the limit is bound plus Headroom, source named
+// boundName. No cgroup limit is not an error; a limit file that cannot be
+// read or parsed is, and nothing is set.
+func Apply(fsys fs.FS, getenv func(string) string, bound int64, boundName string) (Setting, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		return Setting{Limit: debug.SetMemoryLimit(-1), Source: "GOMEMLIMIT"}, nil
 	}
 	limit, file, err := Cgroup(fsys)
-	if err != nil || limit <= 0 {
+	if err != nil {
 		return Setting{Limit: debug.SetMemoryLimit(-1)}, err
+	}
+	if limit <= 0 {
+		if bound <= 0 {
+			return Setting{Limit: debug.SetMemoryLimit(-1)}, nil
+		}
+		soft := bound + Headroom
+		debug.SetMemoryLimit(soft)
+		return Setting{Limit: soft, Source: fmt.Sprintf("%s + %d MiB headroom (no container limit)", boundName, Headroom>>20)}, nil
 	}
 	soft := int64(float64(limit) * Share)
 	debug.SetMemoryLimit(soft)

@@ -70,7 +70,7 @@ func TestApply(t *testing.T) {
 	noEnv := func(string) string { return "" }
 
 	debug.SetMemoryLimit(math.MaxInt64)
-	s, err := Apply(limited, noEnv)
+	s, err := Apply(limited, noEnv, 1<<30, "bound")
 	if want := softOf(256 << 20); err != nil || s.Limit != want || debug.SetMemoryLimit(-1) != want || s.Source != "/sys/fs/cgroup/memory.max" {
 		t.Errorf("Apply under a 256 MiB cgroup = %+v, %v, runtime %d; want %d from the cgroup", s, err, debug.SetMemoryLimit(-1), want)
 	}
@@ -86,20 +86,29 @@ func TestApply(t *testing.T) {
 				return env
 			}
 			return ""
-		})
+		}, 1<<30, "bound")
 		if err != nil || s.Source != "GOMEMLIMIT" || s.Limit != 100<<20 || debug.SetMemoryLimit(-1) != 100<<20 {
 			t.Errorf("GOMEMLIMIT=%s: %+v, %v, runtime %d; want the runtime's limit left alone", env, s, err, debug.SetMemoryLimit(-1))
 		}
 	}
 
-	// No limit anywhere: nothing set.
+	// No container limit: the configured bound and the headroom.
 	debug.SetMemoryLimit(math.MaxInt64)
-	if s, err = Apply(fstest.MapFS{}, noEnv); err != nil || s.Source != "" || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+	s, err = Apply(fstest.MapFS{}, noEnv, 1<<30, "robots.cache_max_bytes")
+	if want := int64(1<<30 + Headroom); err != nil || s.Limit != want || debug.SetMemoryLimit(-1) != want {
+		t.Errorf("no cgroup limit, a 1 GiB bound: %+v, %v, runtime %d; want %d", s, err, debug.SetMemoryLimit(-1), want)
+	}
+	if got := s.String(); got != "1280 MiB from robots.cache_max_bytes + 256 MiB headroom (no container limit)" {
+		t.Errorf("String = %q", got)
+	}
+	// No limit anywhere, and no bound: nothing set.
+	debug.SetMemoryLimit(math.MaxInt64)
+	if s, err = Apply(fstest.MapFS{}, noEnv, 0, ""); err != nil || s.Source != "" || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Errorf("no cgroup limit: %+v, %v, runtime %d; want nothing set", s, err, debug.SetMemoryLimit(-1))
 	}
 	// A limit file that cannot be read: an error, nothing set.
 	bad := fstest.MapFS{"sys/fs/cgroup/memory.max": &fstest.MapFile{Data: []byte("x")}}
-	if s, err = Apply(bad, noEnv); err == nil || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+	if s, err = Apply(bad, noEnv, 1<<30, "bound"); err == nil || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Errorf("unreadable limit: %+v, %v; want an error and nothing set", s, err)
 	}
 }
