@@ -48,20 +48,9 @@ func originsRobots(b *testing.B) string {
 // along the way are logged. Answers are checked: every allowed request
 // gets the origin's page, every disallowed one robotsgate's 403.
 func BenchmarkOrigins(b *testing.B) {
-	n := 100_000
-	if s := os.Getenv("ROBOTSGATE_ORIGINS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1000 {
-			b.Fatalf("ROBOTSGATE_ORIGINS=%q: want a number of at least 1000", s)
-		}
-	}
+	n := originsFromEnv(b, 100_000)
 	lookup, originURL := serveOrigins(b, true)
-
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Upstream.BlockPrivate = false
-	cfg.TLS.StateDir = b.TempDir()
-	_, proxyURL := serveRobotsgate(b, cfg, Options{LookupNetIP: lookup, AuditOut: io.Discard})
+	_, proxyURL := originsProxy(b, lookup)
 	client := &http.Client{Transport: &http.Transport{
 		Proxy:               http.ProxyURL(proxyURL),
 		MaxIdleConnsPerHost: 16,
@@ -159,6 +148,32 @@ func BenchmarkOrigins(b *testing.B) {
 	b.ReportMetric(float64(n), "origins")
 }
 
+// originsProxy runs robotsgate on its defaults (the state_dir store
+// included) but block_private, which loopback origins need off, resolving
+// names with lookup.
+func originsProxy(b *testing.B, lookup upstream.LookupFunc) (*config.Config, *url.URL) {
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Upstream.BlockPrivate = false
+	cfg.TLS.StateDir = b.TempDir()
+	_, u := serveRobotsgate(b, cfg, Options{LookupNetIP: lookup, AuditOut: io.Discard})
+	return cfg, u
+}
+
+// originsFromEnv is the number of origins ROBOTSGATE_ORIGINS asks for, or
+// def.
+func originsFromEnv(b *testing.B, def int) int {
+	s := os.Getenv("ROBOTSGATE_ORIGINS")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1000 {
+		b.Fatalf("ROBOTSGATE_ORIGINS=%q: want a number of at least 1000", s)
+	}
+	return n
+}
+
 // serveOrigins serves origins o<N>.example on eight loopback addresses
 // (a new connection per origin would otherwise run out of ports on one),
 // each with its own copy of the median robots.txt: bbc.co.uk's, with a
@@ -231,19 +246,9 @@ func residentBytes(b *testing.B) uint64 {
 // keep connections alive, as real ones do. ROBOTSGATE_ORIGINS sets the
 // number of origins (default 10,000; the figure is 100,000).
 func BenchmarkSkew(b *testing.B) {
-	n := 10_000
-	if s := os.Getenv("ROBOTSGATE_ORIGINS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1000 {
-			b.Fatalf("ROBOTSGATE_ORIGINS=%q: want a number of at least 1000", s)
-		}
-	}
+	n := originsFromEnv(b, 10_000)
 	lookup, originURL := serveOrigins(b, false)
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Upstream.BlockPrivate = false
-	cfg.TLS.StateDir = b.TempDir()
-	_, rgURL := serveRobotsgate(b, cfg, Options{LookupNetIP: lookup, AuditOut: io.Discard})
+	cfg, rgURL := originsProxy(b, lookup)
 	tr, err := upstream.NewTransport(upstream.Options{Timeout: cfg.Upstream.Timeout, MaxIdle: cfg.Limits.MaxConnections,
 		MaxHeaderBytes: cfg.Limits.MaxHeaderBytes, Lookup: lookup})
 	if err != nil {

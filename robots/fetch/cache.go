@@ -206,11 +206,10 @@ type Cache struct {
 	// colliding keys chain through their states' sameKey.
 	states  map[uint64]*originState
 	nStates int
-	// newest and oldest end the LRU list of states, linked through
-	// their newer and older fields: most recently refreshed first.
-	newest, oldest *originState
-	stateBytes     int64  // live heap bytes of the states
-	arena          *arena // the cold copies' rules
+	// lru holds the states, most recently refreshed first.
+	lru        recency[originState]
+	stateBytes int64  // live heap bytes of the states
+	arena      *arena // the cold copies' rules
 	// thawBuffers keeps *thawBuffer for reading cold copies back.
 	thawBuffers sync.Pool
 	// flights holds the fetch in flight of each origin, which every Get
@@ -250,9 +249,9 @@ type originState struct {
 	// fail describes the current run of failures: when it began, when to
 	// retry, the latest error. Nil while the latest fetch succeeded; set
 	// and cleared by setFailure, as a whole, never changed in place.
-	fail         *Failure
-	newer, older *originState // the LRU list's links
-	sameKey      *originState // the next state in Cache.states with the same key
+	fail    *Failure
+	lru     recencyLinks[originState]
+	sameKey *originState // the next state in Cache.states with the same key
 }
 
 // failure returns st's failure marks: all zero while the latest fetch
@@ -296,6 +295,7 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		seed:    maphash.MakeSeed(),
 		slots:   make(chan struct{}, opts.MaxFetches),
 		states:  map[uint64]*originState{},
+		lru:     recency[originState]{links: func(st *originState) *recencyLinks[originState] { return &st.lru }},
 		flights: map[Origin]*flight{},
 		saving:  map[Origin][]chan struct{}{},
 	}
@@ -800,8 +800,7 @@ func (c *Cache) failed(st *originState, now time.Time) Answer {
 // state returns o's state, creating it, and marks it most recent. c.mu is held.
 func (c *Cache) state(o Origin) *originState {
 	if st := c.lookup(o); st != nil {
-		c.unlink(st)
-		c.pushNewest(st)
+		c.lru.touch(st)
 		return st
 	}
 	k := c.key(o)
@@ -811,7 +810,7 @@ func (c *Cache) state(o Origin) *originState {
 	st := &originState{origin: o, sameKey: c.states[k]}
 	c.states[k] = st
 	c.nStates++
-	c.pushNewest(st)
+	c.lru.pushNewest(st)
 	c.stateBytes += stateOverhead
 	c.trim()
 	return st
@@ -827,35 +826,9 @@ func (c *Cache) lookup(o Origin) *originState {
 	return nil
 }
 
-// pushNewest puts st, not in the LRU list, at its front. c.mu is held.
-func (c *Cache) pushNewest(st *originState) {
-	st.older, st.newer = c.newest, nil
-	if c.newest != nil {
-		c.newest.newer = st
-	} else {
-		c.oldest = st
-	}
-	c.newest = st
-}
-
-// unlink takes st out of the LRU list. c.mu is held.
-func (c *Cache) unlink(st *originState) {
-	if st.newer != nil {
-		st.newer.older = st.older
-	} else {
-		c.newest = st.older
-	}
-	if st.older != nil {
-		st.older.newer = st.newer
-	} else {
-		c.oldest = st.newer
-	}
-	st.newer, st.older = nil, nil
-}
-
 // forget takes st out of the state and counts its bytes out. c.mu is held.
 func (c *Cache) forget(st *originState) {
-	c.unlink(st)
+	c.lru.unlink(st)
 	k := c.key(st.origin)
 	if first := c.states[k]; first == st {
 		if st.sameKey == nil {
@@ -919,8 +892,8 @@ func (c *Cache) coldBytes() int64 {
 // over its bound, never the most recent, and takes their entries out of
 // ristretto: what it holds stays within the state's bound. c.mu is held.
 func (c *Cache) trim() {
-	for c.coldBytes() > c.coldMax && c.oldest != c.newest {
-		st := c.oldest
+	for c.coldBytes() > c.coldMax && !c.lru.single() {
+		st := c.lru.oldest
 		c.forget(st)
 		c.rc.Del(c.key(st.origin))
 		c.evictions.Add(1)

@@ -160,10 +160,10 @@ type FileStore struct {
 
 	mu    sync.Mutex
 	files map[fileKey]*storedFile
-	// newest and oldest end the list of files, linked through their newer
-	// and older fields: the least recently written is removed first.
-	newest, oldest *storedFile
-	bytes          int64
+	// lru holds the files, most recently written first: the least
+	// recently written is removed first.
+	lru   recency[storedFile]
+	bytes int64
 }
 
 // fileKey is a file's name without its hex and ".json": the index holds
@@ -185,35 +185,9 @@ func keyOf(name string) (fileKey, bool) {
 
 // storedFile is the index's record of one file: 48 bytes with its links.
 type storedFile struct {
-	key          fileKey
-	size         int64
-	newer, older *storedFile
-}
-
-// pushNewest puts f, not in the list, at its front. s.mu is held.
-func (s *FileStore) pushNewest(f *storedFile) {
-	f.older, f.newer = s.newest, nil
-	if s.newest != nil {
-		s.newest.newer = f
-	} else {
-		s.oldest = f
-	}
-	s.newest = f
-}
-
-// unlink takes f out of the list. s.mu is held.
-func (s *FileStore) unlink(f *storedFile) {
-	if f.newer != nil {
-		f.newer.older = f.older
-	} else {
-		s.newest = f.older
-	}
-	if f.older != nil {
-		f.older.newer = f.newer
-	} else {
-		s.oldest = f.newer
-	}
-	f.newer, f.older = nil, nil
+	key  fileKey
+	size int64
+	lru  recencyLinks[storedFile]
 }
 
 // fileRecord is the on-disk form of a Record.
@@ -260,7 +234,8 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, maxFile: maxStoreFile, log: log, files: map[fileKey]*storedFile{}}
+	s := &FileStore{dir: dir, maxBytes: maxBytes, maxFiles: MaxStoreFiles, maxFile: maxStoreFile, log: log, files: map[fileKey]*storedFile{},
+		lru: recency[storedFile]{links: func(f *storedFile) *recencyLinks[storedFile] { return &f.lru }}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("robots.txt store: %w", err)
@@ -295,7 +270,7 @@ func OpenFileStore(dir string, maxBytes int64, log *slog.Logger) (*FileStore, er
 	for _, f := range found {
 		sf := &storedFile{key: f.key, size: f.size}
 		s.files[f.key] = sf
-		s.pushNewest(sf)
+		s.lru.pushNewest(sf)
 		s.bytes += sf.size
 	}
 	s.mu.Lock()
@@ -396,12 +371,11 @@ func (s *FileStore) write(o Origin, fr *fileRecord) error {
 	if sf, ok := s.files[key]; ok {
 		s.bytes += int64(len(b)) - sf.size
 		sf.size = int64(len(b))
-		s.unlink(sf)
-		s.pushNewest(sf)
+		s.lru.touch(sf)
 	} else {
 		sf := &storedFile{key: key, size: int64(len(b))}
 		s.files[key] = sf
-		s.pushNewest(sf)
+		s.lru.pushNewest(sf)
 		s.bytes += sf.size
 	}
 	s.trim()
@@ -425,7 +399,7 @@ func (s *FileStore) remove(name string) {
 	defer s.mu.Unlock()
 	if sf, ok := s.files[key]; ok {
 		s.bytes -= sf.size
-		s.unlink(sf)
+		s.lru.unlink(sf)
 		delete(s.files, key)
 	}
 }
@@ -433,11 +407,11 @@ func (s *FileStore) remove(name string) {
 // trim removes the least recently written files while over a bound,
 // never the newest. s.mu is held.
 func (s *FileStore) trim() {
-	for (s.bytes > s.maxBytes || len(s.files) > s.maxFiles) && s.oldest != s.newest {
-		sf := s.oldest
+	for (s.bytes > s.maxBytes || len(s.files) > s.maxFiles) && !s.lru.single() {
+		sf := s.lru.oldest
 		os.Remove(filepath.Join(s.dir, sf.key.name()))
 		s.bytes -= sf.size
-		s.unlink(sf)
+		s.lru.unlink(sf)
 		delete(s.files, sf.key)
 	}
 }
