@@ -252,6 +252,7 @@ func BenchmarkCache100kOrigins(b *testing.B) {
 		b.ReportMetric(float64(inuse-inuse0)/held, "heap-inuse-B/origin")
 		b.ReportMetric(float64(live-live0)/held, "live-B/origin")
 		b.ReportMetric(float64(s.StateBytes+s.HotBytes)/held, "counted-live-B/origin")
+		b.ReportMetric(float64(s.ColdMapped)/held, "off-heap-B/origin")
 		b.ReportMetric(float64(inuse-inuse0)/float64(DefaultCacheMaxBytes), "heap-inuse/bound")
 		c.Close()
 	}
@@ -339,8 +340,10 @@ func BenchmarkCache100kTypical(b *testing.B) {
 		}
 		fill(b, c, 100_000)
 		inuse, live := heapInUse()
-		held := float64(c.Stats().Origins)
+		s := c.Stats()
+		held := float64(s.Origins)
 		b.ReportMetric(held, "origins-held")
+		b.ReportMetric(float64(s.ColdMapped)/held, "off-heap-B/origin")
 		b.ReportMetric(float64(live-live0)/held, "live-B/origin")
 		b.ReportMetric(float64(inuse-inuse0)/held, "heap-inuse-B/origin")
 		b.ReportMetric(float64(inuse-inuse0)/(1<<20), "heap-inuse-MiB")
