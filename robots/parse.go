@@ -12,6 +12,7 @@ package robots
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
@@ -356,27 +357,33 @@ const (
 // reference's matcher, is recognised the same way; Content-Usage and
 // Content-Signal (usage statements, see usage.go) by their whole names.
 func keyKind(k []byte) keyType {
-	switch lower(k[0]) { // one test for most lines, which name none of the others
-	case 'u', 'a', 'd', 's', 'c':
-	default:
-		return keyUnknown
-	}
-	switch {
-	case hasPrefixFold(k, "user-agent"), hasPrefixFold(k, "useragent"), hasPrefixFold(k, "user agent"):
-		return keyUserAgent
-	case hasPrefixFold(k, "allow"):
-		return keyAllow
-	case hasPrefixFold(k, "disallow"), hasPrefixFold(k, "dissallow"), hasPrefixFold(k, "dissalow"),
-		hasPrefixFold(k, "disalow"), hasPrefixFold(k, "diasllow"), hasPrefixFold(k, "disallaw"):
-		return keyDisallow
-	case hasPrefixFold(k, "sitemap"), hasPrefixFold(k, "site-map"):
-		return keySitemap
-	case hasPrefixFold(k, "crawl-delay"):
-		return keyCrawlDelay
-	case len(k) == len(fieldUsage) && hasPrefixFold(k, fieldUsage):
-		return keyContentUsage
-	case len(k) == len(fieldSignal) && hasPrefixFold(k, fieldSignal):
-		return keyContentSignal
+	switch lower(k[0]) { // the first letter tells which names to try
+	case 'u':
+		if hasPrefixFold(k, "user-agent") || hasPrefixFold(k, "useragent") || hasPrefixFold(k, "user agent") {
+			return keyUserAgent
+		}
+	case 'a':
+		if hasPrefixFold(k, "allow") {
+			return keyAllow
+		}
+	case 'd':
+		if hasPrefixFold(k, "disallow") || hasPrefixFold(k, "dissallow") || hasPrefixFold(k, "dissalow") ||
+			hasPrefixFold(k, "disalow") || hasPrefixFold(k, "diasllow") || hasPrefixFold(k, "disallaw") {
+			return keyDisallow
+		}
+	case 's':
+		if hasPrefixFold(k, "sitemap") || hasPrefixFold(k, "site-map") {
+			return keySitemap
+		}
+	case 'c':
+		switch {
+		case hasPrefixFold(k, "crawl-delay"):
+			return keyCrawlDelay
+		case len(k) == len(fieldUsage) && hasPrefixFold(k, fieldUsage):
+			return keyContentUsage
+		case len(k) == len(fieldSignal) && hasPrefixFold(k, fieldSignal):
+			return keyContentSignal
+		}
 	}
 	return keyUnknown
 }
@@ -388,7 +395,11 @@ func hasPrefixFold(b []byte, prefix string) bool {
 		return false
 	}
 	for i := 0; i < len(prefix); i++ {
-		if lower(b[i]) != prefix[i] {
+		c, p := b[i], prefix[i]
+		if 'a' <= p && p <= 'z' {
+			c |= 0x20 // a letter's two cases; no other byte folds onto it
+		}
+		if c != p {
 			return false
 		}
 	}
@@ -496,7 +507,7 @@ const hexDigits = "0123456789ABCDEF"
 // percent-encoded.
 func writeEscapedPattern(w *strings.Builder, v []byte) {
 	start := 0
-	for i := 0; i < len(v); i++ {
+	for i := plainPrefix(v); i < len(v); i++ {
 		c := v[i]
 		if c != '%' && c < 0x80 {
 			continue
@@ -517,6 +528,22 @@ func writeEscapedPattern(w *strings.Builder, v []byte) {
 		start = i + 1
 	}
 	w.Write(v[start:])
+}
+
+// plainPrefix returns how many bytes v starts with that escaping keeps
+// as they are (ASCII, not '%'), eight at a time: most patterns are all
+// such bytes.
+func plainPrefix(v []byte) int {
+	const ones, highs, percents = 0x0101010101010101, 0x8080808080808080, 0x2525252525252525
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := binary.LittleEndian.Uint64(v[i:])
+		x := w ^ percents // a zero byte where v has '%'
+		if (w|(x-ones)&^x)&highs != 0 {
+			break // a byte ≥ 0x80 or a '%' in these eight: the loop finds it
+		}
+	}
+	return i
 }
 
 func isHex(c byte) bool {

@@ -1,6 +1,7 @@
 package robots
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -431,6 +432,38 @@ func BenchmarkLongTarget(b *testing.B) {
 		Normalize(target)
 		for r := range LenientReadings(target) {
 			_ = r
+		}
+	}
+}
+
+// writeEscapedPattern skips plain bytes eight at a time: a byte to escape
+// at every position of a long pattern, against a byte-by-byte escape.
+func TestWriteEscapedPatternEveryPosition(t *testing.T) {
+	naive := func(v []byte) string {
+		var b strings.Builder
+		for i := 0; i < len(v); i++ {
+			switch c := v[i]; {
+			case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
+				b.WriteByte('%')
+				b.WriteByte(upper(v[i+1]))
+				b.WriteByte(upper(v[i+2]))
+				i += 2
+			case c >= 0x80:
+				fmt.Fprintf(&b, "%%%02X", c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		return b.String()
+	}
+	for _, special := range []string{"%", "%2f", "%zz", "\xc3\xa9", "\xff"} {
+		for pos := range 24 {
+			v := []byte(strings.Repeat("a", pos) + special + strings.Repeat("b", 20))
+			var b strings.Builder
+			writeEscapedPattern(&b, v)
+			if got, want := b.String(), naive(v); got != want {
+				t.Errorf("escape(%q) = %q; want %q", v, got, want)
+			}
 		}
 	}
 }
