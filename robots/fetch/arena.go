@@ -46,6 +46,7 @@ type arena struct {
 	cur    *slab   // where the next copy goes
 	mapped int64   // bytes mapped
 	live   int64   // bytes of copies held
+	moved  int64   // copies compact has moved, for tests
 	// alloc maps n bytes, unmap returns them (mmap on Unix, the heap
 	// elsewhere); tests replace them to count.
 	alloc func(n int) ([]byte, error)
@@ -172,6 +173,7 @@ func (a *arena) compact() {
 			emptiest.live -= int(old.n)
 			a.live -= int64(old.n)
 			g.ref = ref
+			a.moved++
 		}
 		a.release(emptiest)
 	}

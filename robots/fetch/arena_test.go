@@ -2,9 +2,14 @@ package fetch
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
 	"testing"
+	"time"
 )
 
 // copyBytes is the content of state i's copy number v: every copy's bytes
@@ -78,5 +83,62 @@ func TestArenaChurn(t *testing.T) {
 	a.releaseAll()
 	if unmaps != maps {
 		t.Errorf("%d slabs mapped, %d unmapped after releaseAll", maps, unmaps)
+	}
+}
+
+// The cold tier through the cache, under churn: origins (a real server on
+// loopback) answer a new robots.txt, of a new size, at each fetch, and
+// every copy expires each round, so copies are replaced, the slabs hold
+// holes and compaction moves copies. Every answer must be the origin's
+// latest file, cold or hot.
+func TestCacheColdCopiesUnderChurn(t *testing.T) {
+	var mu sync.Mutex
+	version := map[string]int{}
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		mu.Lock()
+		version[host]++
+		v := version[host]
+		mu.Unlock()
+		fmt.Fprintf(w, "User-agent: *\nDisallow: /only-%s/\nDisallow: /v%d/\n", host, v)
+		rng := rand.New(rand.NewPCG(uint64(v), uint64(len(host))))
+		for range 20 + rng.IntN(300) { // a size of its own, little to compress
+			fmt.Fprintf(w, "Disallow: /%x/\n", rng.Uint64())
+		}
+	})
+	addr := o.Listener.Addr().String()
+	clock := newFakeClock()
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	fetcher := testFetcher(FetcherOptions{Now: clock.Now, Transport: NewTransport(TransportOptions{DialContext: dial})})
+	c := newTestCache(t, clock, CacheOptions{Fetcher: fetcher, TTL: time.Minute})
+	const sites, rounds = 150, 6
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range rounds {
+		for range 3 * sites {
+			i := rng.IntN(sites)
+			site := Origin{Scheme: "http", Host: fmt.Sprintf("site%d.test", i), Port: 80}
+			a := mustGet(t, c, site)
+			mu.Lock()
+			v := version[site.Host]
+			mu.Unlock()
+			if a.Entry == nil || a.Entry.Rules.Allowed("Bot", fmt.Sprintf("http://h/only-%s/x", site.Host)) ||
+				a.Entry.Rules.Allowed("Bot", fmt.Sprintf("http://h/v%d/", v)) || !a.Entry.Rules.Allowed("Bot", "http://h/other") {
+				t.Fatalf("round %d, %s: not its latest rules (version %d): %+v", round, site.Host, v, a)
+			}
+		}
+		c.Wait()
+		clock.Advance(time.Minute + time.Second) // every copy expires
+	}
+	c.mu.Lock()
+	mapped, live, moved := c.arena.mapped, c.arena.live, c.arena.moved
+	c.mu.Unlock()
+	t.Logf("%d bytes mapped for %d held; %d copies moved by compaction", mapped, live, moved)
+	if moved == 0 {
+		t.Error("compaction never ran: the churn did not exercise it")
+	}
+	if mapped > live+live/4+2*slabSize {
+		t.Errorf("%d bytes mapped for %d held: more than a quarter and two slabs over", mapped, live)
 	}
 }
