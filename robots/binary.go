@@ -40,14 +40,16 @@ func (r *Robots) AppendBinary(b []byte) ([]byte, error) {
 		flags |= 1
 	}
 	b = append(b, flags)
-	b = appendUints(b, uint64(r.size), uint64(r.lines), uint64(r.nGlobal), uint64(r.nAgents), uint64(len(r.text)))
+	b = appendUints(b, uint64(r.size), uint64(r.lines), uint64(r.nGlobal), uint64(r.nAgents))
+	// Every list's length first, so that DecodeBinary allocates once.
+	b = appendUints(b, uint64(len(r.text)), uint64(len(r.rules)), uint64(len(r.blocks)), uint64(len(r.spans)),
+		uint64(len(r.keys)), uint64(len(r.groups)))
 	b = append(b, r.text...)
 
 	// The rules' fields go column by column, each coded against the
 	// rule before: patterns follow one another in the text and rules
 	// their lines, so two columns are runs of the same byte, which
 	// compression takes to almost nothing.
-	b = binary.AppendUvarint(b, uint64(len(r.rules)))
 	for i := range r.rules {
 		b = binary.AppendUvarint(b, uint64(r.rules[i].n))
 	}
@@ -63,9 +65,8 @@ func (r *Robots) AppendBinary(b []byte) ([]byte, error) {
 		prev = int64(r.rules[i].line)
 	}
 	for i := range r.rules {
-		b = append(b, byte(r.rules[i].flags&(ruleAllow|ruleNormal)))
+		b = append(b, byte(r.rules[i].flags&ruleFlagsAll))
 	}
-	b = binary.AppendUvarint(b, uint64(len(r.blocks)))
 	var prevAgent, prevRule, prevBlockLine int64
 	for i := range r.blocks {
 		bl := &r.blocks[i]
@@ -74,13 +75,11 @@ func (r *Robots) AppendBinary(b []byte) ([]byte, error) {
 		prevAgent, prevRule, prevBlockLine = int64(bl.agentEnd), int64(bl.last), int64(bl.line)
 	}
 	b = appendSpans(b, r.spans)
-	b = binary.AppendUvarint(b, uint64(len(r.keys)))
 	var prevKey, prevGroup int64
 	for _, k := range r.keys {
 		b = appendInts(b, int64(k.start)-prevKey, int64(k.end-k.start), int64(k.first)-prevGroup, int64(k.last-k.first))
 		prevKey, prevGroup = int64(k.end), int64(k.last)
 	}
-	b = binary.AppendUvarint(b, uint64(len(r.groups)))
 	var prevBlock int64
 	for _, g := range r.groups {
 		b = appendInts(b, int64(g)-prevBlock)
@@ -147,7 +146,6 @@ func appendInts(b []byte, vs ...int64) []byte {
 }
 
 func appendSpans(b []byte, spans []span) []byte {
-	b = binary.AppendUvarint(b, uint64(len(spans)))
 	var prev int64
 	for _, s := range spans {
 		b = appendInts(b, int64(s.start)-prev, int64(s.end-s.start))
@@ -171,73 +169,87 @@ func DecodeBinary(data []byte) (*Robots, error) {
 	flags := d.byte()
 	r := &Robots{norm: flags&1 != 0, cold: true}
 	r.size, r.lines, r.nGlobal, r.nAgents = d.int32(), d.int32(), d.int32(), d.int32()
-	text := d.bytes(d.count(1))
-	r.text, r.textCap = string(text), uint32(len(text))
+	nText, nRules, nBlocks, nSpans, nKeys, nGroups := d.uint(), d.uint(), d.uint(), d.uint(), d.uint(), d.uint()
+	// Each record takes at least this many bytes of the form: lengths the
+	// rest of the data cannot hold are refused before anything is
+	// allocated for them.
+	if max(nText, nRules, nBlocks, nSpans, nKeys, nGroups) >= 1<<32 || // and so no sum below overflows
+		nText+4*nRules+6*nBlocks+2*nSpans+4*nKeys+nGroups > uint64(len(d.b)) {
+		d.fail("lengths past the data")
+		nText, nRules, nBlocks, nSpans, nKeys, nGroups = 0, 0, 0, 0, 0, 0
+	}
+	// One allocation holds the text and every list (all made of 4-byte
+	// fields, with no pointers): a cold file is read back once per
+	// decision, and its allocations were a third of the cost.
+	words := recordWords[rule](nRules) + recordWords[block](nBlocks) + recordWords[span](nSpans) +
+		recordWords[agentKey](nKeys) + recordWords[int32](nGroups) + (nText+3)/4
+	mem := make([]uint32, words)
+	r.rules, r.blocks = carve[rule](&mem, nRules), carve[block](&mem, nBlocks)
+	r.spans, r.keys, r.groups = carve[span](&mem, nSpans), carve[agentKey](&mem, nKeys), carve[int32](&mem, nGroups)
+	if nText > 0 {
+		text := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(mem))), nText)
+		copy(text, d.bytes(int(nText)))
+		r.text, r.textCap = unsafe.String(&text[0], len(text)), uint32(nText) // never written again
+	}
 
-	if n := d.count(4); n > 0 {
-		r.rules = make([]rule, n)
-		for i := range r.rules {
-			r.rules[i].n = uint16(d.uintMax(math.MaxUint16))
-		}
-		var pat int64
-		for i := range r.rules {
-			ru := &r.rules[i]
-			pat += d.int()
-			ru.pat = d.u32(pat)
-			pat += int64(ru.n)
-		}
-		var line int64
-		for i := range r.rules {
-			line += d.int()
-			r.rules[i].line = d.i32(line)
-		}
-		for i := range r.rules {
-			ru := &r.rules[i]
-			if ru.flags = ruleFlags(d.byte()); ru.flags&^(ruleAllow|ruleNormal) != 0 {
-				d.fail("rule flags out of range")
-			}
+	for i := range r.rules {
+		r.rules[i].n = uint16(d.uintMax(math.MaxUint16))
+	}
+	var pat int64
+	for i := range r.rules {
+		ru := &r.rules[i]
+		pat += d.int()
+		ru.pat = d.u32(pat)
+		pat += int64(ru.n)
+	}
+	var line int64
+	for i := range r.rules {
+		line += d.int()
+		r.rules[i].line = d.i32(line)
+	}
+	for i := range r.rules {
+		ru := &r.rules[i]
+		if ru.flags = ruleFlags(d.byte()); ru.flags&^ruleFlagsAll != 0 {
+			d.fail("rule flags out of range")
 		}
 	}
-	if n := d.count(6); n > 0 {
-		r.blocks = make([]block, n)
-		var agent, rule, line int64
-		for i := range r.blocks {
-			bl := &r.blocks[i]
-			agent += d.int()
-			bl.agentStart = d.i32(agent)
-			agent += d.int()
-			bl.agentEnd = d.i32(agent)
-			rule += d.int()
-			bl.first = d.i32(rule)
-			rule += d.int()
-			bl.last = d.i32(rule)
-			line += d.int()
-			bl.line, bl.delay = d.i32(line), d.i32(d.int())
-		}
+	var agent, rule, bline int64
+	for i := range r.blocks {
+		bl := &r.blocks[i]
+		agent += d.int()
+		bl.agentStart = d.i32(agent)
+		agent += d.int()
+		bl.agentEnd = d.i32(agent)
+		rule += d.int()
+		bl.first = d.i32(rule)
+		rule += d.int()
+		bl.last = d.i32(rule)
+		bline += d.int()
+		bl.line, bl.delay = d.i32(bline), d.i32(d.int())
 	}
-	r.spans = d.spans()
-	if n := d.count(4); n > 0 {
-		r.keys = make([]agentKey, n)
-		var start, group int64
-		for i := range r.keys {
-			k := &r.keys[i]
-			start += d.int()
-			k.start = d.u32(start)
-			start += d.int()
-			k.end = d.u32(start)
-			group += d.int()
-			k.first = d.i32(group)
-			group += d.int()
-			k.last = d.i32(group)
-		}
+	var prev int64
+	for i := range r.spans {
+		prev += d.int()
+		start := d.u32(prev)
+		prev += d.int()
+		r.spans[i] = span{start, d.u32(prev)}
 	}
-	if n := d.count(1); n > 0 {
-		r.groups = make([]int32, n)
-		var g int64
-		for i := range r.groups {
-			g += d.int()
-			r.groups[i] = d.i32(g)
-		}
+	var start, group int64
+	for i := range r.keys {
+		k := &r.keys[i]
+		start += d.int()
+		k.start = d.u32(start)
+		start += d.int()
+		k.end = d.u32(start)
+		group += d.int()
+		k.first = d.i32(group)
+		group += d.int()
+		k.last = d.i32(group)
+	}
+	var g int64
+	for i := range r.groups {
+		g += d.int()
+		r.groups[i] = d.i32(g)
 	}
 	var usage []usageSpan
 	if d.byte() == 1 {
@@ -278,10 +290,6 @@ func DecodeBinary(data []byte) (*Robots, error) {
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBinary, d.err)
-	}
-	for i := range r.rules { // what Parse finds of a pattern, found again
-		ru := &r.rules[i]
-		ru.flags |= patternFlags(r.pattern(int32(i)), ru.allow())
 	}
 	r.finishUsage(usage)
 	for i := range r.blocks {
@@ -510,18 +518,27 @@ func (d *decoder) u32(v int64) uint32 {
 	return uint32(v)
 }
 
-func (d *decoder) spans() []span {
-	n := d.count(2)
+// recordWords is how many 4-byte words n records of type T take.
+func recordWords[T any](n uint64) uint64 { return n * uint64(unsafe.Sizeof(*new(T))) / 4 }
+
+// carve returns the first n records of type T of *mem, which it advances
+// past them. T must be made of 4-byte fields with no pointers (the
+// constants below check the sizes): the records live in a []uint32, which
+// the collector does not scan.
+func carve[T any](mem *[]uint32, n uint64) []T {
 	if n == 0 {
 		return nil
 	}
-	spans := make([]span, n)
-	var prev int64
-	for i := range spans {
-		prev += d.int()
-		start := d.u32(prev)
-		prev += d.int()
-		spans[i] = span{start, d.u32(prev)}
-	}
-	return spans
+	s := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(*mem))), n)
+	*mem = (*mem)[recordWords[T](n):]
+	return s
 }
+
+// Every record type carve makes is a whole number of 4-byte words, aligned
+// to at most 4 (a constant below 0 does not compile).
+const (
+	_ = 0 - (unsafe.Sizeof(rule{})%4 + unsafe.Alignof(rule{})/8)
+	_ = 0 - (unsafe.Sizeof(block{})%4 + unsafe.Alignof(block{})/8)
+	_ = 0 - (unsafe.Sizeof(span{})%4 + unsafe.Alignof(span{})/8)
+	_ = 0 - (unsafe.Sizeof(agentKey{})%4 + unsafe.Alignof(agentKey{})/8)
+)

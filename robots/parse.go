@@ -149,6 +149,11 @@ const (
 	ruleNormal                       // the pattern matched is the normalised form, which differs from the file's
 	rulePlain                        // the pattern has no "*" and no final "$": a plain prefix
 	ruleIndex                        // an allow pattern ".../index.htm…": it also allows ".../" exactly (see compile)
+
+	// ruleFlagsAll are the flags a rule can have. The binary form keeps
+	// them: flags that do not fit a rule's pattern (only a forged form has
+	// them) make it decide otherwise, never read out of bounds.
+	ruleFlagsAll = ruleAllow | ruleNormal | rulePlain | ruleIndex
 )
 
 // allow reports whether ru is an allow rule.
