@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,11 @@ func FuzzReportLine(f *testing.F) {
 
 		s := &Summary{}
 		if err := s.Read("fuzz", bytes.NewReader(line)); err != nil {
+			// Bytes that open as gzip (no audit line does) and are no
+			// gzip stream: a clear error naming the file is the answer.
+			if bytes.HasPrefix(line, []byte{0x1f, 0x8b}) && strings.Contains(err.Error(), "fuzz (gzip)") {
+				return
+			}
 			t.Fatal(err)
 		}
 		lines := int64(0)
