@@ -355,7 +355,10 @@ func (s *Server) observeFetch(o fetch.Origin, r *fetch.Result) {
 // its times are not ones robotsgate writes (someone else wrote it). The
 // fleet's Redis store logs and counts its own (cluster_errors_total).
 func (s *Server) badRecord(o fetch.Origin, err error) {
-	if s.cluster == nil {
+	switch {
+	case errors.Is(err, fetch.ErrColdCopy):
+		s.log.Warn("robots.txt cache: a last good copy could not be kept compact; the origin will be fetched again", "origin", o.String(), "err", err)
+	case s.cluster == nil: // the fleet's client logs its own
 		s.log.Warn("robots.txt store: ignoring a record robotsgate did not write", "origin", o.String(), "err", err)
 	}
 }

@@ -1,5 +1,7 @@
 package fetch
 
+import "fmt"
+
 // The cold tier's bytes (cold.go) are kept off the Go heap, in slabs of
 // memory mapped from the OS. On the heap, a hundred thousand cold copies
 // of a kilobyte would cost twice their size: Go's collector lets the heap
@@ -83,7 +85,7 @@ func (a *arena) newSlab(size int) (*slab, error) {
 	size = (size + 4095) &^ 4095
 	mem, err := a.alloc(size)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrColdCopy, err)
 	}
 	s := &slab{id: a.base + uint32(len(a.slabs)), mem: mem}
 	a.slabs = append(a.slabs, s)

@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -140,5 +141,37 @@ func TestCacheColdCopiesUnderChurn(t *testing.T) {
 	}
 	if mapped > live+live/4+2*slabSize {
 		t.Errorf("%d bytes mapped for %d held: more than a quarter and two slabs over", mapped, live)
+	}
+}
+
+// With no memory to map, a fetched copy cannot be kept cold: the answer
+// is still the file's, OnBadRecord hears of it (ErrColdCopy), and the
+// entry is kept hot, its only copy.
+func TestCacheColdCopyWithoutMemory(t *testing.T) {
+	o := newOrigin(t, serveText("User-agent: *\nDisallow: /x\n"))
+	var bad []error
+	var mu sync.Mutex
+	c := newTestCache(t, newFakeClock(), CacheOptions{OnBadRecord: func(_ Origin, err error) {
+		mu.Lock()
+		bad = append(bad, err)
+		mu.Unlock()
+	}})
+	c.mu.Lock()
+	c.arena.alloc = func(int) ([]byte, error) { return nil, errors.New("cannot allocate memory") }
+	c.mu.Unlock()
+	for range 2 {
+		a := mustGet(t, c, o.origin(t))
+		if a.Entry == nil || a.Entry.Rules.Allowed("Bot", "http://h/x") || !a.Entry.Rules.Allowed("Bot", "http://h/y") {
+			t.Fatalf("%+v; want the file's rules", a)
+		}
+		c.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) != 1 || !errors.Is(bad[0], ErrColdCopy) {
+		t.Errorf("OnBadRecord got %v; want one error wrapping ErrColdCopy", bad)
+	}
+	if s := c.Stats(); s.Fetches != 1 || s.Hits != 1 {
+		t.Errorf("%d fetches, %d hits; want one fetch, then a hit of the hot tier", s.Fetches, s.Hits)
 	}
 }

@@ -43,6 +43,10 @@ const (
 // CacheOptions.MaxFetches fetches were in flight and none ended in time.
 var ErrOverloaded = errors.New("too many robots.txt fetches in flight")
 
+// ErrColdCopy is wrapped by the errors OnBadRecord is given for a last
+// good copy the cold tier could not keep or read back.
+var ErrColdCopy = errors.New("robots.txt cache: cold copy")
+
 // ErrClosed is wrapped by the error of a Get on a closed Cache, or whose
 // fetch Close cancelled.
 var ErrClosed = errors.New("robots.txt cache closed")
@@ -108,7 +112,10 @@ type CacheOptions struct {
 	// Failure.Check, or whose times no Cache could have written
 	// (GoodCopy.CheckTimes with TTL, Failure.CheckTimes), for logs and
 	// metrics. err says which part and why. The other part of the same
-	// Record is still used if it passes.
+	// Record is still used if it passes. It is also called, with an error
+	// wrapping ErrColdCopy, for a last good copy the cache could not keep
+	// in its cold tier (no memory to map) or read back (never, unless
+	// memory is corrupted): the origin is then fetched afresh.
 	OnBadRecord func(o Origin, err error)
 }
 

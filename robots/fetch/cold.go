@@ -71,7 +71,7 @@ func freeze(e *Entry) (*coldCopy, []byte, error) {
 	if e.Rules != nil {
 		var err error
 		if bin, err = e.Rules.AppendBinary(nil); err != nil {
-			return nil, nil, fmt.Errorf("keep robots.txt of %s cold: %w", e.Origin, err)
+			return nil, nil, fmt.Errorf("%w: keep robots.txt of %s: %w", ErrColdCopy, e.Origin, err)
 		}
 		// S2 takes a median file's binary form to about half, and reads
 		// it back in well under a microsecond.
@@ -114,7 +114,7 @@ func thaw(o Origin, g *coldCopy, bin []byte, scratch *[]byte) (*Entry, error) {
 		}
 		var err error
 		if bin, err = s2.Decode(dst, bin); err != nil {
-			return nil, fmt.Errorf("read robots.txt of %s back: %w", o, err)
+			return nil, fmt.Errorf("%w: read robots.txt of %s back: %w", ErrColdCopy, o, err)
 		}
 		if scratch != nil {
 			*scratch = bin
@@ -122,7 +122,7 @@ func thaw(o Origin, g *coldCopy, bin []byte, scratch *[]byte) (*Entry, error) {
 	}
 	r, err := robots.DecodeBinary(bin)
 	if err != nil {
-		return nil, fmt.Errorf("read robots.txt of %s back: %w", o, err)
+		return nil, fmt.Errorf("%w: read robots.txt of %s back: %w", ErrColdCopy, o, err)
 	}
 	e.Rules = r
 	return e, nil
