@@ -18,12 +18,14 @@ const heapSlack = 2
 
 // stateOverhead is the heap an origin's state takes besides its good
 // copy and its failure marks: the originState (its own LRU links), its
-// slot in the states map, and a host name of typical length. Maps are
+// slot in the states map, its copy's owner entry in the arena, and a host
+// name of typical length. Maps are
 // counted at the load they average between growths; TestCacheCostMeasured
 // holds the whole to the heap.
 const stateOverhead = int64(0 +
 	(unsafe.Sizeof(originState{})+15)&^15 + // the state, rounded to its size class
 	40 + // states map slot: key and state pointer, and control byte
+	16 + // its copy's entry in its slab's owners (arena.go)
 	32) // the host name
 
 // hotOverhead is the heap an entry of the hot tier takes besides the
