@@ -175,3 +175,49 @@ func TestCacheColdCopyWithoutMemory(t *testing.T) {
 		t.Errorf("%d fetches, %d hits; want one fetch, then a hit of the hot tier", s.Fetches, s.Hits)
 	}
 }
+
+// The hot tier holds what its share of the bound allows: origins asked
+// again and again are promoted past it, the ones that cool are let go
+// (their cold copies answer), and every answer is the origin's own.
+func TestCacheHotTierBounded(t *testing.T) {
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "User-agent: *\nDisallow: /only-%s/\n", r.Host)
+		for i := range 40 { // a block of more than scanMax rules: a matcher once hot
+			fmt.Fprintf(w, "Disallow: /%s/%d/*.pdf$\n", r.Host, i)
+		}
+	})
+	addr := o.Listener.Addr().String()
+	clock := newFakeClock()
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	fetcher := testFetcher(FetcherOptions{Now: clock.Now, Transport: NewTransport(TransportOptions{DialContext: dial})})
+	const maxBytes = 1 << 20
+	c := newTestCache(t, clock, CacheOptions{Fetcher: fetcher, MaxBytes: maxBytes})
+	hotMax := hotShare(maxBytes) / heapSlack
+	const sites = 120
+	for round := range 4 {
+		for i := range sites {
+			site := Origin{Scheme: "http", Host: fmt.Sprintf("site%d.test", i), Port: 80}
+			for range 3 {
+				a := mustGet(t, c, site)
+				if a.Entry == nil || a.Entry.Rules.Allowed("Bot", fmt.Sprintf("http://h/only-%s/x", site.Host)) ||
+					a.Entry.Rules.Allowed("Bot", fmt.Sprintf("http://h/%s/7/a.pdf", site.Host)) || !a.Entry.Rules.Allowed("Bot", "http://h/other") {
+					t.Fatalf("round %d, %s: not its rules: %+v", round, site.Host, a)
+				}
+			}
+			c.Wait()
+			if s := c.Stats(); s.HotBytes > hotMax {
+				t.Fatalf("round %d, %s: the hot tier holds %d bytes; its share is %d", round, site.Host, s.HotBytes, hotMax)
+			}
+		}
+	}
+	s := c.Stats()
+	t.Logf("%d origins, %d held; hot tier %d of %d bytes; %d hits, %d of them cold", sites, s.Origins, s.HotBytes, hotMax, s.Hits, s.ColdHits)
+	if s.Origins != sites || s.Fetches != sites {
+		t.Errorf("%d origins held, %d fetches; want %d of each (nothing evicted from the cold tier)", s.Origins, s.Fetches, sites)
+	}
+	if s.HotBytes == 0 || s.ColdHits == 0 || s.Hits <= s.ColdHits {
+		t.Errorf("hot tier %d bytes, %d hits, %d cold: want both tiers to answer", s.HotBytes, s.Hits, s.ColdHits)
+	}
+}
