@@ -107,12 +107,8 @@ type snapshot struct {
 	env  policy.Env
 }
 
-// newSnapshot compiles cfg into the snapshot of s it makes.
-func (s *Server) newSnapshot(cfg *config.Config) (*snapshot, error) {
-	pol, err := policy.Compile(cfg)
-	if err != nil {
-		return nil, err
-	}
+// newSnapshot makes the snapshot of s for pol, a compiled cfg.
+func (s *Server) newSnapshot(cfg *config.Config, pol *policy.Policy) *snapshot {
 	users := make([]auth.User, len(cfg.Auth.Users))
 	for i, u := range cfg.Auth.Users {
 		users[i] = auth.User{Name: u.Name, PasswordHash: u.PasswordHash}
@@ -125,7 +121,7 @@ func (s *Server) newSnapshot(cfg *config.Config) (*snapshot, error) {
 	if s.cluster != nil {
 		sn.env.Fleet = s.cluster
 	}
-	return sn, nil
+	return sn
 }
 
 // NewServer builds a Server for cfg, which it compiles first: a config
@@ -180,11 +176,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	sn, err := s.newSnapshot(cfg)
-	if err != nil { // compiled above: cannot fail
-		return nil, err
-	}
-	s.snap.Store(sn)
+	s.snap.Store(s.newSnapshot(cfg, pol))
 	if s.cluster != nil {
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
 			s.backoffs.Apply(host, until, why, s.snap.Load().pol.Config().Politeness.MaxBackoff)
@@ -413,11 +405,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // robots.cache_max_bytes, which need a restart (logged). Cached rules are
 // kept. The audit file is reopened.
 func (s *Server) Reload(cfg *config.Config) error {
-	sn, err := s.newSnapshot(cfg)
+	pol, err := policy.Compile(cfg)
 	if err != nil {
 		s.ReloadFailed()
 		return err
 	}
+	sn := s.newSnapshot(cfg, pol)
 	if cfg.Listen != s.listen {
 		s.log.Warn("listen changed: restart to apply", "listen", cfg.Listen)
 	}
