@@ -635,7 +635,9 @@ func (c *Cache) promote(o Origin, g *coldCopy, e *Entry) {
 }
 
 // goodEntry returns st's last good copy as an Entry: the hot tier's if it
-// holds the same copy, else read back; nil if there is none, or it cannot
+// holds the same copy, else read back and offered to the hot tier, so
+// that the requests an unreachable origin's stale copy answers read it
+// back once, not each under the lock; nil if there is none, or it cannot
 // be read back (reported to OnBadRecord). c.mu is held.
 func (c *Cache) goodEntry(st *originState) *Entry {
 	g := st.good
@@ -650,6 +652,7 @@ func (c *Cache) goodEntry(st *originState) *Entry {
 		c.badRecord(st.origin, err)
 		return nil
 	}
+	c.set(st.origin, hot(e))
 	return e
 }
 
