@@ -292,12 +292,7 @@ func DecodeBinary(data []byte) (*Robots, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBinary, d.err)
 	}
 	r.finishUsage(usage)
-	for i := range r.blocks {
-		if b := &r.blocks[i]; b.last-b.first > coldScanMax {
-			r.lazy = newLazyMatchers(len(r.blocks))
-			break
-		}
-	}
+	r.makeLazy()
 	return r, nil
 }
 
@@ -398,16 +393,11 @@ func (r *Robots) Hot() *Robots {
 		return r
 	}
 	h := *r
-	h.cold, h.lazy = false, nil
-	for i := range h.blocks {
-		if b := &h.blocks[i]; b.last-b.first > scanMax {
-			h.lazy = newLazyMatchers(len(h.blocks))
-			if r.lazy != nil {
-				for j := range r.lazy.slots {
-					h.lazy.slots[j].Store(r.lazy.slots[j].Load())
-				}
-			}
-			break
+	h.cold = false
+	h.makeLazy()
+	if h.lazy != nil && r.lazy != nil {
+		for j := range r.lazy.slots {
+			h.lazy.slots[j].Store(r.lazy.slots[j].Load())
 		}
 	}
 	return &h

@@ -350,7 +350,7 @@ func derivedIndex(pat string) int {
 // scanLimit is the most rules a block of r is tested by scan: scanMax,
 // or coldScanMax for a cold file.
 func (r *Robots) scanLimit() int32 {
-	if r != nil && r.cold {
+	if r.Cold() {
 		return coldScanMax
 	}
 	return scanMax

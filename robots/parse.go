@@ -690,11 +690,18 @@ func (r *Robots) index() {
 		}
 	}
 	r.nGlobal = int32(nGlobal)
+	r.makeLazy()
+}
+
+// makeLazy makes room for the matchers of r's blocks (nil if none has
+// more rules than r.scanLimit(): slots for every block, only when one
+// needs a matcher).
+func (r *Robots) makeLazy() {
+	r.lazy = nil
 	for i := range r.blocks {
-		if b := &r.blocks[i]; b.last-b.first > scanMax {
-			// Slots for every block, only when one needs a matcher.
+		if b := &r.blocks[i]; b.last-b.first > r.scanLimit() {
 			r.lazy = newLazyMatchers(len(r.blocks))
-			break
+			return
 		}
 	}
 }
