@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/internal/statefile"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -137,9 +138,8 @@ type ClusterConfig struct {
 // maxSecretFile bounds what is read of [cluster] secret_file.
 const maxSecretFile = 4 << 10
 
-// MinSecretBytes is the shortest [cluster] secret: 256 bits, the size of
-// the MAC it keys (package cluster refuses shorter ones too).
-const MinSecretBytes = 32
+// MinSecretBytes is the shortest [cluster] secret: the fleet client's.
+const MinSecretBytes = cluster.MinSecretBytes
 
 // ReadSecret returns the fleet's secret: Secret, or what SecretFile holds
 // without its trailing line breaks. It fails when neither is set, both

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,8 +75,8 @@ func Compile(c *config.Config) (*Policy, error) {
 // usable when pb holds no problem).
 func compile(c *config.Config, pb *config.Problems) *Policy {
 	p := &Policy{cfg: *c}
-	p.cfg.Agents, p.cfg.Sites = cloneSlice(c.Agents), cloneSlice(c.Sites)
-	p.cfg.Auth.Users = cloneSlice(c.Auth.Users)
+	p.cfg.Agents, p.cfg.Sites = slices.Clone(c.Agents), slices.Clone(c.Sites)
+	p.cfg.Auth.Users = slices.Clone(c.Auth.Users)
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		pb.Addf("listen", "%q is not host:port", c.Listen)
 	}
@@ -120,13 +121,6 @@ func compile(c *config.Config, pb *config.Problems) *Policy {
 	}
 	p.pacing = pacingActive(c)
 	return p
-}
-
-func cloneSlice[S ~[]E, E any](s S) S {
-	if s == nil {
-		return nil
-	}
-	return append(S{}, s...)
 }
 
 // compileUpstream checks [upstream] and parses its next hop.

@@ -180,9 +180,7 @@ func compileSite(s *config.SiteRule, key string, pb *config.Problems) Site {
 	default:
 		oneOf(pb, key+".policy", s.Policy, "allow", "deny", "robots")
 	}
-	if s.MinInterval < 0 {
-		pb.Addf(key+".min_interval", "%v is less than 0s", s.MinInterval)
-	}
+	atLeast(pb, key+".min_interval", s.MinInterval, 0)
 	h, err := siteHost(s.Host)
 	if err != nil {
 		pb.Addf(key+".host", "%v", err)
