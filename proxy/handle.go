@@ -128,8 +128,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
 	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
-	r.Host = d.Origin.Authority() // as decided, not as the client spelt it ("127.0.0.1.:443")
-	r.RequestURI = ""             // it is a client's request now
+	r.RequestURI = "" // it is a client's request now
 	start := time.Now()
 	resp, err := s.send.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {
@@ -284,29 +283,18 @@ func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, s
 // path that starts with "//", which origin-form would turn into an
 // authority.
 func sendAsDecided(r *http.Request, target string, o fetch.Origin, viaProxy bool) {
+	// The authority as decided, in the request line, the Host header and
+	// the address dialled alike: never the client's spelling of it
+	// ("EXAMPLE.COM.", "1572395042", ":0080"), which a next hop or origin
+	// could read otherwise.
+	authority := o.Authority()
 	u := r.URL
-	if u.Hostname() != o.Host {
-		authority := o.Host
-		if strings.IndexByte(authority, ':') >= 0 {
-			authority = "[" + authority + "]"
-		}
-		if p := u.Port(); p != "" {
-			authority += ":" + p
-		}
-		if r.Host == u.Host {
-			r.Host = authority
-		}
-		u.Host = authority
-	}
+	u.Host, r.Host = authority, authority
 	path, query, hasQuery := strings.Cut(target, "?")
 	u.RawQuery, u.ForceQuery = query, hasQuery && query == ""
 	u.Fragment, u.RawFragment = "", ""
 	if viaProxy && u.Scheme == "http" || strings.HasPrefix(path, "//") {
-		host := r.Host
-		if host == "" {
-			host = u.Host
-		}
-		u.Opaque = "//" + host + path // RequestURI: "http://host" + path
+		u.Opaque = "//" + authority + path // RequestURI: "http://host" + path
 	} else {
 		u.Opaque = path
 	}
