@@ -73,7 +73,7 @@ func sameDecisions(t *testing.T, name string, a, b *Robots, tokens, paths []stri
 			t.Errorf("%s: group %q differs", name, tok)
 		}
 		for _, p := range paths {
-			if va, vb := ga.Test(p), gb.Test(p); va != vb {
+			if va, vb := ga.Test(p), gb.Test(p); va.String() != vb.String() {
 				t.Errorf("%s: Group(%q).Test(%q) = %+v; want %+v", name, tok, p, vb, va)
 			}
 			if ua, ub := ga.Usage(p), gb.Usage(p); ua != ub {

@@ -84,7 +84,7 @@ func TestConformance(t *testing.T) {
 		// (scanning) and hot (matchers).
 		cold, hot := tiers(t, r)
 		for _, tr := range []*Robots{cold, hot} {
-			if got := tr.TestURL(c.Agent, c.URL); got != v {
+			if got := tr.TestURL(c.Agent, c.URL); got.String() != v.String() {
 				t.Errorf("%s: TestURL(%q, %q), cold %v = %+v; want %+v", c.Name, c.Agent, c.URL, tr.Cold(), got, v)
 			}
 		}

@@ -79,7 +79,7 @@ func TestDifferentialRandom(t *testing.T) {
 				t.Fatalf("case %d: TestURL(%q, %q) by matchers = %+v; by scan %+v\nrobots.txt: %q", i, tok, u, m, v, body)
 			}
 			cold, hot := tiers(t, r)
-			if c, h := cold.TestURL(tok, u), hot.TestURL(tok, u); c != v || h != v {
+			if c, h := cold.TestURL(tok, u), hot.TestURL(tok, u); c.String() != v.String() || h.String() != v.String() {
 				t.Fatalf("case %d: TestURL(%q, %q) cold = %+v, hot = %+v; want %+v\nrobots.txt: %q", i, tok, u, c, h, v, body)
 			}
 		}
@@ -126,7 +126,7 @@ func FuzzMatch(f *testing.F) {
 		}
 		// So must both tiers of a cache.
 		cold, hot := tiers(t, r)
-		if c, h := cold.TestURL(agent, url), hot.TestURL(agent, url); c != v || h != v {
+		if c, h := cold.TestURL(agent, url), hot.TestURL(agent, url); c.String() != v.String() || h.String() != v.String() {
 			t.Fatalf("TestURL(%q, %q) cold = %+v, hot = %+v; want %+v\nrobots.txt: %q", agent, url, c, h, v, body)
 		}
 	})

@@ -3,6 +3,7 @@ package robots
 import (
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 )
@@ -12,11 +13,11 @@ type Verdict struct {
 	Allowed bool
 	Line    int // the deciding rule's line in robots.txt, as the reference's matching_line(); 0 if none matched
 
-	// The deciding rule, which Rule spells out: its pattern as escaped
-	// (a view of the file's text) and its directive. A cached file keeps
-	// no "disallow: " per rule, and a decision writes none.
-	pattern string
-	allow   bool
+	// The deciding rule, which Rule spells out from the rules it is one
+	// of: a decision looks up neither its pattern nor its directive, and
+	// a cached file keeps no "disallow: " per rule.
+	r    *Robots
+	rule int32
 }
 
 // Rule returns the deciding rule, e.g. "disallow: /private" or "allow:
@@ -24,17 +25,33 @@ type Verdict struct {
 // an empty pattern), or "" if none matched. It allocates: call it to
 // report a decision, not to make one.
 func (v Verdict) Rule() string {
-	if v.Line == 0 {
+	if v.Line == 0 || v.r == nil {
 		return ""
 	}
 	dir := "disallow:"
-	if v.allow {
+	if v.r.rules[v.rule].allow() {
 		dir = "allow:"
 	}
-	if v.pattern == "" {
+	pattern := v.r.filePattern(v.rule)
+	if pattern == "" {
 		return dir
 	}
-	return dir + " " + v.pattern
+	return dir + " " + pattern
+}
+
+// String spells v out for a log or a test: "allowed" when no rule
+// matched, else the answer, the line and the rule, e.g. "disallowed by
+// line 3, disallow: /private". Two verdicts on the same path by copies of
+// one file are equal when their strings are.
+func (v Verdict) String() string {
+	answer := "disallowed"
+	if v.Allowed {
+		answer = "allowed"
+	}
+	if v.Line == 0 {
+		return answer
+	}
+	return answer + " by line " + strconv.Itoa(v.Line) + ", " + v.Rule()
 }
 
 // Group is the set of rules that applies to one product token: every group
@@ -179,8 +196,7 @@ func (g Group) test(path string, scanLimit int32, w *Budget) Verdict {
 
 // verdict returns the Verdict decided by rule i.
 func (r *Robots) verdict(allowed bool, i int32) Verdict {
-	ru := &r.rules[i]
-	return Verdict{Allowed: allowed, Line: int(ru.line), pattern: r.filePattern(i), allow: ru.allow()}
+	return Verdict{Allowed: allowed, Line: int(r.rules[i].line), r: r, rule: i}
 }
 
 // TestURL decides url for token exactly as the reference's
