@@ -174,7 +174,7 @@ func DecodeBinary(data []byte) (*Robots, error) {
 	// rest of the data cannot hold are refused before anything is
 	// allocated for them.
 	if max(nText, nRules, nBlocks, nSpans, nKeys, nGroups) >= 1<<32 || // and so no sum below overflows
-		nText+4*nRules+6*nBlocks+2*nSpans+4*nKeys+nGroups > uint64(len(d.b)) {
+		nText+4*nRules+6*nBlocks+2*nSpans+4*nKeys+nGroups > uint64(d.left()) {
 		d.fail("lengths past the data")
 		nText, nRules, nBlocks, nSpans, nKeys, nGroups = 0, 0, 0, 0, 0, 0
 	}
@@ -282,7 +282,7 @@ func DecodeBinary(data []byte) (*Robots, error) {
 			}
 		}
 	}
-	if d.err == nil && len(d.b) > 0 {
+	if d.err == nil && d.left() > 0 {
 		d.fail("trailing bytes")
 	}
 	if d.err == nil {
@@ -408,55 +408,62 @@ func (r *Robots) Hot() *Robots {
 func (r *Robots) Cold() bool { return r != nil && r.cold }
 
 // decoder reads the binary form, remembering the first problem: every
-// read after it returns zero values.
+// read after it returns zero values. It reads b from i on: an index,
+// rather than a slice cut down at each read, is one word to keep in a
+// register through the decoding loops.
 type decoder struct {
 	b   []byte
+	i   int
 	err error
 }
+
+// left is how many bytes are still to be read.
+func (d *decoder) left() int { return len(d.b) - d.i }
 
 func (d *decoder) fail(why string) {
 	if d.err == nil {
 		d.err = errors.New(why)
 	}
-	d.b = nil
+	d.b, d.i = nil, 0
 }
 
 func (d *decoder) byte() byte {
-	if len(d.b) == 0 {
+	if d.i >= len(d.b) {
 		d.fail("short")
 		return 0
 	}
-	c := d.b[0]
-	d.b = d.b[1:]
+	c := d.b[d.i]
+	d.i++
 	return c
 }
 
 func (d *decoder) bytes(n int) []byte {
-	if n < 0 || n > len(d.b) {
+	if n < 0 || n > d.left() {
 		d.fail("short")
 		return make([]byte, max(n, 0)) // zeros, never read: d.err is set
 	}
-	p := d.b[:n]
-	d.b = d.b[n:]
+	p := d.b[d.i : d.i+n]
+	d.i += n
 	return p
 }
 
 func (d *decoder) uint() uint64 {
-	if len(d.b) > 0 && d.b[0] < 0x80 { // most values are deltas of one byte
-		v := uint64(d.b[0])
-		d.b = d.b[1:]
-		return v
+	if d.i < len(d.b) {
+		if c := d.b[d.i]; c < 0x80 { // most values are deltas of one byte
+			d.i++
+			return uint64(c)
+		}
 	}
 	return d.uvarint()
 }
 
 func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
+	v, n := binary.Uvarint(d.b[d.i:])
 	if n <= 0 {
 		d.fail("bad varint")
 		return 0
 	}
-	d.b = d.b[n:]
+	d.i += n
 	return v
 }
 
@@ -481,7 +488,7 @@ func (d *decoder) uintMax(hi uint64) uint64 {
 // is allocated for it.
 func (d *decoder) count(min int) int {
 	n := d.uint()
-	if n > uint64(len(d.b)/min) {
+	if n > uint64(d.left()/min) {
 		d.fail("count past the data")
 		return 0
 	}
