@@ -431,7 +431,11 @@ func TestServe(t *testing.T) {
 	if addr == "" {
 		t.Fatalf("no listen address in the startup lines:\n%s", stderr.String())
 	}
-	for _, want := range []string{"mode=enforce", "config=" + cfgPath, "HTTP_PROXY=http://" + addr} {
+	// The startup lines follow the listening one: wait for the last.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "pacing on") && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
+	for _, want := range []string{"mode=enforce", "config=" + cfgPath, "HTTP_PROXY=http://" + addr,
+		`msg="pacing on: requests to one site start no closer than its Crawl-delay or min_interval" crawl_delay="honoured, at most 30s"`} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("startup lines lack %q:\n%s", want, stderr.String())
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -88,6 +89,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if ca := s.CA(); ca != nil {
 		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca says how)", "ca", ca.CertPath)
 	}
+	logPacing(logger, cfg)
+	if cfg.Cluster.Redis != "" {
+		logger.Info("fleet: robots.txt copies, pacing and back-off shared through Redis", "redis", redisAddr(cfg.Cluster.Redis), "key_prefix", cfg.Cluster.KeyPrefix)
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -123,4 +128,41 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 	}
+}
+
+// logPacing says at startup what pacing is in force ([politeness]):
+// whether Crawl-delay is honoured, any interval of its own, how long a
+// request may be held, and the origins' own back-off.
+func logPacing(logger *slog.Logger, cfg *config.Config) {
+	pc := cfg.Politeness
+	sites := 0
+	for _, st := range cfg.Sites {
+		if st.MinInterval > 0 {
+			sites++
+		}
+	}
+	backoff := "off (politeness.honour_retry_after = false)"
+	if pc.HonourRetryAfter {
+		backoff = "429 and 503 with Retry-After hold the origin, at most " + pc.MaxBackoff.String()
+	}
+	if !pc.CrawlDelay && pc.MinInterval <= 0 && sites == 0 {
+		logger.Warn("pacing off: requests to one site are not spaced (politeness.crawl_delay = false, no min_interval)", "origin_backoff", backoff)
+		return
+	}
+	crawlDelay := "ignored (politeness.crawl_delay = false)"
+	if pc.CrawlDelay {
+		crawlDelay = "honoured, at most " + pc.MaxDelay.String()
+	}
+	logger.Info("pacing on: requests to one site start no closer than its Crawl-delay or min_interval", "crawl_delay", crawlDelay, "min_interval", pc.MinInterval.String(),
+		"sites_with_own_interval", sites, "held_at_most", pc.MaxWait.String(), "origin_backoff", backoff)
+}
+
+// redisAddr is the Redis URL u as a startup line may show it: its
+// password, if any, left out.
+func redisAddr(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
 }

@@ -152,7 +152,7 @@ func TestMetrics(t *testing.T) {
 		"robotsgate_upstream_duration_seconds_count 2",
 		"robotsgate_open_connections ",
 		"robotsgate_open_tunnels 0",
-		"robotsgate_paced_wait_seconds_count 0",
+		"robotsgate_paced_wait_seconds_count 2", // pacing is on by default: both forwarded requests were paced, with no wait
 		`robotsgate_config_reloads_total{result="success"} 0`,
 		"robotsgate_origin_backoffs_total 0",
 		"go_goroutines ", // the standard collectors every dashboard expects

@@ -219,7 +219,7 @@ func Default() *Config {
 			TunnelIdleTimeout: 5 * time.Minute,
 			MaxConnections:    4096,
 		},
-		Politeness: PolitenessConfig{MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
+		Politeness: PolitenessConfig{CrawlDelay: true, MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
 		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:"},
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
 	}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+)
+
+// TestLogPacing checks that the startup line says what pacing is in force.
+func TestLogPacing(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  func(*config.Config)
+		want []string
+	}{
+		{"defaults", func(*config.Config) {}, []string{
+			"level=INFO", "pacing on", `crawl_delay="honoured, at most 30s"`, "held_at_most=2m0s",
+			`origin_backoff="429 and 503 with Retry-After hold the origin, at most 10m0s"`}},
+		{"off", func(c *config.Config) { c.Politeness.CrawlDelay = false }, []string{
+			"level=WARN", "pacing off", "politeness.crawl_delay = false"}},
+		{"interval only", func(c *config.Config) {
+			c.Politeness.CrawlDelay, c.Politeness.MinInterval = false, 2*time.Second
+		}, []string{"pacing on", `crawl_delay="ignored (politeness.crawl_delay = false)"`, "min_interval=2s"}},
+		{"a site's interval", func(c *config.Config) {
+			c.Politeness.CrawlDelay, c.Politeness.HonourRetryAfter = false, false
+			c.Sites = []config.SiteRule{{Host: "a.example", MinInterval: time.Second}}
+		}, []string{"pacing on", "sites_with_own_interval=1", `origin_backoff="off (politeness.honour_retry_after = false)"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			tt.set(cfg)
+			var buf bytes.Buffer
+			logPacing(slog.New(slog.NewTextHandler(&buf, nil)), cfg)
+			for _, w := range tt.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("%q lacks %q", buf.String(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestRedisAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":            "redis://127.0.0.1:6379/0",
+		"rediss://:s3cret@redis.internal:6380": "rediss://:xxxxx@redis.internal:6380",
+		"redis://user:pw@h:1":                  "redis://user:xxxxx@h:1",
+	} {
+		if got := redisAddr(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("redisAddr(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
