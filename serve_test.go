@@ -46,7 +46,7 @@ func TestLogPacing(t *testing.T) {
 
 func TestRedisAddr(t *testing.T) {
 	for in, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":            "redis://127.0.0.1:6379/0",
+		"redis://127.0.0.1:6379/0":             "redis://127.0.0.1:6379/0",
 		"rediss://:s3cret@redis.internal:6380": "rediss://:xxxxx@redis.internal:6380",
 		"redis://user:pw@h:1":                  "redis://user:xxxxx@h:1",
 	} {
