@@ -556,10 +556,22 @@ func TestCACommand(t *testing.T) {
 	if code != 0 || out != dir+"/state/ca.pem\n" {
 		t.Fatalf("ca: %q exit %d", out, code)
 	}
-	for _, want := range []string{"curl --cacert", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "update-ca-certificates", "Dockerfile"} {
+	for _, want := range []string{"curl --cacert", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "update-ca-certificates", "Dockerfile",
+		"certutil -d sql:$HOME/.pki/nssdb -A -t C,, -n robotsgate -i " + dir + "/state/ca.pem", "http://127.0.0.1:8080/ca.pem",
+		"the CA of state directory " + dir + "/state (" + cfg + ")", "WARNING: there was no CA there, so a new one was made just now"} {
 		if !strings.Contains(errOut, want) {
-			t.Errorf("trust help lacks %q", want)
+			t.Errorf("trust help lacks %q:\n%s", want, errOut)
 		}
+	}
+	// The second time, the CA is there: no warning.
+	if _, errOut, code := runCmd(t, "", "ca", "-config", cfg); code != 0 || strings.Contains(errOut, "WARNING") {
+		t.Errorf("ca again: exit %d\n%s", code, errOut)
+	}
+	// Given files are named as the config's.
+	given := dir + "/given.toml"
+	os.WriteFile(given, []byte("[tls]\nca_cert = \""+dir+"/state/ca.pem\"\nca_key = \""+dir+"/state/ca-key.pem\"\n"), 0o644)
+	if _, errOut, code := runCmd(t, "", "ca", "-config", given); code != 0 || !strings.Contains(errOut, "the CA of [tls] ca_cert and ca_key of "+given) {
+		t.Errorf("ca with given files: exit %d\n%s", code, errOut)
 	}
 }
 

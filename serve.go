@@ -87,7 +87,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("point clients at it (curl reads only the lower-case http_proxy)", "http_proxy", proxyURL, "https_proxy", proxyURL,
 		"HTTP_PROXY", proxyURL, "HTTPS_PROXY", proxyURL, "example", "curl -x "+proxyURL+" http://example.com/")
 	if ca := s.CA(); ca != nil {
-		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca says how)", "ca", ca.CertPath)
+		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca -config FILE says how)", "ca", ca.CertPath, "ca_url", "http://"+addr+"/ca.pem")
 	}
 	logPacing(logger, cfg)
 	if cfg.Cluster.Redis != "" {

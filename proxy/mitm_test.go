@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -643,5 +644,47 @@ func TestMITMReuse(t *testing.T) {
 	defer mu.Unlock()
 	if len(remotes) != 1 {
 		t.Errorf("the origin saw %d connections for 5 requests; want 1, reused", len(remotes))
+	}
+}
+
+// TestCAServed: the proxy's own listener serves the CA it signs with at
+// /ca.pem, to any client and from any page (a certificate is public); a
+// client that trusts only what it fetched there gets through a tunnel.
+// In tunnel mode there is no CA, and /ca.pem says so.
+func TestCAServed(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, "User-agent: *\nAllow: /\n", "a.example", "127.0.0.1")
+	p := startMITM(t, pki, nil)
+	req, _ := http.NewRequest(http.MethodGet, p.url.String()+"/ca.pem", nil)
+	req.Header.Set("Origin", "https://elsewhere.example") // a page of another site may link it
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-pem-file" || !bytes.Equal(pemBytes, p.srv.CA().PEM()) {
+		t.Fatalf("/ca.pem: %d %v\n%s", resp.StatusCode, resp.Header, pemBytes)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatal("/ca.pem does not parse")
+	}
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(p.url), TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	defer c.CloseIdleConnections()
+	if resp, body := get(t, c, "https://a.example:"+port+"/x"); resp.StatusCode != 200 {
+		t.Errorf("through the tunnel with the served CA: %d %q", resp.StatusCode, body)
+	}
+
+	tp := startMITM(t, pki, func(c *config.Config) { c.TLS.Mode = "tunnel" })
+	resp, err = http.Get(tp.url.String() + "/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), "tunnel") {
+		t.Errorf("/ca.pem in tunnel mode: %d %q", resp.StatusCode, body)
 	}
 }

@@ -269,12 +269,17 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
 	gp.KeepAcceptEncoding = true // bodies pass as the origin encoded them
 	gp.KeepHeader = false        // Proxy-Authorization never reaches the origin
+	var caPEM []byte
+	if ca := s.CA(); ca != nil {
+		caPEM = ca.PEM()
+	}
 	s.admin = admin.New(admin.Options{
 		Snapshot: func() (*policy.Policy, *auth.Authenticator) { sn := s.snap.Load(); return sn.pol, sn.auth },
 		Cache:    s.cache,
 		Cluster:  s.cluster,
 		Metrics:  s.metrics.handler,
 		Board:    s.board,
+		CA:       caPEM,
 		Private:  s.private,
 		Now:      s.opts.Now,
 	})

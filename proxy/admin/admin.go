@@ -1,5 +1,5 @@
 // Package admin serves the requests made to the proxy itself rather than
-// through it: /healthz, /metrics, the robots.txt cache (/robots,
+// through it: /healthz, /metrics, /ca.pem, the robots.txt cache (/robots,
 // /robots/purge), the status page and its JSON (/status, /status.json),
 // and the decision API (POST /v1/decide), each under its access rule.
 package admin
@@ -31,6 +31,9 @@ type Options struct {
 	Cluster  *cluster.Client // the fleet's Redis; nil: this instance alone
 	Metrics  http.Handler    // serves /metrics
 	Board    *Board          // what /status shows besides the cache
+	// CA is the PEM certificate of the CA the proxy signs with, served
+	// at /ca.pem; nil in tunnel mode, which decrypts nothing.
+	CA []byte
 	// Private is the decision API's block_private lookup.
 	Private policy.PrivateLookup
 	Now     func() time.Time
@@ -55,7 +58,7 @@ func New(o Options) *Handler {
 // the robots.txt cache, the status page and the decision API; each but
 // the first two only to the clients allowed admits.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && !sameOrigin(r) {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/ca.pem" && !sameOrigin(r) {
 		http.Error(w, "robotsgate: the operator endpoints answer no request sent by a page of another site", http.StatusForbidden)
 		return
 	}
@@ -68,6 +71,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
 		h.o.Metrics.ServeHTTP(w, r)
+	case r.URL.Path == "/ca.pem" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.serveCA(w)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
 		if _, ok := h.allowed(r, openWithoutAuth); !ok {
 			adminForbidden(w)
@@ -108,6 +113,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// serveCA answers /ca.pem, to anyone who can reach the listener: a CA's
+// certificate is public, and a client must have it before it can use
+// the proxy for HTTPS.
+func (h *Handler) serveCA(w http.ResponseWriter) {
+	if h.o.CA == nil {
+		http.Error(w, "robotsgate: tls.mode is \"tunnel\": HTTPS is not decrypted, and there is no CA to trust", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	w.Header().Set("Content-Disposition", `attachment; filename="robotsgate-ca.pem"`)
+	w.Header().Set("Cache-Control", "no-cache") // a restart with another CA serves another
+	w.Write(h.o.CA)
 }
 
 // statusAllowed applies the operator surface's access rule to the status

@@ -22,6 +22,24 @@ func TestSampleConfigIsDefault(t *testing.T) {
 	}
 }
 
+// TestLocalConfig proves that local.toml, the config for trying robotsgate
+// on one's own machine, is the defaults but for what its comment says.
+func TestLocalConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(filepath.Join("..", "..", "local.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source, cfg.lines = "", nil
+	want := Default()
+	want.TLS.StateDir = ".robotsgate"
+	want.Upstream.BlockPrivate = false
+	want.Audit.File, want.Audit.LogAllowed = ".robotsgate/audit.log", true
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("local.toml = %+v\nwant %+v", cfg, want)
+	}
+}
+
 func TestConfigSyntaxError(t *testing.T) {
 	t.Parallel()
 	_, err := Parse("x.toml", []byte("listen = \"a:1\"\nmode = \n"))

@@ -37,7 +37,10 @@ type CA struct {
 	Key      crypto.Signer
 	CertPath string
 	KeyPath  string
-	certDER  []byte
+	// Created says the CA was made by the LoadOrCreate that returned it:
+	// clients trust no certificate of it yet.
+	Created bool
+	certDER []byte
 }
 
 // caValidity is how long a CA made by robotsgate is valid.
@@ -156,7 +159,7 @@ func createCA(certPath, keyPath string, now time.Time) (*CA, error) {
 		return nil, fmt.Errorf("write CA certificate: %w", err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	return &CA{Cert: cert, Key: key, CertPath: certPath, KeyPath: keyPath, certDER: der}, nil
+	return &CA{Cert: cert, Key: key, CertPath: certPath, KeyPath: keyPath, Created: true, certDER: der}, nil
 }
 
 func writeNew(path string, data []byte, mode os.FileMode) error {
@@ -217,9 +220,17 @@ func TrustHelp(certPath, keyPath, listen string) string {
   OpenSSL, Go:      export SSL_CERT_FILE=$PWD/bundle.pem (the same bundle: it replaces the roots)
   Scrapy:           nothing: it does not verify certificates by default (robotsgate verifies upstream)
   Node.js:          export NODE_EXTRA_CA_CERTS=%[1]s
+  Chromium, Chrome: certutil -d sql:$HOME/.pki/nssdb -A -t C,, -n robotsgate -i %[1]s
+                    (certutil: Debian's libnss3-tools; a browser never started has no
+                    database yet: mkdir -p ~/.pki/nssdb && certutil -d sql:$HOME/.pki/nssdb
+                    -N --empty-password first; restart the browser. Firefox keeps its own:
+                    Settings, Certificates, Import)
   Debian/Ubuntu:    sudo cp %[1]s /usr/local/share/ca-certificates/robotsgate.crt && sudo update-ca-certificates
   Dockerfile:       COPY robotsgate-ca.pem /usr/local/share/ca-certificates/robotsgate.crt
                     RUN update-ca-certificates
+
+The running proxy serves the certificate it signs with, whatever its config:
+  curl -o robotsgate-ca.pem http://%[3]s/ca.pem
 
 Anyone with the key (%[2]s) can impersonate any site to these clients: keep it private.
 `, certPath, keyPath, listen)
