@@ -197,8 +197,8 @@ func (s *Server) shareBackoff(host string) {
 func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport string, err error, d *policy.Decision) *http.Response {
 	switch {
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
-		d.Action, d.Reason = policy.ActionOverloaded, "shutting down before the origin answered"
-		return answer.Text(r, http.StatusServiceUnavailable, d.Action, s.opts.Now(), "robotsgate: shutting down before the origin answered; retry\n")
+		d.Action, d.Reason = policy.ActionShuttingDown, "shutting down before the origin answered"
+		return s.respond(p, r, d)
 	case bodyStalled(r.Body, err):
 		d.Action, d.Reason, d.Status = policy.ActionBadRequest, reasonBodyStalled, http.StatusRequestTimeout
 		resp := s.respond(p, r, d)

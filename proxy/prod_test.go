@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,7 +201,134 @@ func TestShutdownAnswersInFlight(t *testing.T) {
 	ctx, cancel := contextWithTimeout(200 * time.Millisecond)
 	defer cancel()
 	p.srv.Shutdown(ctx)
-	if resp := <-done; resp != nil && (resp.StatusCode != 503 || resp.Header.Get("X-Robots-Gate") != "overloaded") {
-		t.Errorf("in-flight at shutdown: %d %q; want 503", resp.StatusCode, resp.Header.Get("X-Robots-Gate"))
+	if resp := <-done; resp != nil && (resp.StatusCode != 503 || resp.Header.Get("X-Robots-Gate") != "shutting-down" || resp.Header.Get("Retry-After") != "5") {
+		t.Errorf("in-flight at shutdown: %d %v; want 503 shutting-down", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestShutdownAnswersHeld: requests still held when the drain time is up
+// — for their turn under Crawl-delay (pacing is on by default), or by an
+// origin's back-off — are answered 503 shutting-down with Retry-After,
+// audited with that reason, and never sent; those whose turn came while
+// draining were served.
+func TestShutdownAnswersHeld(t *testing.T) {
+	t.Parallel()
+	paced := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.3\n", nil)
+	// Another host (pacing and back-off are per host, whatever the port).
+	var busyHits atomic.Int64
+	busy := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			io.WriteString(w, "User-agent: *\nAllow: /\n")
+			return
+		}
+		busyHits.Add(1)
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skip("no 127.0.0.2 on this machine's loopback:", err)
+	}
+	busy.Listener = ln
+	busy.Start()
+	t.Cleanup(busy.Close)
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	if resp, _ := get(t, c, busy.URL+"/first"); resp.StatusCode != 429 { // the origin's 429 backs it off for 60 s
+		t.Fatalf("busy origin: %d", resp.StatusCode)
+	}
+	const n = 6 // 0.3 s apart: the first three or so start within the drain time
+	type answer struct {
+		code        int
+		gate, retry string
+		err         error
+	}
+	answers := make(chan answer, n+1)
+	send := func(u string) {
+		resp, err := c.Get(u)
+		if err != nil {
+			answers <- answer{err: err}
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		answers <- answer{resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), nil}
+	}
+	for i := range n {
+		go send(fmt.Sprintf("%s/page/%d", paced.URL, i))
+	}
+	go send(busy.URL + "/second")
+	// Every request is held (or started) before the shutdown begins.
+	for deadline := time.Now().Add(5 * time.Second); p.srv.pacer.Waiting("127.0.0.1") < n-1 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
+	defer cancel()
+	p.srv.Shutdown(ctx)
+	served, stopped := 0, 0
+	for range n + 1 {
+		switch a := <-answers; {
+		case a.err != nil:
+			t.Errorf("a held request got no answer: %v", a.err)
+		case a.code == 200:
+			served++
+		case a.code == 503 && a.gate == "shutting-down" && a.retry == "5":
+			stopped++
+		default:
+			t.Errorf("held request: %d %q Retry-After %q; want 200, or 503 shutting-down", a.code, a.gate, a.retry)
+		}
+	}
+	if served < 2 || stopped < 3 {
+		t.Errorf("%d served while draining, %d answered shutting-down; want at least 2 and 3", served, stopped)
+	}
+	sent := int64(0)
+	for i := range n {
+		sent += paced.count(fmt.Sprintf("/page/%d", i))
+	}
+	if sent != int64(served) {
+		t.Errorf("%d pages reached the origin; want the %d served", sent, served)
+	}
+	if busyHits.Load() != 1 {
+		t.Error("a request held by the origin's back-off reached it")
+	}
+	reasons := map[string]int{}
+	for _, rec := range p.auditLines(t) {
+		if rec["decision"] == "shutting-down" {
+			reasons[rec["reason"].(string)]++
+			if rec["status"] != 503.0 {
+				t.Errorf("audited with status %v; want 503", rec["status"])
+			}
+		}
+	}
+	if reasons["shutting down while it waited for its turn"] != stopped-1 ||
+		reasons["shutting down while the origin's back-off ("+busy.URL+" answered 429 with Retry-After: 60) held it"] != 1 {
+		t.Errorf("audited reasons %v; want %d held for their turn, 1 by the back-off", reasons, stopped-1)
+	}
+}
+
+// TestShutdownAnswersFetchWait: a request waiting on its origin's
+// robots.txt when the drain time is up is answered shutting-down too.
+func TestShutdownAnswersFetchWait(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
+	o.robotsDelay.Store(int64(time.Second))
+	p := startProxy(t, loopbackConfig())
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := p.client().Get(o.URL + "/page")
+		if err != nil {
+			t.Errorf("request waiting on robots.txt: %v; want an answer", err)
+		}
+		done <- resp
+	}()
+	for deadline := time.Now().Add(5 * time.Second); o.count("/robots.txt") == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	ctx, cancel := contextWithTimeout(100 * time.Millisecond)
+	defer cancel()
+	p.srv.Shutdown(ctx)
+	if resp := <-done; resp == nil || resp.StatusCode != 503 || resp.Header.Get("X-Robots-Gate") != "shutting-down" {
+		t.Fatalf("waiting on robots.txt at shutdown: %v; want 503 shutting-down", resp)
+	}
+	if rec := p.lastAudit(t); rec["reason"] != "shutting down while its robots.txt was being fetched" || o.count("/page") != 0 {
+		t.Errorf("audit %v, /page sent %d times", rec, o.count("/page"))
 	}
 }

@@ -85,10 +85,12 @@ type Server struct {
 	backoffs *pace.Backoffs
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
 	cluster *cluster.Client
-	// stopping ends when a shutdown's drain time is up: requests still
-	// waiting on an origin are then answered 503 rather than cut.
+	// stopping ends, with policy.ErrShuttingDown, when a shutdown's drain
+	// time is up: every request's context derives from it, so that
+	// requests still held or waiting on an origin are then answered 503
+	// rather than cut.
 	stopping context.Context
-	stop     context.CancelFunc
+	stop     func()
 
 	// Read once at start: a change needs a restart.
 	listen        string
@@ -132,7 +134,8 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	o.fill()
-	stopping, stop := context.WithCancel(context.Background())
+	stopping, cancel := context.WithCancelCause(context.Background())
+	stop := func() { cancel(policy.ErrShuttingDown) }
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
@@ -304,6 +307,9 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 func (s *Server) newHTTPServer(lim config.LimitsConfig, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler: s,
+		// Every request's context ends, with policy.ErrShuttingDown, when
+		// a shutdown's drain time is up: those still held are answered.
+		BaseContext: func(net.Listener) context.Context { return s.stopping },
 		// A request's body is read from its connection, whose deadline
 		// guardBody sets before each read.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -89,7 +89,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	ci.tunnel.Origin, _ = fetch.OriginOf(scheme, ci.tunnel.Authority)
 	opts := h1.Options{
 		Scheme: scheme, Authority: ci.tunnel.Authority, RemoteAddr: r.RemoteAddr, Logger: s.log,
-		Context: context.WithValue(context.Background(), connectKey{}, ci),
+		Context: context.WithValue(s.stopping, connectKey{}, ci), // ends, like every request's, when a shutdown's drain time is up
 	}
 	if tc != nil {
 		opts.OnUpgrade = func() { tc.setIdle(lim.TunnelIdleTimeout) } // a WebSocket is idle-timed like a tunnel

@@ -75,6 +75,10 @@ func plainAnswer(r *http.Request, d *policy.Decision, now time.Time) *http.Respo
 		resp := Text(r, http.StatusServiceUnavailable, d.Action, now, "robotsgate: "+d.Reason+"\n")
 		resp.Header.Set("Retry-After", "1")
 		return resp
+	case policy.ActionShuttingDown:
+		resp := Text(r, http.StatusServiceUnavailable, d.Action, now, fmt.Sprintf("robotsgate: %s was not sent: %s; retry\n", DisplayURL(r), d.Reason))
+		resp.Header.Set("Retry-After", strconv.Itoa(ShutdownRetryAfter))
+		return resp
 	case policy.ActionPaced:
 		resp := Text(r, http.StatusTooManyRequests, d.Action, now, fmt.Sprintf("robotsgate: %s is %s\n", DisplayURL(r), d.Reason))
 		resp.Header.Set("Retry-After", strconv.Itoa(max(1, int((d.Waited+time.Second-1)/time.Second))))
@@ -82,6 +86,11 @@ func plainAnswer(r *http.Request, d *policy.Decision, now time.Time) *http.Respo
 	}
 	return Text(r, http.StatusInternalServerError, d.Action, now, "robotsgate: "+d.Reason+"\n")
 }
+
+// ShutdownRetryAfter is the Retry-After, in seconds, of the requests a
+// shutdown answers: about what a restart, or a balancer's move to
+// another instance, takes.
+const ShutdownRetryAfter = 5
 
 // Text builds one of the proxy's own answers to r: status code,
 // X-Robots-Gate: gate, and body as plain text, dated now.

@@ -319,6 +319,8 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision) {
 	switch {
 	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, reasonFetches
+	case stopped(ctx):
+		d.Action, d.Reason = ActionShuttingDown, "shutting down while its robots.txt was being fetched"
 	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
 	case r.Kind == KindConnect:
@@ -327,6 +329,17 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision) {
 		decideAnswer(ctx, d, a, r.Target, w.Now())
 		d.judgeUsage()
 	}
+}
+
+// ErrShuttingDown is the cause the server cancels every request's context
+// with when its drain time runs out: a request then held (for its turn, an
+// origin's back-off, a robots.txt fetch) is answered ActionShuttingDown,
+// not left without an answer.
+var ErrShuttingDown = errors.New("shutting down")
+
+// stopped reports whether ctx ended because the proxy is shutting down.
+func stopped(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShuttingDown)
 }
 
 // report applies report mode to d: a block by robots.txt (its rules or its
@@ -366,6 +379,8 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: pacing as many hosts as it remembers; room in %v", pe.Wait.Round(time.Millisecond)), pe.Wait
 	case errors.As(err, &pe):
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn (gap %v)", pe.Wait.Round(time.Millisecond), gap), pe.Wait
+	case errors.Is(err, ErrShuttingDown):
+		d.Action, d.Reason = ActionShuttingDown, "shutting down while it waited for its turn"
 	default: // the client gave up waiting
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
 	}
@@ -393,6 +408,9 @@ func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap time.Du
 		d.Paced, d.Waited = true, wait
 	case <-ctx.Done():
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+		if stopped(ctx) {
+			d.Action, d.Reason = ActionShuttingDown, "shutting down while it waited for its turn in the fleet"
+		}
 	}
 	return true
 }
@@ -463,6 +481,9 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 		return true
 	case <-ctx.Done():
 		d.Action, d.Reason = ActionPaced, fmt.Sprintf("client left while the origin's back-off (%s) held it", why)
+		if stopped(ctx) {
+			d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf("shutting down while the origin's back-off (%s) held it", why)
+		}
 		return false
 	}
 }

@@ -42,6 +42,7 @@ const (
 	ActionAuth
 	ActionOverloaded
 	ActionUsageRefused // the site refuses a purpose the request declares
+	ActionShuttingDown // held (pacing, back-off, a robots.txt fetch) when the proxy's drain time ran out
 	numActions
 )
 
@@ -54,7 +55,7 @@ var actionNames = [numActions]string{
 	ActionAllowed: "allowed", ActionDisallowed: "disallowed", ActionDenied: "denied", ActionPrivate: "private-address",
 	ActionUnreachable: "unreachable", ActionPaced: "paced", ActionWouldBlock: "would-block", ActionUpstream: "upstream-error",
 	ActionBadRequest: "bad-request", ActionMisdirected: "misdirected", ActionAuth: "auth-required", ActionOverloaded: "overloaded",
-	ActionUsageRefused: "usage-refused",
+	ActionUsageRefused: "usage-refused", ActionShuttingDown: "shutting-down",
 }
 
 // String returns the action's X-Robots-Gate value ("allowed" for
@@ -115,6 +116,7 @@ const (
 	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
 	reasonTooCostly  = "bad request: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
 	reasonLeft       = "client left while the request was being decided"
+	reasonStopped    = "shutting down while the request was being decided"
 )
 
 // DecideWork is the work bound of deciding one request's path, in the
@@ -357,6 +359,9 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	case left:
 		d.Verdict, d.Usage = robots.Verdict{}, robots.Usage{}
 		d.Action, d.Reason = ActionDisallowed, reasonLeft
+		if stopped(ctx) {
+			d.Action, d.Reason = ActionShuttingDown, reasonStopped
+		}
 		return
 	}
 	d.setVerdictAction(noGroup)
