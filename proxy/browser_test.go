@@ -124,6 +124,49 @@ func TestBrowserBlockStyleReload(t *testing.T) {
 	}
 }
 
+// TestBlockStylePerAgent: one instance answers a scraper plainly and a
+// browser browser-style, by an [[agents]] rule's block_style, which wins
+// over [responses] either way; a rule with only a block style keeps the
+// token of the User-Agent header.
+func TestBlockStylePerAgent(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /img/\n\nUser-agent: Scrapy\nDisallow: /\n", nil)
+	const chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36"
+	for _, tt := range []struct {
+		global, rule  string
+		chrome, other int // the statuses of a blocked image
+	}{
+		{"plain", "browser", 200, 403},
+		{"browser", "plain", 403, 200},
+	} {
+		cfg := loopbackConfig()
+		cfg.Responses.BlockStyle = tt.global
+		cfg.Agents = []config.AgentRule{{UserAgent: "*Chrome/*", BlockStyle: tt.rule}}
+		p := startProxy(t, cfg)
+		c := p.client()
+		resp, _ := get(t, c, o.URL+"/img/a.png", "Sec-Fetch-Dest", "image", "User-Agent", chrome)
+		if resp.StatusCode != tt.chrome || resp.Header.Get("X-Robots-Gate") != "disallowed" {
+			t.Errorf("global %s, rule %s: Chrome's image: %d %v; want %d", tt.global, tt.rule, resp.StatusCode, resp.Header, tt.chrome)
+		}
+		resp, _ = get(t, c, o.URL+"/img/a.png", "Sec-Fetch-Dest", "image", "User-Agent", "Scrapy/2.8 (+https://scrapy.org)")
+		if resp.StatusCode != tt.other || resp.Header.Get("X-Robots-Gate-Rule") != "disallow: / (line 5)" {
+			t.Errorf("global %s, rule %s: Scrapy's image: %d %v; want %d by Scrapy's own group", tt.global, tt.rule, resp.StatusCode, resp.Header, tt.other)
+		}
+		if rec := p.lastAudit(t); rec["token"] != "Scrapy" {
+			t.Errorf("audit %v; want Scrapy's token", rec)
+		}
+	}
+	if o.count("/img/a.png") != 0 {
+		t.Error("a blocked image reached the origin")
+	}
+	// A bad style is named with its key.
+	cfg := loopbackConfig()
+	cfg.Agents = []config.AgentRule{{UserAgent: "*Chrome/*", BlockStyle: "fancy"}}
+	if _, err := policy.Compile(cfg); err == nil || !strings.Contains(err.Error(), "agents[0].block_style") {
+		t.Errorf("Compile(block_style = fancy) = %v; want an error naming agents[0].block_style", err)
+	}
+}
+
 // TestBrowserBlockPageEscaped: the HTML page shows the URL as text, never
 // as markup, wherever in it the markup was put.
 func TestBrowserBlockPageEscaped(t *testing.T) {

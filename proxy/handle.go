@@ -36,7 +36,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	}
 	var d policy.Decision
 	sn.pol.Decide(r.Context(), &sn.env, &req, &d)
-	if resp := s.respond(sn.pol, r, &d); resp != nil {
+	if resp := s.respond(r, &d); resp != nil {
 		r.Body.Close() // not sent: its server may drop it (h1 waits for this)
 		s.finish(sn.pol, r, &d, resp.StatusCode, "")
 		return r, resp
@@ -54,7 +54,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	req := requestOf(r, policy.KindConnect, "https", host, "/")
 	var d policy.Decision
 	p.Decide(r.Context(), &sn.env, &req, &d)
-	if resp := s.respond(p, r, &d); resp != nil {
+	if resp := s.respond(r, &d); resp != nil {
 		ctx.Resp = resp
 		s.finish(p, r, &d, resp.StatusCode, host)
 		return goproxy.RejectConnect, host
@@ -161,7 +161,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		// The body is withheld: closing it unread closes the origin
 		// connection, which no later request can then inherit half-read.
 		resp.Body.Close()
-		resp = s.respond(p, r, d)
+		resp = s.respond(r, d)
 		s.finish(p, r, d, resp.StatusCode, "")
 		return resp
 	}
@@ -198,15 +198,15 @@ func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport str
 	switch {
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
 		d.Action, d.Reason = policy.ActionShuttingDown, "shutting down before the origin answered"
-		return s.respond(p, r, d)
+		return s.respond(r, d)
 	case bodyStalled(r.Body, err):
 		d.Action, d.Reason, d.Status = policy.ActionBadRequest, reasonBodyStalled, http.StatusRequestTimeout
-		resp := s.respond(p, r, d)
+		resp := s.respond(r, d)
 		resp.Header.Set("Connection", "close") // the rest of the body is not read: nothing more can follow on the connection
 		return resp
 	case errors.Is(err, upstream.ErrPrivateAddress):
 		d.Action, d.Reason = policy.ActionPrivate, policy.ReasonPrivate
-		return s.respond(p, r, d)
+		return s.respond(r, d)
 	}
 	code := http.StatusBadGateway
 	if fetch.ErrorKind(err) == "timeout" {
@@ -244,10 +244,10 @@ func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, s
 	s.record(p, r, d, status, connect)
 }
 
-// respond returns robotsgate's own answer to r for d, in p's block style;
+// respond returns robotsgate's own answer to r for d, in d's block style;
 // nil when d lets r go to its origin.
-func (s *Server) respond(p *policy.Policy, r *http.Request, d *policy.Decision) *http.Response {
-	return answer.For(p.BlockStyle(), r, d, s.opts.Now())
+func (s *Server) respond(r *http.Request, d *policy.Decision) *http.Response {
+	return answer.For(d.Style, r, d, s.opts.Now())
 }
 
 // record writes the audit record of an answer, when it is to be logged

@@ -107,6 +107,9 @@ type AgentRule struct {
 	Token     string
 	Also      []string
 	Purpose   []string // purposes declared for matching requests: "ai-train", "ai-input", "search"
+	// BlockStyle, when set ("plain" or "browser"), answers the matching
+	// requests' blocks in that style rather than [responses] block_style.
+	BlockStyle string
 }
 
 // SiteRule is one [[sites]] entry.

@@ -306,12 +306,13 @@ func (d *decoder) agentTables(dst *[]AgentRule) func(string, any) {
 		d.tables(k, v, func(i int, m map[string]any) {
 			var a AgentRule
 			d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
-				"user_agent": d.str(&a.UserAgent),
-				"client":     d.strs(&a.Client),
-				"user":       d.str(&a.User),
-				"token":      d.str(&a.Token),
-				"also":       d.strs(&a.Also),
-				"purpose":    d.strs(&a.Purpose),
+				"user_agent":  d.str(&a.UserAgent),
+				"client":      d.strs(&a.Client),
+				"user":        d.str(&a.User),
+				"token":       d.str(&a.Token),
+				"also":        d.strs(&a.Also),
+				"purpose":     d.strs(&a.Purpose),
+				"block_style": d.str(&a.BlockStyle),
 			})
 			*dst = append(*dst, a)
 		})

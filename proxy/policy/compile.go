@@ -105,13 +105,7 @@ func compile(c *config.Config, pb *config.Problems) *Policy {
 	compileLimits(c, pb)
 	compilePoliteness(c, pb)
 	compileCluster(c, pb)
-	switch c.Responses.BlockStyle {
-	case "plain":
-	case "browser":
-		p.blockStyle = BlockBrowser
-	default:
-		oneOf(pb, "responses.block_style", c.Responses.BlockStyle, "plain", "browser")
-	}
+	p.blockStyle = compileBlockStyle(pb, "responses.block_style", c.Responses.BlockStyle)
 	users := compileUsers(c.Auth.Users, pb)
 	for i := range p.cfg.Agents {
 		p.agentRules = append(p.agentRules, compileAgent(&p.cfg.Agents[i], fmt.Sprintf("agents[%d]", i), users, pb))
@@ -240,6 +234,19 @@ func checkTokens(pb *config.Problems, key string, toks []string) {
 			pb.Addf(fmt.Sprintf("%s[%d]", key, j), "%q is not a product token (letters, \"_\" and \"-\")", t)
 		}
 	}
+}
+
+// compileBlockStyle checks and compiles a block_style value (key is its
+// path).
+func compileBlockStyle(pb *config.Problems, key, v string) BlockStyle {
+	switch v {
+	case "plain":
+		return BlockPlain
+	case "browser":
+		return BlockBrowser
+	}
+	oneOf(pb, key, v, "plain", "browser")
+	return BlockPlain
 }
 
 func oneOf(pb *config.Problems, key, v string, allowed ...string) {

@@ -143,14 +143,26 @@ const (
 // report mode, and last the pacing of what goes through. A request that
 // is not allowed leaves with the first step that refuses it.
 func (p *Policy) Decide(ctx context.Context, w *Env, r *Request, d *Decision) {
-	if !frame(r, d) || !p.authenticate(ctx, w, r, d) || !p.locate(ctx, w, r, d) || !declare(r, d) {
+	d.Style = p.blockStyle
+	if !frame(r, d) || !p.authenticate(ctx, w, r, d) {
+		return
+	}
+	// Step 3's rule, found once its user is known: its block style
+	// answers from here on.
+	var rule *agentRule
+	if len(p.agentRules) > 0 {
+		if rule = p.agentRule(r); rule != nil && rule.hasStyle {
+			d.Style = rule.style
+		}
+	}
+	if !p.locate(ctx, w, r, d) || !declare(r, d) {
 		return
 	}
 	if r.Kind == KindConnect && p.tlsMode == TLSMITM {
 		d.Action, d.Reason = ActionAllowed, reasonMITM
 		return
 	}
-	p.judge(ctx, w, r, d)
+	p.judge(ctx, w, r, d, rule)
 	if r.Kind != KindCheck {
 		p.report(d)
 	}
@@ -291,12 +303,12 @@ func declare(r *Request, d *Decision) bool {
 // judge runs steps 3 to 7b: the agent and declared purposes, the
 // /robots.txt exemption, site rules, the origin's robots.txt, and its usage
 // statements.
-func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision) {
+func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rule *agentRule) {
 	if r.Agents != nil {
 		d.Agents = Agents{list: r.Agents}
 	} else {
 		var ps Purposes
-		d.Agents, ps = p.Agents(r)
+		d.Agents, ps = p.agentsOf(rule, r)
 		d.Purposes |= ps
 	}
 	d.explain = r.Kind == KindCheck

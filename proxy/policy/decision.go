@@ -133,6 +133,7 @@ type Decision struct {
 	Action     Action         // ActionAllowed, or the answer robotsgate makes
 	Reason     string         // why, in words
 	Status     int            // the status of the proxy's own answer when not the action's usual one (414 for a bad request); 0: the usual
+	Style      BlockStyle     // how a block is answered: the matching [[agents]] rule's block_style, else [responses]
 	Origin     fetch.Origin   // zero when the URL has none
 	Target     string         // the request-target decided on, as sent; "" before step 1
 	Agents     Agents         // the tokens obeyed

@@ -34,9 +34,6 @@ func (p *Policy) Mode() Mode { return p.mode }
 // TLSMode is how CONNECT tunnels are served.
 func (p *Policy) TLSMode() TLSMode { return p.tlsMode }
 
-// BlockStyle is [responses] block_style, as compiled.
-func (p *Policy) BlockStyle() BlockStyle { return p.blockStyle }
-
 // UpstreamProxy is upstream.proxy parsed; nil: direct.
 func (p *Policy) UpstreamProxy() *url.URL { return p.upstreamProxy }
 
@@ -57,15 +54,27 @@ func (p *Policy) private(ctx context.Context, w *Env, host string) bool {
 // matching [[agents]] rule's, else the User-Agent header's product token,
 // else default_agent; and the purposes that rule declares.
 func (p *Policy) Agents(r *Request) (Agents, Purposes) {
-	var purposes Purposes
+	return p.agentsOf(p.agentRule(r), r)
+}
+
+// agentRule returns the first [[agents]] rule that matches r, or nil.
+func (p *Policy) agentRule(r *Request) *agentRule {
 	for i := range p.agentRules {
 		if a := &p.agentRules[i]; a.matches(r) {
-			if len(a.tokens) > 0 {
-				return Agents{list: a.tokens}, a.purposes
-			}
-			purposes = a.purposes // a rule that only declares purposes
-			break
+			return a
 		}
+	}
+	return nil
+}
+
+// agentsOf is Agents for r, whose first matching rule is a (nil: none).
+func (p *Policy) agentsOf(a *agentRule, r *Request) (Agents, Purposes) {
+	var purposes Purposes
+	if a != nil {
+		if len(a.tokens) > 0 {
+			return Agents{list: a.tokens}, a.purposes
+		}
+		purposes = a.purposes // a rule that only declares purposes, or a block style
 	}
 	tok := robots.TokenFromUserAgent(r.UserAgent)
 	if tok == "" {

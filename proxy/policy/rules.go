@@ -79,6 +79,8 @@ type agentRule struct {
 	user     string         // "": any user
 	tokens   []string       // token, then also; none: the User-Agent header's
 	purposes Purposes       // declared for the requests it matches
+	style    BlockStyle     // how the requests it matches are answered a block, when hasStyle
+	hasStyle bool
 }
 
 // compileAgent checks a (key is its path) and compiles it.
@@ -87,8 +89,11 @@ func compileAgent(a *config.AgentRule, key string, users map[string]bool, pb *co
 	if a.UserAgent == "" && len(a.Client) == 0 && a.User == "" {
 		pb.Addf(key, "needs at least one of user_agent, client, user to match on")
 	}
-	if a.Token == "" && len(a.Also) == 0 && len(a.Purpose) == 0 {
-		pb.Addf(key, "needs token, also or purpose: the tokens to obey, or the purposes to declare")
+	if a.Token == "" && len(a.Also) == 0 && len(a.Purpose) == 0 && a.BlockStyle == "" {
+		pb.Addf(key, "needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block")
+	}
+	if a.BlockStyle != "" {
+		ar.style, ar.hasStyle = compileBlockStyle(pb, key+".block_style", a.BlockStyle), true
 	}
 	for j, name := range a.Purpose {
 		ps, err := ParsePurposes([]string{name})
