@@ -181,10 +181,21 @@ func (c *Client) decodePurge(channel, payload string) (purgeMessage, fetch.Origi
 	return m, o, err
 }
 
+// subscribeWait bounds the wait for Redis to confirm a subscription at
+// start.
+const subscribeWait = 2 * time.Second
+
 // subscribe hands every message on channel to handle, until Close; a
 // message handle cannot read is counted and logged as foreign.
 func (c *Client) subscribe(channel string, handle func(channel, payload string) error) {
 	sub := c.rdb.Subscribe(c.ctx, channel)
+	// go-redis does not wait for Redis to confirm a subscription, and a
+	// message published before it is lost: wait for it, briefly. With
+	// Redis down the instance starts alone, and Channel subscribes once
+	// Redis is back.
+	ctx, cancel := context.WithTimeout(c.ctx, subscribeWait)
+	sub.Receive(ctx)
+	cancel()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
@@ -70,4 +71,35 @@ func TestOriginBackoff(t *testing.T) {
 		t.Errorf("the origin was reached inside its back-off")
 	}
 	mu.Unlock()
+}
+
+// TestBackoffReleasedOneAtATime: when an origin's back-off ends, the
+// requests it held leave one at a time, BackoffRelease apart (pacing off,
+// so no other gap applies), never as a burst; each is served.
+func TestBackoffReleasedOneAtATime(t *testing.T) {
+	t.Parallel()
+	var refused sync.Once
+	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			refused.Do(func() {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+			})
+		}
+	})
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.CrawlDelay = false }))
+	starts := logStarts(p)
+	if resp, _ := get(t, p.client(), o.URL+"/busy"); resp.StatusCode != 429 {
+		t.Fatalf("/busy: %d; want the origin's 429", resp.StatusCode)
+	}
+	const n = 3
+	for i, code := range fire(t, p.client(), o.URL+"/held", n) {
+		if code != 200 {
+			t.Errorf("held request %d: %d; want 200 after the back-off", i, code)
+		}
+	}
+	checkGaps(t, starts.gaps(t, o.URL), n-1, policy.BackoffRelease, 500*time.Millisecond)
+	if got := o.count("/held"); got != n {
+		t.Errorf("the origin got /held %d times; want %d", got, n)
+	}
 }

@@ -375,18 +375,27 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 	if p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil && !p.holdForOrigin(ctx, w, d) {
 		return
 	}
-	if !p.pacing || w.Pacer == nil {
+	held := d.Paced // by the origin's back-off, for held
+	if !p.pacing && !held || w.Pacer == nil {
 		return
 	}
 	gap := paceGap(&p.cfg, d)
+	if held {
+		// The back-off has just ended for every request it held: they
+		// leave one at a time, never as a burst at a site that asked for
+		// a pause.
+		gap = max(gap, BackoffRelease)
+	}
 	if w.Fleet != nil && p.paceFleet(ctx, w, d, gap) {
 		return
 	}
-	waited, err := w.Pacer.Wait(ctx, d.Origin.Host, gap, pace.Limits{MaxWait: p.cfg.Politeness.MaxWait, MaxDelay: p.cfg.Politeness.MaxDelay})
+	heldFor := d.Waited
+	lim := pace.Limits{MaxWait: p.cfg.Politeness.MaxWait - heldFor, MaxDelay: max(p.cfg.Politeness.MaxDelay, gap)}
+	waited, err := w.Pacer.Wait(ctx, d.Origin.Host, gap, lim)
 	var pe *pace.WaitError
 	switch {
 	case err == nil:
-		d.Paced, d.Waited = true, waited
+		d.Paced, d.Waited = true, heldFor+waited
 	case errors.As(err, &pe) && pe.Full:
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: pacing as many hosts as it remembers; room in %v", pe.Wait.Round(time.Millisecond)), pe.Wait
 	case errors.As(err, &pe):
@@ -398,11 +407,16 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 	}
 }
 
+// BackoffRelease is the least gap between the starts of the requests an
+// origin's back-off held, once it ends: the pacing interval when it is
+// longer.
+const BackoffRelease = time.Second
+
 // paceFleet paces d with the fleet's shared slots ([cluster]): every
 // instance's requests to a host keep one gap between them. It reports
 // whether it did; with Redis unavailable, the caller paces locally.
 func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap time.Duration) bool {
-	wait, ok, err := w.Fleet.Reserve(ctx, d.Origin.Host, gap, p.cfg.Politeness.MaxWait)
+	wait, ok, err := w.Fleet.Reserve(ctx, d.Origin.Host, gap, p.cfg.Politeness.MaxWait-d.Waited) // less what a back-off held it
 	switch {
 	case err != nil:
 		return false
@@ -417,7 +431,7 @@ func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap time.Du
 	defer t.Stop()
 	select {
 	case <-t.C:
-		d.Paced, d.Waited = true, wait
+		d.Paced, d.Waited = true, d.Waited+wait
 	case <-ctx.Done():
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
 		if stopped(ctx) {
