@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,7 @@ type Client struct {
 	retryAt   time.Time
 	lastErr   string
 	errors    atomic.Int64
+	lastDial  atomic.Pointer[dialFailure] // the last connection that could not be made
 
 	lastMalformed atomic.Int64 // unix nanos of the last malformed-value log line
 	// lost wakes the watcher when a call finds Redis gone, so that it
@@ -151,8 +153,20 @@ func New(o Options) (*Client, error) {
 	rand.Read(id)
 	seal := newSealer(o.Secret)
 	o.Secret = nil // kept in the sealer only
-	c := &Client{opts: o, rdb: redis.NewClient(ro), id: hex.EncodeToString(id), seal: seal,
+	c := &Client{opts: o, id: hex.EncodeToString(id), seal: seal,
 		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource), lost: make(chan struct{}, 1)}
+	// A call that cannot connect ends when its OpTimeout does, with
+	// "context deadline exceeded": the dial's own error says what
+	// happened, and is kept for Status.
+	dial := redis.NewDialer(ro)
+	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			c.lastDial.Store(&dialFailure{err: err.Error(), at: time.Now()})
+		}
+		return conn, err
+	}
+	c.rdb = redis.NewClient(ro)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.watch()
@@ -218,7 +232,7 @@ func (c *Client) Close() error {
 // Status is the breaker's state, for /healthz and /status.json.
 type Status struct {
 	Up        bool      `json:"up"`
-	Since     time.Time `json:"since"` // when it went down; zero when up
+	Since     time.Time `json:"since,omitzero"` // when it went down; zero (and left out of JSON) when up
 	Errors    int64     `json:"errors"`
 	LastError string    `json:"last_error"`
 }
@@ -246,9 +260,13 @@ func (c *Client) do(ctx context.Context, fn func(context.Context) error) error {
 		return ErrDown
 	}
 	c.mu.Unlock()
+	start := time.Now()
 	opCtx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
 	err := fn(opCtx)
 	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = c.timedOut(start)
+	}
 	switch {
 	case err == nil || errors.Is(err, redis.Nil):
 		c.up()
@@ -258,6 +276,21 @@ func (c *Client) do(ctx context.Context, fn func(context.Context) error) error {
 	}
 	c.failed(err)
 	return err
+}
+
+// A dialFailure is a connection to Redis that could not be made.
+type dialFailure struct {
+	err string
+	at  time.Time
+}
+
+// timedOut describes a call begun at start that OpTimeout cut: with the
+// error of a connection tried since, which is what happened.
+func (c *Client) timedOut(start time.Time) error {
+	if d := c.lastDial.Load(); d != nil && !d.at.Before(start) {
+		return fmt.Errorf("no answer within %v: %s", c.opts.OpTimeout, d.err)
+	}
+	return fmt.Errorf("no answer within %v (%w)", c.opts.OpTimeout, context.DeadlineExceeded)
 }
 
 func (c *Client) up() {
