@@ -470,6 +470,9 @@ func TestServe(t *testing.T) {
 	writeFile("[upstream]\nblock_private = false\n[[sites]]\nhost = \"127.0.0.1\"\npolicy = \"deny\"\nreason = \"test\"\n")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	waitFor(t, func() bool { return strings.Contains(stderr.String(), "config reloaded") }, "a reload")
+	if !strings.Contains(stderr.String(), `msg="config reloaded" config=`+cfgPath+" changed=sites") {
+		t.Errorf("the reload line does not name the key that changed:\n%s", stderr.String())
+	}
 	if s := status("/page"); s != 403 {
 		t.Errorf("after reload /page: %d; want 403 (site deny)", s)
 	}

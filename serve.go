@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -104,17 +105,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case err := <-done:
 			return err
 		case <-hup:
-			cfg, err := load()
+			next, err := load()
 			if err != nil {
 				s.ReloadFailed()
 				logger.Error("reload failed: keeping the running config", "err", err)
 				continue
 			}
-			if err := s.Reload(cfg); err != nil {
+			if err := s.Reload(next); err != nil {
 				logger.Error("reload failed: keeping the running config", "err", err)
 				continue
 			}
-			logger.Info("config reloaded", "config", source)
+			changed := config.Changed(cfg, next)
+			if len(changed) == 0 {
+				changed = []string{"nothing"}
+			}
+			logger.Info("config reloaded", "config", source, "changed", strings.Join(changed, " "))
+			cfg = next
 		case <-ctx.Done():
 			logger.Info("shutting down: draining requests (a second signal exits at once)")
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
