@@ -237,7 +237,15 @@ func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, s
 		scheme = r.URL.Scheme
 	}
 	s.metrics.countRequest(d.Action, scheme)
-	s.board.Count(d.Origin, d.Action)
+	// A request let through got its origin's own answer (a tunnel-mode
+	// CONNECT's 200 is robotsgate's).
+	class, answered := audit.AnswerClass(0), false
+	if (d.Action == policy.ActionAllowed || d.Action == policy.ActionWouldBlock) && connect == "" {
+		if class, answered = audit.ClassOf(status); answered {
+			s.metrics.answers[class].Inc()
+		}
+	}
+	s.board.Count(d, class, answered)
 	if d.Paced {
 		s.metrics.pacedWait.Observe(d.Waited.Seconds())
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -24,7 +25,10 @@ type metrics struct {
 	reloads       *prometheus.CounterVec
 	backoffs      prometheus.Counter
 	clusterErrors prometheus.Counter
-	handler       http.Handler
+	// answers counts the origins' own answers to forwarded requests, by
+	// class, resolved once.
+	answers [audit.NumAnswerClasses]prometheus.Counter
+	handler http.Handler
 	// byDecision holds the requests counter of each decision for http
 	// and https, resolved once: a label lookup per request costs.
 	byDecision [policy.NumActions][2]prometheus.Counter
@@ -71,10 +75,17 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		Name: "robotsgate_cluster_errors_total",
 		Help: "Calls to the fleet's Redis that failed or timed out ([cluster]); the instance went on alone.",
 	})
+	answers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_upstream_responses_total",
+		Help: "The origins' own answers to forwarded requests, by class (2xx, 3xx, 4xx, 429, 5xx; 1xx for WebSockets).",
+	}, []string{"class"})
+	for i := range m.answers {
+		m.answers[i] = answers.WithLabelValues(audit.AnswerClass(i).String())
+	}
 	stat := func(f func(fetch.CacheStats) float64) func() float64 {
 		return func() float64 { return f(cacheStats()) }
 	}
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors,
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, answers,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
 			stat(func(s fetch.CacheStats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_cold_hits_total", Help: "Lookups answered by cached rules read back from the cold tier (a few microseconds), not the hot tier."},

@@ -283,8 +283,12 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 		Metrics:  s.metrics.handler,
 		Board:    s.board,
 		CA:       caPEM,
-		Private:  s.private,
-		Now:      s.opts.Now,
+		Holds: func(host string) (time.Time, string, int) {
+			until, why := s.backoffs.Hold(host)
+			return until, why, s.pacer.Waiting(host) + s.backoffs.Held(host)
+		},
+		Private: s.private,
+		Now:     s.opts.Now,
 	})
 	gp.NonproxyHandler = s.admin
 	gp.OnRequest().DoFunc(s.onRequest)

@@ -142,7 +142,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if ia < 0 || ib < 0 || ib > ia {
 		t.Errorf("origins missing, or not by requests (b has more) first: a at %d, b at %d", ia, ib)
 	}
-	if !strings.Contains(page, "disallowed 1") || !strings.Contains(page, "disallow: /private (line 2)") {
+	if !strings.Contains(page, "disallowed 1") || !strings.Contains(page, "disallow: /private (line 2)") ||
+		!strings.Contains(page, ">2xx 3<") || !strings.Contains(page, "this instance alone") {
 		t.Errorf("counts or the recent block missing:\n%.3000s", page)
 	}
 	if strings.Contains(page, "<script>alert(1)") {
@@ -162,4 +163,68 @@ func findBrowser() string {
 		}
 	}
 	return ""
+}
+
+// TestStatusOriginAnswers: per origin, /status.json shows the origin's own
+// answers by class (and /metrics counts them), the Crawl-delay and the
+// pacing interval applied, the back-off in force with what the origin
+// answered, and the requests held now.
+func TestStatusOriginAnswers(t *testing.T) {
+	t.Parallel()
+	codes := map[string]int{"/ok": 200, "/moved": 302, "/gone": 404, "/down": 500, "/busy": 429}
+	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.1\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			w.Header().Set("Retry-After", "30")
+		}
+		w.WriteHeader(codes[r.URL.Path])
+	})
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, path := range []string{"/ok", "/ok", "/moved", "/gone", "/down", "/busy"} {
+		if resp, _ := get(t, c, o.URL+path); resp.StatusCode != codes[path] {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	// One request held by the back-off the 429 asked for.
+	ctx, cancel := context.WithCancel(t.Context())
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, o.URL+"/later", nil)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	var oj admin.OriginStatus
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, x := range getStatus(t, p).Origins {
+			if x.Origin == o.URL {
+				oj = x
+			}
+		}
+		if oj.Held == 1 {
+			break
+		}
+	}
+	cancel()
+	<-held
+	if got := fmt.Sprint(oj.Answers); got != "map[2xx:2 3xx:1 429:1 4xx:1 5xx:1]" {
+		t.Errorf("answers by class = %s", got)
+	}
+	if oj.CrawlDelay == nil || *oj.CrawlDelay != 0.1 || oj.Interval == nil || *oj.Interval != 0.1 {
+		t.Errorf("crawl_delay %v, pacing_interval %v; want 0.1 and 0.1", oj.CrawlDelay, oj.Interval)
+	}
+	if oj.Held != 1 || oj.BackoffUntil == nil || oj.BackoffUntil.Before(time.Now().Add(25*time.Second)) ||
+		oj.BackoffReason != o.URL+" answered 429 with Retry-After: 30" {
+		t.Errorf("held %d, backoff until %v (%q); want 1 held, for about 30 s, naming the 429", oj.Held, oj.BackoffUntil, oj.BackoffReason)
+	}
+	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
+	for _, want := range []string{`robotsgate_upstream_responses_total{class="2xx"} 2`, `robotsgate_upstream_responses_total{class="3xx"} 1`,
+		`robotsgate_upstream_responses_total{class="4xx"} 1`, `robotsgate_upstream_responses_total{class="429"} 1`,
+		`robotsgate_upstream_responses_total{class="5xx"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }

@@ -31,6 +31,10 @@ type Options struct {
 	Cluster  *cluster.Client // the fleet's Redis; nil: this instance alone
 	Metrics  http.Handler    // serves /metrics
 	Board    *Board          // what /status shows besides the cache
+	// Holds says what holds requests to a host now: the back-off in
+	// force (until when, zero when none, and why) and how many requests
+	// wait, for their turn or for the back-off. Nil: nothing is shown.
+	Holds func(host string) (until time.Time, why string, held int)
 	// CA is the PEM certificate of the CA the proxy signs with, served
 	// at /ca.pem; nil in tunnel mode, which decrypts nothing.
 	CA []byte

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	_ "embed"
 	"encoding/json"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -47,8 +48,13 @@ type Board struct {
 
 type originCounts struct {
 	origin   fetch.Origin
-	lastSeen atomic.Int64                    // Unix nanoseconds
-	counts   [policy.NumActions]atomic.Int64 // by Action
+	lastSeen atomic.Int64                         // Unix nanoseconds
+	counts   [policy.NumActions]atomic.Int64      // by Action
+	answers  [audit.NumAnswerClasses]atomic.Int64 // the origin's own answers, by class
+	// The pacing interval of the last paced request (nanoseconds, +1:
+	// 0 is none), and the Crawl-delay of the last robots.txt decision
+	// (float bits, +1: 0 is none).
+	gap, crawlDelay atomic.Uint64
 }
 
 // NewBoard returns an empty board, started now.
@@ -56,8 +62,10 @@ func NewBoard(now func() time.Time) *Board {
 	return &Board{started: now(), now: now}
 }
 
-// Count adds one decision for an origin.
-func (b *Board) Count(o fetch.Origin, a policy.Action) {
+// Count adds one decision for its origin, with its pacing interval and
+// Crawl-delay, and, when answered, the class of the origin's own answer.
+func (b *Board) Count(d *policy.Decision, class audit.AnswerClass, answered bool) {
+	o, a := d.Origin, d.Action
 	if o.IsZero() || int(a) >= policy.NumActions {
 		return
 	}
@@ -68,6 +76,15 @@ func (b *Board) Count(o fetch.Origin, a policy.Action) {
 	oc := v.(*originCounts)
 	oc.lastSeen.Store(b.now().UnixNano())
 	oc.counts[a].Add(1)
+	if answered {
+		oc.answers[class].Add(1)
+	}
+	if d.Paced {
+		oc.gap.Store(uint64(d.Gap) + 1)
+	}
+	if d.HasDelay {
+		oc.crawlDelay.Store(math.Float64bits(d.CrawlDelay) + 1)
+	}
 }
 
 // insert adds o, dropping the least recently seen tenth first when the
@@ -112,9 +129,12 @@ func (b *Board) Remember(rec *audit.Record) {
 
 // statusCounts is one origin's counts as /status.json shows them.
 type statusCounts struct {
-	origin   fetch.Origin
-	lastSeen int64
-	counts   map[string]int64
+	origin     fetch.Origin
+	lastSeen   int64
+	counts     map[string]int64
+	answers    map[string]int64
+	interval   *float64 // seconds
+	crawlDelay *float64
 }
 
 // snapshot copies the counts (most recently seen origin first) and the
@@ -123,11 +143,24 @@ func (b *Board) snapshot() ([]statusCounts, []audit.Record) {
 	var origins []statusCounts
 	b.origins.Range(func(_, v any) bool {
 		oc := v.(*originCounts)
-		sc := statusCounts{origin: oc.origin, lastSeen: oc.lastSeen.Load(), counts: map[string]int64{}}
+		sc := statusCounts{origin: oc.origin, lastSeen: oc.lastSeen.Load(), counts: map[string]int64{}, answers: map[string]int64{}}
 		for i := range oc.counts {
 			if n := oc.counts[i].Load(); n > 0 {
 				sc.counts[policy.Action(i).String()] = n
 			}
+		}
+		for i := range oc.answers {
+			if n := oc.answers[i].Load(); n > 0 {
+				sc.answers[audit.AnswerClass(i).String()] = n
+			}
+		}
+		if g := oc.gap.Load(); g > 0 {
+			s := time.Duration(g - 1).Seconds()
+			sc.interval = &s
+		}
+		if cd := oc.crawlDelay.Load(); cd > 0 {
+			s := math.Float64frombits(cd - 1)
+			sc.crawlDelay = &s
 		}
 		origins = append(origins, sc)
 		return true
@@ -153,8 +186,9 @@ type Status struct {
 	Cluster *cluster.Status `json:"cluster"` // the fleet's Redis; null without [cluster]
 }
 
-// OriginStatus is one origin of a Status: its cached robots.txt and the
-// decisions made for it since start.
+// OriginStatus is one origin of a Status: its cached robots.txt, the
+// decisions made for it and its own answers since start, and what holds
+// its requests now.
 type OriginStatus struct {
 	Origin    string           `json:"origin"`
 	State     string           `json:"state"` // fetched, unavailable, unreachable, or "" when nothing is cached
@@ -163,6 +197,23 @@ type OriginStatus struct {
 	ExpiresAt *time.Time       `json:"expires_at"`
 	LastError string           `json:"last_error"`
 	Decisions map[string]int64 `json:"decisions"`
+	// Answers are the origin's own answers to the requests forwarded to
+	// it, by class: "2xx", "3xx", "4xx", "429", "5xx" (and "1xx").
+	Answers map[string]int64 `json:"answers"`
+	// CrawlDelay is what its robots.txt's groups for the last request's
+	// tokens say (seconds); Interval the pacing interval last applied to
+	// its host (Crawl-delay or min_interval, at most max_delay, at least
+	// 1 s after a back-off). Null when none.
+	CrawlDelay *float64 `json:"crawl_delay"`
+	Interval   *float64 `json:"pacing_interval"`
+	// BackoffUntil is when its host's back-off (its own 429, or 503 with
+	// Retry-After) ends, null when none is in force; BackoffReason says
+	// what the origin answered.
+	BackoffUntil  *time.Time `json:"backoff_until"`
+	BackoffReason string     `json:"backoff_reason"`
+	// Held is how many requests to its host wait now: for their turn or
+	// for the back-off to end.
+	Held int `json:"held"`
 }
 
 // serveStatus answers GET /status.json, or the page that shows it.
@@ -191,7 +242,15 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		out.Cluster = &st
 	}
 	for _, oc := range counts {
-		oj := OriginStatus{Origin: oc.origin.String(), Decisions: oc.counts}
+		oj := OriginStatus{Origin: oc.origin.String(), Decisions: oc.counts, Answers: oc.answers, CrawlDelay: oc.crawlDelay, Interval: oc.interval}
+		if h.o.Holds != nil {
+			until, why, held := h.o.Holds(oc.origin.Host)
+			if !until.IsZero() {
+				u := until.UTC()
+				oj.BackoffUntil, oj.BackoffReason = &u, why
+			}
+			oj.Held = held
+		}
 		if a, ok := h.o.Cache.Peek(oc.origin); ok {
 			oj.LastError = a.LastError
 			if e := a.Entry; e != nil {

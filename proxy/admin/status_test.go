@@ -19,13 +19,16 @@ func TestStatusBoardBounds(t *testing.T) {
 	origin := func(i int) fetch.Origin {
 		return fetch.Origin{Scheme: "http", Host: fmt.Sprintf("h%d.example", i), Port: 80}
 	}
+	count := func(o fetch.Origin, a policy.Action) {
+		b.Count(&policy.Decision{Origin: o, Action: a}, audit.Answer2xx, a == policy.ActionAllowed)
+	}
 	for i := range maxStatusOrigins + 50 {
-		b.Count(origin(i), policy.ActionAllowed)
+		count(origin(i), policy.ActionAllowed)
 		if i == 5000 {
-			b.Count(origin(0), policy.ActionDisallowed) // seen again: kept
+			count(origin(0), policy.ActionDisallowed) // seen again: kept
 		}
 	}
-	b.Count(fetch.Origin{}, policy.ActionBadRequest) // no origin: not tracked
+	count(fetch.Origin{}, policy.ActionBadRequest) // no origin: not tracked
 	for i := range recentRecords + 30 {
 		b.Remember(&audit.Record{Line: i})
 	}
@@ -40,7 +43,7 @@ func TestStatusBoardBounds(t *testing.T) {
 	for _, oc := range counts {
 		kept[oc.origin.Host] = oc.counts
 	}
-	if c, ok := kept["h0.example"]; !ok || c[policy.ActionDisallowed.String()] != 1 {
+	if c, ok := kept["h0.example"]; !ok || c[policy.ActionDisallowed.String()] != 1 || c[policy.ActionAllowed.String()] != 1 {
 		t.Errorf("h0, seen again at 5000, was dropped or lost its counts: %v", c)
 	}
 	if _, ok := kept["h1.example"]; ok {

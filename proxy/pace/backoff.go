@@ -33,6 +33,7 @@ type backoff struct {
 	until  time.Time
 	why    string // the answer, for reasons: "https://a.example:443 answered 429 with Retry-After: 3"
 	streak int    // 429s without Retry-After in a row
+	held   int    // requests waiting for until
 }
 
 // NewBackoffs returns Backoffs on the clock now.
@@ -52,6 +53,29 @@ func (b *Backoffs) Hold(host string) (time.Time, string) {
 		return e.until, e.why
 	}
 	return time.Time{}, ""
+}
+
+// Holding adds delta (1 when a request starts waiting for host's hold to
+// end, -1 when it stops) to the requests Held counts.
+func (b *Backoffs) Holding(host string, delta int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.hosts[host]; e != nil {
+		e.held = max(e.held+delta, 0)
+	}
+}
+
+// Held returns how many requests wait for host's hold to end.
+func (b *Backoffs) Held(host string) int {
+	if b.n.Load() == 0 {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.hosts[host]; e != nil {
+		return e.held
+	}
+	return 0
 }
 
 // Observe records the answer of an origin (named in reasons by origin,
@@ -136,7 +160,7 @@ func minTime(a, b time.Time) time.Time {
 func (b *Backoffs) sweep(now time.Time, limit time.Duration) {
 	room := backoffMaxHosts - backoffMaxHosts/10
 	for h, e := range b.hosts {
-		if now.Sub(e.until) > limit {
+		if now.Sub(e.until) > limit && e.held == 0 {
 			delete(b.hosts, h)
 		}
 	}

@@ -92,9 +92,11 @@ type Pacer interface {
 }
 
 // Backoffs say until when a host is to be sent nothing, and why
-// (pace.Backoffs); a zero time when it may be sent to now.
+// (pace.Backoffs); a zero time when it may be sent to now. Holding counts
+// the requests waiting for it (+1, then -1).
 type Backoffs interface {
 	Hold(host string) (time.Time, string)
+	Holding(host string, delta int)
 }
 
 // FleetPacer reserves request starts for a whole fleet of instances
@@ -386,6 +388,7 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 		// a pause.
 		gap = max(gap, BackoffRelease)
 	}
+	d.Gap = gap
 	if w.Fleet != nil && p.paceFleet(ctx, w, d, gap) {
 		return
 	}
@@ -499,6 +502,8 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf(reasonBackoff, why, wait.Round(time.Millisecond)), wait
 		return false
 	}
+	w.Backoffs.Holding(d.Origin.Host, 1)
+	defer w.Backoffs.Holding(d.Origin.Host, -1)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -134,6 +134,7 @@ type Decision struct {
 	Reason     string         // why, in words
 	Status     int            // the status of the proxy's own answer when not the action's usual one (414 for a bad request); 0: the usual
 	Style      BlockStyle     // how a block is answered: the matching [[agents]] rule's block_style, else [responses]
+	Gap        time.Duration  // the pacing interval applied (step 8): Crawl-delay or min_interval, at most max_delay
 	Origin     fetch.Origin   // zero when the URL has none
 	Target     string         // the request-target decided on, as sent; "" before step 1
 	Agents     Agents         // the tokens obeyed
