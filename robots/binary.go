@@ -192,63 +192,76 @@ func DecodeBinary(data []byte) (*Robots, error) {
 		r.text, r.textCap = unsafe.String(&text[0], len(text)), uint32(nText) // never written again
 	}
 
-	for i := range r.rules {
-		r.rules[i].n = uint16(d.uintMax(math.MaxUint16))
+	// The records' varints are read a column (or a list of records) at a
+	// time, in one tight loop, into scratch: on the stack for a median
+	// file, else one allocation for the longest list.
+	var stack [256]uint64
+	scratch := stack[:]
+	if n := max(nRules, 6*nBlocks, 2*nSpans, 4*nKeys, nGroups); n > uint64(len(scratch)) {
+		scratch = make([]uint64, n)
+	}
+	for i, v := range d.uvarints(scratch[:nRules]) {
+		if v > math.MaxUint16 {
+			d.fail("value out of range")
+		}
+		r.rules[i].n = uint16(v)
 	}
 	var pat int64
-	for i := range r.rules {
+	for i, v := range d.uvarints(scratch[:nRules]) {
 		ru := &r.rules[i]
-		pat += d.int()
+		pat += unzigzag(v)
 		ru.pat = d.u32(pat)
 		pat += int64(ru.n)
 	}
 	var line int64
-	for i := range r.rules {
-		line += d.int()
+	for i, v := range d.uvarints(scratch[:nRules]) {
+		line += unzigzag(v)
 		r.rules[i].line = d.i32(line)
 	}
-	for i := range r.rules {
-		ru := &r.rules[i]
-		if ru.flags = ruleFlags(d.byte()); ru.flags&^ruleFlagsAll != 0 {
+	for i, c := range d.bytes(int(nRules)) {
+		if r.rules[i].flags = ruleFlags(c); c&^byte(ruleFlagsAll) != 0 {
 			d.fail("rule flags out of range")
 		}
 	}
 	var agent, rule, bline int64
+	vs := d.uvarints(scratch[:6*nBlocks])
 	for i := range r.blocks {
-		bl := &r.blocks[i]
-		agent += d.int()
+		bl, v := &r.blocks[i], vs[6*i:6*i+6]
+		agent += unzigzag(v[0])
 		bl.agentStart = d.i32(agent)
-		agent += d.int()
+		agent += unzigzag(v[1])
 		bl.agentEnd = d.i32(agent)
-		rule += d.int()
+		rule += unzigzag(v[2])
 		bl.first = d.i32(rule)
-		rule += d.int()
+		rule += unzigzag(v[3])
 		bl.last = d.i32(rule)
-		bline += d.int()
-		bl.line, bl.delay = d.i32(bline), d.i32(d.int())
+		bline += unzigzag(v[4])
+		bl.line, bl.delay = d.i32(bline), d.i32(unzigzag(v[5]))
 	}
 	var prev int64
+	vs = d.uvarints(scratch[:2*nSpans])
 	for i := range r.spans {
-		prev += d.int()
+		prev += unzigzag(vs[2*i])
 		start := d.u32(prev)
-		prev += d.int()
+		prev += unzigzag(vs[2*i+1])
 		r.spans[i] = span{start, d.u32(prev)}
 	}
 	var start, group int64
+	vs = d.uvarints(scratch[:4*nKeys])
 	for i := range r.keys {
-		k := &r.keys[i]
-		start += d.int()
+		k, v := &r.keys[i], vs[4*i:4*i+4]
+		start += unzigzag(v[0])
 		k.start = d.u32(start)
-		start += d.int()
+		start += unzigzag(v[1])
 		k.end = d.u32(start)
-		group += d.int()
+		group += unzigzag(v[2])
 		k.first = d.i32(group)
-		group += d.int()
+		group += unzigzag(v[3])
 		k.last = d.i32(group)
 	}
 	var g int64
-	for i := range r.groups {
-		g += d.int()
+	for i, v := range d.uvarints(scratch[:nGroups]) {
+		g += unzigzag(v)
 		r.groups[i] = d.i32(g)
 	}
 	var usage []usageSpan
@@ -447,12 +460,12 @@ func (d *decoder) bytes(n int) []byte {
 	return p
 }
 
+// uint reads an unsigned varint. Its one-byte case, most values (deltas
+// of small numbers), is small enough to be inlined into the loops.
 func (d *decoder) uint() uint64 {
-	if d.i < len(d.b) {
-		if c := d.b[d.i]; c < 0x80 { // most values are deltas of one byte
-			d.i++
-			return uint64(c)
-		}
+	if i := d.i; uint(i) < uint(len(d.b)) && d.b[i] < 0x80 {
+		d.i = i + 1
+		return uint64(d.b[i])
 	}
 	return d.uvarint()
 }
@@ -467,11 +480,36 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-// int reads a signed varint (zig-zag, as binary.AppendVarint writes).
-func (d *decoder) int() int64 {
-	u := d.uint()
-	return int64(u>>1) ^ -int64(u&1)
+// uvarints reads len(dst) unsigned varints into dst, and returns it:
+// the lists of records, in a loop that takes each one-byte varint (most
+// of them: deltas of small numbers) without a call. After a problem dst
+// holds zeros.
+func (d *decoder) uvarints(dst []uint64) []uint64 {
+	b, i := d.b, d.i
+	for k := range dst {
+		if i < len(b) && b[i] < 0x80 {
+			dst[k] = uint64(b[i])
+			i++
+			continue
+		}
+		v, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			d.fail("bad varint")
+			clear(dst)
+			return dst
+		}
+		dst[k] = v
+		i += n
+	}
+	d.i = i
+	return dst
 }
+
+// int reads a signed varint (zig-zag, as binary.AppendVarint writes).
+func (d *decoder) int() int64 { return unzigzag(d.uint()) }
+
+// unzigzag is the signed value of a zig-zag varint.
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 // uintMax reads an unsigned varint of at most hi.
 func (d *decoder) uintMax(hi uint64) uint64 {
