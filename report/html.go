@@ -14,10 +14,6 @@ import (
 // HTMLRows is the number of names each table of WriteHTML shows.
 const HTMLRows = 100
 
-// chartBars is about the most bars the chart draws: hours up to 7 days,
-// then days, then 2, 4, 8… days so that there are no more than this.
-const chartBars = 200
-
 //go:embed page.html.tmpl
 var pageTemplate string
 
@@ -116,6 +112,7 @@ func htmlTableOf(title, column string, t *table, total int64) htmlTable {
 type svgChart struct {
 	Width, Height                      float64
 	Left, Top, Right, Bottom           float64 // the plot area
+	TickEnd                            float64 // where the x axis' tick marks end
 	XLabel, YLabel                     string
 	XLabelX, XLabelY, YLabelX, YLabelY float64
 	Bars                               []svgRect
@@ -167,7 +164,7 @@ const otherColor = "#9e9e9e"
 // chart lays out the timeline as a stacked bar chart, or returns nil when
 // there is nothing to draw.
 func (s *Summary) chart() *svgChart {
-	width, spans := s.timeline.view(chartBars)
+	width, spans := s.timeline.view()
 	if len(spans) == 0 {
 		return nil
 	}
@@ -208,8 +205,8 @@ func (s *Summary) chart() *svgChart {
 	}
 
 	// Right leaves room for half of the last x label, which is centred on
-	// its bar.
-	c := &svgChart{Width: 800, Left: 64, Top: 16, Right: 744, Bottom: 256}
+	// its tick.
+	c := &svgChart{Width: 800, Left: 64, Top: 16, Right: 744, Bottom: 256, TickEnd: 261}
 	var top int64
 	for _, sp := range spans {
 		var n int64
@@ -227,20 +224,16 @@ func (s *Summary) chart() *svgChart {
 	slot := (c.Right - c.Left) / float64(len(spans))
 	gap := 0.0
 	if slot > 4 {
-		gap = slot * 0.15
+		gap = min(slot*0.15, 6)
 	}
-	label, unit := "2006-01-02", "day"
-	switch {
-	case width == hour:
-		label, unit = "01-02 15:00", "hour"
-	case width > day:
-		unit = fmt.Sprintf("%d days", width/day)
-	}
+	start, end := spans[0].start, spans[len(spans)-1].start.Add(time.Duration(width)*time.Second)
+	oneDay := width < day && start.Truncate(24*time.Hour).Equal(end.Add(-time.Second).Truncate(24*time.Hour))
+	ax := axisOf(width, oneDay)
 	for i, sp := range spans {
 		x := c.Left + float64(i)*slot + gap/2
 		y := c.Bottom
-		when := sp.start.Format("2006-01-02 15:04") + " UTC"
-		if width > hour {
+		when := sp.start.Format(ax.title)
+		if width >= day {
 			when = sp.start.Format("2006-01-02")
 			if width > day {
 				when += " – " + sp.start.Add(time.Duration(width-day)*time.Second).Format("2006-01-02")
@@ -257,15 +250,11 @@ func (s *Summary) chart() *svgChart {
 				Title: fmt.Sprintf("%s: %s %d", when, se.name, n)})
 		}
 	}
-	const xTicks = 6
-	for k := range xTicks {
-		i := int(math.Round(float64(k) * float64(len(spans)-1) / (xTicks - 1)))
-		if k > 0 && len(c.XTicks) > 0 && c.XTicks[len(c.XTicks)-1].Label == spans[i].start.Format(label) {
-			continue
-		}
-		c.XTicks = append(c.XTicks, svgTick{X: round1(c.Left + (float64(i)+0.5)*slot), Y: c.Bottom + 18, Label: spans[i].start.Format(label)})
+	c.XTicks = xTicks(start, width, len(spans), c.Left, c.Right, c.Bottom+18, ax.tick)
+	c.XLabel = "time (UTC), one bar per " + ax.unit
+	if oneDay {
+		c.XLabel = "time (UTC) on " + start.Format("2006-01-02") + ", one bar per " + ax.unit
 	}
-	c.XLabel = "time (UTC), one bar per " + unit
 	c.XLabelX, c.XLabelY = (c.Left+c.Right)/2, c.Bottom+40
 	c.YLabel = "records"
 	c.YLabelX, c.YLabelY = 16, (c.Top+c.Bottom)/2
@@ -281,8 +270,89 @@ func (s *Summary) chart() *svgChart {
 		x += w + 12
 	}
 	c.Height = y + 16
-	c.Summary = fmt.Sprintf("Stacked bar chart: records per %s by decision, %d bars, at most %d records in one bar.", unit, len(spans), top)
+	c.Summary = fmt.Sprintf("Stacked bar chart: records per %s by decision, %d bars, at most %d records in one bar.", ax.unit, len(spans), top)
 	return c
+}
+
+// axis is how a chart of one bucket width names its times.
+type axis struct {
+	unit  string // "10 seconds", "hour", "2 days"
+	tick  string // time layout of the x axis' labels
+	title string // time layout of a bar's start, in its tooltip
+}
+
+// axisOf returns the axis of a chart of buckets width seconds wide;
+// oneDay: all of them fall on one UTC day, which the labels then leave
+// out.
+func axisOf(width int64, oneDay bool) axis {
+	var a axis
+	switch {
+	case width < minute:
+		a = axis{unit: "seconds", tick: "01-02 15:04:05", title: "2006-01-02 15:04:05 UTC"}
+		if width == 1 {
+			a.unit = "second"
+		} else {
+			a.unit = fmt.Sprintf("%d seconds", width)
+		}
+	case width < hour:
+		a = axis{unit: fmt.Sprintf("%d minutes", width/minute), tick: "01-02 15:04", title: "2006-01-02 15:04 UTC"}
+		if width == minute {
+			a.unit = "minute"
+		}
+	case width < day:
+		a = axis{unit: fmt.Sprintf("%d hours", width/hour), tick: "01-02 15:04", title: "2006-01-02 15:04 UTC"}
+		if width == hour {
+			a.unit = "hour"
+		}
+	default:
+		a = axis{unit: fmt.Sprintf("%d days", width/day), tick: "2006-01-02", title: "2006-01-02"}
+		if width == day {
+			a.unit = "day"
+		}
+	}
+	if oneDay {
+		a.tick = a.tick[len("01-02 "):]
+	}
+	return a
+}
+
+// tickSteps are the spaces between x labels, in seconds, that a chart
+// picks from: round times, the finest that leaves room between labels.
+var tickSteps = []int64{1, 2, 5, 10, 15, 30, minute, 2 * minute, 5 * minute, 10 * minute, 15 * minute, 30 * minute,
+	hour, 2 * hour, 3 * hour, 6 * hour, 12 * hour, day, 2 * day, 7 * day, 14 * day}
+
+// xTicks places labels in layout on the boundaries of bars width seconds
+// wide, the first starting at start, n of them between left and right:
+// at round times (a multiple of a step of tickSteps, or of the width past
+// them), far enough apart for the labels not to touch, and at the first
+// bar's start too when there is room before the first round time.
+func xTicks(start time.Time, width int64, n int, left, right, y float64, layout string) []svgTick {
+	slot := (right - left) / float64(n)
+	room := 7.5*float64(len(layout)) + 24 // px a label needs
+	first, last := start.Unix(), start.Unix()+int64(n)*width
+	step := int64(0)
+	for _, st := range tickSteps {
+		if st%width == 0 && float64(st/width)*slot >= room {
+			step = st
+			break
+		}
+	}
+	if step == 0 {
+		step = width
+		for float64(step/width)*slot < room {
+			step *= 2
+		}
+	}
+	xOf := func(t int64) float64 { return left + float64(t-first)/float64(width)*slot }
+	var ticks []svgTick
+	t0 := (floorDiv(first-1, step) + 1) * step // the first round time at or after first
+	if xOf(t0)-left >= room {
+		ticks = append(ticks, svgTick{X: round1(left), Y: y, Label: start.Format(layout)})
+	}
+	for t := t0; t <= last; t += step {
+		ticks = append(ticks, svgTick{X: round1(xOf(t)), Y: y, Label: time.Unix(t, 0).UTC().Format(layout)})
+	}
+	return ticks
 }
 
 // niceStep rounds x up to 1, 2 or 5 times a power of ten, at least 1.

@@ -82,34 +82,3 @@ func TestWriteHTML(t *testing.T) {
 		}
 	}
 }
-
-func TestChartWidth(t *testing.T) {
-	t.Parallel()
-	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	tests := []struct {
-		span time.Duration
-		unit string
-		bars int
-	}{
-		{0, "hour", 1},
-		{47 * time.Hour, "hour", 48},
-		{7*24*time.Hour - time.Hour, "hour", 168},
-		{30 * 24 * time.Hour, "day", 31},
-		{199 * 24 * time.Hour, "day", 200},
-		{200 * 24 * time.Hour, "2 days", 101},
-		{20 * 365 * 24 * time.Hour, "64 days", 115},
-	}
-	for _, tt := range tests {
-		s := &Summary{}
-		s.Add(&audit.Record{Time: audit.Time(start), Decision: policy.ActionAllowed})
-		s.Add(&audit.Record{Time: audit.Time(start.Add(tt.span)), Decision: policy.ActionDisallowed})
-		c := s.chart()
-		_, spans := s.timeline.view(chartBars)
-		if want := "time (UTC), one bar per " + tt.unit; c.XLabel != want || len(spans) != tt.bars {
-			t.Errorf("span %v: %q, %d bars; want %q, %d", tt.span, c.XLabel, len(spans), want, tt.bars)
-		}
-	}
-	if c := (&Summary{}).chart(); c != nil {
-		t.Errorf("chart of no records = %+v; want nil", c)
-	}
-}

@@ -7,7 +7,8 @@
 // MaxLine is skipped without being held whole, each table keeps at most
 // MaxKeys names (the rest are counted under "(other)") of at most
 // MaxKeyLen bytes each, and the timeline keeps at most MaxBuckets buckets,
-// widening them (hour, day, 2 days, 4 days, …) as the time range grows.
+// widening them along a ladder (1s, 5s, 10s, 30s, 1m, 5m, 15m, 1h, 6h, 1d,
+// then 2, 4, 8… days) as the time range grows.
 //
 // Audit files are untrusted input: origins, tokens and rules come from
 // requests and robots.txt files. Malformed lines are counted, never fatal;

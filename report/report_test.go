@@ -448,9 +448,9 @@ func TestBounded(t *testing.T) {
 			if inTime != s.Total() {
 				t.Errorf("timeline holds %d records; want %d", inTime, s.Total())
 			}
-			_, spans := s.timeline.view(chartBars)
-			if len(spans) > max(chartBars, 7*24) {
-				t.Errorf("chart: %d bars; want at most %d", len(spans), chartBars)
+			_, spans := s.timeline.view()
+			if len(spans) > chartMaxBars {
+				t.Errorf("chart: %d bars; want at most %d", len(spans), chartMaxBars)
 			}
 		})
 	}

@@ -3,18 +3,34 @@ package report
 import "time"
 
 const (
-	hour = int64(time.Hour / time.Second)
-	day  = 24 * hour
+	minute = int64(time.Minute / time.Second)
+	hour   = int64(time.Hour / time.Second)
+	day    = 24 * hour
 
 	// maxSeries is the number of decisions the timeline tells apart: the
 	// first ones seen (the proxy has 13); later ones share one series.
 	maxSeries = 15
 )
 
-// timeline counts records per time bucket and decision. Buckets start an
-// hour wide; when the records span more than the bucket limit, they are
-// widened to a day, then 2, 4, 8… days, each width a multiple of the one
-// before, so counts merge exactly. Buckets are aligned on UTC midnight.
+// ladder is the bucket widths, in seconds, finest first. Each is a
+// multiple of the one before, so buckets merge exactly when widened, and
+// each up to a day divides a day, so buckets align on UTC midnight. Past
+// the last, widths double: 2, 4, 8… days, aligned on the Unix epoch.
+var ladder = [...]int64{1, 5, 10, 30, minute, 5 * minute, 15 * minute, hour, 6 * hour, day}
+
+// coarser returns the width after w (a width of the ladder, or past it).
+func coarser(w int64) int64 {
+	for _, l := range ladder {
+		if l > w {
+			return l
+		}
+	}
+	return 2 * w
+}
+
+// timeline counts records per time bucket and decision. Buckets start a
+// second wide; when the records span more than the bucket limit, they are
+// widened along the ladder, merging their counts.
 type timeline struct {
 	width   int64                           // seconds; 0 until the first record
 	buckets map[int64]*[maxSeries + 1]int64 // by bucket index: Unix time / width
@@ -26,9 +42,9 @@ type timeline struct {
 func (tl *timeline) add(t time.Time, decision []byte, limit int) {
 	sec := t.Unix()
 	if tl.width == 0 {
-		tl.width = hour
+		tl.width = ladder[0]
 		tl.buckets = make(map[int64]*[maxSeries + 1]int64)
-		tl.lo, tl.hi = floorDiv(sec, hour), floorDiv(sec, hour)
+		tl.lo, tl.hi = floorDiv(sec, tl.width), floorDiv(sec, tl.width)
 	}
 	i := floorDiv(sec, tl.width)
 	tl.lo, tl.hi = min(tl.lo, i), max(tl.hi, i)
@@ -44,12 +60,9 @@ func (tl *timeline) add(t time.Time, decision []byte, limit int) {
 	b[tl.seriesOf(decision)]++
 }
 
-// widen doubles the bucket width (an hour becomes a day), merging buckets.
+// widen moves the buckets to the next width of the ladder, merging them.
 func (tl *timeline) widen() {
-	f := int64(2)
-	if tl.width == hour {
-		f = day / hour
-	}
+	f := coarser(tl.width) / tl.width
 	tl.width *= f
 	merged := make(map[int64]*[maxSeries + 1]int64, len(tl.buckets)/int(f)+1)
 	for i, b := range tl.buckets {
@@ -90,22 +103,27 @@ type bucketSpan struct {
 	counts [maxSeries + 1]int64
 }
 
-// view returns the timeline as consecutive buckets for a chart of at most
-// about maxBars bars: hours when it spans up to 7 days, else days, or
-// wider buckets when days would be too many. It returns the width chosen.
-func (tl *timeline) view(maxBars int) (width int64, spans []bucketSpan) {
+// chartMinBars is the fewest bars view draws when the records span
+// enough time: it takes the coarsest width of the ladder that still gives
+// this many. Widths along the ladder grow at most six-fold, so the chart
+// has from 20 to about 120 bars (a 4-minute run: 25 bars of 10 seconds;
+// an hour: 61 of a minute; 3 days: 73 of an hour).
+const chartMinBars = 20
+
+// view returns the timeline as consecutive buckets for a chart: the
+// coarsest width of the ladder (no finer than the buckets kept) that
+// gives at least chartMinBars buckets over the time covered, or the
+// finest when none does. It returns the width chosen.
+func (tl *timeline) view() (width int64, spans []bucketSpan) {
 	if tl.width == 0 {
 		return 0, nil
 	}
 	lo, hi := tl.lo*tl.width, (tl.hi+1)*tl.width-1 // seconds covered
-	width = hour
-	if hi-lo >= 7*day {
-		width = day
-		for floorDiv(hi, width)-floorDiv(lo, width) >= int64(maxBars) {
-			width *= 2
-		}
+	bars := func(w int64) int64 { return floorDiv(hi, w) - floorDiv(lo, w) + 1 }
+	width = tl.width
+	for bars(coarser(width)) >= chartMinBars {
+		width = coarser(width)
 	}
-	width = max(width, tl.width)
 	first, last := floorDiv(lo, width), floorDiv(hi, width)
 	spans = make([]bucketSpan, last-first+1)
 	for i := range spans {
