@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,21 @@ func refRecord(line []byte) (audit.Record, bool) {
 	if !hasTime {
 		return audit.Record{}, false
 	}
+	// Method and status are read leniently: a method that is no string,
+	// and a status that is no integer from 100 to 999, are as if absent.
+	if json.Unmarshal(m["method"], &r.Method) != nil {
+		r.Method = ""
+	}
+	var status any
+	dec := json.NewDecoder(bytes.NewReader(m["status"]))
+	dec.UseNumber()
+	if dec.Decode(&status) == nil {
+		if num, ok := status.(json.Number); ok {
+			if n, err := strconv.Atoi(string(num)); err == nil && n >= 100 && n <= 999 {
+				r.Status = n
+			}
+		}
+	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	a, known := policy.ParseAction(decision)
 	if err != nil || !known {
@@ -65,6 +81,9 @@ func FuzzReportLine(f *testing.F) {
 	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","decision":null,"\u0074ime":"2026-11-23T08:00:00.000+01:00"}`))
 	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"denied","token":"\ud800\udc00\ud800x\xff","origin":"<script>"}`))
 	f.Add([]byte("{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"paced\",\"a\":[{},[],{\"b\":[-0.5e+7,true]}]}\r\n\n{}"))
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","method":"CONN\u0045CT","status":200,"status":2e2}`))
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"would-block","method":7,"status":-101,"status":101}`))
+	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","method":"GET","status":"429"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		got, err := ParseRecord(line)
 		want, ok := refRecord(line)
@@ -73,7 +92,8 @@ func FuzzReportLine(f *testing.F) {
 		}
 		gt, wt := time.Time(got.Time), time.Time(want.Time)
 		if ok && (!gt.Equal(wt) || gt.Format(time.RFC3339Nano) != wt.Format(time.RFC3339Nano) ||
-			got.Decision != want.Decision || got.Origin != want.Origin || got.Token != want.Token || got.Rule != want.Rule) {
+			got.Decision != want.Decision || got.Origin != want.Origin || got.Token != want.Token || got.Rule != want.Rule ||
+			got.Method != want.Method || got.Status != want.Status) {
 			t.Fatalf("ParseRecord(%q) = %+v; encoding/json: %+v", line, got, want)
 		}
 

@@ -25,8 +25,10 @@ func parsePage() (*template.Template, error) {
 
 // WriteHTML writes the summary as one self-contained HTML page (inline CSS
 // and SVG, no script, no external asset): the totals, a stacked bar chart
-// of decisions over time, and the tables with up to HTMLRows names each.
-// Every name is escaped by html/template.
+// of decisions over time, and the tables with up to HTMLRows names each:
+// decisions, origins by decision, the origins' answers by class, tokens,
+// and disallow, allow and usage rules. Every name is escaped by
+// html/template.
 func (s *Summary) WriteHTML(w io.Writer) error {
 	t, err := parsePage()
 	if err != nil {
@@ -41,23 +43,24 @@ func (s *Summary) WriteHTML(w io.Writer) error {
 		Skipped:   s.skipped,
 		BlockedAs: BlockedNames(),
 		Chart:     s.chart(),
+		Decisions: htmlTableOf("Decisions", "decision", &s.decisions, s.total),
+		Origins:   s.htmlOrigins(),
+		Answers:   s.htmlAnswers(),
+		Tokens:    htmlTableOf("Tokens", "token", &s.tokens, s.total),
+		Rules: []htmlTable{
+			htmlTableOf("Disallow rules", "rule", s.rulesOf(ruleDisallow), s.total),
+			htmlTableOf("Allow rules", "rule", s.rulesOf(ruleAllow), s.total),
+			htmlTableOf("Usage rules", "statement", s.rulesOf(ruleUsage), s.total),
+		},
 	}
+	p.Rules[0].Note = "robots.txt disallow rules that decided a request: blocked (disallowed), forwarded in report mode (would-block), or overridden by a [[sites]] allow."
+	p.Rules[1].Note = "robots.txt allow rules that decided a request: the longest match was an allow."
+	p.Rules[2].Note = "Usage statements that refused a declared purpose (usage-refused): from robots.txt or a response header."
 	if !s.Since.IsZero() {
 		p.Since = stamp(s.Since)
 	}
 	if s.total > 0 {
 		p.From, p.To = stamp(s.from), stamp(s.to)
-	}
-	for _, tt := range []struct {
-		title, column string
-		t             *table
-	}{
-		{"Decisions", "decision", &s.decisions},
-		{"Origins", "origin", &s.origins},
-		{"Tokens", "token", &s.tokens},
-		{"Rules", "rule", &s.rules},
-	} {
-		p.Tables = append(p.Tables, htmlTableOf(tt.title, tt.column, tt.t, s.total))
 	}
 	if err := t.Execute(w, p); err != nil {
 		return fmt.Errorf("write HTML report: %w", err)
@@ -71,7 +74,10 @@ type htmlPage struct {
 	Total, Blocked, Malformed, Skipped int64
 	Share, BlockedAs, Since, From, To  string
 	Chart                              *svgChart // nil when there are no records
-	Tables                             []htmlTable
+	Decisions, Tokens                  htmlTable
+	Origins                            htmlCross
+	Answers                            htmlAnswers
+	Rules                              []htmlTable
 }
 
 // htmlTable is one table of the page.
@@ -81,6 +87,7 @@ type htmlTable struct {
 	More          int    // names not shown
 	MoreRecords   string // their records and share
 	Other         string // records counted under Other, "" if none
+	Note          string // what the table holds, "" for none
 }
 
 type htmlRow struct {
@@ -106,6 +113,121 @@ func htmlTableOf(title, column string, t *table, total int64) htmlTable {
 		ht.Other = fmt.Sprintf("%d records, %s", t.other, share(t.other, total))
 	}
 	return ht
+}
+
+// htmlCross is an origin table with counts by column.
+type htmlCross struct {
+	Column, TotalColumn string // the name and total columns' headings
+	Columns             []htmlColumn
+	Rows                []htmlCrossRow // the Other row last, if any
+	Rest                string         // what the Other row sums; "" when there is none
+}
+
+type htmlColumn struct {
+	Name, Color string
+}
+
+type htmlCrossRow struct {
+	Name   string
+	Other  bool // the row sums the rest
+	Total  int64
+	Share  string // of Total in the table's total
+	Counts []htmlCount
+	Mix    []htmlMix // the counts as a stacked bar
+}
+
+type htmlCount struct {
+	N    int64
+	Zero bool
+}
+
+// htmlMix is one part of a row's stacked bar: its width in percent.
+type htmlMix struct {
+	Width string
+	Color string
+	Title string
+}
+
+// htmlCrossOf lays out t, whose rows total total, with the columns'
+// colours.
+func htmlCrossOf(column, totalColumn string, t crossTable, colors []string, total int64) htmlCross {
+	h := htmlCross{Column: column, TotalColumn: totalColumn}
+	for j, c := range t.Columns {
+		h.Columns = append(h.Columns, htmlColumn{c, colors[j]})
+	}
+	rows := t.Rows
+	if t.Rest != nil {
+		rows = append(slices.Clip(rows), *t.Rest)
+		h.Rest = restNote(t)
+	}
+	for i, r := range rows {
+		hr := htmlCrossRow{Name: r.Name, Other: t.Rest != nil && i == len(rows)-1, Total: r.Total, Share: share(r.Total, total)}
+		for j, n := range r.Counts {
+			hr.Counts = append(hr.Counts, htmlCount{n, n == 0})
+			if n > 0 && r.Total > 0 {
+				hr.Mix = append(hr.Mix, htmlMix{
+					Width: strconv.FormatFloat(100*float64(n)/float64(r.Total), 'f', 2, 64) + "%",
+					Color: colors[j],
+					Title: fmt.Sprintf("%s %d (%s)", t.Columns[j], n, share(n, r.Total)),
+				})
+			}
+		}
+		h.Rows = append(h.Rows, hr)
+	}
+	return h
+}
+
+// htmlOrigins is the origins table: records by origin and decision.
+func (s *Summary) htmlOrigins() htmlCross {
+	t := s.originDecisions(HTMLRows)
+	colors := make([]string, len(t.Columns))
+	for j, name := range t.Columns {
+		colors[j] = decisionColor(name, j)
+	}
+	return htmlCrossOf("origin", "records", t, colors, s.total)
+}
+
+// classColors are the answer classes' colours, by audit.AnswerClass.
+var classColors = [numClasses]string{"#00897b", "#43a047", "#1e88e5", "#ef6c00", "#8e24aa", "#d32f2f"}
+
+// htmlAnswers is the origins' answers: by class and by origin.
+type htmlAnswers struct {
+	Total    int64
+	Classes  []htmlClass
+	Origins  htmlCross
+	Note     string // when no allowed record was counted
+	Explains string
+}
+
+type htmlClass struct {
+	Name, Color, Share string
+	Count              int64
+}
+
+func (s *Summary) htmlAnswers() htmlAnswers {
+	total := sum(s.answers[:])
+	a := htmlAnswers{Total: total, Note: s.allowedNote()}
+	var colors []string
+	for _, i := range s.shownClasses() {
+		a.Classes = append(a.Classes, htmlClass{className(i), classColors[i], share(s.answers[i], total), s.answers[i]})
+		colors = append(colors, classColors[i])
+	}
+	a.Origins = htmlCrossOf("origin", "answers", s.originAnswers(HTMLRows), colors, total)
+	return a
+}
+
+// decisionColor is the chart's colour for decision, the jth of the extra
+// decisions when it is not one of the proxy's.
+func decisionColor(name string, j int) string {
+	if name == Other {
+		return otherColor
+	}
+	for _, dc := range decisionColors {
+		if dc.name == name {
+			return dc.color
+		}
+	}
+	return extraColors[j%len(extraColors)]
 }
 
 // svgChart is the laid-out chart: every coordinate in viewBox units.
@@ -153,11 +275,12 @@ var decisionColors = []struct{ name, color string }{
 	{"bad-request", "#9e9d24"},
 	{"misdirected", "#5c6bc0"},
 	{"overloaded", "#283593"},
+	{"shutting-down", "#00acc1"},
 	{"allowed", "#43a047"},
 }
 
 // extraColors colour decisions the proxy does not make, in turn.
-var extraColors = []string{"#00acc1", "#7cb342", "#ab47bc", "#8d6e63", "#26a69a", "#ec407a"}
+var extraColors = []string{"#7cb342", "#ab47bc", "#8d6e63", "#26a69a", "#ec407a"}
 
 const otherColor = "#9e9e9e"
 

@@ -67,8 +67,10 @@ func TestWriteHTML(t *testing.T) {
 	if count["script"] != 0 || count["img"] != 0 || count["link"] != 0 {
 		t.Errorf("elements %v; want no script, img or link", count)
 	}
-	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 4 {
-		t.Errorf("elements %v; want one svg with bars and a legend, four tables", count)
+	// Decisions, origins by decision, origins' answers, tokens, and
+	// disallow, allow and usage rules.
+	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 7 {
+		t.Errorf("elements %v; want one svg with bars and a legend, seven tables", count)
 	}
 	all := strings.Join(texts, "\n")
 	for _, want := range []string{
@@ -76,6 +78,8 @@ func TestWriteHTML(t *testing.T) {
 		"disallowed", "would-block", hostile[0], // legend and tables, as text
 		"11-23 08:00",                        // an x tick
 		"2026-11-23 08:00 UTC: disallowed 2", // a bar's title
+		"Origins by decision", "Origins' answers", "Disallow rules", "Allow rules", "Usage rules",
+		"disallow: /drafts", "allow: /", "2xx", "429",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the page's text has no %q", want)

@@ -1,14 +1,18 @@
 // Package report summarises robotsgate audit logs (DESIGN.md "Audit log"):
-// counts by decision, origin, token and rule, the time range, and decisions
-// over time, as text, JSON or a self-contained HTML page.
+// counts by decision, origin, token and rule (allow and disallow rules
+// apart), each origin's records by decision, the origins' own answers by
+// status class, the time range, and decisions over time, as text, JSON or
+// a self-contained HTML page.
 //
 // A Summary reads any number of audit files, plain or gzip, one line at a
 // time. Its memory is bounded whatever the input's size: a line longer than
 // MaxLine is skipped without being held whole, each table keeps at most
 // MaxKeys names (the rest are counted under "(other)") of at most
-// MaxKeyLen bytes each, and the timeline keeps at most MaxBuckets buckets,
-// widening them along a ladder (1s, 5s, 10s, 30s, 1m, 5m, 15m, 1h, 6h, 1d,
-// then 2, 4, 8… days) as the time range grows.
+// MaxKeyLen bytes each, an origin's counts by decision and by answer live
+// in its row of the origin table (so they are bounded with it), and the
+// timeline keeps at most MaxBuckets buckets, widening them along a ladder
+// (1s, 5s, 10s, 30s, 1m, 5m, 15m, 1h, 6h, 1d, then 2, 4, 8… days) as the
+// time range grows.
 //
 // Audit files are untrusted input: origins, tokens and rules come from
 // requests and robots.txt files. Malformed lines are counted, never fatal;
@@ -74,18 +78,21 @@ func BlockedNames() string {
 var ErrMalformed = errors.New("malformed audit line")
 
 // ParseRecord decodes the members of one audit line (JSON, as audit.Log
-// writes it) that a report counts: time, decision, origin, token and
-// rule. It fails, with an error wrapping ErrMalformed, when the line is not
-// one JSON object, has no RFC 3339 "time", or no "decision" that names
-// one of robotsgate's decisions, or when one of those members is neither
-// a string nor null. Member names match exactly, and the last of repeated
-// names wins.
+// writes it) that a report counts: time, decision, origin, token, rule,
+// method and status. It fails, with an error wrapping ErrMalformed, when
+// the line is not one JSON object, has no RFC 3339 "time", or no
+// "decision" that names one of robotsgate's decisions, or when one of
+// time, decision, origin, token and rule is neither a string nor null.
+// Method and status are read leniently: a method that is not a string is
+// "", and a status that is not a JSON integer from 100 to 999 is 0. Member
+// names match exactly, and the last of repeated names wins.
 func ParseRecord(line []byte) (audit.Record, error) {
 	p, err := parseLine(new(scanner), line)
 	if err != nil {
 		return audit.Record{}, err
 	}
-	return audit.Record{Time: audit.Time(p.time), Decision: p.action, Origin: string(p.origin), Token: string(p.token), Rule: string(p.rule)}, nil
+	return audit.Record{Time: audit.Time(p.time), Decision: p.action, Origin: string(p.origin), Token: string(p.token), Rule: string(p.rule),
+		Method: string(p.method), Status: p.status}, nil
 }
 
 // parsed is a decoded audit line whose names may still point into the line:
@@ -94,6 +101,8 @@ type parsed struct {
 	time                          time.Time
 	action                        policy.Action
 	decision, origin, token, rule []byte // decision: action's name
+	method                        []byte
+	status                        int // 0: none (see statusOf)
 }
 
 // parseLine is ParseRecord without the copies.
@@ -116,7 +125,8 @@ func parseLine(s *scanner, line []byte) (parsed, error) {
 			return parsed{}, fmt.Errorf("%w: time %q is not RFC 3339", ErrMalformed, clip(string(ts), 40))
 		}
 	}
-	p := parsed{time: t, decision: f.decision.bytes(), origin: f.origin.bytes(), token: f.token.bytes(), rule: f.rule.bytes()}
+	p := parsed{time: t, decision: f.decision.bytes(), origin: f.origin.bytes(), token: f.token.bytes(), rule: f.rule.bytes(),
+		method: f.method.bytes(), status: statusOf(f.status.raw)}
 	if len(p.decision) == 0 {
 		return parsed{}, fmt.Errorf("%w: no decision", ErrMalformed)
 	}
@@ -134,6 +144,23 @@ func actionOf(b []byte) (policy.Action, bool) {
 		}
 	}
 	return 0, false
+}
+
+// statusOf returns the status whose JSON number text is raw: a plain
+// integer from 100 to 999, as strconv.Atoi reads it; 0 for anything else
+// (a fraction, an exponent, a sign, another size).
+func statusOf(raw []byte) int {
+	if len(raw) != 3 || raw[0] < '1' || raw[0] > '9' {
+		return 0
+	}
+	n := 0
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // parseStamp reads the audit log's own time format,
@@ -191,15 +218,19 @@ type Summary struct {
 	from, to                           time.Time
 	files                              []string
 
-	decisions, origins, tokens, rules table
+	decisions, origins, tokens, rules table               // origins' rows carry an originCounts
+	otherOrigins                      originCounts        // of the records counted under Other in origins
+	answers                           [numClasses]int64   // the origins' answers by class, all origins
+	otherRules                        [numRuleKinds]int64 // the records counted under Other in rules, by kind
 	timeline                          timeline
 	scan                              scanner // reused by Read
 }
 
-// Add counts one record (its time, decision, origin, token and rule),
-// unless it is before s.Since.
+// Add counts one record (its time, decision, origin, token, rule, method
+// and status), unless it is before s.Since.
 func (s *Summary) Add(r *audit.Record) {
-	s.count(parsed{time.Time(r.Time), r.Decision, []byte(r.Decision.String()), []byte(r.Origin), []byte(r.Token), []byte(r.Rule)})
+	s.count(parsed{time.Time(r.Time), r.Decision, []byte(r.Decision.String()), []byte(r.Origin), []byte(r.Token), []byte(r.Rule),
+		[]byte(r.Method), r.Status})
 }
 
 // count counts one decoded record, unless it is before s.Since.
@@ -220,13 +251,37 @@ func (s *Summary) count(p parsed) {
 	}
 	limit := s.maxKeys()
 	decision := p.decision
-	if !s.decisions.add(p.decision, limit) {
+	if s.decisions.add(p.decision, limit, false) == nil {
 		decision = []byte(Other)
 	}
-	s.origins.add(p.origin, limit)
-	s.tokens.add(p.token, limit)
-	s.rules.add(p.rule, limit)
+	class, answered := answerClass(&p)
+	if answered {
+		s.answers[class]++
+	}
+	if oc := s.originCounts(p.origin, limit); oc != nil {
+		oc.decisions[min(int(p.action), policy.NumActions)]++
+		if answered {
+			oc.answers[class]++
+		}
+	}
+	s.tokens.add(p.token, limit, false)
+	if s.rules.add(p.rule, limit, false) == nil && len(p.rule) > 0 {
+		s.otherRules[ruleKindOf(string(p.rule))]++
+	}
 	s.timeline.add(p.time, decision, s.maxBuckets())
+}
+
+// originCounts counts a record of origin in the origin table and returns
+// where its counts by decision and answer go: the origin's row, or
+// otherOrigins when it was counted under Other; nil for no origin.
+func (s *Summary) originCounts(origin []byte, limit int) *originCounts {
+	if r := s.origins.add(origin, limit, true); r != nil {
+		return r.origin
+	}
+	if len(origin) == 0 {
+		return nil
+	}
+	return &s.otherOrigins
 }
 
 // Read counts every record of one audit file read from r, gzip-compressed
@@ -354,33 +409,54 @@ func (s *Summary) maxBuckets() int {
 
 // table counts records by one name, keeping at most a limit of names.
 type table struct {
-	counts map[string]*int64 // a pointer: counting a known name copies nothing
-	other  int64             // records whose name came after the table was full
+	counts map[string]*row // a pointer: counting a known name copies nothing
+	other  int64           // records whose name came after the table was full
 }
 
-// add counts name ("" is not counted); it returns false when the table was
-// full and the record was counted under Other.
-func (t *table) add(name []byte, limit int) bool {
+// row is one name's count in a table.
+type row struct {
+	n      int64
+	origin *originCounts // the origin table's rows only; nil in the others
+}
+
+// originRow is a row of the origin table with its counts, allocated at once.
+type originRow struct {
+	row
+	counts originCounts
+}
+
+// add counts name and returns its row, with an originCounts when withOrigin
+// (on the row's creation: a table is always added to with the same
+// withOrigin). It returns nil when name is "" (not counted), and when the
+// table was full and the record was counted under Other.
+func (t *table) add(name []byte, limit int, withOrigin bool) *row {
 	if len(name) == 0 {
-		return true
+		return nil
 	}
 	if len(name) > MaxKeyLen {
 		name = []byte(clip(string(name), MaxKeyLen))
 	}
-	if n := t.counts[string(name)]; n != nil {
-		*n++
-		return true
+	if r := t.counts[string(name)]; r != nil {
+		r.n++
+		return r
 	}
 	if len(t.counts) >= limit {
 		t.other++
-		return false
+		return nil
 	}
 	if t.counts == nil {
-		t.counts = make(map[string]*int64)
+		t.counts = make(map[string]*row)
 	}
-	n := int64(1)
-	t.counts[string(name)] = &n
-	return true
+	var r *row
+	if withOrigin {
+		o := &originRow{row: row{n: 1}}
+		o.origin = &o.counts
+		r = &o.row
+	} else {
+		r = &row{n: 1}
+	}
+	t.counts[string(name)] = r
+	return r
 }
 
 // clip cuts s to at most n bytes at a character boundary, marking the cut

@@ -436,6 +436,19 @@ func TestBounded(t *testing.T) {
 					t.Errorf("%s table: %d names, %d records; want at most %d names, %d records", name, len(tb.counts), sum, keys, s.Total())
 				}
 			}
+			// Each origin's counts by decision live in its row: as many
+			// rows as origins kept, each summing to the row's count, and
+			// the rest in otherOrigins.
+			inRows := sum(s.otherOrigins.decisions[:])
+			for name, r := range s.origins.counts {
+				if n := sum(r.origin.decisions[:]); n != r.n {
+					t.Errorf("origin %q: %d records by decision; want %d", name, n, r.n)
+				}
+				inRows += r.n
+			}
+			if inRows != s.Total() || sum(s.otherOrigins.decisions[:]) != s.origins.other {
+				t.Errorf("origins by decision hold %d records, %d under Other; want %d, %d", inRows, sum(s.otherOrigins.decisions[:]), s.Total(), s.origins.other)
+			}
 			if len(s.timeline.buckets) > buckets || s.timeline.hi-s.timeline.lo >= int64(buckets) {
 				t.Errorf("timeline: %d buckets over %d; want at most %d", len(s.timeline.buckets), s.timeline.hi-s.timeline.lo+1, buckets)
 			}
@@ -487,8 +500,19 @@ func TestWriteJSON(t *testing.T) {
 			`"by_origin":{"http://10.1.2.3:80":1,"http://site.example:80":2,"https://docs.example:443":3,"https://down.example:443":1,"https://gone.example:443":1,"https://intranet.example:443":1},` +
 			`"by_token":{"MyBot":5,"OtherBot":2},` +
 			`"by_rule":{"allow: /":2,"disallow: /drafts":1,"disallow: /private":2},` +
+			`"by_disallow_rule":{"disallow: /drafts":1,"disallow: /private":2},"by_allow_rule":{"allow: /":2},"by_usage_rule":{},` +
+			// auth-required has no origin: in no origin's row.
+			`"by_origin_decision":{"http://10.1.2.3:80":{"private-address":1},"http://site.example:80":{"disallowed":2},` +
+			`"https://docs.example:443":{"allowed":1,"paced":1,"would-block":1},"https://down.example:443":{"unreachable":1},` +
+			`"https://gone.example:443":{"upstream-error":1},"https://intranet.example:443":{"denied":1}},` +
+			// The allowed 200 and the would-block 200 reached docs.example;
+			// the paced 429 and the upstream-error 502 are robotsgate's.
+			`"by_class":{"1xx":0,"2xx":2,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{"https://docs.example:443":{"2xx":2}},` +
 			`"from":"2026-11-23T08:41:38.637Z","to":"2026-11-24T08:00:00.000Z","malformed":0,"files":["testdata/audit.jsonl"]}`},
-		{"empty", &Summary{}, `{"total":0,"blocked":0,"by_decision":{},"by_origin":{},"by_token":{},"by_rule":{},"from":null,"to":null,"malformed":0,"files":[]}`},
+		{"empty", &Summary{}, `{"total":0,"blocked":0,"by_decision":{},"by_origin":{},"by_token":{},"by_rule":{},` +
+			`"by_disallow_rule":{},"by_allow_rule":{},"by_usage_rule":{},"by_origin_decision":{},` +
+			`"by_class":{"1xx":0,"2xx":0,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{},` +
+			`"from":null,"to":null,"malformed":0,"files":[]}`},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -508,7 +532,8 @@ func TestWriteJSON(t *testing.T) {
 		if err := dec.Decode(&keys); err != nil || dec.More() {
 			t.Errorf("%s: want exactly one JSON object (%v)", tt.name, err)
 		}
-		want := []string{"blocked", "by_decision", "by_origin", "by_rule", "by_token", "files", "from", "malformed", "to", "total"}
+		want := []string{"blocked", "by_allow_rule", "by_class", "by_decision", "by_disallow_rule", "by_origin", "by_origin_class",
+			"by_origin_decision", "by_rule", "by_token", "by_usage_rule", "files", "from", "malformed", "to", "total"}
 		if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
 			t.Errorf("%s: keys %q; want %q", tt.name, got, want)
 		}

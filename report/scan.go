@@ -40,8 +40,13 @@ func (f *field) bytes() []byte {
 }
 
 // recordFields are the members of an audit line that a report reads.
+// time, decision, origin, token and rule must be strings (or null);
+// method and status are read leniently: a method that is not a string,
+// or a status that is not a number, is as if absent.
 type recordFields struct {
 	time, decision, origin, token, rule field
+	method                              field
+	status                              field // raw: the number's text
 }
 
 // bad returns the name of the first member that is neither a string nor
@@ -75,6 +80,10 @@ func (r *recordFields) slot(key []byte) *field {
 		return &r.token
 	case "rule":
 		return &r.rule
+	case "method":
+		return &r.method
+	case "status":
+		return &r.status
 	}
 	return nil
 }
@@ -122,6 +131,15 @@ func scanRecord(s *scanner, line []byte, r *recordFields) bool {
 				if !s.value(1) {
 					return false
 				}
+			case f == &r.status:
+				start := s.i
+				if !s.value(1) {
+					return false
+				}
+				*f = field{}
+				if c := s.b[start]; c == '-' || '0' <= c && c <= '9' {
+					*f = field{raw: s.b[start:s.i], set: true}
+				}
 			case s.peek() == '"':
 				raw, escaped, ok := s.str()
 				if !ok {
@@ -134,7 +152,7 @@ func scanRecord(s *scanner, line []byte, r *recordFields) bool {
 				if !s.value(1) {
 					return false
 				}
-				*f = field{bad: true}
+				*f = field{bad: f != &r.method}
 			}
 			s.ws()
 			if s.eat('}') {

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // TextRows is the number of names each table of WriteText shows; the rest
@@ -32,8 +34,8 @@ type entry struct {
 // Other is not among them.
 func (t *table) sorted() []entry {
 	es := make([]entry, 0, len(t.counts))
-	for name, n := range t.counts {
-		es = append(es, entry{name, *n})
+	for name, r := range t.counts {
+		es = append(es, entry{name, r.n})
 	}
 	slices.SortFunc(es, func(a, b entry) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
@@ -48,8 +50,8 @@ func (t *table) sorted() []entry {
 // it counted anything (added to a name "(other)" if one was seen).
 func (t *table) all() map[string]int64 {
 	m := make(map[string]int64, len(t.counts)+1)
-	for name, n := range t.counts {
-		m[name] = *n
+	for name, r := range t.counts {
+		m[name] = r.n
 	}
 	if t.other > 0 {
 		m[Other] += t.other
@@ -72,10 +74,12 @@ func share(n, total int64) string {
 }
 
 // WriteText writes the summary for people: the files, time range, totals,
-// and one table per decision, origin, token and rule with the TextRows
-// largest counts. Names are printed as they are unless they hold control
-// or other unprintable characters, in which case they are quoted with Go
-// escapes, so that a hostile origin cannot drive the terminal.
+// and tables with the TextRows largest counts: by decision, by origin, by
+// origin and decision, the origins' answers by class (overall and by
+// origin), by token, and by rule, disallow, allow and usage rules apart.
+// Names are printed as they are unless they hold control or other
+// unprintable characters, in which case they are quoted with Go escapes,
+// so that a hostile origin cannot drive the terminal.
 func (s *Summary) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	row := func(k, v string) { fmt.Fprintf(bw, "%-10s %s\n", k, v) }
@@ -97,17 +101,26 @@ func (s *Summary) WriteText(w io.Writer) error {
 	if !s.Since.IsZero() {
 		row("since", fmt.Sprintf("%s (%d earlier records skipped)", stamp(s.Since), s.skipped))
 	}
+	fmt.Fprintln(bw)
+	writeTable(bw, "DECISION", &s.decisions, s.total)
+	fmt.Fprintln(bw)
+	writeTable(bw, "ORIGIN", &s.origins, s.total)
+	fmt.Fprintln(bw)
+	writeCross(bw, "ORIGIN × DECISION", "RECORDS", s.originDecisions(TextRows))
+	fmt.Fprintln(bw)
+	s.writeAnswers(bw)
+	fmt.Fprintln(bw)
+	writeTable(bw, "TOKEN", &s.tokens, s.total)
 	for _, t := range []struct {
 		title string
-		t     *table
+		kind  int
 	}{
-		{"DECISION", &s.decisions},
-		{"ORIGIN", &s.origins},
-		{"TOKEN", &s.tokens},
-		{"RULE", &s.rules},
+		{"DISALLOW RULE", ruleDisallow},
+		{"ALLOW RULE", ruleAllow},
+		{"USAGE RULE", ruleUsage},
 	} {
 		fmt.Fprintln(bw)
-		writeTable(bw, t.title, t.t, s.total)
+		writeTable(bw, t.title, s.rulesOf(t.kind), s.total)
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
@@ -149,6 +162,99 @@ func writeTable(w io.Writer, title string, t *table, total int64) {
 	}
 }
 
+// writeCross writes an origin table with counts by column: name, total,
+// one count per column, and the rest summed in an Other row.
+func writeCross(w io.Writer, title, totalColumn string, t crossTable) {
+	rows := t.Rows
+	if t.Rest != nil {
+		rows = append(slices.Clip(rows), *t.Rest)
+	}
+	width := utf8.RuneCountInString(title)
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = printable(r.Name)
+		width = max(width, min(utf8.RuneCountInString(names[i]), textNameWidth))
+	}
+	widths := make([]int, len(t.Columns))
+	for j, c := range t.Columns {
+		widths[j] = max(len(c), 5)
+	}
+	line := func(name, total string, counts []string) {
+		pad := max(width-utf8.RuneCountInString(name), 0)
+		fmt.Fprintf(w, "%s%s  %9s", name, strings.Repeat(" ", pad), total)
+		for j, c := range counts {
+			fmt.Fprintf(w, "  %*s", widths[j], c)
+		}
+		fmt.Fprintln(w)
+	}
+	line(title, totalColumn, t.Columns)
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "(none)")
+		return
+	}
+	counts := make([]string, len(t.Columns))
+	for i, r := range rows {
+		for j, n := range r.Counts {
+			counts[j] = strconv.FormatInt(n, 10)
+		}
+		line(names[i], strconv.FormatInt(r.Total, 10), counts)
+	}
+	if t.Rest != nil {
+		fmt.Fprintf(w, "%s: %s\n", Other, restNote(t))
+	}
+}
+
+// restNote says what a cross table's Other row sums.
+func restNote(t crossTable) string {
+	var parts []string
+	if t.More > 0 {
+		parts = append(parts, fmt.Sprintf("%d more %s", t.More, plural(t.More, "origin", "origins")))
+	}
+	if t.Capped > 0 {
+		parts = append(parts, fmt.Sprintf("%d records under origins past the cap of distinct names", t.Capped))
+	}
+	return strings.Join(parts, ", and ")
+}
+
+// plural is one or many for n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// writeAnswers writes the origins' answers by class, overall and by
+// origin, and says what they are made of.
+func (s *Summary) writeAnswers(w io.Writer) {
+	answered := sum(s.answers[:])
+	fmt.Fprintf(w, "%-6s  %9s  %6s\n", "ANSWER", "RECORDS", "SHARE")
+	for _, i := range s.shownClasses() {
+		fmt.Fprintf(w, "%-6s  %9d  %6s\n", className(i), s.answers[i], share(s.answers[i], answered))
+	}
+	fmt.Fprintln(w, answersNote)
+	if note := s.allowedNote(); note != "" {
+		fmt.Fprintln(w, note)
+	}
+	fmt.Fprintln(w)
+	writeCross(w, "ORIGIN × ANSWER", "ANSWERS", s.originAnswers(TextRows))
+}
+
+// answersNote says what the answers are.
+const answersNote = "(the status the origin answered, on allowed and would-block records: requests that reached it)"
+
+// allowedNote is a note when no allowed record was counted: the audit log
+// holds them only with audit.log_allowed.
+func (s *Summary) allowedNote() string {
+	if s.total == 0 {
+		return ""
+	}
+	if r := s.decisions.counts[policy.ActionAllowed.String()]; r != nil && r.n > 0 {
+		return ""
+	}
+	return "no allowed records: the audit log holds allowed requests only with audit.log_allowed = true; set it to see the origins' answers to them"
+}
+
 // lines is "1 line" or "n lines".
 func lines(n int64) string {
 	if n == 1 {
@@ -168,33 +274,82 @@ func printable(s string) string {
 
 // jsonSummary is the object WriteJSON writes.
 type jsonSummary struct {
-	Total      int64            `json:"total"`
-	Blocked    int64            `json:"blocked"`
-	ByDecision map[string]int64 `json:"by_decision"`
-	ByOrigin   map[string]int64 `json:"by_origin"`
-	ByToken    map[string]int64 `json:"by_token"`
-	ByRule     map[string]int64 `json:"by_rule"`
-	From       *string          `json:"from"`
-	To         *string          `json:"to"`
-	Malformed  int64            `json:"malformed"`
-	Files      []string         `json:"files"`
+	Total            int64                       `json:"total"`
+	Blocked          int64                       `json:"blocked"`
+	ByDecision       map[string]int64            `json:"by_decision"`
+	ByOrigin         map[string]int64            `json:"by_origin"`
+	ByToken          map[string]int64            `json:"by_token"`
+	ByRule           map[string]int64            `json:"by_rule"`
+	ByDisallowRule   map[string]int64            `json:"by_disallow_rule"`
+	ByAllowRule      map[string]int64            `json:"by_allow_rule"`
+	ByUsageRule      map[string]int64            `json:"by_usage_rule"`
+	ByOriginDecision map[string]map[string]int64 `json:"by_origin_decision"`
+	ByClass          map[string]int64            `json:"by_class"`
+	ByOriginClass    map[string]map[string]int64 `json:"by_origin_class"`
+	From             *string                     `json:"from"`
+	To               *string                     `json:"to"`
+	Malformed        int64                       `json:"malformed"`
+	Files            []string                    `json:"files"`
 }
 
 // WriteJSON writes the summary as one JSON object: total, blocked,
 // by_decision, by_origin, by_token, by_rule (each an object of name to
-// count, every name kept, Other for the rest), from and to (the time range
-// as RFC 3339 UTC with milliseconds, null when no record was counted),
-// malformed (lines skipped) and files (as named to Read).
+// count, every name kept, Other for the rest); by_disallow_rule,
+// by_allow_rule and by_usage_rule, by_rule split by the rule's directive
+// ("disallow: …", "allow: …", anything else: a usage statement);
+// by_origin_decision (origin to an object of decision to count, for the
+// origins of by_origin, Other for the rest); by_class (the origins'
+// answers: 1xx, 2xx, 3xx, 4xx, 429 and 5xx, each always present) and
+// by_origin_class (origin to an object of class to count, for the origins
+// with answers); from and to (the time range as RFC 3339 UTC with
+// milliseconds, null when no record was counted), malformed (lines
+// skipped) and files (as named to Read). Zero counts are left out of the
+// per-origin objects.
 func (s *Summary) WriteJSON(w io.Writer) error {
 	out := jsonSummary{
-		Total:      s.total,
-		Blocked:    s.blocked,
-		ByDecision: s.decisions.all(),
-		ByOrigin:   s.origins.all(),
-		ByToken:    s.tokens.all(),
-		ByRule:     s.rules.all(),
-		Malformed:  s.malformed,
-		Files:      s.files,
+		Total:            s.total,
+		Blocked:          s.blocked,
+		ByDecision:       s.decisions.all(),
+		ByOrigin:         s.origins.all(),
+		ByToken:          s.tokens.all(),
+		ByRule:           s.rules.all(),
+		ByDisallowRule:   s.rulesOf(ruleDisallow).all(),
+		ByAllowRule:      s.rulesOf(ruleAllow).all(),
+		ByUsageRule:      s.rulesOf(ruleUsage).all(),
+		ByOriginDecision: map[string]map[string]int64{},
+		ByClass:          map[string]int64{},
+		ByOriginClass:    map[string]map[string]int64{},
+		Malformed:        s.malformed,
+		Files:            s.files,
+	}
+	for i, n := range s.answers {
+		out.ByClass[className(i)] = n
+	}
+	add := func(name string, oc *originCounts) {
+		if m := nonZero(oc.decisions[:], decisionName); m != nil {
+			out.ByOriginDecision[name] = m
+		}
+		if m := nonZero(oc.answers[:], className); m != nil {
+			out.ByOriginClass[name] = m
+		}
+	}
+	for name, r := range s.origins.counts {
+		add(name, r.origin)
+	}
+	if s.origins.other > 0 {
+		// Merged into a name "(other)" if one was seen, as all does.
+		if r := s.origins.counts[Other]; r != nil {
+			merged := *r.origin
+			for i, n := range s.otherOrigins.decisions {
+				merged.decisions[i] += n
+			}
+			for i, n := range s.otherOrigins.answers {
+				merged.answers[i] += n
+			}
+			add(Other, &merged)
+		} else {
+			add(Other, &s.otherOrigins)
+		}
 	}
 	if out.Files == nil {
 		out.Files = []string{}
@@ -209,4 +364,18 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("write JSON report: %w", err)
 	}
 	return nil
+}
+
+// nonZero returns counts' non-zero entries by name, or nil if there are none.
+func nonZero(counts []int64, name func(int) string) map[string]int64 {
+	var m map[string]int64
+	for i, n := range counts {
+		if n > 0 {
+			if m == nil {
+				m = map[string]int64{}
+			}
+			m[name(i)] += n
+		}
+	}
+	return m
 }
