@@ -212,9 +212,8 @@ func BenchmarkScanVsMatcher(b *testing.B) {
 	bySize := make([][]blockPaths, len(sizes))
 	for _, f := range files {
 		r := Parse(readBench(b, f[len("testdata/"):]), WithNormalization())
-		if r.lazy == nil { // no block needs a matcher: make room for them
-			r.lazy = newLazyMatchers(len(r.blocks))
-		}
+		// Room for every block's matcher, whether or not one needs it.
+		r.lazy.CompareAndSwap(nil, newLazyMatchers(len(r.blocks)))
 		for i := range r.blocks {
 			n := r.blocks[i].last - r.blocks[i].first
 			if k, _ := slices.BinarySearch(sizes, n); n > 0 && k < len(sizes) {

@@ -160,14 +160,44 @@ func appendSpans(b []byte, spans []span) []byte {
 // returns decides exactly as the one encoded, and is cold: it tests
 // blocks of up to coldScanMax rules by scan, building no matcher for
 // them, which is what a file decided on once should cost. [Robots.Hot]
-// gives the same file ready to be decided on many times.
+// makes it ready to be decided on many times.
 func DecodeBinary(data []byte) (*Robots, error) {
+	r := new(Robots)
+	if err := r.UnmarshalBinary(data); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// UnmarshalBinary is DecodeBinary into r (encoding.BinaryUnmarshaler), for
+// a caller that allocates r with what it keeps beside it. r must not be in
+// use: what it held is replaced. Nothing of data is kept. On error r is
+// left empty.
+func (r *Robots) UnmarshalBinary(data []byte) error {
+	r.reset()
+	if err := r.unmarshal(data); err != nil {
+		r.reset()
+		return err
+	}
+	return nil
+}
+
+// reset empties r.
+func (r *Robots) reset() {
+	r.blocks, r.rules, r.text, r.spans, r.keys, r.groups = nil, nil, "", nil, nil, nil
+	r.textCap, r.size, r.nGlobal, r.nAgents, r.lines, r.norm, r.x = 0, 0, 0, 0, 0, false, nil
+	r.cold.Store(false)
+	r.lazy.Store(nil)
+}
+
+func (r *Robots) unmarshal(data []byte) error {
 	d := decoder{b: data}
 	if d.byte() != binaryVersion {
-		return nil, fmt.Errorf("%w: version", ErrBinary)
+		return fmt.Errorf("%w: version", ErrBinary)
 	}
 	flags := d.byte()
-	r := &Robots{norm: flags&1 != 0, cold: true}
+	r.norm = flags&1 != 0
+	r.cold.Store(true)
 	r.size, r.lines, r.nGlobal, r.nAgents = d.int32(), d.int32(), d.int32(), d.int32()
 	nText, nRules, nBlocks, nSpans, nKeys, nGroups := d.uint(), d.uint(), d.uint(), d.uint(), d.uint(), d.uint()
 	// Each record takes at least this many bytes of the form: lengths the
@@ -302,11 +332,11 @@ func DecodeBinary(data []byte) (*Robots, error) {
 		d.err = r.check(usage)
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBinary, d.err)
+		return fmt.Errorf("%w: %v", ErrBinary, d.err)
 	}
 	r.finishUsage(usage)
-	r.makeLazy()
-	return r, nil
+	r.makeLazy(coldScanMax)
+	return nil
 }
 
 // check verifies that every offset and index of r, and of the usage
@@ -397,28 +427,23 @@ func (r *Robots) check(usage []usageSpan) error {
 	return nil
 }
 
-// Hot returns r ready to be decided on many times: the same file, whose
-// blocks of more than scanMax rules build their matchers on first use and
-// keep them (those r has built already are shared). A file from Parse is
-// hot already and is returned as it is.
+// Hot makes r ready to be decided on many times, and returns it: from
+// then on its blocks of more than scanMax rules build their matchers on
+// first use and keep them (those it built while cold are kept). It may be
+// called while r is being decided on: a decision under way gives the same
+// answer either way. A file from Parse is hot already.
 func (r *Robots) Hot() *Robots {
-	if r == nil || !r.cold {
+	if r == nil || !r.cold.Load() {
 		return r
 	}
-	h := *r
-	h.cold = false
-	h.makeLazy()
-	if h.lazy != nil && r.lazy != nil {
-		for j := range r.lazy.slots {
-			h.lazy.slots[j].Store(r.lazy.slots[j].Load())
-		}
-	}
-	return &h
+	r.makeLazy(scanMax) // before cold is cleared: a hot decision needs the room
+	r.cold.Store(false)
+	return r
 }
 
 // Cold reports whether r decides by scan where a hot file would build a
 // matcher (see DecodeBinary).
-func (r *Robots) Cold() bool { return r != nil && r.cold }
+func (r *Robots) Cold() bool { return r != nil && r.cold.Load() }
 
 // decoder reads the binary form, remembering the first problem: every
 // read after it returns zero values. It reads b from i on: an index,

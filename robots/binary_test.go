@@ -10,7 +10,8 @@ import (
 )
 
 // tiers returns r's cold and hot forms: r through AppendBinary and
-// DecodeBinary, and that made Hot.
+// DecodeBinary, and the same decoded again and made Hot (Hot changes the
+// file it is given).
 func tiers(t testing.TB, r *Robots) (cold, hot *Robots) {
 	t.Helper()
 	b, err := r.AppendBinary(nil)
@@ -21,27 +22,44 @@ func tiers(t testing.TB, r *Robots) (cold, hot *Robots) {
 	if err != nil {
 		t.Fatalf("DecodeBinary(AppendBinary): %v", err)
 	}
-	if !cold.Cold() || cold.Hot().Cold() {
-		t.Fatalf("DecodeBinary's file is cold %v, its Hot %v; want true, false", cold.Cold(), cold.Hot().Cold())
+	if hot, err = DecodeBinary(b); err != nil {
+		t.Fatalf("DecodeBinary(AppendBinary): %v", err)
 	}
-	return cold, cold.Hot()
+	if !cold.Cold() || hot.Hot() != hot || hot.Cold() {
+		t.Fatalf("DecodeBinary's file is cold %v, made Hot %v; want true, false", cold.Cold(), hot.Cold())
+	}
+	return cold, hot
+}
+
+// fileContent is what a file holds, apart from how it holds it
+// (matchers, spare room, tier): what sameFile compares.
+type fileContent struct {
+	blocks                 []block
+	rules                  []rule
+	text                   string
+	spans                  []span
+	keys                   []agentKey
+	groups                 []int32
+	size, nGlobal, nAgents int32
+	lines                  int32
+	norm                   bool
+	delays                 []float64
+	normal                 []normalDisplay
+	usage                  []usageStmt
 }
 
 // sameFile reports how a and b, two forms of one file, differ in what
 // they hold (not in how they hold it: matchers, spare room, tier).
 func sameFile(a, b *Robots) string {
-	strip := func(r *Robots) Robots {
-		c := *r
-		c.lazy, c.textCap, c.cold = nil, 0, false
-		c.rules, c.blocks, c.spans, c.keys, c.groups = orNil(c.rules), orNil(c.blocks), orNil(c.spans), orNil(c.keys), orNil(c.groups)
-		if c.x != nil {
-			x := *c.x
-			x.delays, x.normal, x.usage = orNil(x.delays), orNil(x.normal), orNil(x.usage)
-			c.x = &x
+	content := func(r *Robots) fileContent {
+		c := fileContent{orNil(r.blocks), orNil(r.rules), r.text, orNil(r.spans), orNil(r.keys), orNil(r.groups),
+			r.size, r.nGlobal, r.nAgents, r.lines, r.norm, nil, nil, nil}
+		if r.x != nil {
+			c.delays, c.normal, c.usage = orNil(r.x.delays), orNil(r.x.normal), orNil(r.x.usage)
 		}
 		return c
 	}
-	if x, y := strip(a), strip(b); !reflect.DeepEqual(x, y) {
+	if x, y := content(a), content(b); !reflect.DeepEqual(x, y) {
 		return fmt.Sprintf("%+v\nwant %+v", y, x)
 	}
 	return ""
@@ -152,9 +170,14 @@ func TestDecodeBinaryRefuses(t *testing.T) {
 	}
 }
 
-// exercise asks r everything a proxy asks of a file.
+// exercise asks r everything a proxy asks of a file, as it is and made
+// Hot.
 func exercise(r *Robots) {
-	for _, rr := range []*Robots{r, r.Hot()} {
+	for _, hot := range []bool{false, true} {
+		rr := r
+		if hot {
+			rr = r.Hot()
+		}
 		rr.Groups()
 		rr.Sitemaps()
 		rr.Statements()
@@ -215,4 +238,48 @@ func FuzzDecodeBinary(f *testing.F) {
 			t.Fatalf("re-encoded: %s", d)
 		}
 	})
+}
+
+// TestHotWhileDeciding makes a cold file Hot while other goroutines decide
+// on it: every answer is the parsed file's, before, during and after (and
+// -race sees no race between Hot and the decisions).
+func TestHotWhileDeciding(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile("testdata/bench/realistic-5k.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := Parse(body)
+	b, err := parsed.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		r, err := DecodeBinary(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan string, 4)
+		for w := range 4 {
+			go func() {
+				for i := range 200 {
+					p := benchPaths[(i+w)%len(benchPaths)]
+					if got, want := r.Group("Scrapy").Test(p), parsed.Group("Scrapy").Test(p); got.Allowed != want.Allowed || got.Line != want.Line {
+						done <- fmt.Sprintf("Test(%q) = %v; want %v", p, got, want)
+						return
+					}
+				}
+				done <- ""
+			}()
+		}
+		r.Hot()
+		for range 4 {
+			if msg := <-done; msg != "" {
+				t.Fatal(msg)
+			}
+		}
+		if r.Cold() || r.lazy.Load() == nil {
+			t.Fatalf("after Hot: cold %v, room for matchers %v; want false, true", r.Cold(), r.lazy.Load() != nil)
+		}
+	}
 }

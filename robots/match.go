@@ -436,17 +436,18 @@ func (sr *search) matchPattern(body string, anchored bool) bool {
 // files name many crawlers, and a proxy asks about a few. The fast path is
 // one atomic load and does not allocate.
 func (r *Robots) matcher(bi int32) *matcher {
-	if r.lazy == nil {
+	lazy := r.lazy.Load()
+	if lazy == nil {
 		// No block needs a matcher: a test is checking one against scan.
 		m := r.compile(&r.blocks[bi])
 		return &m
 	}
-	slot := &r.lazy.slots[bi]
+	slot := &lazy.slots[bi]
 	if m := slot.Load(); m != nil {
 		return m
 	}
-	r.lazy.mu.Lock()
-	defer r.lazy.mu.Unlock()
+	lazy.mu.Lock()
+	defer lazy.mu.Unlock()
 	if m := slot.Load(); m != nil {
 		return m
 	}

@@ -38,9 +38,9 @@ func (r *Robots) MemSize() int {
 		n += heapSize(cap(x.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
 		n += heapSize(8*cap(x.delays), false)
 	}
-	if r.lazy != nil {
-		n += heapSize(int(unsafe.Sizeof(*r.lazy)), true)
-		n += heapSize(cap(r.lazy.slots)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
+	if lazy := r.lazy.Load(); lazy != nil {
+		n += heapSize(int(unsafe.Sizeof(*lazy)), true)
+		n += heapSize(cap(lazy.slots)*int(unsafe.Sizeof(atomic.Pointer[matcher]{})), true)
 	}
 	for i := range r.blocks {
 		n += r.matcherSize(&r.blocks[i])

@@ -51,10 +51,14 @@ type Robots struct {
 	nAgents int32
 	lines   int32  // lines read
 	norm    bool   // patterns compiled in normalised form, see WithNormalization
-	cold    bool   // from DecodeBinary, not made Hot: blocks of up to coldScanMax rules are scanned
 	x       *extra // what few files have; nil when they have none of it
 
-	lazy *lazyMatchers // nil when no block needs a matcher
+	// cold: from DecodeBinary, not made Hot: blocks of up to coldScanMax
+	// rules are scanned. Hot sets it false, once, while others decide.
+	cold atomic.Bool
+	// lazy is nil while no block needs a matcher; Hot sets it, once,
+	// before it clears cold.
+	lazy atomic.Pointer[lazyMatchers]
 }
 
 // lazyMatchers holds the matchers of a file's blocks, compiled on first
@@ -690,17 +694,20 @@ func (r *Robots) index() {
 		}
 	}
 	r.nGlobal = int32(nGlobal)
-	r.makeLazy()
+	r.makeLazy(scanMax)
 }
 
-// makeLazy makes room for the matchers of r's blocks (nil if none has
-// more rules than r.scanLimit(): slots for every block, only when one
-// needs a matcher).
-func (r *Robots) makeLazy() {
-	r.lazy = nil
+// makeLazy makes room for the matchers of r's blocks, if it has none yet
+// and some block has more rules than scanLimit: slots for every block,
+// only when one needs a matcher. Of two calls at once, one makes the room
+// and both see it.
+func (r *Robots) makeLazy(scanLimit int32) {
+	if r.lazy.Load() != nil {
+		return
+	}
 	for i := range r.blocks {
-		if b := &r.blocks[i]; b.last-b.first > r.scanLimit() {
-			r.lazy = newLazyMatchers(len(r.blocks))
+		if b := &r.blocks[i]; b.last-b.first > scanLimit {
+			r.lazy.CompareAndSwap(nil, newLazyMatchers(len(r.blocks)))
 			return
 		}
 	}

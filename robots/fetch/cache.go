@@ -395,6 +395,7 @@ func (c *Cache) Get(ctx context.Context, o Origin) (Answer, error) {
 	now := c.opts.Now()
 	if e, ok := c.rc.Get(c.key(o)); ok && e.Origin == o && now.Before(e.Expires) {
 		c.hits.Add(1)
+		e.Rules.Hot() // read back cold and offered: decided on often now
 		return Answer{Entry: e}, nil
 	}
 	if a, ok := c.fromState(o, now); ok {
@@ -630,7 +631,7 @@ func (c *Cache) promote(o Origin, g *coldCopy, e *Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.lookup(o); st != nil && st.good == g {
-		c.set(o, hot(e))
+		c.set(o, e)
 	}
 }
 
@@ -645,6 +646,7 @@ func (c *Cache) goodEntry(st *originState) *Entry {
 		return nil
 	}
 	if e, ok := c.rc.Get(c.key(st.origin)); ok && e.Origin == st.origin && g.sameCopy(e) {
+		e.Rules.Hot()
 		return e
 	}
 	e, err := thaw(st.origin, g, c.arena.bytes(g.ref), nil)
@@ -652,7 +654,7 @@ func (c *Cache) goodEntry(st *originState) *Entry {
 		c.badRecord(st.origin, err)
 		return nil
 	}
-	c.set(st.origin, hot(e))
+	c.set(st.origin, e)
 	return e
 }
 

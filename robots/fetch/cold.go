@@ -15,10 +15,11 @@ import (
 // off the heap (arena.go), and the few fields of its Entry: about the
 // size of the file's text and nothing per rule. A decision for a cold origin reads the copy back (a
 // few microseconds: a copy, not a parse) and tests it by scan. The origins
-// decided on often are also held hot, in ristretto: the Entry with its
-// rules parsed and their matchers built as requests need them, bounded by
-// a part of MaxBytes (hotShare) and chosen by ristretto's TinyLFU
-// admission, which every lookup feeds.
+// decided on often are also held hot, in ristretto: the Entry read back,
+// offered as it is (no copy) after a cold decision, and made Hot in place
+// when the hot tier first answers with it, so that its matchers are built
+// as requests need them; bounded by a part of MaxBytes (hotShare) and
+// chosen by ristretto's TinyLFU admission, which every lookup feeds.
 
 // coldCopy is an origin's last good copy as the state holds it. It is
 // immutable once made.
@@ -88,7 +89,14 @@ func freeze(e *Entry) (*coldCopy, []byte, error) {
 // (robots.DecodeBinary): nothing of bin is kept. scratch, if not nil,
 // is room to decompress into, grown as needed.
 func thaw(o Origin, g *coldCopy, bin []byte, scratch *[]byte) (*Entry, error) {
-	e := &Entry{
+	// The Entry and its rules are allocated at once: a cold decision
+	// allocates little else.
+	both := new(struct {
+		e     Entry
+		rules robots.Robots
+	})
+	e := &both.e
+	*e = Entry{
 		Origin:      o,
 		Outcome:     Fetched,
 		Status:      int(g.status),
@@ -120,23 +128,11 @@ func thaw(o Origin, g *coldCopy, bin []byte, scratch *[]byte) (*Entry, error) {
 			*scratch = bin
 		}
 	}
-	r, err := robots.DecodeBinary(bin)
-	if err != nil {
+	if err := both.rules.UnmarshalBinary(bin); err != nil {
 		return nil, fmt.Errorf("%w: read robots.txt of %s back: %w", ErrColdCopy, o, err)
 	}
-	e.Rules = r
+	e.Rules = &both.rules
 	return e, nil
-}
-
-// hot returns e, whose rules are cold, as the hot tier holds it: the
-// same entry, its rules ready to be decided on many times.
-func hot(e *Entry) *Entry {
-	if !e.Rules.Cold() {
-		return e
-	}
-	h := *e
-	h.Rules = e.Rules.Hot()
-	return &h
 }
 
 // sameCopy reports whether e is the entry g was made from (or made from

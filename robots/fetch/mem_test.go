@@ -81,36 +81,39 @@ func newManyCache(tb testing.TB, m manyOrigins, maxBytes int64) *Cache {
 }
 
 // fill looks up origins site0.test to site<n-1>.test in c, from a few
-// goroutines, three times each (the fetch, the cold decision that offers
-// the origin to the hot tier, and a decision on what the cache holds
-// then), and uses every group of the last, so that all its matchers are
-// built as they are in a long-lived proxy.
+// goroutines, three times each: the fetch and the cold decision that
+// offers the origin to the hot tier, then, once the hot tier has taken
+// its offers, a decision on what the cache holds (which makes the hot
+// tier's entries Hot), and uses every group of the last, so that all its
+// matchers are built as they are in a long-lived proxy.
 func fill(tb testing.TB, c *Cache, n int) {
 	tb.Helper()
-	var next atomic.Int64
 	var failed atomic.Value
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				for range 3 {
-					a, err := c.Get(context.Background(), siteOrigin(i))
-					if err != nil || a.Entry == nil {
-						failed.CompareAndSwap(nil, fmt.Sprintf("site%d.test: %+v, %v", i, a, err))
-						return
+	lookups := func(times int) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					for range times {
+						a, err := c.Get(context.Background(), siteOrigin(i))
+						if err != nil || a.Entry == nil {
+							failed.CompareAndSwap(nil, fmt.Sprintf("site%d.test: %+v, %v", i, a, err))
+							return
+						}
+						useEveryGroup(a.Entry.Rules)
 					}
-					useEveryGroup(a.Entry.Rules)
 				}
-			}
-		}()
+			})
+		}
+		wg.Wait()
+		if f := failed.Load(); f != nil {
+			tb.Fatal(f)
+		}
+		c.Wait()
 	}
-	wg.Wait()
-	if f := failed.Load(); f != nil {
-		tb.Fatal(f)
-	}
-	c.Wait()
+	lookups(2)
+	lookups(1)
 }
 
 // useEveryGroup decides a path for every token the file names and for one
