@@ -279,3 +279,49 @@ func TestPacingScrapyLoseNoPage(t *testing.T) {
 	}
 	checkGaps(t, starts.gaps(t, o.URL), 7, 500*time.Millisecond, time.Second)
 }
+
+// TestPacingNothingToSpace: with pacing on (crawl_delay, the default) and
+// no interval set, requests to an origin whose robots.txt has no
+// Crawl-delay at all are neither held nor remembered, so that a broad
+// crawl keeps no state per host; once the file has a Crawl-delay for any
+// token, every start to that host is remembered again, so that the token
+// it names keeps its gap after the others' starts too.
+func TestPacingNothingToSpace(t *testing.T) {
+	t.Parallel()
+	plain := newTestOrigin(t, "User-agent: *\nDisallow: /private\n", nil)
+	delayed := newTestOrigin(t, "User-agent: SlowBot\nCrawl-delay: 0.3\n\nUser-agent: *\nAllow: /\n", nil)
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.CrawlDelay = true }))
+	starts := logStarts(p)
+	c := p.client()
+	for i := range 5 {
+		if codes := fire(t, c, fmt.Sprintf("%s/page-%d", plain.URL, i), 2); codes[0] != http.StatusOK || codes[1] != http.StatusOK {
+			t.Fatalf("GET %s/page-%d: %v; want 200s", plain.URL, i, codes)
+		}
+	}
+	if n := p.srv.pacer.Hosts(); n != 0 {
+		t.Errorf("after 10 requests to an origin with no Crawl-delay, the pacer remembers %d hosts; want 0", n)
+	}
+	if g := starts.gaps(t, plain.URL); len(g) != 0 {
+		t.Errorf("starts recorded for an origin with no Crawl-delay: gaps %v; want none", g)
+	}
+
+	// FooBot has no delay of its own, but the file has one for SlowBot:
+	// FooBot's start is remembered and SlowBot's request keeps its gap
+	// after it.
+	get := func(agent string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, delayed.URL+"/x", nil)
+		req.Header.Set("User-Agent", agent)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d; want 200", agent, resp.StatusCode)
+		}
+	}
+	get("FooBot/1.0")
+	get("SlowBot/1.0")
+	checkGaps(t, starts.gaps(t, delayed.URL), 1, 300*time.Millisecond, time.Second)
+}

@@ -117,6 +117,11 @@ func (g Group) CrawlDelay() (float64, bool) {
 	return d, d >= 0
 }
 
+// HasCrawlDelay reports whether some group of the file, whichever token it
+// names, has a valid Crawl-delay: when it has none, no token's group
+// selects one.
+func (r *Robots) HasCrawlDelay() bool { return r != nil && r.x != nil && len(r.x.delays) > 0 }
+
 // Lines returns the line of the first user-agent line of each group selected.
 func (g Group) Lines() []int {
 	out := make([]int, len(g.blocks))

@@ -382,6 +382,14 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 		return
 	}
 	gap := paceGap(&p.cfg, d)
+	if gap == 0 && !held && !d.rules.HasCrawlDelay() {
+		// Nothing to space: no interval is set and the origin's file has
+		// no Crawl-delay for any token, so no request of this origin
+		// waits for this one's start, which is not remembered (a broad
+		// crawl of such origins holds no state per host, and a fleet
+		// makes no Redis call for them).
+		return
+	}
 	if held {
 		// The back-off has just ended for every request it held: they
 		// leave one at a time, never as a burst at a site that asked for
