@@ -136,26 +136,27 @@ func TestMetrics(t *testing.T) {
 	o := newTestOrigin(t, testRobots, nil)
 	p := startProxy(t, loopbackConfig())
 	get(t, p.client(), o.URL+"/private")
-	get(t, p.client(), o.URL+"/public") // from the cold tier, which offers it to the hot
+	get(t, p.client(), o.URL+"/public") // from the cold tier
+	get(t, p.client(), o.URL+"/public") // from the cold tier again, which offers it to the hot
 	p.srv.cache.Wait()                  // ristretto applies it asynchronously
 	get(t, p.client(), o.URL+"/public")
 	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
 	for _, want := range []string{
 		`robotsgate_requests_total{decision="disallowed",scheme="http"} 1`,
-		`robotsgate_requests_total{decision="allowed",scheme="http"} 2`,
+		`robotsgate_requests_total{decision="allowed",scheme="http"} 3`,
 		`robotsgate_robots_fetches_total{outcome="fetched"} 1`,
-		`robotsgate_cache_hits_total 2`,
+		`robotsgate_cache_hits_total 3`,
 		"robotsgate_cache_misses_total 1",
 		"robotsgate_cache_evictions_total 0",
 		"robotsgate_cache_bytes ",
-		"robotsgate_cache_cold_hits_total 1", // the second request, which offered the origin to the hot tier
+		"robotsgate_cache_cold_hits_total 2", // the second and third requests; the third offered the origin to the hot tier
 		"robotsgate_cache_hot_bytes ",
 		"robotsgate_cache_cold_bytes ",
 		"robotsgate_robots_fetch_duration_seconds_count 1",
-		"robotsgate_upstream_duration_seconds_count 2",
+		"robotsgate_upstream_duration_seconds_count 3",
 		"robotsgate_open_connections ",
 		"robotsgate_open_tunnels 0",
-		"robotsgate_paced_wait_seconds_count 2", // pacing is on by default: both forwarded requests were paced, with no wait
+		"robotsgate_paced_wait_seconds_count 0", // pacing is on by default, but this robots.txt has no Crawl-delay: nothing to space
 		`robotsgate_config_reloads_total{result="success"} 0`,
 		"robotsgate_origin_backoffs_total 0",
 		"go_goroutines ", // the standard collectors every dashboard expects

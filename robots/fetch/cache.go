@@ -610,7 +610,7 @@ func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 			c.badRecord(o, err)
 			return Answer{}, false // fetched afresh
 		}
-		c.promote(o, g, e)
+		c.promote(o, g, e, now)
 		c.hits.Add(1)
 		c.coldHits.Add(1)
 		return Answer{Entry: e}, true
@@ -626,11 +626,21 @@ func (c *Cache) fromState(o Origin, now time.Time) (Answer, bool) {
 // promote offers e, read back from g, to the hot tier, if g is still o's
 // last good copy (a purge or a refresh may have come between): its
 // admission policy takes it if o is looked up more than what it would
-// displace.
-func (c *Cache) promote(o Origin, g *coldCopy, e *Entry) {
+// displace. A copy is offered from its second cold decision on, at most
+// once a second (coldCopy.offered).
+func (c *Cache) promote(o Origin, g *coldCopy, e *Entry, now time.Time) {
+	sec := uint32(max(now.Unix(), 2))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := c.lookup(o); st != nil && st.good == g {
+	if st := c.lookup(o); st == nil || st.good != g {
+		return
+	}
+	switch g.offered {
+	case 0:
+		g.offered = 1 // decided on once: not yet one the hot tier wants
+	case sec:
+	default:
+		g.offered = sec
 		c.set(o, e)
 	}
 }

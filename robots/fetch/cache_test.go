@@ -824,3 +824,61 @@ func TestCacheStatesSameKey(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestColdOffers: a copy read back cold is offered to the hot tier from
+// its second cold decision on, and at most once a second; the hot tier's
+// first answer with it makes its rules Hot.
+func TestColdOffers(t *testing.T) {
+	c := newManyCache(t, manyOrigins{body: func(int) []byte { return []byte("User-agent: *\nDisallow: /x\n") }}, 0)
+	ctx := t.Context()
+	o := siteOrigin(7)
+	if _, err := c.Get(ctx, o); err != nil { // the fetch: cold only
+		t.Fatal(err)
+	}
+	offered := func() uint32 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.lookup(o).good.offered
+	}
+	inHot := func() bool {
+		c.Wait()
+		e, ok := c.rc.Get(c.key(o))
+		return ok && e.Origin == o
+	}
+	now := time.Now()
+	decide := func(at time.Time) {
+		t.Helper()
+		a, ok := c.fromState(o, at)
+		if !ok || a.Entry == nil || !a.Entry.Rules.Cold() {
+			t.Fatalf("fromState = %+v, %v; want a cold entry", a, ok)
+		}
+	}
+	decide(now)
+	if got, hot := offered(), inHot(); got != 1 || hot {
+		t.Fatalf("after one cold decision: offered %d, in the hot tier %v; want 1 (seen once), false", got, hot)
+	}
+	decide(now)
+	if got, hot := offered(), inHot(); got != uint32(now.Unix()) || !hot {
+		t.Fatalf("after two: offered %d, in the hot tier %v; want %d, true", got, hot, now.Unix())
+	}
+	c.Forget(o) // drops the hot copy and the state: fetched again below
+	if _, err := c.Get(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	decide(now)
+	decide(now)
+	c.Wait()
+	c.rc.Del(c.key(o)) // as if the tier had refused it
+	decide(now)        // the same second: not offered again
+	if hot := inHot(); hot {
+		t.Fatal("offered twice in one second")
+	}
+	decide(now.Add(time.Second))
+	if got, hot := offered(), inHot(); got != uint32(now.Unix()+1) || !hot {
+		t.Fatalf("a second later: offered %d, in the hot tier %v; want %d, true", got, hot, now.Unix()+1)
+	}
+	a, err := c.Get(ctx, o)
+	if err != nil || a.Entry == nil || a.Entry.Rules.Cold() {
+		t.Fatalf("Get from the hot tier = %+v, %v; want its entry, made Hot", a, err)
+	}
+}

@@ -22,12 +22,21 @@ import (
 // chosen by ristretto's TinyLFU admission, which every lookup feeds.
 
 // coldCopy is an origin's last good copy as the state holds it. It is
-// immutable once made.
+// immutable once made, but for ref and offered.
 type coldCopy struct {
 	// ref is where the rules' binary form is, S2-compressed if packed;
-	// zero: no rules. It is the one field that changes (the arena moves
-	// copies), and is read and written with the Cache's mu held.
-	ref       blobRef
+	// zero: no rules. The arena moves copies: it is read and written with
+	// the Cache's mu held.
+	ref blobRef
+	// offered is when the copy read back was last offered to the hot tier,
+	// in Unix seconds; 0 if it was never decided on cold, 1 if it was, once,
+	// and not offered. Read and written with mu held. An entry is offered
+	// from its second cold decision on (an origin decided on once is not
+	// one the tier wants), and at most once a second: the tier's admission
+	// counts an origin's lookups, not its offers, and an origin it refused,
+	// decided on cold again and again, gains nothing by being offered each
+	// time.
+	offered   uint32
 	more      *coldExtra // what few entries have; nil if none
 	fetchedAt int64      // Entry.FetchedAt, Unix nanoseconds; 0: zero time
 	expires   int64      // Entry.Expires, the same

@@ -81,8 +81,8 @@ func newManyCache(tb testing.TB, m manyOrigins, maxBytes int64) *Cache {
 }
 
 // fill looks up origins site0.test to site<n-1>.test in c, from a few
-// goroutines, three times each: the fetch and the cold decision that
-// offers the origin to the hot tier, then, once the hot tier has taken
+// goroutines, four times each: the fetch, two cold decisions (the second
+// offers the origin to the hot tier), then, once the hot tier has taken
 // its offers, a decision on what the cache holds (which makes the hot
 // tier's entries Hot), and uses every group of the last, so that all its
 // matchers are built as they are in a long-lived proxy.
@@ -112,7 +112,7 @@ func fill(tb testing.TB, c *Cache, n int) {
 		}
 		c.Wait()
 	}
-	lookups(2)
+	lookups(3)
 	lookups(1)
 }
 
@@ -367,8 +367,12 @@ func BenchmarkCache100kTypical(b *testing.B) {
 // real file (bbc.co.uk, 2,643 bytes) with a line of each origin's own,
 // parsed as the proxy parses it. Cold is the whole path a lookup takes
 // when the hot tier misses: the copy read out of the arena, S2-decoded,
-// robots.DecodeBinary, the Entry made and offered to the hot tier, then
-// group selection and the test.
+// robots.UnmarshalBinary into the Entry's allocation, then group
+// selection and the test, and the Entry offered to the hot tier: each
+// time in "cold, offered" (a copy is offered at most once a second, and
+// each origin's lookups are a second apart there), and once a second in
+// "cold" (1,000 origins looked up again and again, as the tier's
+// admission refuses them).
 func BenchmarkColdDecision(b *testing.B) {
 	body, err := os.ReadFile("../testdata/corpus/bbc.co.uk.txt")
 	if err != nil {
@@ -387,17 +391,22 @@ func BenchmarkColdDecision(b *testing.B) {
 		}
 	}
 	const path = "/iplayer/episodes/m001?x=1"
-	b.Run("cold", func(b *testing.B) {
+	cold := func(b *testing.B, now func(i int) time.Time) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			a, ok := c.fromState(sites[i%origins], time.Now())
+			a, ok := c.fromState(sites[i%origins], now(i))
 			if !ok || a.Entry == nil || !a.Entry.Rules.Cold() {
 				b.Fatalf("%+v, %v: want a cold entry", a, ok)
 			}
 			a.Entry.Rules.Group("python-requests").Test(path)
 			i++
 		}
+	}
+	start := time.Now()
+	b.Run("cold", func(b *testing.B) { cold(b, func(int) time.Time { return time.Now() }) })
+	b.Run("cold, offered", func(b *testing.B) {
+		cold(b, func(i int) time.Time { return start.Add(time.Duration(i/origins) * time.Second) })
 	})
 	c.Wait()
 	b.Run("hot", func(b *testing.B) {
