@@ -16,7 +16,7 @@ import (
 // is a copy, not a parse: a few microseconds for a median file.
 
 // binaryVersion is the first byte of the binary form.
-const binaryVersion = 1
+const binaryVersion = 2 // 2: License lines
 
 // coldScanMax is the most rules a block of a cold file (see DecodeBinary)
 // is tested by scan: a cold file is decided on once or a few times, and a
@@ -115,7 +115,8 @@ func (r *Robots) AppendBinary(b []byte) ([]byte, error) {
 		b = appendInts(b, int64(start), int64(len(s.text)), int64(pathStart), int64(len(s.path)), int64(valStart),
 			int64(s.line), int64(s.block), int64(sig))
 	}
-	return b, nil
+	b = binary.AppendUvarint(b, uint64(len(x.licenses)))
+	return appendSpans(b, x.licenses), nil
 }
 
 // offset returns where s, a view of r.text, starts in it.
@@ -324,6 +325,16 @@ func (r *Robots) unmarshal(data []byte) error {
 				u.line, u.block, u.signal = d.i32(d.int()), d.i32(d.int()), d.int() == 1
 			}
 		}
+		if n := d.count(2); n > 0 {
+			r.x.licenses = make([]span, n)
+			var prev int64
+			for i := range r.x.licenses {
+				prev += d.int()
+				start := d.u32(prev)
+				prev += d.int()
+				r.x.licenses[i] = span{start, d.u32(prev)}
+			}
+		}
 	}
 	if d.err == nil && d.left() > 0 {
 		d.fail("trailing bytes")
@@ -422,6 +433,11 @@ func (r *Robots) check(usage []usageSpan) error {
 		if !inText(u.start, u.end) || !inText(u.pathStart, u.pathEnd) || !inText(u.valStart, u.end) ||
 			u.block < -1 || int(u.block) >= len(r.blocks) || u.line < 0 {
 			return fmt.Errorf("usage statement %d out of range", i)
+		}
+	}
+	for i, s := range r.x.licenses {
+		if !inText(s.start, s.end) {
+			return fmt.Errorf("license %d out of range", i)
 		}
 	}
 	return nil

@@ -46,6 +46,7 @@ type fileContent struct {
 	delays                 []float64
 	normal                 []normalDisplay
 	usage                  []usageStmt
+	licenses               []span
 }
 
 // sameFile reports how a and b, two forms of one file, differ in what
@@ -53,9 +54,9 @@ type fileContent struct {
 func sameFile(a, b *Robots) string {
 	content := func(r *Robots) fileContent {
 		c := fileContent{orNil(r.blocks), orNil(r.rules), r.text, orNil(r.spans), orNil(r.keys), orNil(r.groups),
-			r.size, r.nGlobal, r.nAgents, r.lines, r.norm, nil, nil, nil}
+			r.size, r.nGlobal, r.nAgents, r.lines, r.norm, nil, nil, nil, nil}
 		if r.x != nil {
-			c.delays, c.normal, c.usage = orNil(r.x.delays), orNil(r.x.normal), orNil(r.x.usage)
+			c.delays, c.normal, c.usage, c.licenses = orNil(r.x.delays), orNil(r.x.normal), orNil(r.x.usage), orNil(r.x.licenses)
 		}
 		return c
 	}

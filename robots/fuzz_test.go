@@ -1,9 +1,11 @@
 package robots
 
 import (
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -256,6 +258,124 @@ func FuzzLenient(f *testing.F) {
 		}
 		if _, q, ok := strings.Cut(Normalize(n), "?"); ok && !strings.HasSuffix(got, "?"+q) {
 			t.Fatalf("Lenient(%q) = %q; want the query %q, normalised", n, got, q)
+		}
+	})
+}
+
+// readUsageSeed returns the file testdata/usage/name, for a fuzz seed.
+func readUsageSeed(f *testing.F, name string) []byte {
+	f.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "usage", name))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
+}
+
+// checkStatements fails t when a verdict of u states something with no
+// statement, or a statement that does not start with prefix.
+func checkStatements(t *testing.T, what string, u Usage, prefix string) {
+	t.Helper()
+	for p, v := range u {
+		if v.State != Unstated && !strings.HasPrefix(v.Statement, prefix) || v.State == Unstated && v.Statement != "" {
+			t.Fatalf("%s[%s] = %+v; want a statement starting %q", what, Purpose(p), v, prefix)
+		}
+	}
+}
+
+// FuzzRobotsTag reads X-Robots-Tag values: no panic; every verdict names
+// its header; a refusal of search needs noindex or none, of AI purposes
+// noai or noimageai, somewhere in the value; and for a value with no
+// crawler named, every crawler gets the same answer.
+func FuzzRobotsTag(f *testing.F) {
+	for _, v := range []string{"noai", "GPTBot: noai, otherbot: noindex", "unavailable_after: 25 Jun 2030 15:00:00 PST, none", "noimageai", "max-snippet: -1, NOINDEX"} {
+		f.Add(v, "GPTBot", true)
+	}
+	f.Fuzz(func(t *testing.T, value, token string, image bool) {
+		u := RobotsTagUsage([]string{value}, []string{token}, image)
+		checkStatements(t, "RobotsTagUsage", u, "x-robots-tag: ")
+		low := strings.ToLower(value)
+		if u[Search].State == Refused && !strings.Contains(low, "noindex") && !strings.Contains(low, "none") ||
+			u[AITrain].State == Refused && !strings.Contains(low, "noai") && !strings.Contains(low, "noimageai") {
+			t.Fatalf("RobotsTagUsage(%q) = %s: a refusal no directive states", value, usageString(u))
+		}
+		if !strings.Contains(value, ":") && usageString(u) != usageString(RobotsTagUsage([]string{value}, nil, image)) {
+			t.Fatalf("RobotsTagUsage(%q) depends on the crawler, with none named", value)
+		}
+	})
+}
+
+// FuzzHeadUsage reads any bytes as an HTML page's head: no panic, every
+// verdict names a meta element, and reading more of a page whose head has
+// ended changes nothing.
+func FuzzHeadUsage(f *testing.F) {
+	f.Add(readUsageSeed(f, "head.html"), "GPTBot")
+	f.Add([]byte(`<meta name=robots content="noai,noindex"><meta name=tdm-reservation content=1>`), "FooBot")
+	f.Add([]byte("<head><title><meta name=robots content=noai></title>"), "")
+	f.Fuzz(func(t *testing.T, page []byte, token string) {
+		u, done := HeadUsage(page, []string{token})
+		checkStatements(t, "HeadUsage", u, "meta ")
+		if !done {
+			return
+		}
+		more, _ := HeadUsage(append(slices.Clip(page), `<meta name="robots" content="noai, noindex">`...), []string{token})
+		if usageString(more) != usageString(u) {
+			t.Fatalf("HeadUsage(%q) = %s, done; with a meta element after: %s", page, usageString(u), usageString(more))
+		}
+	})
+}
+
+// FuzzParseTDMRep reads any bytes as a tdmrep.json file: refused with
+// ErrTDMRep, or a file whose every answer names its entry and refuses or
+// grants ai-train and ai-input together.
+func FuzzParseTDMRep(f *testing.F) {
+	f.Add(readUsageSeed(f, "tdmrep.json"), "/open-access/paper.pdf")
+	f.Add([]byte(`[{"location":"/*a*a*a$","tdm-reservation":"1"}]`), "/aaaa")
+	f.Fuzz(func(t *testing.T, body []byte, path string) {
+		tr, err := ParseTDMRep(body, WithNormalization())
+		if err != nil {
+			if !errors.Is(err, ErrTDMRep) {
+				t.Fatalf("ParseTDMRep: %v; want ErrTDMRep", err)
+			}
+			return
+		}
+		u, ok := tr.UsageWithin(Normalize("/"+path), NewBudget(1<<20))
+		if !ok {
+			return
+		}
+		checkStatements(t, "TDMRep.Usage", u, "tdmrep.json: ")
+		if u[AITrain] != u[AIInput] || u[Search].State != Unstated {
+			t.Fatalf("TDMRep.Usage(%q) = %s", path, usageString(u))
+		}
+	})
+}
+
+// FuzzParseRSL reads any bytes as an RSL document: refused with ErrRSL, or
+// a document whose every answer names it, and which a licence lifts only
+// the licence server's refusals of.
+func FuzzParseRSL(f *testing.F) {
+	f.Add(readUsageSeed(f, "license.xml"), "/premium/x")
+	f.Add([]byte(`<rsl><content url="*"><license><prohibits type="usage">ai-all</prohibits></license></content></rsl>`), "/")
+	f.Fuzz(func(t *testing.T, body []byte, path string) {
+		const src = "https://publisher.example/license.xml"
+		l, err := ParseRSL(src, body, WithNormalization())
+		if err != nil {
+			if !errors.Is(err, ErrRSL) {
+				t.Fatalf("ParseRSL: %v; want ErrRSL", err)
+			}
+			return
+		}
+		p := Normalize("/" + path)
+		u, ok := l.UsageWithin("https", "publisher.example", p, false, NewBudget(1<<20))
+		lic, ok2 := l.UsageWithin("https", "publisher.example", p, true, NewBudget(1<<20))
+		if !ok || !ok2 {
+			return
+		}
+		checkStatements(t, "RSL.Usage", u, "rsl "+src+": ")
+		for pur := range u {
+			if u[pur] != lic[pur] && !strings.Contains(u[pur].Statement, ": license server ") {
+				t.Fatalf("RSL.Usage(%q)[%s]: %+v unlicensed, %+v licensed", path, Purpose(pur), u[pur], lic[pur])
+			}
 		}
 	})
 }

@@ -37,6 +37,7 @@ func (r *Robots) MemSize() int {
 		}
 		n += heapSize(cap(x.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
 		n += heapSize(8*cap(x.delays), false)
+		n += heapSize(cap(x.licenses)*int(unsafe.Sizeof(span{})), false)
 	}
 	if lazy := r.lazy.Load(); lazy != nil {
 		n += heapSize(int(unsafe.Sizeof(*lazy)), true)

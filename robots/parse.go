@@ -74,6 +74,9 @@ type extra struct {
 	usage  []usageStmt     // Content-Usage and Content-Signal statements, in line order
 	normal []normalDisplay // the patterns as escaped of the rules with ruleNormal, in rule order
 	delays []float64       // Crawl-delay values, in seconds, in block order (see block.delay)
+	// licenses are the values of License lines (RSL: a licence document's
+	// URL, for every agent), in file order.
+	licenses []span
 }
 
 // statements returns the file's usage statements.
@@ -203,6 +206,7 @@ type parser struct {
 	nul      bool  // the body has a NUL byte: lines are cut at it
 	arena    strings.Builder
 	sitemaps []span // sitemap values, in arena
+	licenses []span // License values, in arena
 	usage    []usageSpan
 	normal   []normalDisplay
 	delays   []float64
@@ -287,6 +291,10 @@ func (p *parser) line(num int, b []byte) {
 		start := p.arena.Len()
 		p.arena.Write(value)
 		p.sitemaps = append(p.sitemaps, span{uint32(start), uint32(p.arena.Len())})
+	case keyLicense:
+		start := p.arena.Len()
+		p.arena.Write(value)
+		p.licenses = append(p.licenses, span{uint32(start), uint32(p.arena.Len())})
 	case keyCrawlDelay:
 		p.crawlDelay(value)
 	case keyContentUsage:
@@ -359,12 +367,14 @@ const (
 	keyCrawlDelay
 	keyContentUsage
 	keyContentSignal
+	keyLicense
 )
 
 // keyKind classifies a field name as the reference does: by case-insensitive
 // prefix, with the misspellings it accepts. Crawl-delay, unknown to the
 // reference's matcher, is recognised the same way; Content-Usage and
-// Content-Signal (usage statements, see usage.go) by their whole names.
+// Content-Signal (usage statements, see usage.go) and License (RSL) by
+// their whole names.
 func keyKind(k []byte) keyType {
 	switch lower(k[0]) { // the first letter tells which names to try
 	case 'u':
@@ -383,6 +393,10 @@ func keyKind(k []byte) keyType {
 	case 's':
 		if hasPrefixFold(k, "sitemap") || hasPrefixFold(k, "site-map") {
 			return keySitemap
+		}
+	case 'l':
+		if len(k) == len("license") && hasPrefixFold(k, "license") {
+			return keyLicense
 		}
 	case 'c':
 		switch {
@@ -570,8 +584,8 @@ func (p *parser) finish() *Robots {
 	r := p.r
 	// Parsed files live long in caches: keep no spare room beyond an eighth.
 	r.rules, r.blocks = tight(r.rules), tight(r.blocks)
-	if len(p.normal) > 0 || len(p.delays) > 0 || len(p.usage) > 0 {
-		r.x = &extra{normal: tight(p.normal), delays: tight(p.delays)}
+	if len(p.normal) > 0 || len(p.delays) > 0 || len(p.usage) > 0 || len(p.licenses) > 0 {
+		r.x = &extra{normal: tight(p.normal), delays: tight(p.delays), licenses: tight(p.licenses)}
 	}
 	r.text, r.textCap = p.arena.String(), uint32(p.arena.Cap())
 	if int(r.textCap) > len(r.text)+len(r.text)/8 {
@@ -739,6 +753,19 @@ func compareFold(a, b string) int {
 		}
 	}
 	return len(a) - len(b)
+}
+
+// Licenses returns the values of the file's License lines (RSL 1.0: the
+// URL of a licence document that applies to every agent), in order.
+func (r *Robots) Licenses() []string {
+	if r == nil || r.x == nil || len(r.x.licenses) == 0 {
+		return nil
+	}
+	out := make([]string, len(r.x.licenses))
+	for i, s := range r.x.licenses {
+		out[i] = r.str(s)
+	}
+	return out
 }
 
 // Sitemaps returns the values of the file's sitemap lines, in order.

@@ -1,0 +1,74 @@
+package robots
+
+import (
+	"bytes"
+	"strings"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// HeadUsage reads the head of an HTML page, page being its first bytes
+// (robotsgate reads at most 64 KiB), and returns the usage preferences of
+// its <meta> elements (see MetaUsage) for a request that obeys tokens.
+// done reports whether the head ended within page (its end tag, a <body>,
+// or anything only a body holds: the rest of the page can state nothing
+// more). The page is read as browsers read it, and never fails: what does
+// not parse is skipped, and a tag cut at the end of page is not read.
+func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
+	z := html.NewTokenizer(bytes.NewReader(page))
+	inText := false // in a title, style, script or the like: its text is the head's
+	for {
+		tt := z.Next()
+		wasText := inText
+		inText = false
+		switch tt {
+		case html.ErrorToken: // the end of page: nothing else fails reading from memory
+			return u, false
+		case html.TextToken:
+			// Text the head cannot hold starts the body.
+			if !wasText && strings.TrimSpace(string(z.Raw())) != "" {
+				return u, true
+			}
+		case html.EndTagToken:
+			if name, _ := z.TagName(); atom.Lookup(name) == atom.Head {
+				return u, true
+			}
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name, hasAttr := z.TagName()
+			switch atom.Lookup(name) {
+			case atom.Meta:
+				if hasAttr {
+					v := metaUsage(z, tokens)
+					u.Combine(&v)
+				}
+			case atom.Title, atom.Style, atom.Script, atom.Noscript, atom.Template:
+				inText = tt == html.StartTagToken
+			case atom.Html, atom.Head, atom.Link, atom.Base:
+			default:
+				return u, true // <body>, or an element only a body holds
+			}
+		}
+	}
+}
+
+// metaUsage reads the name and content of the <meta> element z is at.
+func metaUsage(z *html.Tokenizer, tokens []string) Usage {
+	var name, content string
+	for {
+		k, v, more := z.TagAttr()
+		switch string(k) { // the tokenizer lower-cases attribute names
+		case "name":
+			name = string(v)
+		case "content":
+			content = string(v)
+		}
+		if !more {
+			break
+		}
+	}
+	if name == "" {
+		return Usage{}
+	}
+	return MetaUsage(name, content, tokens)
+}

@@ -1,0 +1,291 @@
+package robots
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// RSL is an RSL 1.0 (Really Simple Licensing) document, which a robots.txt
+// names with a License line: the licences of a site's content. Each
+// <content url="…"> element covers the URLs its pattern matches; within
+// it, each <license> says what uses it permits and prohibits
+// (<permits type="usage">, <prohibits type="usage">), and a server
+// attribute names a licence server that issues the token a crawler needs
+// first. It is immutable and safe for concurrent use.
+type RSL struct {
+	url      string // where it was fetched from, for the evidence
+	contents []rslContent
+}
+
+// rslContent is one <content> element.
+type rslContent struct {
+	url      string // as written
+	origin   string // "scheme://host" of an absolute url, lower-cased, default port left out; "" for a path
+	pattern  string // the path pattern, escaped as robots.txt patterns are (normalised WithNormalization)
+	server   string // the licence server, if any
+	licenses []rslLicense
+}
+
+// rslLicense is one <license> element: the usage values it permits and
+// prohibits, as written (space-separated lists joined), and which purposes
+// those name.
+type rslLicense struct {
+	permits, prohibits   string
+	hasPermits           bool
+	permitted, forbidden [numPurposes]bool
+}
+
+// ErrRSL is wrapped by ParseRSL's errors: the document is not an RSL
+// document.
+var ErrRSL = errors.New("not an RSL document")
+
+// maxRSLContents bounds the <content> elements kept; maxRSLDepth the
+// nesting of elements read.
+const (
+	maxRSLContents = 10_000
+	maxRSLDepth    = 64
+)
+
+// ParseRSL reads an RSL document fetched from url. Its root must be an
+// <rsl> element (in any namespace, or none); <content> elements without a
+// url are skipped, as are elements it does not know. A body that is not
+// well-formed XML, or whose root is not <rsl>, is an error wrapping ErrRSL
+// (what that means for a request is the caller's: robotsgate refuses AI
+// purposes under a licence it cannot read). With WithNormalization, content
+// patterns are normalised as a proxy normalises request paths.
+func ParseRSL(url string, body []byte, opts ...Option) (*RSL, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	d := xml.NewDecoder(bytes.NewReader(body))
+	d.Strict = true
+	d.Entity = nil // the five predefined entities only: no expansion to blow up
+	l := &RSL{url: url}
+	var (
+		depth   int
+		root    = true
+		content *rslContent
+		license *rslLicense
+		field   *string // the permits or prohibits list being read
+		purpose *[numPurposes]bool
+	)
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			if root {
+				return nil, fmt.Errorf("%w: empty", ErrRSL)
+			}
+			return l, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrRSL, err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if depth > maxRSLDepth {
+				return nil, fmt.Errorf("%w: elements nested deeper than %d", ErrRSL, maxRSLDepth)
+			}
+			name := t.Name.Local
+			switch {
+			case root:
+				if name != "rsl" {
+					return nil, fmt.Errorf("%w: root element <%s>", ErrRSL, name)
+				}
+				root = false
+			case depth == 2 && name == "content" && len(l.contents) < maxRSLContents:
+				c := rslContent{url: strings.TrimSpace(attr(t, "url")), server: strings.TrimSpace(attr(t, "server"))}
+				if c.url == "" {
+					continue
+				}
+				c.origin, c.pattern = splitContentURL(c.url)
+				if o.normalize && c.pattern != "" {
+					c.pattern = normalize(c.pattern, true)
+				}
+				l.contents = append(l.contents, c)
+				content = &l.contents[len(l.contents)-1]
+			case depth == 3 && name == "license" && content != nil:
+				content.licenses = append(content.licenses, rslLicense{})
+				license = &content.licenses[len(content.licenses)-1]
+			case depth == 4 && license != nil && (name == "permits" || name == "prohibits") && attr(t, "type") == "usage":
+				if name == "permits" {
+					field, purpose, license.hasPermits = &license.permits, &license.permitted, true
+				} else {
+					field, purpose = &license.prohibits, &license.forbidden
+				}
+			}
+		case xml.EndElement:
+			switch depth {
+			case 2:
+				content = nil
+			case 3:
+				license = nil
+			case 4:
+				field, purpose = nil, nil
+			}
+			depth--
+		case xml.CharData:
+			if field == nil {
+				continue
+			}
+			for _, v := range strings.Fields(string(t)) {
+				if len(*field) < 1024 {
+					*field = strings.TrimSpace(*field + " " + v)
+				}
+				for _, p := range rslPurposes(v) {
+					purpose[p] = true
+				}
+			}
+		}
+	}
+}
+
+// attr returns the value of t's attribute name (any namespace), or "".
+func attr(t xml.StartElement, name string) string {
+	for _, a := range t.Attr {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// splitContentURL splits a <content> url into the origin it names, if it
+// is absolute ("https://example.com:443/news/*" gives "https://example.com"
+// and "/news/*"), and its path pattern, escaped as robots.txt patterns are.
+func splitContentURL(u string) (origin, pattern string) {
+	path := u
+	if scheme, rest, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, "/*") {
+		host, p, _ := strings.Cut(rest, "/")
+		host = strings.ToLower(host)
+		scheme = strings.ToLower(scheme)
+		host = strings.TrimSuffix(host, map[string]string{"http": ":80", "https": ":443"}[scheme])
+		origin, path = scheme+"://"+host, "/"+p
+	}
+	var b strings.Builder
+	writeEscapedPattern(&b, []byte(path))
+	return origin, b.String()
+}
+
+// rslPurposes returns the purposes an RSL usage value names: "all" every
+// one, "ai-all" ai-train and ai-input, "ai-train", "ai-input", "ai-index"
+// (ai-input: an index built for AI answers), and "search".
+func rslPurposes(v string) []Purpose {
+	switch strings.ToLower(v) {
+	case "all":
+		return []Purpose{AITrain, AIInput, Search}
+	case "ai-all":
+		return []Purpose{AITrain, AIInput}
+	case "ai-train":
+		return []Purpose{AITrain}
+	case "ai-input", "ai-index":
+		return []Purpose{AIInput}
+	case "search":
+		return []Purpose{Search}
+	}
+	return nil
+}
+
+// Usage answers for the URL scheme://host + path (host lower-cased, the
+// default port left out; path normalised when the document was parsed
+// WithNormalization): the <content> element with the longest pattern that
+// matches it decides, the first of equally long ones. Its licences refuse
+// a purpose one of them prohibits; else, when one or more of them list what
+// they permit, one that none of them permits. A content element with a
+// licence server refuses ai-train and ai-input too: its terms need a token
+// first (licensed lifts that: robotsgate passes true for a site it holds
+// a written licence for). A purpose it permits is granted. Statements are
+// "rsl <url>: prohibits usage <values>", "rsl <url>: permits usage
+// <values>" and "rsl <url>: license server <server>". A nil RSL states
+// nothing.
+func (l *RSL) Usage(scheme, host, path string, licensed bool) Usage {
+	u, _ := l.UsageWithin(scheme, host, path, licensed, nil)
+	return u
+}
+
+// UsageWithin is Usage under budget b: it reports false, with an
+// unreliable answer, when b runs out.
+func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (Usage, bool) {
+	var u Usage
+	if l == nil {
+		return u, true
+	}
+	origin := scheme + "://" + host
+	var best *rslContent
+	sr := search{path: path, w: b}
+	for i := range l.contents {
+		c := &l.contents[i]
+		if c.origin != "" && c.origin != origin || best != nil && len(c.pattern) <= len(best.pattern) {
+			continue
+		}
+		if !b.spend(ruleCost + len(c.pattern)) {
+			return u, false
+		}
+		if sr.patternMatches(c.pattern) {
+			best = c
+		}
+	}
+	if best == nil {
+		return u, !b.Exhausted()
+	}
+	prefix := "rsl " + l.url + ": "
+	for p := range numPurposes {
+		var refusal, grant string
+		permitsListed := false
+		for _, lic := range best.licenses {
+			switch {
+			case lic.forbidden[p]:
+				refusal = prefix + "prohibits usage " + lic.prohibits
+			case lic.permitted[p]:
+				grant = prefix + "permits usage " + lic.permits
+			}
+			permitsListed = permitsListed || lic.hasPermits
+			if refusal != "" {
+				break
+			}
+		}
+		switch {
+		case refusal != "":
+			u[p] = UsageVerdict{State: Refused, Statement: refusal}
+		case grant == "" && permitsListed:
+			u[p] = UsageVerdict{State: Refused, Statement: prefix + "permits usage " + best.permitsList()}
+		case best.server != "" && !licensed && p != Search:
+			u[p] = UsageVerdict{State: Refused, Statement: prefix + "license server " + best.server}
+		case grant != "":
+			u[p] = UsageVerdict{State: Granted, Statement: grant}
+		}
+	}
+	return u, !b.Exhausted()
+}
+
+// permitsList returns what c's licences permit, their lists joined.
+func (c *rslContent) permitsList() string {
+	var parts []string
+	for _, lic := range c.licenses {
+		if lic.hasPermits {
+			parts = append(parts, lic.permits)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// URL returns where the document was fetched from.
+func (l *RSL) URL() string {
+	if l == nil {
+		return ""
+	}
+	return l.url
+}
+
+// Len returns the number of <content> elements kept.
+func (l *RSL) Len() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.contents)
+}
