@@ -185,17 +185,35 @@ func (f *Fetcher) Fetch(ctx context.Context, o Origin, opts ...robots.Option) *R
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, fetchKey{}, ctx)
-	f.fetch(ctx, o.RobotsURL(), res, opts)
+	f.fetch(ctx, o.RobotsURL(), "text/plain, */*;q=0.5", res)
+	if res.Outcome == Fetched {
+		res.Rules = robots.Parse(res.Body, opts...)
+	}
 	res.Duration = f.opts.Now().Sub(res.At)
 	return res
 }
 
-func (f *Fetcher) fetch(ctx context.Context, target string, res *Result, opts []robots.Option) {
+// FetchDocument fetches another file a site publishes about its content
+// (TDMRep's tdmrep.json, an RSL licence) as robots.txt is fetched: the
+// same outcomes, redirects, size cap and timeout; accept is the Accept
+// header sent. The Result has the Body and no Rules.
+func (f *Fetcher) FetchDocument(ctx context.Context, url, accept string) *Result {
+	res := &Result{At: f.opts.Now(), MaxAge: -1}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, fetchKey{}, ctx)
+	f.fetch(ctx, url, accept, res)
+	res.Duration = f.opts.Now().Sub(res.At)
+	return res
+}
+
+// fetch fetches target into res, following redirects, sending accept.
+func (f *Fetcher) fetch(ctx context.Context, target, accept string, res *Result) {
 	seen := map[string]bool{}
 	for {
 		res.URL = target
 		seen[target] = true
-		resp, err := f.get(ctx, target)
+		resp, err := f.get(ctx, target, accept)
 		if err != nil {
 			res.Outcome, res.Err, res.Status = Unreachable, err, 0
 			return
@@ -209,7 +227,7 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *Result, opts []
 				res.Outcome, res.Err = Unreachable, err
 				return
 			}
-			res.Outcome, res.Rules, res.Truncated, res.Body = Fetched, robots.Parse(body, opts...), truncated, body
+			res.Outcome, res.Truncated, res.Body = Fetched, truncated, body
 			return
 		case code >= 300 && code <= 399:
 			drain(resp)
@@ -248,13 +266,13 @@ func (f *Fetcher) fetch(ctx context.Context, target string, res *Result, opts []
 	}
 }
 
-func (f *Fetcher) get(ctx context.Context, target string) (*http.Response, error) {
+func (f *Fetcher) get(ctx context.Context, target, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", target, err)
 	}
 	req.Header.Set("User-Agent", f.opts.UserAgent)
-	req.Header.Set("Accept", "text/plain, */*;q=0.5")
+	req.Header.Set("Accept", accept)
 	req.Header.Set("Accept-Encoding", "gzip, deflate")
 	resp, err := f.client.Do(req)
 	if err != nil {
