@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -332,4 +334,80 @@ func TestShutdownAnswersFetchWait(t *testing.T) {
 	if rec := p.lastAudit(t); rec["reason"] != "shutting down while its robots.txt was being fetched" || o.count("/page") != 0 {
 		t.Errorf("audit %v, /page sent %d times", rec, o.count("/page"))
 	}
+}
+
+// TestShutdownAnswersHeldInTunnels: requests held inside MITM tunnels are
+// waited for while the drain time lasts, and those still held when it is
+// up get 503 shutting-down, not a cut connection (http.Server.Shutdown
+// does not see tunnels).
+func TestShutdownAnswersHeldInTunnels(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, "User-agent: *\nCrawl-delay: 0.3\n", "127.0.0.1")
+	p := startMITM(t, pki, nil)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(p.srv.CA().PEM()) {
+		t.Fatal("CA certificate does not parse")
+	}
+	// A tunnel per request: each is held in its own.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(p.url), TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true,
+	}}
+	base := "https://127.0.0.1:" + port
+	if resp, _ := get(t, c, base+"/warm"); resp.StatusCode != 200 { // robots.txt fetched, the first start taken
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	const n = 6 // 0.3 s apart: two or so start within the drain time
+	type answer struct {
+		code        int
+		gate, retry string
+		err         error
+	}
+	answers := make(chan answer, n)
+	for i := range n {
+		go func() {
+			resp, err := c.Get(fmt.Sprintf("%s/page/%d", base, i))
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), nil}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.srv.pacer.Waiting("127.0.0.1") < n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests held; want %d before the shutdown", p.srv.pacer.Waiting("127.0.0.1"), n-1)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
+	defer cancel()
+	p.srv.Shutdown(ctx)
+	served, stopped := 0, 0
+	for range n {
+		switch a := <-answers; {
+		case a.err != nil:
+			t.Errorf("a request held in a tunnel got no answer: %v", a.err)
+		case a.code == 200:
+			served++
+		case a.code == 503 && a.gate == "shutting-down" && a.retry == "5":
+			stopped++
+		default:
+			t.Errorf("held request: %d %q Retry-After %q; want 200, or 503 shutting-down", a.code, a.gate, a.retry)
+		}
+	}
+	if served < 1 || stopped < 3 {
+		t.Errorf("%d served while draining, %d answered shutting-down; want at least 1 and 3", served, stopped)
+	}
+	sent := int64(0)
+	for i := range n {
+		sent += o.count(fmt.Sprintf("/page/%d", i))
+	}
+	if sent != int64(served) {
+		t.Errorf("%d pages reached the origin; want the %d served", sent, served)
+	}
+	waitForLog(t, p.audit, `"decision":"shutting-down"`)
 }

@@ -91,6 +91,10 @@ type Server struct {
 	// rather than cut.
 	stopping context.Context
 	stop     func()
+	// tunnelRequests counts the requests being served inside tunnels,
+	// which a shutdown waits for as http.Server.Shutdown waits for the
+	// others.
+	tunnelRequests atomic.Int64
 
 	// Read once at start: a change needs a restart.
 	listen        string
@@ -388,19 +392,24 @@ func (s *Server) Serve(l net.Listener) error {
 	return err
 }
 
-// Shutdown stops accepting, waits for in-flight requests until ctx ends,
-// then closes every connection left, hijacked ones (tunnels, WebSockets)
-// included, which http.Server.Shutdown does not track.
+// Shutdown stops accepting, waits for in-flight requests, those inside
+// tunnels included, until ctx ends, then closes every connection left,
+// hijacked ones (tunnels, WebSockets) included, which http.Server.Shutdown
+// does not track.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
+	if err == nil {
+		err = s.drainTunnels(ctx)
+	}
 	if err != nil {
-		// Drain time is up: requests still waiting on an origin are
-		// answered 503 instead of being cut (closing their upstream
+		// Drain time is up: requests still held, or waiting on an origin,
+		// are answered 503 instead of being cut (closing their upstream
 		// connections ends their wait); give them a moment to write.
 		s.stop()
 		s.upstream.CloseAll()
 		grace, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.srv.Shutdown(grace)
+		s.drainTunnels(grace)
 		cancel()
 	}
 	s.stop()
@@ -414,6 +423,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// drainTunnels waits until no request is being served inside a tunnel, or
+// ctx ends (its error then). Between requests a tunnel is idle, and closed
+// as an idle keep-alive connection is.
+func (s *Server) drainTunnels(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for s.tunnelRequests.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // Reload applies a new config: everything but listen, [tls] and

@@ -90,6 +90,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	opts := h1.Options{
 		Scheme: scheme, Authority: ci.tunnel.Authority, RemoteAddr: r.RemoteAddr, Logger: s.log,
 		Context: context.WithValue(s.stopping, connectKey{}, ci), // ends, like every request's, when a shutdown's drain time is up
+		Active:  &s.tunnelRequests,
 	}
 	if tc != nil {
 		opts.OnUpgrade = func() { tc.setIdle(lim.TunnelIdleTimeout) } // a WebSocket is idle-timed like a tunnel

@@ -74,6 +74,10 @@ type Options struct {
 	// CloseWrite, if set, ends the sending side of the client's
 	// connection when conn is not a *tls.Conn (see closeLingering).
 	CloseWrite func() error
+	// Active, if set, counts the requests being served, from when a head
+	// is read to when its response is written: what a shutdown waits for
+	// (http.Server.Shutdown does not see hijacked connections).
+	Active *atomic.Int64
 }
 
 // innerConn is one connection, with what serving its requests needs.
@@ -160,6 +164,10 @@ func (ic *innerConn) serveOne(first bool) bool {
 			ic.writeError(status, why)
 		}
 		return false
+	}
+	if a := ic.opts.Active; a != nil {
+		a.Add(1)
+		defer a.Add(-1)
 	}
 	clientClose := r.Close // the request's own word, before forward clears it for upstream
 	watch := newWatchCtx(ic, r.Body == http.NoBody && ic.br.Buffered() == 0)
@@ -777,25 +785,29 @@ func (r *innerReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// watchCtx is an inner request's context. Its Done channel closes when
-// the client leaves, which can be known only by reading the connection:
-// a read of one byte in the background starts when something first waits
-// on Done (a paced request, one held by a back-off, one waiting for a
-// robots.txt fetch), as net/http's server reads in the background while a
-// handler runs, and stops once the answer is written. (A proxy that sends
-// the request on detaches its round trip from this context, with
+// watchCtx is an inner request's context. It ends when the client leaves,
+// which can be known only by reading the connection, or when the tunnel's
+// context ends (a shutdown's drain time is up), whichever comes first.
+// Both are set up when something first waits on Done (a paced request,
+// one held by a back-off, one waiting for a robots.txt fetch): a read of
+// one byte in the background, as net/http's server reads in the
+// background while a handler runs, stopped once the answer is written,
+// and a cancellable context under the tunnel's, whose cause says which
+// (context.Canceled: the client left; the tunnel's own cause otherwise).
+// A request that never waits costs neither. (A proxy that sends the
+// request on detaches its round trip from this context, with
 // context.WithoutCancel: a client that leaves then costs that one
 // upstream request, as in goproxy's own MITM loop, and the round trip
 // starts no watch.)
 type watchCtx struct {
-	context.Context // the tunnel's, for its values
+	context.Context // the tunnel's, until Done is first called
 	ic              *innerConn
 	canWatch        bool // the request has no body and nothing follows it yet
 
 	mu      sync.Mutex
-	done    chan struct{} // nil until Done is first called
-	err     error
-	watched chan struct{} // closed when the watch's read returns; nil if none started
+	waited  context.Context         // under the tunnel's; nil until Done is first called
+	cancel  context.CancelCauseFunc // waited's
+	watched chan struct{}           // closed when the watch's read returns; nil if none started
 	stopped bool
 }
 
@@ -803,12 +815,23 @@ func newWatchCtx(ic *innerConn, canWatch bool) *watchCtx {
 	return &watchCtx{Context: ic.ctx, ic: ic, canWatch: canWatch}
 }
 
+// current returns the context that answers for c: the tunnel's, or once
+// something waited, the one under it.
+func (c *watchCtx) current() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waited != nil {
+		return c.waited
+	}
+	return c.Context
+}
+
 // Done starts the watch, the first time.
 func (c *watchCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
+	if c.waited == nil {
+		c.waited, c.cancel = context.WithCancelCause(c.Context)
 		if c.canWatch && !c.stopped {
 			// The head's deadline may still be set: a wait may be longer.
 			// Cleared here, under mu, so that stop's deadline comes after.
@@ -817,18 +840,14 @@ func (c *watchCtx) Done() <-chan struct{} {
 			go c.watch()
 		}
 	}
-	return c.done
+	return c.waited.Done()
 }
 
-func (c *watchCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+func (c *watchCtx) Err() error { return c.current().Err() }
 
-// Value answers for the tunnel's context; context.Cause asks for no
-// cancelCtx of ours, so it takes Err.
-func (c *watchCtx) Value(key any) any { return c.Context.Value(key) }
+// Value answers from the current context: context.Cause finds the cause
+// of the one under the tunnel's once something waited.
+func (c *watchCtx) Value(key any) any { return c.current().Value(key) }
 
 func (c *watchCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 
@@ -844,24 +863,30 @@ func (c *watchCtx) watch() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil && !c.stopped && c.err == nil {
-		c.err = context.Canceled
-		close(c.done)
+	if err != nil && !c.stopped {
+		c.cancel(context.Canceled)
 	}
 }
 
-// stop ends a watch, if one started, before the connection is read again.
+// stop ends a watch, if one started, before the connection is read again,
+// and lets the tunnel's context forget the one under it.
 func (c *watchCtx) stop() {
 	c.mu.Lock()
 	c.stopped = true
-	watched := c.watched
+	watched, cancel := c.watched, c.cancel
 	c.mu.Unlock()
-	if watched == nil {
-		return
+	if watched != nil {
+		c.ic.conn.SetReadDeadline(time.Unix(1, 0)) // a time long past: the watch's read returns now
+		<-watched
 	}
-	c.ic.conn.SetReadDeadline(time.Unix(1, 0)) // a time long past: the watch's read returns now
-	<-watched
+	if cancel != nil {
+		cancel(errAnswered)
+	}
 }
+
+// errAnswered is the cause of a waited request's context once its answer
+// is written: nothing decides on it any more.
+var errAnswered = errors.New("h1: request answered")
 
 // chunkedWriter writes HTTP/1.1 chunks; Close writes the last, empty one
 // (without the final CRLF, which goes after any trailers).
