@@ -92,14 +92,27 @@ func TestBackoffReleasedOneAtATime(t *testing.T) {
 	if resp, _ := get(t, p.client(), o.URL+"/busy"); resp.StatusCode != 429 {
 		t.Fatalf("/busy: %d; want the origin's 429", resp.StatusCode)
 	}
-	const n = 3
-	for i, code := range fire(t, p.client(), o.URL+"/held", n) {
+	// n requests held by the back-off; once the first of them leaves, m
+	// more, sent while the others are released: every start keeps the
+	// release gap, those sent after the end included.
+	const n, m = 3, 2
+	done := make(chan []int)
+	go func() { done <- fire(t, p.client(), o.URL+"/held", n) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for o.count("/held") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no held request was released")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	codes := append(fire(t, p.client(), o.URL+"/after", m), <-done...)
+	for i, code := range codes {
 		if code != 200 {
-			t.Errorf("held request %d: %d; want 200 after the back-off", i, code)
+			t.Errorf("request %d: %d; want 200 after the back-off", i, code)
 		}
 	}
-	checkGaps(t, starts.gaps(t, o.URL), n-1, policy.BackoffRelease, 500*time.Millisecond)
-	if got := o.count("/held"); got != n {
-		t.Errorf("the origin got /held %d times; want %d", got, n)
+	checkGaps(t, starts.gaps(t, o.URL), n+m-1, policy.BackoffRelease, 500*time.Millisecond)
+	if got := o.count("/held") + o.count("/after"); got != n+m {
+		t.Errorf("the origin got %d requests; want %d", got, n+m)
 	}
 }

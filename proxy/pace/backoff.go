@@ -34,6 +34,7 @@ type backoff struct {
 	why    string // the answer, for reasons: "https://a.example:443 answered 429 with Retry-After: 3"
 	streak int    // 429s without Retry-After in a row
 	held   int    // requests waiting for until
+	peak   int    // the most requests waiting for until at once: how long its end takes to release
 }
 
 // NewBackoffs returns Backoffs on the clock now.
@@ -62,7 +63,23 @@ func (b *Backoffs) Holding(host string, delta int) {
 	defer b.mu.Unlock()
 	if e := b.hosts[host]; e != nil {
 		e.held = max(e.held+delta, 0)
+		e.peak = max(e.peak, e.held)
 	}
+}
+
+// Releasing reports whether host's hold has ended so recently that the
+// requests it held are still being released, gap apart: from its end for
+// gap times the most it held at once. A request to host then keeps that
+// gap too, rather than going out beside them as a burst.
+func (b *Backoffs) Releasing(host string, gap time.Duration) bool {
+	if b.n.Load() == 0 {
+		return false
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.hosts[host]
+	return e != nil && e.peak > 0 && !now.Before(e.until) && now.Before(e.until.Add(time.Duration(e.peak)*gap))
 }
 
 // Held returns how many requests wait for host's hold to end.
@@ -108,6 +125,9 @@ func (b *Backoffs) Observe(host string, origin func() string, status int, retryA
 	}
 	wait = min(wait, limit)
 	if until := now.Add(wait); until.After(e.until) {
+		if !e.until.After(now) {
+			e.peak = 0 // a new hold: the last one's releases are over
+		}
 		e.until, e.why = until, why
 	}
 	return wait, wait > 0

@@ -86,3 +86,36 @@ func TestBackoffsBounded(t *testing.T) {
 type name string
 
 func (n name) String() string { return string(n) }
+
+// TestBackoffsReleasing: a host whose hold has ended is releasing for the
+// release gap times the most requests it held at once, and not at all if
+// it held none; a new hold starts counting afresh.
+func TestBackoffsReleasing(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	b := NewBackoffs(func() time.Time { return now })
+	origin := func() string { return "https://a.example:443" }
+	const gap = time.Second
+	b.Observe("a.example", origin, 429, "10", time.Minute)
+	if b.Releasing("a.example", gap) {
+		t.Fatal("releasing while held")
+	}
+	b.Holding("a.example", 1)
+	b.Holding("a.example", 1)
+	b.Holding("a.example", 1)
+	b.Holding("a.example", -1)
+	for _, tt := range []struct {
+		at   time.Duration
+		want bool
+	}{{9 * time.Second, false}, {10 * time.Second, true}, {12*time.Second + 999*time.Millisecond, true}, {13 * time.Second, false}} {
+		now = time.Unix(1_000_000, 0).Add(tt.at)
+		if got := b.Releasing("a.example", gap); got != tt.want {
+			t.Errorf("%v after a 10 s hold of at most 3: releasing %v; want %v", tt.at, got, tt.want)
+		}
+	}
+	// A new hold, with nothing held: no release to keep.
+	b.Observe("a.example", origin, 429, "5", time.Minute)
+	now = now.Add(5 * time.Second)
+	if b.Releasing("a.example", gap) || b.Releasing("other.example", gap) {
+		t.Error("releasing with nothing held")
+	}
+}

@@ -97,6 +97,9 @@ type Pacer interface {
 type Backoffs interface {
 	Hold(host string) (time.Time, string)
 	Holding(host string, delta int)
+	// Releasing reports whether host's hold ended so recently that what
+	// it held is still being released gap apart.
+	Releasing(host string, gap time.Duration) bool
 }
 
 // FleetPacer reserves request starts for a whole fleet of instances
@@ -377,7 +380,9 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 	if p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil && !p.holdForOrigin(ctx, w, d) {
 		return
 	}
-	held := d.Paced // by the origin's back-off, for held
+	// Held by the origin's back-off, or sent while what it held is being
+	// released: either way one at a time.
+	held := d.Paced || p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil && w.Backoffs.Releasing(d.Origin.Host, BackoffRelease)
 	if !p.pacing && !held || w.Pacer == nil {
 		return
 	}
@@ -391,9 +396,9 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 		return
 	}
 	if held {
-		// The back-off has just ended for every request it held: they
-		// leave one at a time, never as a burst at a site that asked for
-		// a pause.
+		// The back-off has just ended for every request it held: they,
+		// and those sent while they are released, leave one at a time,
+		// never as a burst at a site that asked for a pause.
 		gap = max(gap, BackoffRelease)
 	}
 	d.Gap = gap
