@@ -287,9 +287,14 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 		Metrics:  s.metrics.handler,
 		Board:    s.board,
 		CA:       caPEM,
-		Holds: func(host string) (time.Time, string, int) {
-			until, why := s.backoffs.Hold(host)
-			return until, why, s.pacer.Waiting(host) + s.backoffs.Held(host)
+		Holds: func() map[string]pace.Hold {
+			holds := s.backoffs.Holds()
+			for h, n := range s.pacer.WaitingHosts() {
+				hold := holds[h]
+				hold.Held += n
+				holds[h] = hold
+			}
+			return holds
 		},
 		Private: s.private,
 		Now:     s.opts.Now,

@@ -178,9 +178,14 @@ func TestStatusOriginAnswers(t *testing.T) {
 		}
 		w.WriteHeader(codes[r.URL.Path])
 	})
+	// Another origin of the same host: pacing and back-off are per host.
+	other := newTestOrigin(t, "User-agent: *\n", nil)
 	p := startProxy(t, loopbackConfig())
 	c := p.client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if resp, _ := get(t, c, other.URL+"/x"); resp.StatusCode != 200 {
+		t.Fatalf("other origin: %d", resp.StatusCode)
+	}
 	for _, path := range []string{"/ok", "/ok", "/moved", "/gone", "/down", "/busy"} {
 		if resp, _ := get(t, c, o.URL+path); resp.StatusCode != codes[path] {
 			t.Fatalf("%s: %d", path, resp.StatusCode)
@@ -196,11 +201,16 @@ func TestStatusOriginAnswers(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	var oj admin.OriginStatus
+	var st statusJSON
+	var oj, oj2 admin.OriginStatus
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, x := range getStatus(t, p).Origins {
-			if x.Origin == o.URL {
+		st = getStatus(t, p)
+		for _, x := range st.Origins {
+			switch x.Origin {
+			case o.URL:
 				oj = x
+			case other.URL:
+				oj2 = x
 			}
 		}
 		if oj.Held == 1 {
@@ -209,6 +219,11 @@ func TestStatusOriginAnswers(t *testing.T) {
 	}
 	cancel()
 	<-held
+	// The host's hold shows on both its origins, and counts once.
+	if oj2.Held != 1 || oj2.BackoffUntil == nil || st.Held != 1 || st.BackingOff != 1 {
+		t.Errorf("the host's other origin: held %d, backoff until %v; totals: %d held, %d backing off; want 1, set, 1, 1",
+			oj2.Held, oj2.BackoffUntil, st.Held, st.BackingOff)
+	}
 	if got := fmt.Sprint(oj.Answers); got != "map[2xx:2 3xx:1 429:1 4xx:1 5xx:1]" {
 		t.Errorf("answers by class = %s", got)
 	}
@@ -220,7 +235,7 @@ func TestStatusOriginAnswers(t *testing.T) {
 		t.Errorf("held %d, backoff until %v (%q); want 1 held, for about 30 s, naming the 429", oj.Held, oj.BackoffUntil, oj.BackoffReason)
 	}
 	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
-	for _, want := range []string{`robotsgate_upstream_responses_total{class="2xx"} 2`, `robotsgate_upstream_responses_total{class="3xx"} 1`,
+	for _, want := range []string{`robotsgate_upstream_responses_total{class="2xx"} 3`, `robotsgate_upstream_responses_total{class="3xx"} 1`, // the other origin's answer too
 		`robotsgate_upstream_responses_total{class="4xx"} 1`, `robotsgate_upstream_responses_total{class="429"} 1`,
 		`robotsgate_upstream_responses_total{class="5xx"} 1`} {
 		if !strings.Contains(body, want) {

@@ -18,6 +18,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/auth"
+	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -31,10 +32,11 @@ type Options struct {
 	Cluster  *cluster.Client // the fleet's Redis; nil: this instance alone
 	Metrics  http.Handler    // serves /metrics
 	Board    *Board          // what /status shows besides the cache
-	// Holds says what holds requests to a host now: the back-off in
-	// force (until when, zero when none, and why) and how many requests
-	// wait, for their turn or for the back-off. Nil: nothing is shown.
-	Holds func(host string) (until time.Time, why string, held int)
+	// Holds says what holds requests now, for each host held: the
+	// back-off in force (until when, zero when none, and why) and how
+	// many requests wait, for their turn or for the back-off. Nil:
+	// nothing is shown.
+	Holds func() map[string]pace.Hold
 	// CA is the PEM certificate of the CA the proxy signs with, served
 	// at /ca.pem; nil in tunnel mode, which decrypts nothing.
 	CA []byte

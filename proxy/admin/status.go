@@ -13,6 +13,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -79,11 +80,13 @@ func (b *Board) Count(d *policy.Decision, class audit.AnswerClass, answered bool
 	if answered {
 		oc.answers[class].Add(1)
 	}
-	if d.Paced {
-		oc.gap.Store(uint64(d.Gap) + 1)
+	// Stored only when they change: a busy origin's requests would
+	// otherwise all write the same shared words.
+	if v := uint64(d.Gap) + 1; d.Paced && oc.gap.Load() != v {
+		oc.gap.Store(v)
 	}
-	if d.HasDelay {
-		oc.crawlDelay.Store(math.Float64bits(d.CrawlDelay) + 1)
+	if v := math.Float64bits(d.CrawlDelay) + 1; d.HasDelay && oc.crawlDelay.Load() != v {
+		oc.crawlDelay.Store(v)
 	}
 }
 
@@ -184,6 +187,11 @@ type Status struct {
 	Origins []OriginStatus  `json:"origins"`
 	Recent  []audit.Record  `json:"recent"`
 	Cluster *cluster.Status `json:"cluster"` // the fleet's Redis; null without [cluster]
+	// Held is how many requests wait now, for their turn or for a
+	// back-off, and BackingOff how many hosts are held by their origins'
+	// back-off: each host once, however many of its origins are listed.
+	Held       int `json:"held"`
+	BackingOff int `json:"backing_off"`
 }
 
 // OriginStatus is one origin of a Status: its cached robots.txt, the
@@ -212,7 +220,8 @@ type OriginStatus struct {
 	BackoffUntil  *time.Time `json:"backoff_until"`
 	BackoffReason string     `json:"backoff_reason"`
 	// Held is how many requests to its host wait now: for their turn or
-	// for the back-off to end.
+	// for the back-off to end. Pacing and back-off are per host: an
+	// origin shows its host's, as the host's other origins do.
 	Held int `json:"held"`
 }
 
@@ -241,15 +250,24 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		st := h.o.Cluster.Status()
 		out.Cluster = &st
 	}
+	var holds map[string]pace.Hold
+	if h.o.Holds != nil {
+		holds = h.o.Holds()
+	}
+	for _, hold := range holds {
+		out.Held += hold.Held
+		if !hold.Until.IsZero() {
+			out.BackingOff++
+		}
+	}
 	for _, oc := range counts {
 		oj := OriginStatus{Origin: oc.origin.String(), Decisions: oc.counts, Answers: oc.answers, CrawlDelay: oc.crawlDelay, Interval: oc.interval}
-		if h.o.Holds != nil {
-			until, why, held := h.o.Holds(oc.origin.Host)
-			if !until.IsZero() {
-				u := until.UTC()
-				oj.BackoffUntil, oj.BackoffReason = &u, why
+		if hold, ok := holds[oc.origin.Host]; ok {
+			if !hold.Until.IsZero() {
+				u := hold.Until.UTC()
+				oj.BackoffUntil, oj.BackoffReason = &u, hold.Why
 			}
-			oj.Held = held
+			oj.Held = hold.Held
 		}
 		if a, ok := h.o.Cache.Peek(oc.origin); ok {
 			oj.LastError = a.LastError

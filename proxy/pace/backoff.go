@@ -82,6 +82,33 @@ func (b *Backoffs) Releasing(host string, gap time.Duration) bool {
 	return e != nil && e.peak > 0 && !now.Before(e.until) && now.Before(e.until.Add(time.Duration(e.peak)*gap))
 }
 
+// A Hold is one host's back-off as a status page shows it.
+type Hold struct {
+	Until time.Time // when it ends; zero if it has ended
+	Why   string    // what the origin answered
+	Held  int       // requests waiting for it to end
+}
+
+// Holds returns the hosts held now, or with requests still waiting for
+// their hold: one look, under one lock, for a status page.
+func (b *Backoffs) Holds() map[string]Hold {
+	out := map[string]Hold{}
+	if b.n.Load() == 0 {
+		return out
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for h, e := range b.hosts {
+		if e.until.After(now) {
+			out[h] = Hold{Until: e.until, Why: e.why, Held: e.held}
+		} else if e.held > 0 {
+			out[h] = Hold{Held: e.held}
+		}
+	}
+	return out
+}
+
 // Held returns how many requests wait for host's hold to end.
 func (b *Backoffs) Held(host string) int {
 	if b.n.Load() == 0 {

@@ -274,6 +274,20 @@ func (p *Pacer) Waiting(host string) int {
 	return 0
 }
 
+// WaitingHosts returns how many requests wait for their turn, for each
+// host that has some: one look, under one lock, for a status page.
+func (p *Pacer) WaitingHosts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for h, q := range p.hosts {
+		if len(q.waiters) > 0 {
+			out[h] = len(q.waiters)
+		}
+	}
+	return out
+}
+
 // Hosts is the number of hosts remembered.
 func (p *Pacer) Hosts() int {
 	p.mu.Lock()
