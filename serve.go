@@ -92,7 +92,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logPacing(logger, cfg)
 	if cfg.Cluster.Redis != "" {
-		logger.Info("fleet: robots.txt copies, pacing and back-off shared through Redis", "redis", redisAddr(cfg.Cluster.Redis), "key_prefix", cfg.Cluster.KeyPrefix)
+		logger.Info("fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)", "redis", redisAddr(cfg.Cluster.Redis), "key_prefix", cfg.Cluster.KeyPrefix)
 	}
 
 	hup := make(chan os.Signal, 1)

@@ -162,7 +162,7 @@ func New(o Options) (*Client, error) {
 	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
 		if err != nil {
-			c.lastDial.Store(&dialFailure{err: err.Error(), at: time.Now()})
+			c.lastDial.Store(&dialFailure{err: err, at: c.opts.Now()})
 		}
 		return conn, err
 	}
@@ -260,7 +260,7 @@ func (c *Client) do(ctx context.Context, fn func(context.Context) error) error {
 		return ErrDown
 	}
 	c.mu.Unlock()
-	start := time.Now()
+	start := c.opts.Now()
 	opCtx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
 	err := fn(opCtx)
 	cancel()
@@ -280,15 +280,16 @@ func (c *Client) do(ctx context.Context, fn func(context.Context) error) error {
 
 // A dialFailure is a connection to Redis that could not be made.
 type dialFailure struct {
-	err string
+	err error
 	at  time.Time
 }
 
-// timedOut describes a call begun at start that OpTimeout cut: with the
-// error of a connection tried since, which is what happened.
+// timedOut describes a call begun at start that OpTimeout cut: by the
+// error of a connection tried since, which is what happened (a refused
+// or failed connection), or else as no answer in time.
 func (c *Client) timedOut(start time.Time) error {
 	if d := c.lastDial.Load(); d != nil && !d.at.Before(start) {
-		return fmt.Errorf("no answer within %v: %s", c.opts.OpTimeout, d.err)
+		return fmt.Errorf("connect to redis: %w", d.err)
 	}
 	return fmt.Errorf("no answer within %v (%w)", c.opts.OpTimeout, context.DeadlineExceeded)
 }

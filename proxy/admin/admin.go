@@ -151,13 +151,15 @@ func (h *Handler) statusAllowed(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// clusterLine describes the fleet's Redis for /healthz.
+// clusterLine describes the fleet's Redis for /healthz, which anyone who
+// reaches the listener may read: up or down, not the error (which names
+// Redis's address); /status.json, for operators, has it.
 func clusterLine(st cluster.Status) string {
 	if st.Up {
 		return fmt.Sprintf("cluster: redis up (%d errors since start)\n", st.Errors)
 	}
-	return fmt.Sprintf("cluster: redis down since %s, going on alone (%d errors since start; last: %s)\n",
-		st.Since.UTC().Format(time.RFC3339), st.Errors, st.LastError)
+	return fmt.Sprintf("cluster: redis down since %s, going on alone (%d errors since start)\n",
+		st.Since.UTC().Format(time.RFC3339), st.Errors)
 }
 
 // adminAccess says who may use an endpoint of the proxy itself.
