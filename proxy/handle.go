@@ -143,6 +143,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		return resp
 	}
 	s.metrics.upstream.Observe(time.Since(start).Seconds())
+	d.Answered = resp.StatusCode
 	header.RemoveGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
 	if resp.StatusCode != http.StatusSwitchingProtocols && (resp.Trailer != nil || resp.ContentLength < 0) {
 		// The trailer comes with the body's end, where it is read into
@@ -237,13 +238,12 @@ func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, s
 		scheme = r.URL.Scheme
 	}
 	s.metrics.countRequest(d.Action, scheme)
-	// A request let through got its origin's own answer (a tunnel-mode
-	// CONNECT's 200 is robotsgate's).
-	class, answered := audit.AnswerClass(0), false
-	if (d.Action == policy.ActionAllowed || d.Action == policy.ActionWouldBlock) && connect == "" {
-		if class, answered = audit.ClassOf(status); answered {
-			s.metrics.answers[class].Inc()
-		}
+	// The origin's own answer, when it gave one: a request let through,
+	// or one whose answer robotsgate withheld (a tunnel-mode CONNECT's
+	// 200 is robotsgate's).
+	class, answered := audit.ClassOf(d.Answered)
+	if answered {
+		s.metrics.answers[class].Inc()
 	}
 	s.board.Count(d, class, answered)
 	if d.Paced {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/config"
@@ -176,6 +178,12 @@ func TestUsageResponseHeaders(t *testing.T) {
 		if resp, body := get(t, c, o.URL+"/cu", policy.PurposeHeader, purpose); resp.StatusCode != 200 || body != secretBody {
 			t.Errorf("/cu for %q: %d, %d bytes; want the page", purpose, resp.StatusCode, len(body))
 		}
+	}
+	// The origin answered every request, those whose answers were
+	// withheld included: 2 x len(tests) + 2, all 200s.
+	_, metrics := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
+	if want := fmt.Sprintf(`robotsgate_upstream_responses_total{class="2xx"} %d`, 2*len(tests)+2); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s", want)
 	}
 
 	cfg := loopbackConfig()

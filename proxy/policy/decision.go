@@ -134,7 +134,7 @@ type Decision struct {
 	Reason     string         // why, in words
 	Status     int            // the status of the proxy's own answer when not the action's usual one (414 for a bad request); 0: the usual
 	Style      BlockStyle     // how a block is answered: the matching [[agents]] rule's block_style, else [responses]
-	Gap        time.Duration  // the pacing interval applied (step 8): Crawl-delay or min_interval, at most max_delay
+	Gap        time.Duration  // the pacing interval applied (step 8): Crawl-delay or min_interval, at most max_delay (at least BackoffRelease after a back-off)
 	Origin     fetch.Origin   // zero when the URL has none
 	Target     string         // the request-target decided on, as sent; "" before step 1
 	Agents     Agents         // the tokens obeyed
@@ -148,6 +148,7 @@ type Decision struct {
 	User       string         // the authenticated proxy user; "" if none
 	Paced      bool           // it went through the pacer, which held it for Waited
 	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
+	Answered   int            // the origin's status, when the request was forwarded and it answered (even if robotsgate withheld the answer); 0 otherwise
 	Purposes   Purposes       // the purposes the request declares
 	Usage      robots.Usage   // what robots.txt's usage statements say of the path, when worked out
 	Refusal    Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
