@@ -68,6 +68,6 @@ func caSource(stderr io.Writer, cfg *config.Config, files mitm.Files, created bo
   pass the same -config as the proxy, or fetch the running proxy's from
   http://%s/ca.pem
 
-`, cfg.Listen)
+`, mitm.ClientAddr(cfg.Listen))
 	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/robotsgate/robotsgate/memlimit"
 	"github.com/robotsgate/robotsgate/proxy"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/mitm"
 )
 
 // runServe runs the proxy until a signal stops it; SIGHUP reloads its
@@ -88,7 +89,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger.Info("point clients at it (curl reads only the lower-case http_proxy)", "http_proxy", proxyURL, "https_proxy", proxyURL,
 		"HTTP_PROXY", proxyURL, "HTTPS_PROXY", proxyURL, "example", "curl -x "+proxyURL+" http://example.com/")
 	if ca := s.CA(); ca != nil {
-		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca -config FILE says how)", "ca", ca.CertPath, "ca_url", "http://"+addr+"/ca.pem")
+		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca -config FILE says how)", "ca", ca.CertPath, "ca_url", "http://"+mitm.ClientAddr(addr)+"/ca.pem")
 	}
 	logPacing(logger, cfg)
 	if cfg.Cluster.Redis != "" {

@@ -207,9 +207,24 @@ func loadCA(certPath, keyPath string, configured bool, now time.Time) (*CA, erro
 	return &CA{Cert: cert, Key: signer, CertPath: certPath, KeyPath: keyPath, certDER: pair.Certificate[0]}, nil
 }
 
+// ClientAddr is where a client on this machine reaches a proxy listening
+// on listen: a wildcard host (":8080", "0.0.0.0:8080", "[::]:8080") is
+// reached on loopback.
+func ClientAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return listen
+}
+
 // TrustHelp explains how to make clients trust the CA at certPath, for a
 // proxy listening on listen.
 func TrustHelp(certPath, keyPath, listen string) string {
+	listen = ClientAddr(listen)
 	return fmt.Sprintf(`robotsgate decrypts HTTPS with its own CA; clients must trust it:
 
   curl:             curl --cacert %[1]s -x http://%[3]s https://example.com/

@@ -160,3 +160,21 @@ func TestLeafCacheRenews(t *testing.T) {
 		t.Errorf("leaf cache holds %d; bound is %d", n, leafMax)
 	}
 }
+
+func TestClientAddr(t *testing.T) {
+	t.Parallel()
+	for listen, want := range map[string]string{
+		"127.0.0.1:8080": "127.0.0.1:8080",
+		":8080":          "127.0.0.1:8080",
+		"0.0.0.0:8080":   "127.0.0.1:8080",
+		"[::]:8080":      "127.0.0.1:8080",
+		"10.1.2.3:3128":  "10.1.2.3:3128",
+		"[::1]:8080":     "[::1]:8080",
+		"proxy.lan:8080": "proxy.lan:8080",
+		"nonsense":       "nonsense",
+	} {
+		if got := ClientAddr(listen); got != want {
+			t.Errorf("ClientAddr(%q) = %q; want %q", listen, got, want)
+		}
+	}
+}
