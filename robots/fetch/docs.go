@@ -1,0 +1,222 @@
+package fetch
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A DocCache holds the other files sites publish about their content,
+// beside robots.txt (TDMRep's /.well-known/tdmrep.json, RSL licences), as
+// the Cache holds robots.txt, with its semantics: one fetch per URL shared
+// by every caller waiting for it (a caller that gives up stops waiting;
+// the fetch goes on), a fetched or unavailable answer kept for its
+// Cache-Control max-age between a minute and TTL, a failed fetch retried
+// after RetryAfter (or the site's own longer Retry-After), the last good
+// copy kept while a URL is unreachable, and the Fetcher's size cap. T is
+// the parsed file; parse failing is an answer too (Doc.ParseErr). It is
+// bounded: at most MaxEntries URLs, the least recently used forgotten
+// first (which costs a refetch). It is safe for concurrent use.
+type DocCache[T any] struct {
+	opts DocCacheOptions[T]
+
+	mu      sync.Mutex
+	entries map[string]*list.Element // of *docEntry[T]
+	lru     list.List                // most recently used first
+	flights map[string]*docFlight[T]
+}
+
+// DocCacheOptions configure a DocCache. Each zero value means the default
+// named in its comment.
+type DocCacheOptions[T any] struct {
+	Fetcher *Fetcher // required
+	// Parse reads a fetched body, fetched from url. Required.
+	Parse func(url string, body []byte) (T, error)
+	// Accept is the Accept header sent. "": "*/*".
+	Accept string
+	// TTL bounds how long an answer is used. 0: DefaultTTL.
+	TTL time.Duration
+	// RetryAfter is how long a failed fetch is remembered. 0:
+	// DefaultRetryAfter.
+	RetryAfter time.Duration
+	// MaxEntries bounds the URLs held. 0: DefaultMaxDocs.
+	MaxEntries int
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultMaxDocs is how many files a DocCache holds by default.
+const DefaultMaxDocs = 20_000
+
+// A Doc is a DocCache's answer for one URL.
+type Doc[T any] struct {
+	URL     string
+	Outcome Outcome // Fetched, Unavailable, Unreachable
+	Status  int     // the last HTTP status; 0 if none was received
+	// Value is the parsed file: Fetched, and it parsed (ParseErr nil).
+	Value    T
+	ParseErr error  // Fetched, but the body is not such a file
+	Err      string // why the last fetch failed (unreachable), or why a 3xx counted as 404
+	// Stale: the URL is unreachable now, and this is the last answer that
+	// was not (Outcome Fetched or Unavailable, however old). A URL
+	// unreachable with no such answer is Outcome Unreachable.
+	Stale     bool
+	FetchedAt time.Time // of the answer used
+	RetryAt   time.Time // Unreachable: when the next fetch may be made
+	Truncated bool      // the body was cut at the size cap
+}
+
+// Good reports whether d holds a file that parsed: fetched now, or the
+// last good copy of an unreachable URL.
+func (d *Doc[T]) Good() bool { return d.Outcome == Fetched && d.ParseErr == nil }
+
+type docEntry[T any] struct {
+	url     string
+	good    *Doc[T] // the last answer that was fetched or unavailable; nil if none
+	expires time.Time
+	failed  *Doc[T] // the last failure, while retryAt is ahead; nil if none
+	retryAt time.Time
+}
+
+type docFlight[T any] struct {
+	done chan struct{}
+	doc  Doc[T]
+}
+
+// NewDocCache returns an empty DocCache with opts, defaults filled in.
+func NewDocCache[T any](opts DocCacheOptions[T]) *DocCache[T] {
+	if opts.Accept == "" {
+		opts.Accept = "*/*"
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = DefaultRetryAfter
+	}
+	opts.RetryAfter = min(opts.RetryAfter, maxRetryAfter)
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxDocs
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &DocCache[T]{opts: opts, entries: map[string]*list.Element{}, flights: map[string]*docFlight[T]{}}
+}
+
+// Get returns the answer for url: a fresh one held, a failure whose retry
+// time has not come (with the last good copy, if any, as Stale), or the
+// result of one fetch shared by every caller waiting on url. It fails only
+// when ctx ends first.
+func (c *DocCache[T]) Get(ctx context.Context, url string) (Doc[T], error) {
+	now := c.opts.Now()
+	c.mu.Lock()
+	if d, ok := c.held(url, now); ok {
+		c.mu.Unlock()
+		return d, nil
+	}
+	f := c.flights[url]
+	if f == nil {
+		f = &docFlight[T]{done: make(chan struct{})}
+		c.flights[url] = f
+		go c.fetch(url, f)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.doc, nil
+	case <-ctx.Done():
+		return Doc[T]{}, fmt.Errorf("wait for %s: %w", url, context.Cause(ctx))
+	}
+}
+
+// held answers for url from what is held, if that may be used at now.
+// c.mu is held.
+func (c *DocCache[T]) held(url string, now time.Time) (Doc[T], bool) {
+	el := c.entries[url]
+	if el == nil {
+		return Doc[T]{}, false
+	}
+	e := el.Value.(*docEntry[T])
+	c.lru.MoveToFront(el)
+	switch {
+	case e.failed != nil && now.Before(e.retryAt):
+		return *e.failed, true
+	case e.good != nil && now.Before(e.expires):
+		return *e.good, true
+	}
+	return Doc[T]{}, false
+}
+
+// fetch fetches url for f and records the answer.
+func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
+	res := c.opts.Fetcher.FetchDocument(context.Background(), url, c.opts.Accept)
+	now := c.opts.Now()
+	d := Doc[T]{URL: url, Outcome: res.Outcome, Status: res.Status, FetchedAt: res.At, Truncated: res.Truncated}
+	if res.Err != nil {
+		d.Err = Describe(res.Err)
+	}
+	if res.Outcome == Fetched {
+		d.Value, d.ParseErr = c.opts.Parse(url, res.Body)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(url)
+	if res.Outcome == Unreachable {
+		retry := now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+		if g := e.good; g != nil {
+			// The last answer that was not a failure answers, however
+			// old: the file it held, or that there was none.
+			stale := *g
+			stale.Stale, stale.RetryAt, stale.Err = true, retry, d.Err
+			d = stale
+		} else {
+			d.RetryAt = retry
+		}
+		e.failed, e.retryAt = &d, retry
+	} else {
+		ttl := c.opts.TTL
+		if res.MaxAge >= 0 {
+			ttl = min(max(res.MaxAge, minTTL), c.opts.TTL)
+		}
+		e.good, e.expires, e.failed = &d, now.Add(ttl), nil
+	}
+	f.doc = d
+	delete(c.flights, url)
+	close(f.done)
+}
+
+// entry returns url's entry, making it, and forgetting the least recently
+// used past MaxEntries. c.mu is held.
+func (c *DocCache[T]) entry(url string) *docEntry[T] {
+	if el := c.entries[url]; el != nil {
+		return el.Value.(*docEntry[T])
+	}
+	for c.lru.Len() >= c.opts.MaxEntries {
+		last := c.lru.Back()
+		delete(c.entries, last.Value.(*docEntry[T]).url)
+		c.lru.Remove(last)
+	}
+	e := &docEntry[T]{url: url}
+	c.entries[url] = c.lru.PushFront(e)
+	return e
+}
+
+// Forget drops what is held for url, so that the next Get fetches it.
+func (c *DocCache[T]) Forget(url string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.entries[url]; el != nil {
+		delete(c.entries, url)
+		c.lru.Remove(el)
+	}
+}
+
+// Len returns how many URLs are held.
+func (c *DocCache[T]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}

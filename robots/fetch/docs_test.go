@@ -1,0 +1,162 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// tdmCache is a DocCache of tdmrep.json files on a fake clock.
+func tdmCache(now *atomic.Int64, maxEntries int) *DocCache[*robots.TDMRep] {
+	return NewDocCache(DocCacheOptions[*robots.TDMRep]{
+		Fetcher:    testFetcher(FetcherOptions{}),
+		Parse:      func(_ string, body []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(body) },
+		Accept:     "application/json",
+		MaxEntries: maxEntries,
+		Now:        func() time.Time { return time.Unix(now.Load(), 0) },
+	})
+}
+
+// TestDocCache: a file is fetched once by every caller waiting for it,
+// kept for its max-age (at least a minute, at most the TTL), refetched
+// after; a failure keeps the last answer that was not one (stale) and is
+// remembered until its retry time; a body that is not such a file is an
+// answer with its ParseErr.
+func TestDocCache(t *testing.T) {
+	t.Parallel()
+	var mode atomic.Value // what the origin answers
+	mode.Store("ok")
+	release := make(chan struct{})
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case "slow":
+			<-release
+			fallthrough
+		case "ok":
+			w.Header().Set("Cache-Control", "max-age=300")
+			w.Write([]byte(`[{"location": "/", "tdm-reservation": 1}]`))
+		case "down":
+			w.Header().Set("Retry-After", "120")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "gone":
+			w.WriteHeader(http.StatusNotFound)
+		case "garbage":
+			w.Write([]byte("<html>not json</html>"))
+		}
+	})
+	url := o.URL + "/.well-known/tdmrep.json"
+	var now atomic.Int64
+	now.Store(1_000_000)
+	c := tdmCache(&now, 0)
+	ctx := t.Context()
+	get := func() Doc[*robots.TDMRep] {
+		t.Helper()
+		d, err := c.Get(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	// Ten callers at once, one fetch.
+	mode.Store("slow")
+	var wg sync.WaitGroup
+	docs := make([]Doc[*robots.TDMRep], 10)
+	for i := range docs {
+		wg.Go(func() { docs[i], _ = c.Get(ctx, url) })
+	}
+	for deadline := time.Now().Add(5 * time.Second); o.count("/.well-known/tdmrep.json") == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no fetch started")
+		}
+	}
+	close(release)
+	wg.Wait()
+	for i, d := range docs {
+		if !d.Good() || d.Value.Usage("/x")[robots.AITrain].State != robots.Refused {
+			t.Fatalf("caller %d: %+v; want the file", i, d)
+		}
+	}
+	if n := o.count("/.well-known/tdmrep.json"); n != 1 {
+		t.Errorf("%d fetches for 10 callers; want 1", n)
+	}
+
+	// Kept for its max-age, then fetched again: unreachable now, the last
+	// good copy answers, and the failure is remembered until its retry.
+	mode.Store("down")
+	now.Add(299)
+	if get(); o.count("/.well-known/tdmrep.json") != 1 {
+		t.Fatal("refetched within max-age")
+	}
+	now.Add(2)
+	d := get()
+	if !d.Stale || !d.Good() || d.RetryAt != time.Unix(now.Load()+120, 0) || d.Err == "" {
+		t.Errorf("unreachable with a good copy: %+v; want it, stale, retried in 120 s (the site's Retry-After)", d)
+	}
+	now.Add(60)
+	if get(); o.count("/.well-known/tdmrep.json") != 2 {
+		t.Error("fetched again before the retry time")
+	}
+
+	// 404: no file, kept for the TTL; a body that is not a file.
+	mode.Store("gone")
+	now.Add(61)
+	if d := get(); d.Outcome != Unavailable || d.Good() || d.Stale {
+		t.Errorf("404: %+v; want unavailable", d)
+	}
+	c.Forget(url)
+	mode.Store("garbage")
+	if d := get(); d.Outcome != Fetched || d.Good() || !errors.Is(d.ParseErr, robots.ErrTDMRep) {
+		t.Errorf("garbage: %+v; want fetched, with a ParseErr", d)
+	}
+
+	// Unreachable with nothing before: Unreachable, no value.
+	c.Forget(url)
+	mode.Store("down")
+	if d := get(); d.Outcome != Unreachable || d.Good() || d.Stale || d.Value != nil {
+		t.Errorf("unreachable with nothing held: %+v", d)
+	}
+
+	// A caller that gives up stops waiting.
+	c.Forget(url)
+	mode.Store("slow")
+	release = make(chan struct{})
+	defer close(release)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Get(short, url); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get with a short context: %v; want its deadline", err)
+	}
+}
+
+// TestDocCacheBounded: past MaxEntries, the least recently used URL is
+// forgotten.
+func TestDocCacheBounded(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t, serveText(`[]`))
+	var now atomic.Int64
+	now.Store(1_000_000)
+	c := tdmCache(&now, 3)
+	for i := range 5 {
+		if _, err := c.Get(t.Context(), o.URL+"/f"+string(rune('a'+i))); err != nil {
+			t.Fatal(err)
+		}
+		c.Get(t.Context(), o.URL+"/fa") // kept in use
+	}
+	if c.Len() != 3 {
+		t.Errorf("%d held; want 3", c.Len())
+	}
+	if n := o.count("/fa"); n != 1 {
+		t.Errorf("/fa fetched %d times; want 1 (kept: used most recently)", n)
+	}
+	c.Get(t.Context(), o.URL+"/fb")
+	if n := o.count("/fb"); n != 2 {
+		t.Errorf("/fb fetched %d times; want 2 (forgotten, then fetched again)", n)
+	}
+}
