@@ -21,9 +21,18 @@ rule and its line). Without this middleware a Scrapy crawl only sees anonymous
   (a request's errback, if any, gets the failure; its ``.value`` carries
   ``decision``, ``rule``, ``reason`` and ``response``);
 * a temporary answer (``paced`` 429, ``unreachable`` 503, ``overloaded``,
-  ``shutting-down``, ``upstream-error``) is left to Scrapy's RetryMiddleware,
-  and the retry it makes waits for the answer's ``Retry-After`` (see
-  ``process_request``);
+  ``shutting-down``, ``upstream-error``) reaches no callback and is retried
+  when its ``Retry-After`` has passed, as RetryMiddleware would retry it
+  (``RETRY_TIMES``, ``retry/*`` stats), and only once per answer. A waiting
+  retry holds none of ``CONCURRENT_REQUESTS`` (a reactor timer hands it to
+  the scheduler when it is due) and keeps the spider open; one still waiting
+  when the spider closes is not sent (``robotsgate/retry/unsent``), but saved
+  for the resumed crawl when there is a ``JOBDIR``
+  (``robotsgate/retry/resumed``). Once ``RETRY_TIMES`` is spent, the answer
+  goes on like any other 429 or 503. A request Scrapy downloads outside the
+  scheduler (``callback=NO_CALLBACK``: robots.txt for ``ROBOTSTXT_OBEY``,
+  FilesPipeline and ImagesPipeline files) is left to RetryMiddleware, which
+  retries it at once (see ``_retry_later``);
 * a ``would-block`` answer (robotsgate in report mode: the page was fetched,
   but enforce mode would block it) goes on to the callbacks as usual, and is
   logged at INFO like a block, worded "robotsgate would block".
@@ -39,9 +48,10 @@ The order number must lie between 551 and 849. A downloader middleware's
 ``process_response`` runs from the highest order number to the lowest: above
 RetryMiddleware (550), this middleware sees robotsgate's answers before
 RetryMiddleware does, so a block is dropped before it could be retried (even
-with 403 in ``RETRY_HTTP_CODES``) and the ``Retry-After`` of a temporary answer
-is noted before the retry is made; below DownloaderStats (850), Scrapy's own
-``downloader/response_status_count/*`` stats still count the answers it drops.
+with 403 in ``RETRY_HTTP_CODES``) and a temporary answer is retried here, after
+its ``Retry-After``, instead of at once by RetryMiddleware; below
+DownloaderStats (850), Scrapy's own ``downloader/response_status_count/*``
+stats still count the answers it drops.
 555 shares its number with no built-in middleware. A warning is logged at
 start-up when the order puts it after RetryMiddleware.
 
@@ -49,14 +59,23 @@ Settings:
 
 ``ROBOTSGATE_MAX_RETRY_AFTER`` (seconds, default 600)
     The longest a retry waits for a ``Retry-After``; a longer one is cut to it.
+
+Scrapy's ``RETRY_ENABLED``, ``RETRY_TIMES`` and ``RETRY_PRIORITY_ADJUST``, and
+the ``dont_retry``, ``max_retry_times`` and ``priority_adjust`` meta keys,
+apply to the retries of temporary answers as they do to RetryMiddleware's.
 """
 
 import email.utils
 import logging
+import pickle
 import re
 import time
 
-from scrapy.exceptions import IgnoreRequest
+from scrapy import signals
+from scrapy.downloadermiddlewares.retry import get_retry_request
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.request import request_from_dict
 
 __all__ = ["RobotsGateMiddleware", "RobotsGateBlocked"]
 
@@ -76,18 +95,18 @@ BLOCKED = frozenset(
     }
 )
 
-# TEMPORARY are the decisions left to RetryMiddleware, waiting for their
+# TEMPORARY are the decisions this middleware retries, after their
 # Retry-After when they carry one.
 TEMPORARY = frozenset(
     {"paced", "unreachable", "overloaded", "shutting-down", "upstream-error"}
 )
 
-# RETRY_AT_META is the request.meta key holding (url, time.monotonic()): a
-# retry of that URL is not sent before that time. Request.copy(), which
-# RetryMiddleware uses to make the retry, copies meta, so the retry carries it;
-# the URL keeps a request that merely copied the meta (a redirect, a callback's
-# follow-up) from waiting too.
-RETRY_AT_META = "robotsgate_retry_at"
+# STATE_KEY is the spider.state key (JOBDIR's SpiderState extension) holding
+# the retries waiting for their Retry-After: {token: (due, pickled request
+# dict)}, due a wall-clock time (time.time()), so a crawl resumed from JOBDIR,
+# even after a reboot, sends them when they are due (at once when overdue, and
+# never later than ROBOTSGATE_MAX_RETRY_AFTER from the resume).
+STATE_KEY = "robotsgate_retries"
 
 _DECISION = re.compile(r"[a-z][a-z-]{0,31}")
 _MAX_DETAIL = 300  # characters of a rule or reason put in a log line
@@ -110,47 +129,32 @@ class RobotsGateBlocked(IgnoreRequest):
 
 
 class RobotsGateMiddleware:
-    """RobotsGateMiddleware counts, logs, drops and paces robotsgate's answers.
+    """RobotsGateMiddleware counts, logs, drops and retries robotsgate's answers.
 
     See the module docstring for how to enable it and what it does.
     """
 
-    def __init__(self, stats, max_retry_after=600.0):
-        self.stats = stats
-        self.max_retry_after = max_retry_after
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        settings = crawler.settings
+        self.max_retry_after = max(
+            0.0, settings.getfloat("ROBOTSGATE_MAX_RETRY_AFTER", 600.0)
+        )
+        self.retry_enabled = settings.getbool("RETRY_ENABLED")
+        self._waiting = {}  # token: the DelayedCall that will send its retry
+        self._stranded = set()  # tokens whose call came while the spider closed
+        self._tokens = 0
+        self._unsaved_logged = False
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler):
-        mw = cls(
-            crawler.stats,
-            crawler.settings.getfloat("ROBOTSGATE_MAX_RETRY_AFTER", 600.0),
-        )
+        mw = cls(crawler)
         _warn_if_after_retry(crawler.settings)
         return mw
-
-    def process_request(self, request, spider):
-        # A retry of a temporary answer waits here until its Retry-After has
-        # passed, without blocking the reactor: the Deferred returned fires
-        # None then, and the download goes on. The wait is measured from the
-        # answer, so time the retry spent in the scheduler counts. While it
-        # waits the request holds one of CONCURRENT_REQUESTS (the download
-        # slot, per domain, is taken only after this), and its
-        # DOWNLOAD_TIMEOUT has not started.
-        url, retry_at = request.meta.get(RETRY_AT_META, (None, 0.0))
-        if url != request.url:
-            return None
-        wait = retry_at - time.monotonic()
-        if wait <= 0:
-            return None
-        from twisted.internet import reactor  # the reactor Scrapy installed
-        from twisted.internet.task import deferLater
-
-        logger.debug(
-            "robotsgate: %(request)s waits %(wait).1f s for Retry-After",
-            {"request": request, "wait": wait},
-            extra={"spider": spider},
-        )
-        return deferLater(reactor, wait, lambda: None)
 
     def process_response(self, request, response, spider):
         raw = response.headers.get(b"X-Robots-Gate")
@@ -181,21 +185,7 @@ class RobotsGateMiddleware:
             raise RobotsGateBlocked(decision, rule, reason, response)
 
         if decision in TEMPORARY:
-            retry_after = _header(response, b"Retry-After")
-            wait = _retry_after(retry_after)
-            if wait is not None:
-                wait = min(wait, self.max_retry_after)
-                request.meta[RETRY_AT_META] = (request.url, time.monotonic() + wait)
-            logger.debug(
-                "robotsgate answered %(response)s: %(decision)s, Retry-After: %(retry_after)s",
-                {
-                    "response": response,
-                    "decision": decision,
-                    "retry_after": retry_after or "none",
-                },
-                extra={"spider": spider},
-            )
-            return response  # for RetryMiddleware to retry or give up on
+            return self._retry_later(request, response, decision, spider)
 
         if decision == "would-block":
             logger.info(
@@ -204,6 +194,192 @@ class RobotsGateMiddleware:
                 extra={"spider": spider},
             )
         return response
+
+    def _retry_later(self, request, response, decision, spider):
+        """_retry_later schedules the retry of a temporary answer for when its
+        Retry-After has passed, and drops the answer; or, when no retry is
+        to be made, returns the answer.
+
+        Nothing waits inside the downloader: Downloader.fetch counts a request
+        against CONCURRENT_REQUESTS from before process_request until its
+        response has left the middlewares, and ExecutionEngine.close_spider
+        waits for every such request, so a wait there would let one paced or
+        unreachable site take every slot of the crawl, and hold a graceful
+        close for up to ROBOTSGATE_MAX_RETRY_AFTER. Instead the retry is
+        handed to the engine (the scheduler) by a reactor timer when it is
+        due, and the spider is kept open while such a timer is pending
+        (_spider_idle).
+
+        RetryMiddleware (550) never sees this answer: raising from
+        process_response ends the chain of process_response methods, and
+        process_exception is not called for it. The retry is made by Scrapy's
+        own get_retry_request, as RetryMiddleware would make it: one
+        retry/count and retry/reason_count per attempt, RETRY_TIMES (or meta
+        max_retry_times) attempts at most, the priority lowered by
+        RETRY_PRIORITY_ADJUST (or meta priority_adjust), dont_filter set.
+        """
+        retry_after = _header(response, b"Retry-After")
+        wait = _retry_after(retry_after)
+        wait = 0.0 if wait is None else min(wait, self.max_retry_after)
+        if not self.retry_enabled or request.meta.get("dont_retry", False):
+            # Not to be retried: the answer goes on like any other 429 or
+            # 503 (HttpErrorMiddleware drops it unless the request allows
+            # its status).
+            return response
+        if request.callback is NO_CALLBACK:
+            # Downloaded outside the scheduler, by ExecutionEngine.download:
+            # RobotsTxtMiddleware's robots.txt (ROBOTSTXT_OBEY), or a
+            # FilesPipeline or ImagesPipeline file. Its answer goes back to
+            # the code that asked for it, so it cannot be dropped here and
+            # the retry sent through the scheduler later: it is left to
+            # RetryMiddleware, which retries it at once.
+            return response
+        retry = get_retry_request(
+            request,
+            spider=spider,
+            reason=f"robotsgate {decision}",
+            priority_adjust=request.meta.get("priority_adjust"),
+        )
+        if retry is None:
+            # get_retry_request has logged "Gave up retrying" and counted
+            # retry/max_reached; dont_retry keeps RetryMiddleware from giving
+            # up on it a second time. The answer goes on as above.
+            request.meta["dont_retry"] = True
+            return response
+        logger.debug(
+            "robotsgate answered %(response)s: %(decision)s, Retry-After: "
+            "%(retry_after)s; retrying in %(wait).1f s",
+            {
+                "response": response,
+                "decision": decision,
+                "retry_after": retry_after or "none",
+                "wait": wait,
+            },
+            extra={"spider": spider},
+        )
+        self._schedule(retry, wait, spider)
+        # This attempt ends here, like one RetryMiddleware retries: its
+        # errback is not called (the retry, a copy made above, keeps it) and
+        # no callback sees the answer. Scrapy logs nothing for an
+        # IgnoreRequest.
+        request.errback = None
+        raise IgnoreRequest(f"robotsgate {decision}: retrying in {wait:.1f} s")
+
+    def _schedule(self, request, wait, spider):
+        """_schedule hands request to the engine after wait seconds."""
+        from twisted.internet import reactor  # the reactor Scrapy installed
+
+        token = self._tokens
+        self._tokens += 1
+        self._save(token, request, wait, spider)
+        self._waiting[token] = reactor.callLater(wait, self._send, token, request)
+
+    def _send(self, token, request):
+        self._waiting.pop(token, None)
+        engine = self.crawler.engine
+        slot = getattr(engine, "slot", None)
+        if slot is None or slot.closing is not None or engine.spider is None:
+            # The spider is closing: the scheduler takes nothing more. The
+            # retry stays in spider.state, if there is one, for a resumed
+            # crawl; _spider_closed counts it.
+            self._stranded.add(token)
+            return
+        self._forget(token, engine.spider)
+        engine.crawl(request)  # Scrapy 2.8: crawl(request), no spider
+
+    def _save(self, token, request, wait, spider):
+        """_save records the waiting retry in spider.state, which JOBDIR's
+        SpiderState extension writes to disk when the spider closes (before
+        this middleware's own spider_closed handler runs, so the record is
+        kept up to date as retries come and go)."""
+        state = getattr(spider, "state", None)
+        if not isinstance(state, dict):
+            return  # no JOBDIR
+        try:
+            blob = pickle.dumps(request.to_dict(spider=spider), protocol=4)
+        except (ValueError, TypeError, AttributeError, pickle.PicklingError) as e:
+            # As Scrapy's disk queues: a callback that is no method of the
+            # spider, or a meta value pickle cannot write.
+            if not self._unsaved_logged:
+                self._unsaved_logged = True
+                logger.warning(
+                    "robotsgate: cannot save %(request)s in the job's spider "
+                    "state (%(error)s): a retry waiting for Retry-After that "
+                    "cannot be saved is lost if the crawl stops before it is "
+                    "sent; no more such requests will be logged",
+                    {"request": request, "error": e},
+                    extra={"spider": spider},
+                )
+            return
+        state.setdefault(STATE_KEY, {})[token] = (time.time() + wait, blob)
+
+    def _forget(self, token, spider):
+        state = getattr(spider, "state", None)
+        if isinstance(state, dict):
+            state.get(STATE_KEY, {}).pop(token, None)
+
+    def _spider_opened(self, spider):
+        # A crawl resumed from JOBDIR: SpiderState's spider_opened handler,
+        # connected before this one, has loaded spider.state.
+        state = getattr(spider, "state", None)
+        saved = state.pop(STATE_KEY, None) if isinstance(state, dict) else None
+        if not saved:
+            return
+        now = time.time()
+        resumed = 0
+        for due, blob in saved.values():
+            try:
+                request = request_from_dict(pickle.loads(blob), spider=spider)
+            except Exception as e:  # a spider changed since the state was saved
+                logger.warning(
+                    "robotsgate: cannot resume a retry saved in the job's "
+                    "spider state: %(error)s",
+                    {"error": e},
+                    extra={"spider": spider},
+                )
+                continue
+            # The cap applies on reading too: a due time far off (a clock
+            # set back, a state from another machine) waits no longer than
+            # ROBOTSGATE_MAX_RETRY_AFTER.
+            wait = min(max(due - now, 0.0), self.max_retry_after)
+            self._schedule(request, wait, spider)
+            resumed += 1
+        self.stats.inc_value("robotsgate/retry/resumed", resumed, spider=spider)
+        logger.info(
+            "robotsgate: resuming %(n)d retries that were waiting for Retry-After",
+            {"n": resumed},
+            extra={"spider": spider},
+        )
+
+    def _spider_idle(self, spider):
+        if self._waiting:
+            raise DontCloseSpider
+
+    def _spider_closed(self, spider, reason):
+        pending = len(self._waiting) + len(self._stranded)
+        for call in self._waiting.values():
+            if call.active():
+                call.cancel()
+        self._waiting.clear()
+        self._stranded.clear()
+        if not pending:
+            return
+        state = getattr(spider, "state", None)
+        saved = len(state.get(STATE_KEY, {})) if isinstance(state, dict) else 0
+        self.stats.set_value("robotsgate/retry/unsent", pending, spider=spider)
+        if saved:
+            outcome = (
+                f"{saved} of them are saved in the job's spider state, "
+                "to be sent when the crawl resumes"
+            )
+        else:
+            outcome = "they are not retried"
+        logger.info(
+            "robotsgate: %(pending)d retries waiting for Retry-After were not "
+            "sent: the spider closed (%(reason)s); %(outcome)s",
+            {"pending": pending, "reason": reason, "outcome": outcome},
+            extra={"spider": spider},
+        )
 
 
 def _header(response, name):
@@ -236,7 +412,7 @@ def _retry_after(value):
     HTTP-date, RFC 9110 section 10.2.3), or None when absent or unreadable."""
     if not value:
         return None
-    if value.isdigit():
+    if re.fullmatch(r"[0-9]+", value):  # not str.isdigit(): "²" is a digit
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,12 +28,16 @@ import (
 // python3 first on PATH may be another one.
 const python = "/usr/bin/python3"
 
-// spider crawls start and every link on it, and writes the URLs its
-// callbacks saw and the crawl's stats to out as JSON when it closes.
+// spider crawls its start URLs (space-separated) and every link on the
+// pages it gets, and writes the URLs its callbacks saw, the failures its
+// errback got, the reason it closed and the crawl's stats to out as JSON
+// when the engine stops: after every spider_closed handler, the
+// middleware's included, has run.
 const spider = `
 import json
 
 import scrapy
+from scrapy import signals
 
 
 class GateSpider(scrapy.Spider):
@@ -50,21 +55,38 @@ class GateSpider(scrapy.Spider):
 
     def __init__(self, start, out, **kwargs):
         super().__init__(**kwargs)
-        self.start_urls = [start]
+        self.start_urls = start.split()
         self.out = out
         self.seen = []
+        self.failed = []
+        self.reason = None
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.write_out, signal=signals.engine_stopped)
+        return spider
+
+    def start_requests(self):
+        for url in self.start_urls:
+            yield scrapy.Request(url, callback=self.parse, errback=self.errback,
+                                 dont_filter=True)
 
     def parse(self, response):
         self.seen.append(response.url)
         for href in response.css("a::attr(href)").getall():
-            yield response.follow(href, callback=self.parse_page)
+            yield response.follow(href, callback=self.parse, errback=self.errback)
 
-    def parse_page(self, response):
-        self.seen.append(response.url)
+    def errback(self, failure):
+        self.failed.append(failure.request.url + " " + failure.type.__name__)
 
     def closed(self, reason):
+        self.reason = reason
+
+    def write_out(self):
         with open(self.out, "w") as f:
-            json.dump({"reason": reason, "seen": self.seen,
+            json.dump({"reason": self.reason, "seen": self.seen,
+                       "failed": self.failed,
                        "stats": self.crawler.stats.get_stats()}, f, default=str)
 `
 
@@ -113,18 +135,29 @@ func (o *origin) times(path string) []time.Time {
 	return ts
 }
 
+// last is when the origin's latest request arrived; the zero time if none.
+func (o *origin) last() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.hits) == 0 {
+		return time.Time{}
+	}
+	return o.hits[len(o.hits)-1].at
+}
+
+// linksPage is an HTML page linking to each of hrefs.
+func linksPage(hrefs ...string) string {
+	var b strings.Builder
+	for _, h := range hrefs {
+		fmt.Fprintf(&b, "<a href=%q>%s</a>\n", h, h)
+	}
+	return "<html><body>" + b.String() + "</body></html>"
+}
+
 func TestScrapyMiddleware(t *testing.T) {
-	probe, cancelProbe := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancelProbe()
-	if out, err := exec.CommandContext(probe, python, "-c", "import scrapy").CombinedOutput(); err != nil {
-		t.Skipf("Scrapy is not installed for %s (apt-get install python3-scrapy): %v\n%s", python, err, out)
-	}
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	requireScrapy(t)
 	dir := t.TempDir()
-	rg := startRobotsgate(t, filepath.Join(here, "..", ".."), dir)
+	rg := startRobotsgate(t, dir, gateConfig{robotsRetryAfter: "1s"})
 
 	// site's robots.txt disallows two kinds of path, and /slow answers 429
 	// once. flaky's robots.txt fails once: robotsgate answers 503
@@ -146,12 +179,7 @@ func TestScrapyMiddleware(t *testing.T) {
 		case "/robots.txt":
 			fmt.Fprint(w, "User-agent: *\nDisallow: /private\nDisallow: /secret.html\n")
 		case "/":
-			var b strings.Builder
-			for _, p := range slices.Concat(allowed, blocked) {
-				fmt.Fprintf(&b, "<a href=%q>%s</a>\n", p, p)
-			}
-			fmt.Fprintf(&b, "<a href=%q>flaky</a>\n", flaky.URL+"/page")
-			fmt.Fprintf(w, "<html><body>%s</body></html>", b.String())
+			fmt.Fprint(w, linksPage(slices.Concat(allowed, blocked, []string{flaky.URL + "/page"})...))
 		case "/slow":
 			if n == 0 {
 				w.Header().Set("Retry-After", "1")
@@ -164,42 +192,7 @@ func TestScrapyMiddleware(t *testing.T) {
 		}
 	})
 
-	spiderPath := filepath.Join(dir, "gate_spider.py")
-	if err := os.WriteFile(spiderPath, []byte(spider), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	outPath := filepath.Join(dir, "out.json")
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-m", "scrapy", "runspider", spiderPath,
-		"-a", "start="+site.URL+"/", "-a", "out="+outPath)
-	cmd.Dir = dir
-	cmd.Env = scrapyEnv(here, "http://"+rg.addr)
-	cmd.WaitDelay = 5 * time.Second
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("scrapy runspider: %v\n%s", err, log.String())
-	}
-	t.Logf("crawl took %v", time.Since(start).Round(time.Millisecond))
-	var out struct {
-		Reason string         `json:"reason"`
-		Seen   []string       `json:"seen"`
-		Stats  map[string]any `json:"stats"`
-	}
-	data, err := os.ReadFile(outPath)
-	if err != nil {
-		t.Fatalf("the spider wrote no results: %v\n%s", err, log.String())
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatalf("results: %v\n%s", err, data)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("Scrapy's log:\n%s", log.String())
-		}
-	}()
+	out := runCrawl(t, dir, rg.proxy(), []string{site.URL + "/"})
 	if out.Reason != "finished" {
 		t.Errorf("crawl closed %q; want finished", out.Reason)
 	}
@@ -215,27 +208,27 @@ func TestScrapyMiddleware(t *testing.T) {
 	}
 	// Every allowed page was seen, the 429'd one and the one whose
 	// robots.txt was unreachable at first included.
-	for _, u := range []string{site.URL + "/", site.URL + "/a", site.URL + "/b", site.URL + "/slow", flaky.URL + "/page"} {
-		if !slices.Contains(out.Seen, u) {
-			t.Errorf("callbacks never saw %s; saw %q", u, out.Seen)
-		}
+	out.wantSeen(t, site.URL+"/", site.URL+"/a", site.URL+"/b", site.URL+"/slow", flaky.URL+"/page")
+	// The errback got each block, and nothing of the retried 503.
+	var wantFailed []string
+	for _, p := range blocked {
+		wantFailed = append(wantFailed, site.URL+p+" RobotsGateBlocked")
 	}
+	out.wantFailed(t, wantFailed...)
 
-	stat := func(key string) int {
-		v, _ := out.Stats[key].(float64)
-		return int(v)
-	}
 	wantStats := map[string]int{
 		"robotsgate/disallowed": len(blocked),
 		// One 503: the retry waited for Retry-After, so robotsgate could
 		// fetch robots.txt again instead of answering 503 once more.
 		"robotsgate/unreachable": 1,
 		"robotsgate/paced":       0, // the 429 was the site's, not robotsgate's
-		// The site's 429 and robotsgate's 503, each retried once.
+		// The site's 429 (by RetryMiddleware) and robotsgate's 503 (by the
+		// middleware), each retried once.
 		"retry/count": 2,
+		"retry/reason_count/robotsgate unreachable": 1,
 	}
 	for key, want := range wantStats {
-		if got := stat(key); got != want {
+		if got := out.stat(key); got != want {
 			t.Errorf("stats[%q] = %d; want %d", key, got, want)
 		}
 	}
@@ -266,12 +259,7 @@ func TestScrapyMiddleware(t *testing.T) {
 		"/private/two": "disallow: /private (line 2)",
 		"/secret.html": "disallow: /secret.html (line 3)",
 	}
-	var lines []string
-	for line := range strings.Lines(log.String()) {
-		if strings.Contains(line, "robotsgate blocked") {
-			lines = append(lines, strings.TrimSpace(line))
-		}
-	}
+	lines := out.lines("robotsgate blocked")
 	if len(lines) != len(blocked) {
 		t.Errorf("%d log lines say robotsgate blocked; want %d:\n%s", len(lines), len(blocked), strings.Join(lines, "\n"))
 	}
@@ -290,21 +278,20 @@ func TestScrapyMiddleware(t *testing.T) {
 	// Scrapy itself says nothing of the dropped requests: no "Ignoring
 	// response" from HttpErrorMiddleware, no error.
 	for _, bad := range []string{"Ignoring response <403", "ERROR:", "Traceback"} {
-		if strings.Contains(log.String(), bad) {
+		if strings.Contains(out.log, bad) {
 			t.Errorf("Scrapy's log has %q", bad)
 		}
 	}
 
 	// robotsgate's audit log has the same three blocks, and the 503.
-	audit := readAudit(t, rg.audit)
 	var auditBlocks []string
 	unreachable := 0
-	for _, rec := range audit {
-		switch rec["decision"] {
+	for _, rec := range readAudit(t, rg.audit) {
+		switch rec.Decision {
 		case "disallowed":
-			auditBlocks = append(auditBlocks, fmt.Sprint(rec["url"]))
-			if u, _ := rec["url"].(string); rec["rule"] == "" || !strings.HasPrefix(u, site.URL) {
-				t.Errorf("audit record %v: want the site's URL and a rule", rec)
+			auditBlocks = append(auditBlocks, rec.URL)
+			if rec.Rule == "" || !strings.HasPrefix(rec.URL, site.URL) {
+				t.Errorf("audit record %+v: want the site's URL and a rule", rec)
 			}
 		case "unreachable":
 			unreachable++
@@ -324,25 +311,540 @@ func TestScrapyMiddleware(t *testing.T) {
 	}
 }
 
+// TestScrapyRetryAfter checks that a retry waiting for a temporary
+// answer's Retry-After holds none of Scrapy's CONCURRENT_REQUESTS and does
+// not hold up a closing spider: robotsgate's own unreachable (503) and
+// paced (429) answers, through a real crawl.
+func TestScrapyRetryAfter(t *testing.T) {
+	requireScrapy(t)
+
+	// down's robots.txt fails, so robotsgate answers each of its 8 pages
+	// 503 unreachable, Retry-After: 10; ROBOTSGATE_MAX_RETRY_AFTER cuts
+	// that to 3 s. With 4 CONCURRENT_REQUESTS, a wait holding a slot would
+	// have every slot taken by down's retries for 3 s, and other's pages,
+	// asked for after down's, would wait behind them.
+	t.Run("unreachable", func(t *testing.T) {
+		dir := t.TempDir()
+		rg := startRobotsgate(t, dir, gateConfig{robotsRetryAfter: "10s"})
+		down := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			if r.URL.Path == "/robots.txt" {
+				http.Error(w, "broken", http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, "<html><body>never asked for</body></html>")
+		})
+		var pages []string
+		for i := range 10 {
+			pages = append(pages, fmt.Sprintf("/o%d", i+1))
+		}
+		other := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			switch r.URL.Path {
+			case "/robots.txt":
+				fmt.Fprint(w, "User-agent: *\nDisallow:\n")
+			case "/":
+				fmt.Fprint(w, linksPage(pages...))
+			default:
+				fmt.Fprintf(w, "<html><body>page %s</body></html>", r.URL.Path)
+			}
+		})
+		var starts, downURLs []string
+		for i := range 8 {
+			downURLs = append(downURLs, fmt.Sprintf("%s/u%d", down.URL, i+1))
+		}
+		starts = append(starts, downURLs...)
+		starts = append(starts, other.URL+"/")
+
+		out := runCrawl(t, dir, rg.proxy(), starts,
+			"CONCURRENT_REQUESTS=4", "RETRY_TIMES=1", "ROBOTSGATE_MAX_RETRY_AFTER=3")
+		t.Logf("crawl took %v", out.took())
+		if out.Reason != "finished" {
+			t.Errorf("crawl closed %q; want finished", out.Reason)
+		}
+		var want []string
+		for _, p := range append([]string{"/"}, pages...) {
+			want = append(want, other.URL+p)
+		}
+		out.wantSeen(t, want...)
+		// The errback got each of down's pages once, when its retries were
+		// spent (HttpErrorMiddleware's HttpError for the last 503), not for
+		// the 503 that was retried.
+		var wantFailed []string
+		for _, u := range downURLs {
+			if slices.Contains(out.Seen, u) {
+				t.Errorf("a callback saw %s; want its 503s dropped", u)
+			}
+			wantFailed = append(wantFailed, u+" HttpError")
+		}
+		out.wantFailed(t, wantFailed...)
+
+		if n := len(down.times("/robots.txt")); n != 1 {
+			t.Errorf("down received /robots.txt %d times; want 1", n)
+		}
+
+		// Each of down's pages: the 503, then one retry (RETRY_TIMES=1) after
+		// the 3 s cap, not the 10 s robotsgate asked for.
+		attempts := map[string][]auditRecord{}
+		var lastAnswer time.Time
+		for _, rec := range readAudit(t, rg.audit) {
+			if strings.HasPrefix(rec.URL, down.URL) {
+				attempts[rec.URL] = append(attempts[rec.URL], rec)
+				if rec.Decision != "unreachable" {
+					t.Errorf("audit record %+v: want unreachable", rec)
+				}
+				if rec.Time.After(lastAnswer) {
+					lastAnswer = rec.Time
+				}
+			}
+		}
+		var firstRetry time.Time
+		for _, u := range downURLs {
+			as := attempts[u]
+			if len(as) != 2 {
+				t.Errorf("%s was asked for %d times; want 2 (the 503, one retry)", u, len(as))
+				continue
+			}
+			if gap := as[1].Time.Sub(as[0].Time); gap < 2900*time.Millisecond || gap > 6*time.Second {
+				t.Errorf("%s retried after %v; want about 3s (Retry-After: 10, cut to 3)", u, gap)
+			}
+			if firstRetry.IsZero() || as[1].Time.Before(firstRetry) {
+				firstRetry = as[1].Time
+			}
+		}
+		// other's pages were all fetched while down's retries waited, not
+		// after them.
+		if last := other.last(); !firstRetry.IsZero() && !last.Before(firstRetry) {
+			t.Errorf("other's last page came %v after down's first retry; want every page of other fetched while down's retries waited", last.Sub(firstRetry).Round(time.Millisecond))
+		}
+		retrying := regexp.MustCompile(`unreachable, Retry-After: (\d+); retrying in 3\.0 s`)
+		if m := retrying.FindAllStringSubmatch(out.log, -1); len(m) != len(downURLs) {
+			t.Errorf("%d log lines say the 503 is retried in 3.0 s; want %d", len(m), len(downURLs))
+		} else {
+			for _, sm := range m {
+				if ra, _ := strconv.Atoi(sm[1]); ra <= 3 {
+					t.Errorf("a 503 had Retry-After: %d; want more than the 3 s cap", ra)
+				}
+			}
+		}
+		for key, want := range map[string]int{
+			"robotsgate/unreachable":                    2 * len(downURLs),
+			"retry/count":                               len(downURLs),
+			"retry/reason_count/robotsgate unreachable": len(downURLs),
+			"retry/max_reached":                         len(downURLs),
+		} {
+			if got := out.stat(key); got != want {
+				t.Errorf("stats[%q] = %d; want %d", key, got, want)
+			}
+		}
+		// Given up on once each: RetryMiddleware (550) did not give up on the
+		// same answer again.
+		if n := len(out.lines("Gave up retrying")); n != len(downURLs) {
+			t.Errorf("%d log lines say Gave up retrying; want %d", n, len(downURLs))
+		}
+		if strings.Contains(out.log, "Traceback") {
+			t.Error("Scrapy's log has a traceback")
+		}
+		// The spider closed as soon as nothing was left: no wait pending.
+		if d := out.end.Sub(lastAnswer); d > 5*time.Second {
+			t.Errorf("Scrapy exited %v after down's last answer; want within 5s", d.Round(time.Millisecond))
+		}
+	})
+
+	// paced's robots.txt asks for a Crawl-delay of 1 s and robotsgate holds
+	// a request at most 1 s (max_wait), so of its 4 pages asked for at once
+	// some are answered 429 paced with a Retry-After; each is retried after
+	// it, and every page is fetched in the end.
+	t.Run("paced", func(t *testing.T) {
+		dir := t.TempDir()
+		rg := startRobotsgate(t, dir, gateConfig{
+			robotsRetryAfter: "10s",
+			politeness:       "crawl_delay = true\nmax_delay = \"1s\"\nmax_wait = \"1s\"\n",
+		})
+		pages := []string{"/p1", "/p2", "/p3", "/p4"}
+		paced := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			switch r.URL.Path {
+			case "/robots.txt":
+				fmt.Fprint(w, "User-agent: *\nCrawl-delay: 1\nDisallow:\n")
+			case "/":
+				fmt.Fprint(w, linksPage(pages...))
+			default:
+				fmt.Fprintf(w, "<html><body>page %s</body></html>", r.URL.Path)
+			}
+		})
+		out := runCrawl(t, dir, rg.proxy(), []string{paced.URL + "/"}, "RETRY_TIMES=5")
+		t.Logf("crawl took %v", out.took())
+		if out.Reason != "finished" {
+			t.Errorf("crawl closed %q; want finished", out.Reason)
+		}
+		var want []string
+		for _, p := range append([]string{"/"}, pages...) {
+			want = append(want, paced.URL+p)
+			if n := len(paced.times(p)); n != 1 {
+				t.Errorf("paced received %s %d times; want 1", p, n)
+			}
+		}
+		out.wantSeen(t, want...)
+		out.wantFailed(t)
+
+		n := out.stat("robotsgate/paced")
+		if n == 0 {
+			t.Fatal("robotsgate answered no request paced; the test paces nothing")
+		}
+		for key, want := range map[string]int{
+			"retry/count":                         n,
+			"retry/reason_count/robotsgate paced": n,
+			"retry/max_reached":                   0,
+		} {
+			if got := out.stat(key); got != want {
+				t.Errorf("stats[%q] = %d; want %d", key, got, want)
+			}
+		}
+
+		// Each paced answer was retried no sooner than its Retry-After:
+		// robotsgate's "would wait" rounded up to whole seconds, at least 1.
+		wouldWait := regexp.MustCompile(`would wait (\S+) for its turn`)
+		byURL := map[string][]auditRecord{}
+		for _, rec := range readAudit(t, rg.audit) {
+			byURL[rec.URL] = append(byURL[rec.URL], rec)
+		}
+		checked := 0
+		for u, recs := range byURL {
+			for i, rec := range recs {
+				if rec.Decision != "paced" {
+					continue
+				}
+				m := wouldWait.FindStringSubmatch(rec.Reason)
+				if m == nil {
+					t.Errorf("paced record %+v: no wait in its reason", rec)
+					continue
+				}
+				wait, err := time.ParseDuration(m[1])
+				if err != nil {
+					t.Errorf("paced record %+v: %v", rec, err)
+					continue
+				}
+				retryAfter := time.Duration(max(1, math.Ceil(wait.Seconds()))) * time.Second
+				if i+1 == len(recs) {
+					t.Errorf("%s: paced at %v, never retried", u, rec.Time)
+					continue
+				}
+				gap := recs[i+1].Time.Sub(rec.Time)
+				if gap < retryAfter-50*time.Millisecond || gap > retryAfter+3*time.Second {
+					t.Errorf("%s: paced (Retry-After: %v), retried after %v; want just after its Retry-After", u, retryAfter, gap)
+				}
+				checked++
+			}
+		}
+		if checked != n {
+			t.Errorf("audit log has %d paced records; Scrapy counted %d", checked, n)
+		}
+	})
+
+	// A spider closing (here CLOSESPIDER_TIMEOUT, as for a first Ctrl-C)
+	// does not wait for retries waiting out a 30 s Retry-After. With a
+	// JOBDIR they are saved, and the resumed crawl sends them, waiting no
+	// longer than its own ROBOTSGATE_MAX_RETRY_AFTER (1 s), and within the
+	// same RETRY_TIMES.
+	t.Run("close and resume", func(t *testing.T) {
+		dir := t.TempDir()
+		rg := startRobotsgate(t, dir, gateConfig{robotsRetryAfter: "30s"})
+		down := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			if r.URL.Path == "/robots.txt" {
+				http.Error(w, "broken", http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, "<html><body>never asked for</body></html>")
+		})
+		downURLs := []string{down.URL + "/u1", down.URL + "/u2", down.URL + "/u3"}
+		// index links to down's pages, so a resumed crawl does not ask for
+		// them again: the job's duplicate filter has them.
+		index := newOrigin(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			if r.URL.Path == "/robots.txt" {
+				fmt.Fprint(w, "User-agent: *\nDisallow:\n")
+				return
+			}
+			fmt.Fprint(w, linksPage(downURLs...))
+		})
+		job := filepath.Join(dir, "job")
+		starts := []string{index.URL + "/"}
+
+		first := runCrawl(t, dir, rg.proxy(), starts, "JOBDIR="+job, "CLOSESPIDER_TIMEOUT=3")
+		t.Logf("first crawl took %v", first.took())
+		if first.Reason != "closespider_timeout" {
+			t.Errorf("first crawl closed %q; want closespider_timeout", first.Reason)
+		}
+		var firstAnswers []time.Time
+		for _, rec := range readAudit(t, rg.audit) {
+			if strings.HasPrefix(rec.URL, down.URL) {
+				firstAnswers = append(firstAnswers, rec.Time)
+			}
+		}
+		if len(firstAnswers) == 0 {
+			t.Fatal("the first crawl never asked for down's pages")
+		}
+		if d := first.end.Sub(slices.MinFunc(firstAnswers, time.Time.Compare)); d > 10*time.Second {
+			t.Errorf("the first crawl exited %v after down's first 503; want within 10s (CLOSESPIDER_TIMEOUT=3), not held by the 30s Retry-After", d.Round(time.Millisecond))
+		}
+		if len(firstAnswers) != len(downURLs) {
+			t.Errorf("the first crawl asked for down's pages %d times; want %d (no retry sent)", len(firstAnswers), len(downURLs))
+		}
+		closing := fmt.Sprintf("robotsgate: %d retries waiting for Retry-After were not sent: the spider closed (closespider_timeout); %d of them are saved in the job's spider state, to be sent when the crawl resumes", len(downURLs), len(downURLs))
+		if len(first.lines(closing)) != 1 {
+			t.Errorf("the first crawl's log has no line %q", closing)
+		}
+		first.wantFailed(t) // the retries were neither sent nor given up on
+		for key, want := range map[string]int{
+			"robotsgate/unreachable":  len(downURLs),
+			"retry/count":             len(downURLs),
+			"robotsgate/retry/unsent": len(downURLs),
+		} {
+			if got := first.stat(key); got != want {
+				t.Errorf("first crawl: stats[%q] = %d; want %d", key, got, want)
+			}
+		}
+
+		second := runCrawl(t, dir, rg.proxy(), starts, "JOBDIR="+job, "ROBOTSGATE_MAX_RETRY_AFTER=1")
+		t.Logf("second crawl took %v", second.took())
+		if second.Reason != "finished" {
+			t.Errorf("second crawl closed %q; want finished", second.Reason)
+		}
+		resuming := fmt.Sprintf("robotsgate: resuming %d retries that were waiting for Retry-After", len(downURLs))
+		if len(second.lines(resuming)) != 1 {
+			t.Errorf("the second crawl's log has no line %q", resuming)
+		}
+		// robotsgate still answers 503 (robots.txt is not fetched again for
+		// 30 s): the resumed retry (retry_times 1), one more (2), then
+		// RETRY_TIMES=2 is spent.
+		for key, want := range map[string]int{
+			"robotsgate/retry/resumed": len(downURLs),
+			"robotsgate/unreachable":   2 * len(downURLs),
+			"retry/count":              len(downURLs),
+			"retry/max_reached":        len(downURLs),
+		} {
+			if got := second.stat(key); got != want {
+				t.Errorf("second crawl: stats[%q] = %d; want %d", key, got, want)
+			}
+		}
+		// The resumed retries kept their errback.
+		var wantFailed []string
+		for _, u := range downURLs {
+			wantFailed = append(wantFailed, u+" HttpError")
+		}
+		second.wantFailed(t, wantFailed...)
+		attempts := map[string][]time.Time{}
+		for _, rec := range readAudit(t, rg.audit) {
+			if strings.HasPrefix(rec.URL, down.URL) && rec.Time.After(second.start) {
+				attempts[rec.URL] = append(attempts[rec.URL], rec.Time)
+			}
+		}
+		for _, u := range downURLs {
+			as := attempts[u]
+			if len(as) != 2 {
+				t.Errorf("the second crawl asked for %s %d times; want 2", u, len(as))
+				continue
+			}
+			// The saved due time is about 27 s off; the cap on reading
+			// sends it within a second of the spider opening.
+			if d := as[0].Sub(second.start); d > 10*time.Second {
+				t.Errorf("the resumed retry of %s came %v after the second crawl started; want within ROBOTSGATE_MAX_RETRY_AFTER=1s of its start-up", u, d.Round(time.Millisecond))
+			}
+			if gap := as[1].Sub(as[0]); gap < 900*time.Millisecond || gap > 3*time.Second {
+				t.Errorf("%s retried after %v; want about 1s (the cap)", u, gap)
+			}
+		}
+		if n := len(down.times("/robots.txt")); n != 1 {
+			t.Errorf("down received /robots.txt %d times; want 1", n)
+		}
+		for _, c := range []*crawl{first, second} {
+			if strings.Contains(c.log, "Traceback") {
+				t.Error("Scrapy's log has a traceback")
+			}
+		}
+	})
+}
+
+// requireScrapy skips the test unless python has Scrapy.
+func requireScrapy(t *testing.T) {
+	t.Helper()
+	probe, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(probe, python, "-c", "import scrapy").CombinedOutput(); err != nil {
+		t.Skipf("Scrapy is not installed for %s (apt-get install python3-scrapy): %v\n%s", python, err, out)
+	}
+}
+
+// crawl is the outcome of one Scrapy run: what the spider wrote, and
+// Scrapy's log.
+type crawl struct {
+	Reason     string         `json:"reason"`
+	Seen       []string       `json:"seen"`
+	Failed     []string       `json:"failed"` // "URL ExceptionName" per errback call
+	Stats      map[string]any `json:"stats"`
+	log        string
+	start, end time.Time // when the scrapy process was started and ended
+}
+
+func (c *crawl) took() time.Duration { return c.end.Sub(c.start).Round(time.Millisecond) }
+
+// stat is the stats' value for key; 0 if none.
+func (c *crawl) stat(key string) int {
+	v, _ := c.Stats[key].(float64)
+	return int(v)
+}
+
+// lines are the log's lines holding s.
+func (c *crawl) lines(s string) []string {
+	var ls []string
+	for line := range strings.Lines(c.log) {
+		if strings.Contains(line, s) {
+			ls = append(ls, strings.TrimSpace(line))
+		}
+	}
+	return ls
+}
+
+// wantFailed checks the errback got exactly want ("URL ExceptionName"), in
+// any order.
+func (c *crawl) wantFailed(t *testing.T, want ...string) {
+	t.Helper()
+	got := slices.Sorted(slices.Values(c.Failed))
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("the errback got %q; want %q", got, want)
+	}
+}
+
+func (c *crawl) wantSeen(t *testing.T, urls ...string) {
+	t.Helper()
+	for _, u := range urls {
+		if !slices.Contains(c.Seen, u) {
+			t.Errorf("callbacks never saw %s; saw %q", u, c.Seen)
+		}
+	}
+}
+
+// runCrawl runs the spider in dir through proxy, starting from starts,
+// with each of settings (NAME=VALUE) given to Scrapy with -s, and logs
+// Scrapy's log if the test fails.
+func runCrawl(t *testing.T, dir, proxy string, starts []string, settings ...string) *crawl {
+	t.Helper()
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spiderPath := filepath.Join(dir, "gate_spider.py")
+	if err := os.WriteFile(spiderPath, []byte(spider), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outFile, err := os.CreateTemp(dir, "out-*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outFile.Close()
+	outPath := outFile.Name()
+	args := []string{"-m", "scrapy", "runspider", spiderPath,
+		"-a", "start=" + strings.Join(starts, " "), "-a", "out=" + outPath}
+	for _, s := range settings {
+		args = append(args, "-s", s)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Dir = dir
+	cmd.Env = scrapyEnv(here, proxy)
+	cmd.WaitDelay = 5 * time.Second
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	c := &crawl{start: time.Now()}
+	err = cmd.Run()
+	c.end = time.Now()
+	c.log = log.String()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Scrapy's log (%s):\n%s", strings.Join(settings, " "), c.log)
+		}
+	})
+	if err != nil {
+		t.Fatalf("scrapy runspider: %v", err)
+	}
+	data, err := os.ReadFile(outPath)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("the spider wrote no results: %v", err)
+	}
+	if err := json.Unmarshal(data, c); err != nil {
+		t.Fatalf("results: %v\n%s", err, data)
+	}
+	return c
+}
+
 // gate is a running robotsgate process.
 type gate struct {
 	addr  string // host:port it listens on
 	audit string // its audit log
 }
 
-// startRobotsgate builds robotsgate from the module at root, starts it on a
-// loopback port with a config in dir, and stops it when the test ends.
-func startRobotsgate(t *testing.T, root, dir string) gate {
-	t.Helper()
-	bin := filepath.Join(dir, "robotsgate")
-	buildCtx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(buildCtx, "go", "build", "-o", bin, ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+// proxy is the proxy URL Scrapy is given.
+func (g gate) proxy() string { return "http://" + g.addr }
 
+// gateConfig is what a test's robotsgate config sets.
+type gateConfig struct {
+	robotsRetryAfter string // [robots] retry_after: how long a failed robots.txt is remembered
+	politeness       string // the [politeness] table's lines; "": pacing off
+}
+
+// binary builds robotsgate once for every test.
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// robotsgateBinary is robotsgate built from this module.
+func robotsgateBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		here, err := filepath.Abs(".")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.dir, err = os.MkdirTemp("", "robotsgate-scrapy-test-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "robotsgate")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		build := exec.CommandContext(ctx, "go", "build", "-o", binary.path, ".")
+		build.Dir = filepath.Join(here, "..", "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// startRobotsgate starts robotsgate on a loopback port with a config in
+// dir, and stops it when the test ends.
+func startRobotsgate(t *testing.T, dir string, c gateConfig) gate {
+	t.Helper()
+	bin := robotsgateBinary(t)
+	politeness := c.politeness
+	if politeness == "" {
+		politeness = "crawl_delay = false\n"
+	}
 	g := gate{audit: filepath.Join(dir, "audit.jsonl")}
 	cfg := filepath.Join(dir, "robotsgate.toml")
 	err := os.WriteFile(cfg, []byte(fmt.Sprintf(`mode = "enforce"
@@ -351,12 +853,12 @@ state_dir = %s
 [upstream]
 block_private = false # the origins are on loopback
 [robots]
-retry_after = "1s" # refetch a failed robots.txt after a second
+retry_after = %q # refetch a failed robots.txt after this
 [audit]
 file = %s
+log_allowed = true
 [politeness]
-crawl_delay = false
-`, strconv.Quote(filepath.Join(dir, "state")), strconv.Quote(g.audit))), 0o644)
+%s`, strconv.Quote(filepath.Join(dir, "state")), c.robotsRetryAfter, strconv.Quote(g.audit), politeness)), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,16 +937,26 @@ func scrapyEnv(middlewareDir, proxy string) []string {
 	)
 }
 
-// readAudit decodes robotsgate's audit log, one JSON object per line.
-func readAudit(t *testing.T, path string) []map[string]any {
+// auditRecord is what the tests read of an audit record.
+type auditRecord struct {
+	Time     time.Time `json:"time"`
+	URL      string    `json:"url"`
+	Decision string    `json:"decision"`
+	Rule     string    `json:"rule"`
+	Reason   string    `json:"reason"`
+}
+
+// readAudit decodes robotsgate's audit log, one JSON object per line, in
+// the order written.
+func readAudit(t *testing.T, path string) []auditRecord {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []map[string]any
+	var recs []auditRecord
 	for line := range bytes.Lines(data) {
-		var rec map[string]any
+		var rec auditRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}
