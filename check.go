@@ -65,12 +65,12 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.Robots = []byte{}
 	}
 	if c.Robots == nil {
-		cache, err := check.Cache(cfg, version, c.Exact)
+		cache, files, err := check.Cache(cfg, version, c.Exact)
 		if err != nil {
 			return err
 		}
 		defer cache.Close()
-		c.Cache = cache
+		c.Cache, c.Files = cache, files
 	}
 	print := func(u string, d *policy.Decision) error { return printText(stdout, u, d) }
 	if *asJSON {

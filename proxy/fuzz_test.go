@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/robots"
 )
 
 // FuzzProxyTarget sends request-targets through the real proxy to a
@@ -101,6 +106,41 @@ func FuzzInnerStream(f *testing.F) {
 		}
 		if l := o.leakedSince(before); len(l) > 0 {
 			t.Fatalf("the origin served disallowed files:\n%s", strings.Join(l, "\n"))
+		}
+	})
+}
+
+// FuzzReadHead reads any body, in any of the codings robotsgate reads a
+// head through (or another), as a page whose head it must judge: no panic,
+// the body then reads back exactly as sent, and a head that could not be
+// read refuses ai-train and ai-input with a statement that says so.
+func FuzzReadHead(f *testing.F) {
+	page, err := os.ReadFile("../robots/testdata/usage/head.html")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(page)
+	zw.Close()
+	f.Add(page, "")
+	f.Add(zb.Bytes(), "gzip")
+	f.Add(zb.Bytes()[:40], "gzip")
+	f.Add([]byte("\x78\x9c\x01\x00\x00\xff\xff"), "deflate")
+	f.Add([]byte("\x28\xb5\x2f\xfd"), "zstd")
+	f.Add(page, "br")
+	f.Fuzz(func(t *testing.T, body []byte, coding string) {
+		resp := &http.Response{Header: http.Header{"Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
+		d := &policy.Decision{}
+		u := readHead(resp, d)
+		back, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(back, body) {
+			t.Fatalf("the body after readHead: %d bytes, %v; want the %d sent", len(back), err, len(body))
+		}
+		for p, v := range u {
+			if v.State != robots.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") {
+				t.Fatalf("readHead: %s = %+v", robots.Purpose(p), v)
+			}
 		}
 	})
 }

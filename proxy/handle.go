@@ -16,6 +16,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
+	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -121,6 +122,9 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	// its answer to that must reach nobody.
 	r.Close = req.Content
 	policy.RemovePurposeHeaders(r.Header, req.OtherPurposeSpelling) // robotsgate's, never the origin's
+	if d.Purposes != 0 {
+		readableAcceptEncoding(r.Header) // so that an HTML answer's head can be read (readHead)
+	}
 	if req.Content {
 		r.Body = s.guardBody(p, r, connNamed)
 	}
@@ -158,7 +162,12 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 			s.shareBackoff(d.Origin.Host)
 		}
 	}
-	if p.JudgeResponse(d, resp.Header) && d.Action == policy.ActionUsageRefused {
+	var head *robots.Usage
+	if p.NeedsHead(d, resp.Header) {
+		u := readHead(resp, d)
+		head = &u
+	}
+	if p.JudgeResponse(d, resp.Header, head) && d.Action == policy.ActionUsageRefused {
 		// The body is withheld: closing it unread closes the origin
 		// connection, which no later request can then inherit half-read.
 		resp.Body.Close()

@@ -77,6 +77,9 @@ type Server struct {
 	admin *admin.Handler
 	// self is the listener's address, which nothing robotsgate dials may reach.
 	self upstream.Self
+	// files holds the other files sites state usage in: tdmrep.json, RSL
+	// licences.
+	files *fetch.Files
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *upstream.Conns
 	// pacer spaces request starts per origin ([politeness]).
@@ -120,7 +123,7 @@ func (s *Server) newSnapshot(cfg *config.Config, pol *policy.Policy) *snapshot {
 		users[i] = auth.User{Name: u.Name, PasswordHash: u.PasswordHash}
 	}
 	sn := &snapshot{pol: pol, auth: auth.New(users, s.opts.Now)}
-	sn.env = policy.Env{Rules: s.cache.Get, Private: s.private, Pacer: s.pacer, Backoffs: s.backoffs, Self: &s.self, Now: s.opts.Now}
+	sn.env = policy.Env{Rules: s.cache.Get, Private: s.private, Pacer: s.pacer, Backoffs: s.backoffs, Self: &s.self, Files: s.files, Now: s.opts.Now}
 	if sn.auth != nil { // a nil *Authenticator in the interface would not be nil
 		sn.env.Auth = sn.auth
 	}
@@ -172,10 +175,12 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
-	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, upstream.RobotsOptions{
+	ro := upstream.RobotsOptions{
 		Transport: s.tr, Proxy: pol.UpstreamProxy(), Version: o.Version, Now: o.Now,
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
-	})
+	}
+	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
+	s.files = upstream.NewUsageFiles(&cfg.Robots, ro, s.observeFile)
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {
@@ -193,6 +198,17 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	s.gp = s.newGoproxy(pol.UpstreamProxy())
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
+}
+
+// observeFile logs a usage file (tdmrep.json, an RSL licence) that could
+// not be read: once per fetch, which is once per retry_after at most.
+func (s *Server) observeFile(url string, outcome fetch.Outcome, problem string) {
+	switch {
+	case outcome == fetch.Unreachable:
+		s.log.Warn("usage file unreachable: requests that declare a purpose it could refuse are answered 503 until it is fetched, or its last copy holds", "url", url, "err", problem)
+	case outcome == fetch.Fetched && problem != "":
+		s.log.Info("usage file does not read as one: a tdmrep.json reserves nothing, an RSL licence refuses ai-train and ai-input", "url", url, "err", problem)
+	}
 }
 
 // auditFailed reports a failed audit write on the operational log.
@@ -283,6 +299,7 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 	s.admin = admin.New(admin.Options{
 		Snapshot: func() (*policy.Policy, *auth.Authenticator) { sn := s.snap.Load(); return sn.pol, sn.auth },
 		Cache:    s.cache,
+		Files:    s.files,
 		Cluster:  s.cluster,
 		Metrics:  s.metrics.handler,
 		Board:    s.board,

@@ -29,6 +29,7 @@ type Options struct {
 	// without [auth] users).
 	Snapshot func() (*policy.Policy, *auth.Authenticator)
 	Cache    *fetch.Cache    // the proxy's robots.txt cache
+	Files    *fetch.Files    // the proxy's other usage files (tdmrep.json, RSL licences); nil: none
 	Cluster  *cluster.Client // the fleet's Redis; nil: this instance alone
 	Metrics  http.Handler    // serves /metrics
 	Board    *Board          // what /status shows besides the cache
@@ -94,6 +95,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 			return
+		}
+		if h.o.Files != nil { // its usage files too: tdmrep.json, the licences its robots.txt names
+			var licenses []string
+			if a, ok := h.o.Cache.Peek(o); ok && a.Entry != nil {
+				licenses = a.Entry.Rules.Licenses()
+			}
+			h.o.Files.Forget(o, licenses...)
 		}
 		held := h.o.Cache.Purge(o)
 		if h.o.Cluster != nil { // the other instances forget it too

@@ -98,6 +98,9 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 	fetchCtx, cancel := context.WithTimeout(r.Context(), decideCallTimeout)
 	defer cancel()
 	wd := &policy.Env{Rules: check.Prefetch(fetchCtx, h.o.Cache, in.URLs), Private: h.o.Private, Now: h.o.Now}
+	if h.o.Files != nil {
+		wd.Files = h.o.Files
+	}
 	declared, _ := policy.ParsePurposes(in.Purpose) // checked by readDecideInput
 	out := decideOutput{Results: make([]audit.Result, 0, len(in.URLs))}
 	var work int64

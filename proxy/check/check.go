@@ -41,6 +41,10 @@ type Checker struct {
 	// Cache fetches and holds robots.txt files when Robots is nil (see
 	// CheckCache). With Exact, its files must be parsed without normalisation.
 	Cache *fetch.Cache
+	// Files fetches and holds the other files sites state usage in
+	// (tdmrep.json, RSL licences), for URLs checked with purposes; nil:
+	// none is read (with Robots, nothing is fetched).
+	Files policy.UsageFiles
 	// Now is the clock for ages; nil: time.Now.
 	Now func() time.Time
 	// Token is the token obeyed, taken verbatim; TokenSet says it was given.
@@ -63,10 +67,10 @@ type Checker struct {
 const exactMaxBytes = 32 << 20
 
 // Cache returns the robots.txt fetcher and cache check uses without
-// -robots: the proxy's, configured by cfg, except that block_private is not
-// applied and, with exact, files are neither normalised nor cut at
-// max_bytes.
-func Cache(cfg *config.Config, version string, exact bool) (*fetch.Cache, error) {
+// -robots, and its usage files: the proxy's, configured by cfg, except
+// that block_private is not applied and, with exact, files are neither
+// normalised nor cut at max_bytes.
+func Cache(cfg *config.Config, version string, exact bool) (*fetch.Cache, *fetch.Files, error) {
 	c := *cfg
 	c.Upstream.BlockPrivate = false
 	if exact {
@@ -74,21 +78,24 @@ func Cache(cfg *config.Config, version string, exact bool) (*fetch.Cache, error)
 	}
 	p, err := policy.Compile(&c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o := upstream.OptionsFor(p.Config(), p.UpstreamProxy())
 	o.Lookup = net.DefaultResolver.LookupNetIP
 	tr, err := upstream.NewTransport(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var parse []robots.Option
 	if !exact {
 		parse = append(parse, robots.WithNormalization())
 	}
-	return upstream.NewRobotsCache(&p.Config().Robots, upstream.RobotsOptions{
-		Transport: tr, Proxy: p.UpstreamProxy(), Version: version, Now: time.Now, Parse: parse,
-	})
+	ro := upstream.RobotsOptions{Transport: tr, Proxy: p.UpstreamProxy(), Version: version, Now: time.Now, Parse: parse}
+	cache, err := upstream.NewRobotsCache(&p.Config().Robots, ro)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cache, upstream.NewUsageFiles(&p.Config().Robots, ro, nil), nil
 }
 
 // Run decides every URL, in order, and hands each decision to print; a
@@ -124,6 +131,7 @@ func (c *Checker) Run(ctx context.Context, urls []string, print func(url string,
 	w := &policy.Env{Rules: c.rulesFor(cfg), Now: c.Now} // no private lookups: check has no client
 	if c.Robots == nil {
 		w.Rules = Prefetch(ctx, c.Cache, urls)
+		w.Files = c.Files
 	}
 	var bad, blocked int
 	for _, u := range urls {

@@ -73,7 +73,7 @@ func TestPrefetch(t *testing.T) {
 	}))
 	defer o.Close()
 	cfg := config.Default()
-	cache, err := Cache(cfg, "test", false)
+	cache, _, err := Cache(cfg, "test", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +101,57 @@ func TestPrefetch(t *testing.T) {
 	}, &strings.Builder{})
 	if !errors.Is(err, ErrNotAllowed) || blocked != 50 || fetches.Load() != 1 {
 		t.Errorf("Run: %v, %d blocked, %d fetches; want not allowed, 50, 1", err, blocked, fetches.Load())
+	}
+}
+
+// TestRunUsageFiles: check -purpose reads the site's other usage files as
+// the proxy does: an RSL licence's refusal, and tdmrep.json's reservation
+// (which a response of the site's own could lift; check sees none), with
+// their statements as evidence; with no purpose, neither is fetched.
+func TestRunUsageFiles(t *testing.T) {
+	t.Parallel()
+	var files atomic.Int64
+	var o *httptest.Server
+	o = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			w.Write([]byte("User-agent: *\nDisallow: /private\nLicense: " + o.URL + "/license.xml\n"))
+		case "/license.xml":
+			files.Add(1)
+			w.Write([]byte(`<rsl><content url="/news/*"><license><prohibits type="usage">ai-train</prohibits></license></content></rsl>`))
+		case "/.well-known/tdmrep.json":
+			files.Add(1)
+			w.Write([]byte(`[{"location": "/books/*", "tdm-reservation": 1}]`))
+		}
+	}))
+	defer o.Close()
+	cache, usage, err := Cache(config.Default(), "test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	run := func(purposes []string) map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		c := &Checker{Cache: cache, Files: usage, Purposes: purposes}
+		c.Run(t.Context(), []string{o.URL + "/news/a", o.URL + "/books/b", o.URL + "/other"}, func(u string, d *policy.Decision) error {
+			got[strings.TrimPrefix(u, o.URL)] = d.Action.String() + " " + d.Refusal.Rule()
+			return nil
+		}, &strings.Builder{})
+		return got
+	}
+	if got := run(nil); files.Load() != 0 || got["/news/a"] != "allowed " {
+		t.Errorf("no purpose: %v, %d usage files fetched; want allowed, none", got, files.Load())
+	}
+	got := run([]string{"ai-train"})
+	want := map[string]string{
+		"/news/a":  "usage-refused rsl " + o.URL + "/license.xml: prohibits usage ai-train",
+		"/books/b": "usage-refused tdmrep.json: /books/* tdm-reservation=1",
+		"/other":   "allowed ",
+	}
+	for path, w := range want {
+		if got[path] != w {
+			t.Errorf("%s for ai-train: %q; want %q", path, got[path], w)
+		}
 	}
 }

@@ -66,6 +66,7 @@ type Env struct {
 	Backoffs Backoffs      // nil: no origin back-off
 	Fleet    FleetPacer    // nil: this instance paces alone
 	Self     SelfCheck     // nil: robotsgate's own address is not known
+	Files    UsageFiles    // nil: usage is read from robots.txt and responses only
 	Now      func() time.Time
 }
 
@@ -345,6 +346,7 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rul
 	default:
 		decideAnswer(ctx, d, a, r.Target, w.Now())
 		d.judgeUsage()
+		p.judgeFiles(ctx, w, d, r.Kind == KindCheck)
 	}
 }
 

@@ -152,6 +152,7 @@ type Decision struct {
 	Purposes   Purposes       // the purposes the request declares
 	Usage      robots.Usage   // what robots.txt's usage statements say of the path, when worked out
 	Refusal    Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
+	reserved   Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
 	rules      *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
 	explain    bool           // work out Usage even when no purpose is declared (check)
 	work       int64          // the matching work it took, in robots.Budget units

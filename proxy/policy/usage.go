@@ -105,8 +105,8 @@ func (r *Refusal) HeaderValue() string {
 
 const (
 	reasonUsage       = "usage refused: the site refuses %s: %s"
-	reasonUsageHeader = "usage refused: the response refuses %s: %s; its body was withheld"
-	reasonUsageReport = "usage refused: the response refuses %s: %s (report mode: forwarded)"
+	reasonUsageHeader = "usage refused: %s is refused for this response: %s; its body was withheld"
+	reasonUsageReport = "usage refused: %s is refused for this response: %s (report mode: forwarded)"
 	reasonBadPurpose  = "bad " + PurposeHeader + ": %v"
 )
 
@@ -123,33 +123,80 @@ func (d *Decision) judgeUsage() {
 	}
 }
 
-// JudgeResponse decides a forwarded response's usage headers for an
-// allowed request that declares purposes (step 7b, on the response): it
-// reports whether they refuse one, setting d's action (usage-refused, or
-// would-block in report mode) and evidence. A site allow rule lifts them,
-// as it lifts robots.txt; /robots.txt itself is always allowed (step 4),
-// whatever its headers say. A WebSocket's 101 is judged too: its stream is
-// the site's content.
-func (p *Policy) JudgeResponse(d *Decision, h http.Header) bool {
-	if d.Purposes == 0 || d.noRobots || d.Action != ActionAllowed || d.Reason == reasonRobotsTxt {
+// judgesResponse reports whether a forwarded response's own statements
+// decide d: an allowed request that declares purposes. A site allow rule
+// lifts them, as it lifts robots.txt; /robots.txt itself is always
+// allowed (step 4), whatever its headers say.
+func (p *Policy) judgesResponse(d *Decision) bool {
+	return d.Purposes != 0 && !d.noRobots && d.Action == ActionAllowed && d.Reason != reasonRobotsTxt
+}
+
+// NeedsHead reports whether a forwarded response must have its HTML head
+// read (robots.HeadUsage) before JudgeResponse: an HTML page for a request
+// its statements could refuse.
+func (p *Policy) NeedsHead(d *Decision, h http.Header) bool {
+	if !p.judgesResponse(d) {
 		return false
 	}
-	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation"} {
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	ct = strings.TrimSpace(ct)
+	return strings.EqualFold(ct, "text/html") || strings.EqualFold(ct, "application/xhtml+xml")
+}
+
+// JudgeResponse decides a forwarded response's own statements for an
+// allowed request that declares purposes (step 7b, on the response): its
+// headers (Content-Usage, Content-Signal, tdm-reservation, X-Robots-Tag
+// for the tokens obeyed, noimageai for an image), then head, what the
+// <meta> elements of an HTML page's head say (nil when not read), then,
+// for a purpose they state nothing of, the reservation of the site's
+// tdmrep.json, which the response's own tdm-reservation overrides. It
+// reports whether they refuse one, setting d's action (usage-refused, or
+// would-block in report mode) and evidence. A WebSocket's 101 is judged
+// too: its stream is the site's content.
+func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *robots.Usage) bool {
+	if !p.judgesResponse(d) {
+		return false
+	}
+	declared := d.Purposes.List()
+	var stated robots.Usage // what the response says, for the file's reservation
+	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation", "X-Robots-Tag"} {
 		vals := h[name]
 		if len(vals) == 0 {
 			continue
 		}
-		u := robots.HeaderUsage(name, vals)
-		if pur, v, ok := u.Refuses(d.Purposes.List()); ok {
-			d.Refusal = Refusal{Purpose: pur, Statement: v.Statement, Header: true}
-			d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsageHeader, pur, d.Refusal.HeaderValue())
-			if p.mode == ModeReport {
-				d.Action, d.Reason = ActionWouldBlock, fmt.Sprintf(reasonUsageReport, pur, d.Refusal.HeaderValue())
-			}
-			return true
+		var u robots.Usage
+		if name == "X-Robots-Tag" {
+			ct, _, _ := strings.Cut(h.Get("Content-Type"), "/")
+			u = robots.RobotsTagUsage(vals, d.Agents.Slice(), strings.EqualFold(strings.TrimSpace(ct), "image"))
+		} else {
+			u = robots.HeaderUsage(name, vals)
 		}
+		if pur, v, ok := u.Refuses(declared); ok {
+			return p.refuseResponse(d, Refusal{Purpose: pur, Statement: v.Statement, Header: true})
+		}
+		stated.Combine(&u)
+	}
+	if head != nil {
+		if pur, v, ok := head.Refuses(declared); ok {
+			return p.refuseResponse(d, Refusal{Purpose: pur, Statement: v.Statement})
+		}
+		stated.Combine(head)
+	}
+	if r := d.reserved; r.Statement != "" && stated[r.Purpose].State == robots.Unstated {
+		return p.refuseResponse(d, r)
 	}
 	return false
+}
+
+// refuseResponse refuses d for r, a statement of (or about) the response,
+// whose body is then withheld; a would-block in report mode.
+func (p *Policy) refuseResponse(d *Decision, r Refusal) bool {
+	d.Refusal = r
+	d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsageHeader, r.Purpose, r.HeaderValue())
+	if p.mode == ModeReport {
+		d.Action, d.Reason = ActionWouldBlock, fmt.Sprintf(reasonUsageReport, r.Purpose, r.HeaderValue())
+	}
+	return true
 }
 
 // PurposeValues returns the values of the request's purpose header and of

@@ -45,11 +45,45 @@ type RobotsOptions struct {
 // NewRobotsCache builds the robots.txt fetcher and cache of rc, the
 // [robots] table.
 func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, error) {
+	return fetch.NewCache(fetch.CacheOptions{
+		Fetcher:          robotsFetcher(rc, o),
+		Parse:            o.Parse,
+		TTL:              rc.CacheTTL,
+		UnreachableLimit: rc.UnreachableLimit,
+		RetryAfter:       rc.RetryAfter,
+		MaxBytes:         rc.CacheMaxBytes,
+		MaxFetches:       rc.MaxFetches,
+		Now:              o.Now,
+		OnFetch:          o.OnFetch,
+		OnBadRecord:      o.OnBadRecord,
+		Store:            o.Store,
+		PeerWait:         rc.FetchTimeout + 2*time.Second,
+	})
+}
+
+// NewUsageFiles builds the fetcher and caches of the files besides
+// robots.txt that sites state usage preferences in (tdmrep.json, RSL
+// licences), fetched and kept as robots.txt is under rc; onFetch, if not
+// nil, hears of each fetch (fetch.FilesOptions).
+func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, onFetch func(url string, outcome fetch.Outcome, problem string)) *fetch.Files {
+	return fetch.NewFiles(fetch.FilesOptions{
+		Fetcher:    robotsFetcher(rc, o),
+		Parse:      o.Parse,
+		TTL:        rc.CacheTTL,
+		RetryAfter: rc.RetryAfter,
+		Now:        o.Now,
+		OnFetch:    onFetch,
+	})
+}
+
+// robotsFetcher returns a fetcher of robots.txt, and of the other files
+// sites publish about their content, for rc.
+func robotsFetcher(rc *config.RobotsConfig, o RobotsOptions) *fetch.Fetcher {
 	redirects := rc.MaxRedirects
 	if redirects == 0 {
 		redirects = -1 // FetcherOptions: 0 is the default, negative is none
 	}
-	fetcher := fetch.NewFetcher(fetch.FetcherOptions{
+	return fetch.NewFetcher(fetch.FetcherOptions{
 		// Rotated, as the proxy's own: a fetch from each of a crawl's
 		// many origins would otherwise leave a kilobyte behind.
 		Transport: rotate.New(fetch.NewTransport(fetch.TransportOptions{
@@ -63,19 +97,5 @@ func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, err
 		Timeout:            rc.FetchTimeout,
 		AuthErrorsDisallow: rc.AuthErrors == "disallow",
 		Now:                o.Now,
-	})
-	return fetch.NewCache(fetch.CacheOptions{
-		Fetcher:          fetcher,
-		Parse:            o.Parse,
-		TTL:              rc.CacheTTL,
-		UnreachableLimit: rc.UnreachableLimit,
-		RetryAfter:       rc.RetryAfter,
-		MaxBytes:         rc.CacheMaxBytes,
-		MaxFetches:       rc.MaxFetches,
-		Now:              o.Now,
-		OnFetch:          o.OnFetch,
-		OnBadRecord:      o.OnBadRecord,
-		Store:            o.Store,
-		PeerWait:         rc.FetchTimeout + 2*time.Second,
 	})
 }

@@ -45,6 +45,9 @@ type DocCacheOptions[T any] struct {
 	MaxEntries int
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// OnFetch, if set, is called with each fetch's answer (for a log: a
+	// file that does not parse, one that cannot be fetched).
+	OnFetch func(Doc[T])
 }
 
 // DefaultMaxDocs is how many files a DocCache holds by default.
@@ -161,6 +164,17 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 	if res.Outcome == Fetched {
 		d.Value, d.ParseErr = c.opts.Parse(url, res.Body)
 	}
+	d = c.record(url, d, res, now)
+	close(f.done)
+	if c.opts.OnFetch != nil {
+		c.opts.OnFetch(d)
+	}
+}
+
+// record keeps d, the answer of res, fetched at now, as url's, and takes
+// its flight out of flights; it returns the answer to give (the last good
+// one, stale, when url is unreachable).
+func (c *DocCache[T]) record(url string, d Doc[T], res *Result, now time.Time) Doc[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entry(url)
@@ -183,9 +197,9 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 		}
 		e.good, e.expires, e.failed = &d, now.Add(ttl), nil
 	}
-	f.doc = d
+	c.flights[url].doc = d
 	delete(c.flights, url)
-	close(f.done)
+	return d
 }
 
 // entry returns url's entry, making it, and forgetting the least recently

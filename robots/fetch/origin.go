@@ -282,6 +282,10 @@ func (o Origin) String() string {
 // port out: "https://example.com/robots.txt".
 func (o Origin) RobotsURL() string { return o.URL("/robots.txt") }
 
+// TDMRepURL returns the URL of o's TDMRep file (TDM Reservation Protocol):
+// its /.well-known/tdmrep.json.
+func (o Origin) TDMRepURL() string { return o.URL("/.well-known/tdmrep.json") }
+
 // Authority returns the origin as a Host header names it (RFC 9110
 // section 7.2): its host, in brackets when an IPv6 address, with the port
 // only when it is not the scheme's default: "example.com", "[::1]:8080".

@@ -1,0 +1,175 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// MaxHead is how much of an HTML page robotsgate reads, for the <meta>
+// elements of its head, before anything of it goes to the client, when a
+// request declares purposes (DESIGN "Usage preferences"); the rest then
+// streams.
+const MaxHead = 64 << 10
+
+// readableEncodings are the content codings robotsgate can read a page's
+// head through. A request that declares purposes asks its origin for
+// these only (readableAcceptEncoding), so that its answer can be judged.
+var readableEncodings = [...]string{"gzip", "x-gzip", "deflate", "zstd", "identity"}
+
+// readableAcceptEncoding keeps, of an Accept-Encoding field's codings,
+// those robotsgate can read a head through (br is not one). A field that
+// keeps none asks for identity.
+func readableAcceptEncoding(h http.Header) {
+	vals := h["Accept-Encoding"]
+	if len(vals) == 0 {
+		return
+	}
+	var kept []string
+	for _, v := range vals {
+		for item := range strings.SplitSeq(v, ",") {
+			coding, _, _ := strings.Cut(strings.TrimSpace(item), ";")
+			for _, r := range readableEncodings {
+				if strings.EqualFold(strings.TrimSpace(coding), r) {
+					kept = append(kept, strings.TrimSpace(item))
+					break
+				}
+			}
+		}
+	}
+	if len(kept) == 0 {
+		h["Accept-Encoding"] = []string{"identity"}
+		return
+	}
+	h["Accept-Encoding"] = []string{strings.Join(kept, ", ")}
+}
+
+// readHead reads the head of resp's HTML page, at most MaxHead bytes of it
+// decoded (less when the head ends sooner), and returns what its <meta>
+// elements say for d's tokens. What was read goes back in front of the
+// body, byte for byte as the origin sent it, to be sent on. A page whose
+// coding cannot be read has an unreadable head, which refuses ai-train and
+// ai-input: a statement no one can read must not open the gate for them.
+func readHead(resp *http.Response, d *policy.Decision) robots.Usage {
+	raw := &recorder{r: resp.Body, max: MaxHead}
+	dec, err := decoder(resp.Header.Get("Content-Encoding"), raw)
+	var page []byte
+	if err == nil {
+		page, err = readUntilHeadEnds(dec)
+		if c, ok := dec.(io.Closer); ok {
+			c.Close() // a decoder's, not the body's
+		}
+	}
+	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(raw.buf), resp.Body), Closer: resp.Body}
+	if err != nil {
+		v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + err.Error() + ")"}
+		var u robots.Usage
+		u[robots.AITrain], u[robots.AIInput] = v, v
+		return u
+	}
+	u, _ := robots.HeadUsage(page, d.Agents.Slice())
+	return u
+}
+
+// decoder returns a reader of r's bytes decoded from coding (a
+// Content-Encoding value, "" for none).
+func decoder(coding string, r io.Reader) (io.Reader, error) {
+	switch c := strings.ToLower(strings.TrimSpace(coding)); c {
+	case "", "identity":
+		return r, nil
+	case "gzip", "x-gzip":
+		return gzip.NewReader(r)
+	case "deflate": // zlib as RFC 9110 says; raw DEFLATE as some servers send
+		hdr := make([]byte, 2)
+		n, _ := io.ReadFull(r, hdr)
+		rest := io.MultiReader(bytes.NewReader(hdr[:n]), r)
+		if n == 2 && hdr[0]&0x0f == 8 && (uint16(hdr[0])<<8|uint16(hdr[1]))%31 == 0 {
+			return zlib.NewReader(rest)
+		}
+		return flate.NewReader(rest), nil
+	case "zstd":
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(16<<20))
+		if err != nil {
+			return nil, err
+		}
+		return zr.IOReadCloser(), nil
+	default:
+		return nil, fmt.Errorf("content-encoding %s", c)
+	}
+}
+
+// readUntilHeadEnds reads r until MaxHead bytes, its end, or the first
+// "</head" or "<body" (either case): the head's end, or as much of it as
+// robotsgate reads. An error other than the end of r is returned with what
+// was read.
+func readUntilHeadEnds(r io.Reader) ([]byte, error) {
+	buf := make([]byte, 0, 4<<10)
+	for len(buf) < MaxHead {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		end := min(cap(buf), MaxHead)
+		n, err := r.Read(buf[len(buf):end])
+		from := max(0, len(buf)-len("</head"))
+		buf = buf[:len(buf)+n]
+		if headEnds(buf[from:]) {
+			return buf, nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF && len(buf) > 0 {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// headEnds reports whether b holds "</head" or "<body", in either case.
+func headEnds(b []byte) bool {
+	for i := bytes.IndexByte(b, '<'); i >= 0; {
+		rest := b[i:]
+		if len(rest) >= 6 && (bytes.EqualFold(rest[:6], []byte("</head")) || bytes.EqualFold(rest[:5], []byte("<body"))) {
+			return true
+		}
+		j := bytes.IndexByte(rest[1:], '<')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+	}
+	return false
+}
+
+// recorder reads r, keeping what it read, up to max bytes (then it ends).
+type recorder struct {
+	r   io.Reader
+	buf []byte
+	max int
+}
+
+func (rc *recorder) Read(p []byte) (int, error) {
+	if len(rc.buf) >= rc.max {
+		return 0, io.EOF
+	}
+	p = p[:min(len(p), rc.max-len(rc.buf))]
+	n, err := rc.r.Read(p)
+	rc.buf = append(rc.buf, p[:n]...)
+	return n, err
+}
+
+// prefixedBody is a response body whose first bytes were read already.
+type prefixedBody struct {
+	io.Reader
+	io.Closer
+}
