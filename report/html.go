@@ -51,11 +51,13 @@ func (s *Summary) WriteHTML(w io.Writer) error {
 			htmlTableOf("Disallow rules", "rule", s.rulesOf(ruleDisallow), s.total),
 			htmlTableOf("Allow rules", "rule", s.rulesOf(ruleAllow), s.total),
 			htmlTableOf("Usage rules", "statement", s.rulesOf(ruleUsage), s.total),
+			htmlTableOf("Usage refusals by source", "source", s.usageSourceTable(), s.total),
 		},
 	}
 	p.Rules[0].Note = "robots.txt disallow rules that decided a request: blocked (disallowed), forwarded in report mode (would-block), or overridden by a [[sites]] allow."
 	p.Rules[1].Note = "robots.txt allow rules that decided a request: the longest match was an allow."
-	p.Rules[2].Note = "Usage statements that refused a declared purpose (usage-refused): from robots.txt or a response header."
+	p.Rules[2].Note = "Usage statements that refused a declared purpose (usage-refused): from robots.txt, a response header, an HTML page's meta elements, tdmrep.json or an RSL licence."
+	p.Rules[3].Note = "The same refusals by where their statement came from."
 	if !s.Since.IsZero() {
 		p.Since = stamp(s.Since)
 	}

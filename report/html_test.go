@@ -68,9 +68,9 @@ func TestWriteHTML(t *testing.T) {
 		t.Errorf("elements %v; want no script, img or link", count)
 	}
 	// Decisions, origins by decision, origins' answers, tokens, and
-	// disallow, allow and usage rules.
-	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 7 {
-		t.Errorf("elements %v; want one svg with bars and a legend, seven tables", count)
+	// disallow, allow and usage rules, and usage refusals by source.
+	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 8 {
+		t.Errorf("elements %v; want one svg with bars and a legend, eight tables", count)
 	}
 	all := strings.Join(texts, "\n")
 	for _, want := range []string{

@@ -84,6 +84,39 @@ func ruleKindOf(r string) int {
 	return ruleUsage
 }
 
+// Usage sources: where a usage refusal's statement came from, told by how
+// its rule starts (DESIGN "Usage preferences": X-Robots-Gate-Rule).
+var usageSources = [...]struct{ name, prefix string }{
+	{"robots.txt", ""}, // content-usage: …, content-signal: …
+	{"response header", "response header "},
+	{"html meta", "meta "},
+	{"html head unreadable", "html head: "},
+	{"tdmrep.json", "tdmrep.json: "},
+	{"rsl licence", "rsl "},
+}
+
+// usageSourceOf returns the index in usageSources of a usage rule's source.
+func usageSourceOf(rule string) int {
+	for i := len(usageSources) - 1; i > 0; i-- {
+		if strings.HasPrefix(rule, usageSources[i].prefix) {
+			return i
+		}
+	}
+	return 0
+}
+
+// usageSourceTable returns the usage refusals counted by source, as a
+// table.
+func (s *Summary) usageSourceTable() *table {
+	t := &table{counts: map[string]*row{}}
+	for i, n := range s.bySource {
+		if n > 0 {
+			t.counts[usageSources[i].name] = &row{n: n}
+		}
+	}
+	return t
+}
+
 // rulesOf returns the rule table's rules of one kind, as a table of its
 // own whose Other counts the records of that kind counted under Other.
 func (s *Summary) rulesOf(kind int) *table {

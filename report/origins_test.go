@@ -383,3 +383,44 @@ func TestAnswers1xx(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageSources: usage refusals are counted by where their statement
+// came from, told by how the rule starts; allow and disallow rules are not.
+func TestUsageSources(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	s := &Summary{}
+	for rule, n := range map[string]int{
+		"content-usage: /train/ train-ai=n":                      3,
+		"content-signal: ai-train=no":                            1,
+		"response header x-robots-tag: gptbot: noai":             2,
+		"meta robots: noai":                                      4,
+		"html head: unreadable (content-encoding br)":            1,
+		"tdmrep.json: / tdm-reservation=1":                       5,
+		"rsl https://a.example/license.xml: prohibits usage all": 6,
+		"disallow: /private":                                     7,
+	} {
+		for range n {
+			s.Add(&audit.Record{Time: audit.Time(at), Decision: policy.ActionUsageRefused, Origin: "https://a.example:443", Rule: rule})
+		}
+	}
+	var out bytes.Buffer
+	if err := s.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		BySource map[string]int64 `json:"by_usage_source"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"robots.txt": 4, "response header": 2, "html meta": 4, "html head unreadable": 1, "tdmrep.json": 5, "rsl licence": 6}
+	if !maps.Equal(got.BySource, want) {
+		t.Errorf("by_usage_source = %v; want %v", got.BySource, want)
+	}
+	var text bytes.Buffer
+	s.WriteText(&text)
+	if !strings.Contains(text.String(), "rsl licence") || !strings.Contains(text.String(), "USAGE SOURCE") {
+		t.Errorf("WriteText has no usage sources:\n%s", text.String())
+	}
+}

@@ -218,10 +218,11 @@ type Summary struct {
 	from, to                           time.Time
 	files                              []string
 
-	decisions, origins, tokens, rules table               // origins' rows carry an originCounts
-	otherOrigins                      originCounts        // of the records counted under Other in origins
-	answers                           [numClasses]int64   // the origins' answers by class, all origins
-	otherRules                        [numRuleKinds]int64 // the records counted under Other in rules, by kind
+	decisions, origins, tokens, rules table                    // origins' rows carry an originCounts
+	otherOrigins                      originCounts             // of the records counted under Other in origins
+	answers                           [numClasses]int64        // the origins' answers by class, all origins
+	otherRules                        [numRuleKinds]int64      // the records counted under Other in rules, by kind
+	bySource                          [len(usageSources)]int64 // usage rules, by where their statement came from
 	timeline                          timeline
 	scan                              scanner // reused by Read
 }
@@ -267,6 +268,9 @@ func (s *Summary) count(p parsed) {
 	s.tokens.add(p.token, limit, false)
 	if s.rules.add(p.rule, limit, false) == nil && len(p.rule) > 0 {
 		s.otherRules[ruleKindOf(string(p.rule))]++
+	}
+	if len(p.rule) > 0 && ruleKindOf(string(p.rule)) == ruleUsage {
+		s.bySource[usageSourceOf(string(p.rule))]++
 	}
 	s.timeline.add(p.time, decision, s.maxBuckets())
 }

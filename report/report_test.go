@@ -500,7 +500,7 @@ func TestWriteJSON(t *testing.T) {
 			`"by_origin":{"http://10.1.2.3:80":1,"http://site.example:80":2,"https://docs.example:443":3,"https://down.example:443":1,"https://gone.example:443":1,"https://intranet.example:443":1},` +
 			`"by_token":{"MyBot":5,"OtherBot":2},` +
 			`"by_rule":{"allow: /":2,"disallow: /drafts":1,"disallow: /private":2},` +
-			`"by_disallow_rule":{"disallow: /drafts":1,"disallow: /private":2},"by_allow_rule":{"allow: /":2},"by_usage_rule":{},` +
+			`"by_disallow_rule":{"disallow: /drafts":1,"disallow: /private":2},"by_allow_rule":{"allow: /":2},"by_usage_rule":{},"by_usage_source":{"html head unreadable":0,"html meta":0,"response header":0,"robots.txt":0,"rsl licence":0,"tdmrep.json":0},` +
 			// auth-required has no origin: in no origin's row.
 			`"by_origin_decision":{"http://10.1.2.3:80":{"private-address":1},"http://site.example:80":{"disallowed":2},` +
 			`"https://docs.example:443":{"allowed":1,"paced":1,"would-block":1},"https://down.example:443":{"unreachable":1},` +
@@ -510,7 +510,7 @@ func TestWriteJSON(t *testing.T) {
 			`"by_class":{"1xx":0,"2xx":2,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{"https://docs.example:443":{"2xx":2}},` +
 			`"from":"2026-11-23T08:41:38.637Z","to":"2026-11-24T08:00:00.000Z","malformed":0,"files":["testdata/audit.jsonl"]}`},
 		{"empty", &Summary{}, `{"total":0,"blocked":0,"by_decision":{},"by_origin":{},"by_token":{},"by_rule":{},` +
-			`"by_disallow_rule":{},"by_allow_rule":{},"by_usage_rule":{},"by_origin_decision":{},` +
+			`"by_disallow_rule":{},"by_allow_rule":{},"by_usage_rule":{},"by_usage_source":{"html head unreadable":0,"html meta":0,"response header":0,"robots.txt":0,"rsl licence":0,"tdmrep.json":0},"by_origin_decision":{},` +
 			`"by_class":{"1xx":0,"2xx":0,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{},` +
 			`"from":null,"to":null,"malformed":0,"files":[]}`},
 	}
@@ -533,7 +533,7 @@ func TestWriteJSON(t *testing.T) {
 			t.Errorf("%s: want exactly one JSON object (%v)", tt.name, err)
 		}
 		want := []string{"blocked", "by_allow_rule", "by_class", "by_decision", "by_disallow_rule", "by_origin", "by_origin_class",
-			"by_origin_decision", "by_rule", "by_token", "by_usage_rule", "files", "from", "malformed", "to", "total"}
+			"by_origin_decision", "by_rule", "by_token", "by_usage_rule", "by_usage_source", "files", "from", "malformed", "to", "total"}
 		if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
 			t.Errorf("%s: keys %q; want %q", tt.name, got, want)
 		}

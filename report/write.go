@@ -122,6 +122,8 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintln(bw)
 		writeTable(bw, t.title, s.rulesOf(t.kind), s.total)
 	}
+	fmt.Fprintln(bw)
+	writeTable(bw, "USAGE SOURCE", s.usageSourceTable(), s.total)
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
 	}
@@ -283,6 +285,7 @@ type jsonSummary struct {
 	ByDisallowRule   map[string]int64            `json:"by_disallow_rule"`
 	ByAllowRule      map[string]int64            `json:"by_allow_rule"`
 	ByUsageRule      map[string]int64            `json:"by_usage_rule"`
+	ByUsageSource    map[string]int64            `json:"by_usage_source"`
 	ByOriginDecision map[string]map[string]int64 `json:"by_origin_decision"`
 	ByClass          map[string]int64            `json:"by_class"`
 	ByOriginClass    map[string]map[string]int64 `json:"by_origin_class"`
@@ -297,6 +300,9 @@ type jsonSummary struct {
 // count, every name kept, Other for the rest); by_disallow_rule,
 // by_allow_rule and by_usage_rule, by_rule split by the rule's directive
 // ("disallow: …", "allow: …", anything else: a usage statement);
+// by_usage_source (the usage rules by where their statement came from:
+// robots.txt, response header, html meta, html head unreadable,
+// tdmrep.json, rsl licence; each always present);
 // by_origin_decision (origin to an object of decision to count, for the
 // origins of by_origin, Other for the rest); by_class (the origins'
 // answers: 1xx, 2xx, 3xx, 4xx, 429 and 5xx, each always present) and
@@ -316,6 +322,7 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		ByDisallowRule:   s.rulesOf(ruleDisallow).all(),
 		ByAllowRule:      s.rulesOf(ruleAllow).all(),
 		ByUsageRule:      s.rulesOf(ruleUsage).all(),
+		ByUsageSource:    map[string]int64{},
 		ByOriginDecision: map[string]map[string]int64{},
 		ByClass:          map[string]int64{},
 		ByOriginClass:    map[string]map[string]int64{},
@@ -324,6 +331,9 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 	}
 	for i, n := range s.answers {
 		out.ByClass[className(i)] = n
+	}
+	for i, src := range usageSources {
+		out.ByUsageSource[src.name] = s.bySource[i]
 	}
 	add := func(name string, oc *originCounts) {
 		if m := nonZero(oc.decisions[:], decisionName); m != nil {
