@@ -462,35 +462,49 @@ func parseTDMReservation(v string) (st [numPurposes]UsageState) {
 }
 
 // parseContentUsage reads an aipref preference list, a structured-field
-// dictionary (RFC 9651): "train-ai=n, search=y". Keys name categories
-// (train-ai, ai-use, search; others are ignored); a value other than the
-// token y or n is ignored; a key given twice keeps its most restrictive
-// value; a dictionary that does not parse states nothing, and ok is false.
+// dictionary (RFC 9651): "train-ai=n, search=y". Keys name categories of
+// the IETF aipref vocabulary (draft-ietf-aipref-vocab-07: train-ai and
+// search), and, read leniently, those of its earlier drafts: train-genai
+// (a part of training, read as train-ai: a crawler that trains cannot
+// show it trains no generative model), ai-use (as ai-input), and bots
+// (automated processing, every purpose, which a category of its own
+// overrides, as the vocabulary nests them); other keys are ignored. A
+// value other than the token y or n is ignored; a key given twice keeps
+// its most restrictive value; a dictionary that does not parse states
+// nothing, and ok is false.
 func parseContentUsage(value string) (st [numPurposes]UsageState, ok bool) {
+	var all UsageState // bots=: every purpose, where no category of its own says otherwise
 	ok = parseDictionary(value, func(key string, tok string) {
-		var p Purpose
-		switch key {
-		case "train-ai":
-			p = AITrain
-		case "ai-use":
-			p = AIInput
-		case "search":
-			p = Search
+		var v UsageState
+		switch tok {
+		case "y":
+			v = Granted
+		case "n":
+			v = Refused
 		default:
 			return
 		}
 		// A key given twice keeps its most restrictive value (where a
 		// structured field would keep the last): a site that writes both
 		// "n" and "y" has refused.
-		switch tok {
-		case "y":
-			st[p] = max(st[p], Granted)
-		case "n":
-			st[p] = Refused
+		switch key {
+		case "train-ai", "train-genai":
+			st[AITrain] = max(st[AITrain], v)
+		case "ai-use":
+			st[AIInput] = max(st[AIInput], v)
+		case "search":
+			st[Search] = max(st[Search], v)
+		case "bots":
+			all = max(all, v)
 		}
 	})
 	if !ok {
 		return [numPurposes]UsageState{}, false
+	}
+	for p := range st {
+		if st[p] == Unstated {
+			st[p] = all
+		}
 	}
 	return st, true
 }
