@@ -60,6 +60,9 @@ type Options struct {
 	// expires later than now + MaxTTL (give or take fetch.MaxClockSkew)
 	// was not written by an instance, and is ignored. 0: fetch.DefaultTTL.
 	MaxTTL time.Duration
+	// MaxDocBytes bounds the body of a stored usage file
+	// (fetch.StoredDoc): [robots] max_bytes. 0: fetch.DefaultMaxBytes.
+	MaxDocBytes int
 	// Prefix starts every key and channel name ("robotsgate:").
 	Prefix string
 	// OpTimeout bounds each call to Redis. 0: DefaultOpTimeout.
@@ -124,6 +127,9 @@ func New(o Options) (*Client, error) {
 	}
 	if len(o.Secret) < MinSecretBytes {
 		return nil, fmt.Errorf("cluster: a secret of %d bytes: want at least %d", len(o.Secret), MinSecretBytes)
+	}
+	if o.MaxDocBytes <= 0 {
+		o.MaxDocBytes = fetch.DefaultMaxBytes
 	}
 	if o.MaxTTL <= 0 {
 		o.MaxTTL = fetch.DefaultTTL

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -191,4 +193,65 @@ func (c *Client) LockFetch(ctx context.Context, o fetch.Origin, ttl time.Duratio
 		})
 	}
 	return unlock, true, nil
+}
+
+// The Client as a fetch.DocStore: the other files sites state usage in
+// (tdmrep.json, RSL licences) under "<prefix>doc:<SHA-256 of the URL>"
+// (JSON, sealed for its key, until the file expires).
+
+var _ fetch.DocStore = (*Client)(nil)
+
+// docKey is url's key.
+func (c *Client) docKey(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return c.key("doc", hex.EncodeToString(sum[:]))
+}
+
+// LoadDoc reads url's stored answer; nil if there is none, or one that is
+// not sealed for its key with the fleet's secret, does not decode, or fails
+// the checks a fetched answer passes (fetch.StoredDoc.Check, with MaxTTL
+// and MaxDocBytes), which is counted as foreign.
+func (c *Client) LoadDoc(ctx context.Context, url string) (*fetch.StoredDoc, error) {
+	key := c.docKey(url)
+	var s string
+	err := c.do(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = c.rdb.Get(ctx, key).Result()
+		return err
+	})
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var d fetch.StoredDoc
+	payload, err := c.seal.open(key, []byte(s))
+	if err == nil {
+		err = json.Unmarshal(payload, &d)
+	}
+	if err == nil {
+		err = d.Check(url, c.opts.Now(), c.opts.MaxTTL, c.opts.MaxDocBytes)
+	}
+	if err != nil {
+		c.foreign(key, err)
+		return nil, nil
+	}
+	return &d, nil
+}
+
+// SaveDoc stores d as url's answer, until it expires.
+func (c *Client) SaveDoc(ctx context.Context, url string, d *fetch.StoredDoc) error {
+	key := c.docKey(url)
+	ttl := time.Until(d.Expires)
+	if ttl <= 0 {
+		return nil
+	}
+	b, err := c.encode(key, d)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.rdb.Set(ctx, key, b, ttl).Err()
+	})
 }

@@ -261,8 +261,13 @@ func TestShutdownAnswersHeld(t *testing.T) {
 		go send(fmt.Sprintf("%s/page/%d", paced.URL, i))
 	}
 	go send(busy.URL + "/second")
-	// Every request is held (or started) before the shutdown begins.
-	for deadline := time.Now().Add(5 * time.Second); p.srv.pacer.Waiting("127.0.0.1") < n-1 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	// Every request is held (or started) before the shutdown begins: the
+	// paced ones, and the one the back-off holds.
+	for deadline := time.Now().Add(5 * time.Second); p.srv.pacer.Waiting("127.0.0.1") < n-1 || p.srv.backoffs.Held("127.0.0.2") < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests held for their turn, %d by the back-off; want %d and 1 before the shutdown",
+				p.srv.pacer.Waiting("127.0.0.1"), p.srv.backoffs.Held("127.0.0.2"), n-1)
+		}
 	}
 	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
 	defer cancel()

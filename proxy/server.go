@@ -180,7 +180,11 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
-	s.files = upstream.NewUsageFiles(&cfg.Robots, ro, s.observeFile)
+	var docs fetch.DocStore
+	if s.cluster != nil {
+		docs = s.cluster // the fleet shares them
+	}
+	s.files = upstream.NewUsageFiles(&cfg.Robots, ro, docs, s.observeFile)
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {
@@ -227,13 +231,14 @@ func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
 			return nil, fmt.Errorf("[cluster]: %w", err)
 		}
 		c, err := cluster.New(cluster.Options{
-			URL:     cfg.Cluster.Redis,
-			Prefix:  cfg.Cluster.KeyPrefix,
-			Secret:  secret,
-			MaxTTL:  cfg.Robots.CacheTTL,
-			KeepFor: cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
-			Logger:  s.log,
-			OnError: s.metrics.clusterErrors.Inc,
+			URL:         cfg.Cluster.Redis,
+			Prefix:      cfg.Cluster.KeyPrefix,
+			Secret:      secret,
+			MaxTTL:      cfg.Robots.CacheTTL,
+			MaxDocBytes: cfg.Robots.MaxBytes,
+			KeepFor:     cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
+			Logger:      s.log,
+			OnError:     s.metrics.clusterErrors.Inc,
 		})
 		if err != nil {
 			return nil, err

@@ -95,7 +95,7 @@ func Cache(cfg *config.Config, version string, exact bool) (*fetch.Cache, *fetch
 	if err != nil {
 		return nil, nil, err
 	}
-	return cache, upstream.NewUsageFiles(&p.Config().Robots, ro, nil), nil
+	return cache, upstream.NewUsageFiles(&p.Config().Robots, ro, nil, nil), nil
 }
 
 // Run decides every URL, in order, and hands each decision to print; a

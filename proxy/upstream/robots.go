@@ -63,9 +63,10 @@ func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, err
 
 // NewUsageFiles builds the fetcher and caches of the files besides
 // robots.txt that sites state usage preferences in (tdmrep.json, RSL
-// licences), fetched and kept as robots.txt is under rc; onFetch, if not
-// nil, hears of each fetch (fetch.FilesOptions).
-func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, onFetch func(url string, outcome fetch.Outcome, problem string)) *fetch.Files {
+// licences), fetched and kept as robots.txt is under rc, shared through
+// store (nil: this process alone); onFetch, if not nil, hears of each
+// fetch (fetch.FilesOptions).
+func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, store fetch.DocStore, onFetch func(url string, outcome fetch.Outcome, problem string)) *fetch.Files {
 	return fetch.NewFiles(fetch.FilesOptions{
 		Fetcher:    robotsFetcher(rc, o),
 		Parse:      o.Parse,
@@ -73,6 +74,7 @@ func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, onFetch func(url st
 		RetryAfter: rc.RetryAfter,
 		Now:        o.Now,
 		OnFetch:    onFetch,
+		Store:      store,
 	})
 }
 

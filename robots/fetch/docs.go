@@ -48,6 +48,9 @@ type DocCacheOptions[T any] struct {
 	// OnFetch, if set, is called with each fetch's answer (for a log: a
 	// file that does not parse, one that cannot be fetched).
 	OnFetch func(Doc[T])
+	// Store, if set, shares answers with other processes: a URL fresh in
+	// it is not fetched, and each fetched or unavailable answer is stored.
+	Store DocStore
 }
 
 // DefaultMaxDocs is how many files a DocCache holds by default.
@@ -153,10 +156,25 @@ func (c *DocCache[T]) held(url string, now time.Time) (Doc[T], bool) {
 	return Doc[T]{}, false
 }
 
-// fetch fetches url for f and records the answer.
+// docStoreTimeout bounds a DocStore call: a slow store costs a request no
+// more than this before the file is fetched.
+const docStoreTimeout = 2 * time.Second
+
+// fetch answers url for f: from the store, when another process fetched it
+// and it is still fresh; else by fetching it (and storing the answer).
 func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
-	res := c.opts.Fetcher.FetchDocument(context.Background(), url, c.opts.Accept)
 	now := c.opts.Now()
+	if sd := c.loadStored(url, now); sd != nil {
+		d := Doc[T]{URL: url, Outcome: sd.Outcome, Status: sd.Status, FetchedAt: sd.FetchedAt, Truncated: sd.Truncated}
+		if sd.Outcome == Fetched {
+			d.Value, d.ParseErr = c.opts.Parse(url, sd.Body)
+		}
+		c.record(url, d, sd.Expires, time.Time{})
+		close(f.done)
+		return
+	}
+	res := c.opts.Fetcher.FetchDocument(context.Background(), url, c.opts.Accept)
+	now = c.opts.Now()
 	d := Doc[T]{URL: url, Outcome: res.Outcome, Status: res.Status, FetchedAt: res.At, Truncated: res.Truncated}
 	if res.Err != nil {
 		d.Err = Describe(res.Err)
@@ -164,22 +182,55 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 	if res.Outcome == Fetched {
 		d.Value, d.ParseErr = c.opts.Parse(url, res.Body)
 	}
-	d = c.record(url, d, res, now)
+	var expires, retry time.Time
+	if res.Outcome == Unreachable {
+		retry = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+	} else {
+		ttl := c.opts.TTL
+		if res.MaxAge >= 0 {
+			ttl = min(max(res.MaxAge, minTTL), c.opts.TTL)
+		}
+		expires = now.Add(ttl)
+	}
+	d = c.record(url, d, expires, retry)
 	close(f.done)
+	if res.Outcome != Unreachable && c.opts.Store != nil {
+		sd := &StoredDoc{URL: url, Outcome: res.Outcome, Status: res.Status, Truncated: res.Truncated, FetchedAt: res.At, Expires: expires}
+		if res.Outcome == Fetched {
+			sd.Body = res.Body
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), docStoreTimeout)
+		c.opts.Store.SaveDoc(ctx, url, sd) // a store that fails logs its own
+		cancel()
+	}
 	if c.opts.OnFetch != nil {
 		c.opts.OnFetch(d)
 	}
 }
 
-// record keeps d, the answer of res, fetched at now, as url's, and takes
-// its flight out of flights; it returns the answer to give (the last good
-// one, stale, when url is unreachable).
-func (c *DocCache[T]) record(url string, d Doc[T], res *Result, now time.Time) Doc[T] {
+// loadStored returns url's answer in the store, if there is a fresh one a
+// process of the fleet could have written.
+func (c *DocCache[T]) loadStored(url string, now time.Time) *StoredDoc {
+	if c.opts.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), docStoreTimeout)
+	defer cancel()
+	sd, err := c.opts.Store.LoadDoc(ctx, url)
+	if err != nil || sd == nil || !now.Before(sd.Expires) || sd.Check(url, now, c.opts.TTL, c.opts.Fetcher.opts.MaxBytes) != nil {
+		return nil
+	}
+	return sd
+}
+
+// record keeps d as url's answer, and takes its flight out of flights; it
+// returns the answer to give. A failure (retry not zero) keeps the last
+// answer that was not one, stale; another answer is kept until expires.
+func (c *DocCache[T]) record(url string, d Doc[T], expires, retry time.Time) Doc[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entry(url)
-	if res.Outcome == Unreachable {
-		retry := now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+	if !retry.IsZero() {
 		if g := e.good; g != nil {
 			// The last answer that was not a failure answers, however
 			// old: the file it held, or that there was none.
@@ -191,11 +242,7 @@ func (c *DocCache[T]) record(url string, d Doc[T], res *Result, now time.Time) D
 		}
 		e.failed, e.retryAt = &d, retry
 	} else {
-		ttl := c.opts.TTL
-		if res.MaxAge >= 0 {
-			ttl = min(max(res.MaxAge, minTTL), c.opts.TTL)
-		}
-		e.good, e.expires, e.failed = &d, now.Add(ttl), nil
+		e.good, e.expires, e.failed = &d, expires, nil
 	}
 	c.flights[url].doc = d
 	delete(c.flights, url)
@@ -233,4 +280,45 @@ func (c *DocCache[T]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Len()
+}
+
+// A DocStore shares a DocCache's answers among processes: the fleet's
+// Redis, where a file one instance fetched serves the others until it
+// expires. It holds bodies, which each process parses itself.
+type DocStore interface {
+	// LoadDoc returns what is stored for url; nil if nothing (or nothing
+	// a process of the fleet could have written).
+	LoadDoc(ctx context.Context, url string) (*StoredDoc, error)
+	// SaveDoc stores d as url's answer.
+	SaveDoc(ctx context.Context, url string, d *StoredDoc) error
+}
+
+// StoredDoc is a fetched or unavailable answer for a URL, as a DocStore
+// holds it.
+type StoredDoc struct {
+	URL       string    `json:"url"`
+	Outcome   Outcome   `json:"outcome"` // Fetched or Unavailable
+	Status    int       `json:"status"`
+	Body      []byte    `json:"body,omitempty"` // Fetched: the body, after the size cap
+	Truncated bool      `json:"truncated,omitempty"`
+	FetchedAt time.Time `json:"fetched_at"`
+	Expires   time.Time `json:"expires"`
+}
+
+// Check reports what makes d something no process of the fleet writes for
+// url, when anything does: another URL, another outcome, a body where
+// there is none or past maxBytes, times out of order, a fetch after now,
+// or an expiry past now + maxTTL (give or take MaxClockSkew).
+func (d *StoredDoc) Check(url string, now time.Time, maxTTL time.Duration, maxBytes int) error {
+	switch {
+	case d.URL != url:
+		return fmt.Errorf("a stored file for %q", d.URL)
+	case d.Outcome != Fetched && d.Outcome != Unavailable:
+		return fmt.Errorf("stored outcome %q", d.Outcome)
+	case d.Outcome == Unavailable && len(d.Body) > 0, len(d.Body) > maxBytes:
+		return fmt.Errorf("a stored body of %d bytes", len(d.Body))
+	case d.FetchedAt.After(now.Add(MaxClockSkew)), d.Expires.Before(d.FetchedAt), d.Expires.After(now.Add(maxTTL+MaxClockSkew)):
+		return fmt.Errorf("stored times out of range (fetched %v, expires %v)", d.FetchedAt, d.Expires)
+	}
+	return nil
 }

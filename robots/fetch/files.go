@@ -27,6 +27,8 @@ type FilesOptions struct {
 	// OnFetch, if set, is called with each fetch's URL and answer: its
 	// outcome, and what was wrong with it ("" when nothing was).
 	OnFetch func(url string, outcome Outcome, problem string)
+	// Store, if set, shares the files with the fleet (DocCacheOptions).
+	Store DocStore
 }
 
 // NewFiles returns empty Files with o.
@@ -35,12 +37,12 @@ func NewFiles(o FilesOptions) *Files {
 		tdm: NewDocCache(DocCacheOptions[*robots.TDMRep]{
 			Fetcher: o.Fetcher, Accept: "application/json, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, Now: o.Now,
 			Parse:   func(_ string, body []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(body, o.Parse...) },
-			OnFetch: onFetch[*robots.TDMRep](o.OnFetch),
+			OnFetch: onFetch[*robots.TDMRep](o.OnFetch), Store: o.Store,
 		}),
 		rsl: NewDocCache(DocCacheOptions[*robots.RSL]{
 			Fetcher: o.Fetcher, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, Now: o.Now,
 			Parse:   func(url string, body []byte) (*robots.RSL, error) { return robots.ParseRSL(url, body, o.Parse...) },
-			OnFetch: onFetch[*robots.RSL](o.OnFetch),
+			OnFetch: onFetch[*robots.RSL](o.OnFetch), Store: o.Store,
 		}),
 	}
 }
