@@ -317,7 +317,7 @@ func (d *StoredDoc) Check(url string, now time.Time, maxTTL time.Duration, maxBy
 		return fmt.Errorf("stored outcome %q", d.Outcome)
 	case d.Outcome == Unavailable && len(d.Body) > 0, len(d.Body) > maxBytes:
 		return fmt.Errorf("a stored body of %d bytes", len(d.Body))
-	case d.FetchedAt.After(now.Add(MaxClockSkew)), d.Expires.Before(d.FetchedAt), d.Expires.After(now.Add(maxTTL+MaxClockSkew)):
+	case d.FetchedAt.After(now.Add(MaxClockSkew)), d.Expires.Before(d.FetchedAt), d.Expires.After(now.Add(maxTTL + MaxClockSkew)):
 		return fmt.Errorf("stored times out of range (fetched %v, expires %v)", d.FetchedAt, d.Expires)
 	}
 	return nil
