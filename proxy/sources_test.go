@@ -3,13 +3,17 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
@@ -154,6 +158,17 @@ func TestUsageEverySource(t *testing.T) {
 		if n := o.count(f); n != 1 {
 			t.Errorf("%s fetched %d times; want 1", f, n)
 		}
+	}
+
+	// /robots?origin= shows what is held of them.
+	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/robots?origin="+url.QueryEscape(o.URL))
+	var entry admin.RobotsEntry
+	if err := json.Unmarshal([]byte(body), &entry); err != nil {
+		t.Fatal(err)
+	}
+	if len(entry.Licenses) != 1 || entry.Licenses[0].URL != o.URL+"/license.xml" || entry.Licenses[0].Outcome != "fetched" || entry.Licenses[0].Entries != 6 ||
+		entry.TDMRep == nil || entry.TDMRep.Outcome != "fetched" || entry.TDMRep.Entries != 3 {
+		t.Errorf("/robots: licenses %+v, tdmrep %+v; want the licence (6 contents) and tdmrep.json (3 entries), fetched", entry.Licenses, entry.TDMRep)
 	}
 
 	// No purpose: no file besides robots.txt is fetched.

@@ -254,6 +254,43 @@ type RobotsEntry struct {
 	Truncated bool          `json:"truncated"`
 	Sitemaps  []string      `json:"sitemaps"`
 	Groups    []RobotsGroup `json:"groups"`
+	// Licenses are the RSL licences its License lines name, each with
+	// what is held of it; TDMRep what is held of its tdmrep.json (null
+	// when nothing: it is fetched only for requests that declare
+	// ai-train or ai-input).
+	Licenses []UsageFile `json:"licenses"`
+	TDMRep   *UsageFile  `json:"tdmrep"`
+}
+
+// UsageFile is what is held of a usage file besides robots.txt.
+type UsageFile struct {
+	URL       string     `json:"url"`
+	Outcome   string     `json:"outcome"` // fetched, unavailable, unreachable; "" when not fetched yet
+	Status    int        `json:"status"`
+	FetchedAt *time.Time `json:"fetched_at"`
+	Stale     bool       `json:"stale"`
+	Error     string     `json:"error"` // why it could not be fetched, or read
+	Entries   int        `json:"entries"`
+}
+
+// usageFile describes d, a usage file's answer.
+func usageFile[T interface{ Len() int }](d fetch.Doc[T], held bool, url string) UsageFile {
+	f := UsageFile{URL: url}
+	if !held {
+		return f
+	}
+	f.Outcome, f.Status, f.Stale, f.Error = string(d.Outcome), d.Status, d.Stale, d.Err
+	if !d.FetchedAt.IsZero() {
+		at := d.FetchedAt.UTC()
+		f.FetchedAt = &at
+	}
+	if d.ParseErr != nil {
+		f.Error = d.ParseErr.Error()
+	}
+	if d.Good() {
+		f.Entries = d.Value.Len()
+	}
+	return f
 }
 
 // RobotsGroup is one group of a RobotsEntry.
@@ -276,7 +313,14 @@ func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
 		return
 	}
-	e := RobotsEntry{Origin: o.String(), RobotsURL: o.RobotsURL(), Stale: a.Stale, LastError: a.LastError, Groups: []RobotsGroup{}, Sitemaps: []string{}}
+	e := RobotsEntry{Origin: o.String(), RobotsURL: o.RobotsURL(), Stale: a.Stale, LastError: a.LastError, Groups: []RobotsGroup{}, Sitemaps: []string{},
+		Licenses: []UsageFile{}}
+	if h.o.Files != nil {
+		if d, held := h.o.Files.PeekTDMRep(o); held {
+			f := usageFile(d, held, o.TDMRepURL())
+			e.TDMRep = &f
+		}
+	}
 	if !a.RetryAt.IsZero() {
 		e.RetryAt = &a.RetryAt
 	}
@@ -286,6 +330,14 @@ func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 		e.Bytes = en.Rules.Size()
 		if en.Rules != nil {
 			e.Sitemaps = append(e.Sitemaps, en.Rules.Sitemaps()...)
+			for _, l := range en.Rules.Licenses() {
+				f := UsageFile{URL: l}
+				if h.o.Files != nil {
+					d, held := h.o.Files.PeekRSL(l)
+					f = usageFile(d, held, l)
+				}
+				e.Licenses = append(e.Licenses, f)
+			}
 			statements := en.Rules.Statements()
 			for i, g := range en.Rules.Groups() {
 				ge := RobotsGroup{Agents: g.Agents, Line: g.Line, Rules: g.Rules, Usage: []audit.Statement{}}

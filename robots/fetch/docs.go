@@ -265,6 +265,25 @@ func (c *DocCache[T]) entry(url string) *docEntry[T] {
 	return e
 }
 
+// Peek returns what is held for url, fresh or not, without fetching it:
+// the last failure while it is remembered, else the last answer.
+func (c *DocCache[T]) Peek(url string) (Doc[T], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.entries[url]
+	if el == nil {
+		return Doc[T]{}, false
+	}
+	e := el.Value.(*docEntry[T])
+	switch {
+	case e.failed != nil && c.opts.Now().Before(e.retryAt):
+		return *e.failed, true
+	case e.good != nil:
+		return *e.good, true
+	}
+	return Doc[T]{}, false
+}
+
 // Forget drops what is held for url, so that the next Get fetches it.
 func (c *DocCache[T]) Forget(url string) {
 	c.mu.Lock()

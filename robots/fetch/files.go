@@ -71,6 +71,12 @@ func (f *Files) RSL(ctx context.Context, url string) (Doc[*robots.RSL], error) {
 	return f.rsl.Get(ctx, url)
 }
 
+// PeekTDMRep returns what is held of o's tdmrep.json, without fetching it.
+func (f *Files) PeekTDMRep(o Origin) (Doc[*robots.TDMRep], bool) { return f.tdm.Peek(o.TDMRepURL()) }
+
+// PeekRSL returns what is held of the licence at url, without fetching it.
+func (f *Files) PeekRSL(url string) (Doc[*robots.RSL], bool) { return f.rsl.Peek(url) }
+
 // Forget drops what is held of o's tdmrep.json, and of the licences at
 // licenses, for a purge: the next request that needs them fetches them.
 func (f *Files) Forget(o Origin, licenses ...string) {
