@@ -205,9 +205,17 @@ func TestUsageInTunnel(t *testing.T) {
 	pki := newTestPKI(t)
 	o, port := tlsOrigin(t, pki, usageRobots, "data.example")
 	o.handler = func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/tdm" {
+		switch r.URL.Path {
+		case "/tdm":
 			w.Header().Set("TDM-Reservation", "1")
 			w.Write([]byte(secretBody))
+			return
+		case "/.well-known/tdmrep.json": // inside the tunnel's origin, fetched as robots.txt is
+			w.Write([]byte(`[{"location": "/reserved/*", "tdm-reservation": 1}]`))
+			return
+		case "/meta.html":
+			w.Header().Set("Content-Type", "text/html")
+			w.Write([]byte(`<head><meta name="robots" content="noai"></head><body>` + secretBody))
 			return
 		}
 		w.Write([]byte("page " + r.URL.Path + "\n"))
@@ -223,6 +231,8 @@ func TestUsageInTunnel(t *testing.T) {
 	}{
 		{"/train/x", "content-usage: /train/ train-ai=n (line 2)"},
 		{"/tdm", "response header tdm-reservation: 1"},
+		{"/reserved/x", "tdmrep.json: /reserved/* tdm-reservation=1"},
+		{"/meta.html", "meta robots: noai"},
 	} {
 		resp, body := get(t, c, base+tt.path, "User-Agent", "TrainBot/2")
 		if resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule || strings.Contains(body, "SECRET") {
