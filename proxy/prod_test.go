@@ -241,26 +241,11 @@ func TestShutdownAnswersHeld(t *testing.T) {
 		t.Fatalf("busy origin: %d", resp.StatusCode)
 	}
 	const n = 6 // 0.3 s apart: the first three or so start within the drain time
-	type answer struct {
-		code        int
-		gate, retry string
-		err         error
-	}
-	answers := make(chan answer, n+1)
-	send := func(u string) {
-		resp, err := c.Get(u)
-		if err != nil {
-			answers <- answer{err: err}
-			return
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		answers <- answer{resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), nil}
-	}
+	answers := make(chan heldAnswer, n+1)
 	for i := range n {
-		go send(fmt.Sprintf("%s/page/%d", paced.URL, i))
+		go sendHeld(c, fmt.Sprintf("%s/page/%d", paced.URL, i), answers)
 	}
-	go send(busy.URL + "/second")
+	go sendHeld(c, busy.URL+"/second", answers)
 	// Every request is held (or started) before the shutdown begins: the
 	// paced ones, and the one the back-off holds.
 	for deadline := time.Now().Add(5 * time.Second); p.srv.pacer.Waiting("127.0.0.1") < n-1 || p.srv.backoffs.Held("127.0.0.2") < 1; time.Sleep(5 * time.Millisecond) {
@@ -272,19 +257,7 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
 	defer cancel()
 	p.srv.Shutdown(ctx)
-	served, stopped := 0, 0
-	for range n + 1 {
-		switch a := <-answers; {
-		case a.err != nil:
-			t.Errorf("a held request got no answer: %v", a.err)
-		case a.code == 200:
-			served++
-		case a.code == 503 && a.gate == "shutting-down" && a.retry == "5":
-			stopped++
-		default:
-			t.Errorf("held request: %d %q Retry-After %q; want 200, or 503 shutting-down", a.code, a.gate, a.retry)
-		}
-	}
+	served, stopped := tallyHeld(t, answers, n+1)
 	if served < 2 || stopped < 3 {
 		t.Errorf("%d served while draining, %d answered shutting-down; want at least 2 and 3", served, stopped)
 	}
@@ -363,23 +336,9 @@ func TestShutdownAnswersHeldInTunnels(t *testing.T) {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
 	const n = 6 // 0.3 s apart: two or so start within the drain time
-	type answer struct {
-		code        int
-		gate, retry string
-		err         error
-	}
-	answers := make(chan answer, n)
+	answers := make(chan heldAnswer, n)
 	for i := range n {
-		go func() {
-			resp, err := c.Get(fmt.Sprintf("%s/page/%d", base, i))
-			if err != nil {
-				answers <- answer{err: err}
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			answers <- answer{resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), nil}
-		}()
+		go sendHeld(c, fmt.Sprintf("%s/page/%d", base, i), answers)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for p.srv.pacer.Waiting("127.0.0.1") < n-1 {
@@ -391,19 +350,7 @@ func TestShutdownAnswersHeldInTunnels(t *testing.T) {
 	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
 	defer cancel()
 	p.srv.Shutdown(ctx)
-	served, stopped := 0, 0
-	for range n {
-		switch a := <-answers; {
-		case a.err != nil:
-			t.Errorf("a request held in a tunnel got no answer: %v", a.err)
-		case a.code == 200:
-			served++
-		case a.code == 503 && a.gate == "shutting-down" && a.retry == "5":
-			stopped++
-		default:
-			t.Errorf("held request: %d %q Retry-After %q; want 200, or 503 shutting-down", a.code, a.gate, a.retry)
-		}
-	}
+	served, stopped := tallyHeld(t, answers, n)
 	if served < 1 || stopped < 3 {
 		t.Errorf("%d served while draining, %d answered shutting-down; want at least 1 and 3", served, stopped)
 	}
@@ -415,4 +362,43 @@ func TestShutdownAnswersHeldInTunnels(t *testing.T) {
 		t.Errorf("%d pages reached the origin; want the %d served", sent, served)
 	}
 	waitForLog(t, p.audit, `"decision":"shutting-down"`)
+}
+
+// heldAnswer is what a request held at shutdown got.
+type heldAnswer struct {
+	code        int
+	gate, retry string
+	err         error
+}
+
+// sendHeld sends a GET of u with c and hands its answer to answers.
+func sendHeld(c *http.Client, u string, answers chan<- heldAnswer) {
+	resp, err := c.Get(u)
+	if err != nil {
+		answers <- heldAnswer{err: err}
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	answers <- heldAnswer{resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), nil}
+}
+
+// tallyHeld reads n answers of requests held at shutdown and counts those
+// served (200) and those answered 503 shutting-down; any other answer, or
+// none, fails t.
+func tallyHeld(t *testing.T, answers <-chan heldAnswer, n int) (served, stopped int) {
+	t.Helper()
+	for range n {
+		switch a := <-answers; {
+		case a.err != nil:
+			t.Errorf("a held request got no answer: %v", a.err)
+		case a.code == 200:
+			served++
+		case a.code == 503 && a.gate == "shutting-down" && a.retry == "5":
+			stopped++
+		default:
+			t.Errorf("held request: %d %q Retry-After %q; want 200, or 503 shutting-down", a.code, a.gate, a.retry)
+		}
+	}
+	return served, stopped
 }

@@ -188,7 +188,9 @@ func TestUsageFilesFailing(t *testing.T) {
 	t.Parallel()
 	var licence atomic.Value
 	licence.Store("404")
-	o := newTestOrigin(t, "", func(w http.ResponseWriter, r *http.Request) {
+	// Both origins fail to serve their files: o its tdmrep.json, q (below)
+	// its licence, whose robots.txt names it.
+	handler := func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/.well-known/tdmrep.json":
 			w.WriteHeader(http.StatusInternalServerError)
@@ -201,7 +203,8 @@ func TestUsageFilesFailing(t *testing.T) {
 		default:
 			w.Write([]byte("page\n"))
 		}
-	})
+	}
+	o := newTestOrigin(t, "", handler)
 	p := startProxy(t, loopbackConfig())
 	c := p.client()
 	// No License line yet: only tdmrep.json counts.
@@ -215,19 +218,7 @@ func TestUsageFilesFailing(t *testing.T) {
 		t.Errorf("search, which tdmrep.json cannot refuse: %d; want 200", resp.StatusCode)
 	}
 
-	q := newTestOrigin(t, "", nil)
-	q.handler = func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/license.xml":
-			if licence.Load() == "404" {
-				w.WriteHeader(http.StatusNotFound)
-				return
-			}
-			w.Write([]byte("<html>not a licence</html>"))
-		default:
-			w.Write([]byte("page\n"))
-		}
-	}
+	q := newTestOrigin(t, "", handler)
 	q.robots.Store("User-agent: *\nLicense: " + q.URL + "/license.xml\n")
 	for _, kind := range []string{"404", "garbage"} {
 		licence.Store(kind)
