@@ -132,7 +132,7 @@ func FuzzReadHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, coding string) {
 		resp := &http.Response{Header: http.Header{"Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
 		d := &policy.Decision{}
-		u := readHead(resp, d)
+		u := newHeadReader(time.Second).readHead(resp, d)
 		back, err := io.ReadAll(resp.Body)
 		if err != nil || !bytes.Equal(back, body) {
 			t.Fatalf("the body after readHead: %d bytes, %v; want the %d sent", len(back), err, len(body))

@@ -123,7 +123,12 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	r.Close = req.Content
 	policy.RemovePurposeHeaders(r.Header, req.OtherPurposeSpelling) // robotsgate's, never the origin's
 	if d.Purposes != 0 {
-		readableAcceptEncoding(r.Header) // so that an HTML answer's head can be read (readHead)
+		// So that an HTML answer's head can be read (readHead): in a coding
+		// robotsgate reads, and from its first byte (a range would skip
+		// the head, or wrap it in multipart/byteranges).
+		readableAcceptEncoding(r.Header)
+		delete(r.Header, "Range")
+		delete(r.Header, "If-Range")
 	}
 	if req.Content {
 		r.Body = s.guardBody(p, r, connNamed)
@@ -163,8 +168,8 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		}
 	}
 	var head *robots.Usage
-	if p.NeedsHead(d, resp.Header) {
-		u := readHead(resp, d)
+	if p.NeedsHead(d, resp) {
+		u := s.heads.readHead(resp, d)
 		head = &u
 	}
 	if p.JudgeResponse(d, resp.Header, head) && d.Action == policy.ActionUsageRefused {

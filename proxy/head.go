@@ -5,10 +5,12 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -54,31 +56,93 @@ func readableAcceptEncoding(h http.Header) {
 	h["Accept-Encoding"] = []string{strings.Join(kept, ", ")}
 }
 
+// headReader reads the heads of HTML answers (readHead) within bounds a
+// hostile origin cannot stretch: at most zstdHeads zstd frames decoded at
+// once, each with a bounded window, and every head read within timeout.
+type headReader struct {
+	timeout time.Duration
+	zstd    chan struct{} // a token per zstd decode under way
+}
+
+// zstdHeads is how many zstd-encoded heads are decoded at once: a frame
+// may ask for a window of up to zstdWindow, held while its head is read.
+const (
+	zstdHeads  = 8
+	zstdWindow = 8 << 20
+)
+
+func newHeadReader(timeout time.Duration) *headReader {
+	return &headReader{timeout: timeout, zstd: make(chan struct{}, zstdHeads)}
+}
+
 // readHead reads the head of resp's HTML page, at most MaxHead bytes of it
-// decoded (less when the head ends sooner), and returns what its <meta>
-// elements say for d's tokens. What was read goes back in front of the
-// body, byte for byte as the origin sent it, to be sent on. A page whose
-// coding cannot be read has an unreadable head, which refuses ai-train and
-// ai-input: a statement no one can read must not open the gate for them.
-func readHead(resp *http.Response, d *policy.Decision) robots.Usage {
-	raw := &recorder{r: resp.Body, max: MaxHead}
-	dec, err := decoder(resp.Header.Get("Content-Encoding"), raw)
-	var page []byte
-	if err == nil {
-		page, err = readUntilHeadEnds(dec)
-		if c, ok := dec.(io.Closer); ok {
-			c.Close() // a decoder's, not the body's
-		}
-	}
+// decoded, until it ends, and returns what its <meta> elements say for
+// d's tokens. What was read goes back in front of the body, byte for byte
+// as the origin sent it, to be sent on. A head robotsgate cannot read (a
+// coding it does not know, or several, a 206's part, a UTF-16 page, one
+// that does not arrive within the timeout) refuses every declared
+// purpose: a statement no one can read must not open the gate for them.
+func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.Usage {
+	raw := &recorder{r: resp.Body, max: 2 * MaxHead} // room for a compressed head's first block
+	// A body that stalls is closed when the time is up: its read returns.
+	stop := time.AfterFunc(hr.timeout, func() { resp.Body.Close() })
+	page, err := hr.decodeHead(resp, raw)
+	timedOut := !stop.Stop()
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(raw.buf), resp.Body), Closer: resp.Body}
+	switch {
+	case timedOut:
+		err = fmt.Errorf("not read within %v", hr.timeout)
+	case err == nil && resp.StatusCode == http.StatusPartialContent:
+		err = errors.New("a part of the page (206)")
+	case err == nil && (bytes.HasPrefix(page, []byte{0xFE, 0xFF}) || bytes.HasPrefix(page, []byte{0xFF, 0xFE})):
+		err = errors.New("UTF-16")
+	}
 	if err != nil {
-		v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + err.Error() + ")"}
 		var u robots.Usage
-		u[robots.AITrain], u[robots.AIInput] = v, v
+		v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + err.Error() + ")"}
+		for _, p := range robots.Purposes() {
+			u[p] = v
+		}
 		return u
 	}
 	u, _ := robots.HeadUsage(page, d.Agents.Slice())
 	return u
+}
+
+// decodeHead reads the decoded head of resp from raw, through the one
+// coding its Content-Encoding field lines name (if any).
+func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader) ([]byte, error) {
+	var codings []string
+	for _, v := range resp.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	if len(codings) > 1 {
+		return nil, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
+	}
+	coding := ""
+	if len(codings) == 1 {
+		coding = codings[0]
+	}
+	if coding == "zstd" {
+		select {
+		case hr.zstd <- struct{}{}:
+			defer func() { <-hr.zstd }()
+		case <-time.After(hr.timeout):
+			return nil, errors.New("too many zstd pages read at once")
+		}
+	}
+	dec, err := decoder(coding, raw)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := dec.(io.Closer); ok {
+		defer c.Close() // a decoder's, not the body's
+	}
+	return readUntilHeadEnds(dec)
 }
 
 // decoder returns a reader of r's bytes decoded from coding (a
@@ -98,7 +162,8 @@ func decoder(coding string, r io.Reader) (io.Reader, error) {
 		}
 		return flate.NewReader(rest), nil
 	case "zstd":
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(16<<20))
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(zstdWindow), zstd.WithDecoderMaxMemory(zstdWindow+MaxHead))
 		if err != nil {
 			return nil, err
 		}
@@ -108,12 +173,14 @@ func decoder(coding string, r io.Reader) (io.Reader, error) {
 	}
 }
 
-// readUntilHeadEnds reads r until MaxHead bytes, its end, or the first
-// "</head" or "<body" (either case): the head's end, or as much of it as
-// robotsgate reads. An error other than the end of r is returned with what
-// was read.
+// readUntilHeadEnds reads r until MaxHead bytes, its end, or the end of
+// the page's head: where "</head" or "<body" (either case) appears and
+// robots.HeadUsage agrees that the head has ended (the first few times:
+// such text in a script does not end it). An error other than the end of
+// r is returned with what was read.
 func readUntilHeadEnds(r io.Reader) ([]byte, error) {
 	buf := make([]byte, 0, 4<<10)
+	checks := 0
 	for len(buf) < MaxHead {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)] // grow
@@ -122,8 +189,11 @@ func readUntilHeadEnds(r io.Reader) ([]byte, error) {
 		n, err := r.Read(buf[len(buf):end])
 		from := max(0, len(buf)-len("</head"))
 		buf = buf[:len(buf)+n]
-		if headEnds(buf[from:]) {
-			return buf, nil
+		if checks < maxHeadChecks && headEnds(buf[from:]) {
+			checks++
+			if _, done := robots.HeadUsage(buf, nil); done {
+				return buf, nil
+			}
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF && len(buf) > 0 {
 			return buf, nil
@@ -134,6 +204,10 @@ func readUntilHeadEnds(r io.Reader) ([]byte, error) {
 	}
 	return buf, nil
 }
+
+// maxHeadChecks bounds how often readUntilHeadEnds reads the head so far
+// to see whether it has ended: past it, it reads MaxHead bytes.
+const maxHeadChecks = 8
 
 // headEnds reports whether b holds "</head" or "<body", in either case.
 func headEnds(b []byte) bool {

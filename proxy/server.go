@@ -80,6 +80,8 @@ type Server struct {
 	// files holds the other files sites state usage in: tdmrep.json, RSL
 	// licences.
 	files *fetch.Files
+	// heads reads HTML answers' heads for requests that declare purposes.
+	heads *headReader
 	// upstream holds the connections to origins, closed at shutdown.
 	upstream *upstream.Conns
 	// pacer spaces request starts per origin ([politeness]).
@@ -185,6 +187,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		docs = s.cluster // the fleet shares them
 	}
 	s.files = upstream.NewUsageFiles(&cfg.Robots, ro, docs, s.observeFile)
+	s.heads = newHeadReader(cfg.Upstream.Timeout)
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -230,6 +231,93 @@ func TestUsageFilesFailing(t *testing.T) {
 		}
 		if resp, _ := get(t, c, q.URL+"/b-"+kind, policy.PurposeHeader, "search"); resp.StatusCode != 200 {
 			t.Errorf("licence %s, search: %d; want 200", kind, resp.StatusCode)
+		}
+	}
+}
+
+// TestUsageBypasses: the ways an attacker (or a careless site) could have
+// a declared purpose slip past a site's statements do not open the gate:
+// a Range that skips the head, a lenient spelling of a reserved path, a
+// site with no robots.txt, a byte order mark, a head that says "<body>"
+// in a script, a page with no Content-Type, a coding robotsgate cannot
+// read (refusing search too), a grant in another header on a reserved
+// path; and a HEAD request, which has no head to read, is not refused.
+func TestUsageBypasses(t *testing.T) {
+	t.Parallel()
+	const noai = `<meta name="robots" content="noai, noindex">`
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte("<html><head><title>t</title></head><body>page</body></html>"))
+	zw.Close()
+	o := newTestOrigin(t, "", func(w http.ResponseWriter, r *http.Request) {
+		page := func(ct, body string) {
+			if ct != "" {
+				w.Header().Set("Content-Type", ct)
+			}
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader(body)) // honours Range
+		}
+		switch r.URL.Path {
+		case "/.well-known/tdmrep.json":
+			w.Write([]byte(`[{"location": "/news/*", "tdm-reservation": 1}]`))
+		case "/meta.html":
+			page("text/html", "<!DOCTYPE html><html><head>"+noai+"</head><body>secret</body></html>")
+		case "/bom.html":
+			page("text/html", "\xEF\xBB\xBF<html><head>"+noai+"</head><body>secret</body></html>")
+		case "/script.html":
+			page("text/html", `<html><head><script>var s = "<body>";</script>`+noai+`</head><body>secret</body></html>`)
+		case "/untyped":
+			w.Header()["Content-Type"] = nil // no type: sniffed, as browsers do
+			w.Write([]byte("<html><head>" + noai + "</head><body>secret</body></html>"))
+		case "/br.html":
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Content-Encoding", "br")
+			w.Write([]byte("\x0b\x02\x80secret\x03"))
+		case "/gz.html":
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(zb.Bytes())
+		case "/news/signal":
+			w.Header().Set("Content-Signal", "ai-train=yes")
+			w.Write([]byte("secret"))
+		default:
+			w.Write([]byte("secret " + r.URL.Path))
+		}
+	})
+	o.robotsStatus.Store(http.StatusNotFound) // no robots.txt: no restrictions, but the other files count
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	tests := []struct {
+		method, path, purpose, rangeHdr string
+		status                          int
+		rule                            string
+	}{
+		{"GET", "/meta.html", "ai-train", "bytes=1-", 403, "meta robots: noai, noindex"},
+		{"GET", "/meta.html", "ai-train", "bytes=0-0,1-", 403, "meta robots: noai, noindex"},
+		{"GET", "/news/1", "ai-train", "", 403, "tdmrep.json: /news/* tdm-reservation=1"},
+		{"GET", "//news/1", "ai-train", "", 403, "tdmrep.json: /news/* tdm-reservation=1"},
+		{"GET", "/news%2F1", "ai-input", "", 403, "tdmrep.json: /news/* tdm-reservation=1"},
+		{"GET", "/news/signal", "ai-train", "", 403, "tdmrep.json: /news/* tdm-reservation=1"},
+		{"GET", "/bom.html", "ai-train", "", 403, "meta robots: noai, noindex"},
+		{"GET", "/script.html", "search", "", 403, "meta robots: noai, noindex"},
+		{"GET", "/untyped", "ai-input", "", 403, "meta robots: noai, noindex"},
+		{"GET", "/br.html", "search", "", 403, "html head: unreadable (content-encoding br)"},
+		{"HEAD", "/gz.html", "ai-train", "", 200, ""},
+		{"GET", "/gz.html", "ai-train", "", 200, ""},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(tt.method, o.URL+tt.path, nil)
+		req.Header.Set(policy.PurposeHeader, tt.purpose)
+		if tt.rangeHdr != "" {
+			req.Header.Set("Range", tt.rangeHdr)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule || tt.status == 403 && strings.Contains(string(body), "secret") {
+			t.Errorf("%s %s for %s (Range %q): %d %q; want %d %q", tt.method, tt.path, tt.purpose, tt.rangeHdr, resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), tt.status, tt.rule)
 		}
 	}
 }

@@ -16,7 +16,8 @@ import (
 // more). The page is read as browsers read it, and never fails: what does
 // not parse is skipped, and a tag cut at the end of page is not read.
 func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
-	z := html.NewTokenizer(bytes.NewReader(page))
+	// A byte order mark is no text: browsers drop it.
+	z := html.NewTokenizer(bytes.NewReader(bytes.TrimPrefix(page, []byte("\xEF\xBB\xBF"))))
 	inText := false // in a title, style, script or the like: its text is the head's
 	for {
 		tt := z.Next()
@@ -43,7 +44,9 @@ func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
 					u.Combine(&v)
 				}
 			case atom.Title, atom.Style, atom.Script, atom.Noscript, atom.Template:
-				inText = tt == html.StartTagToken
+				// Their text is the head's: the tokenizer reads it raw even
+				// after a self-closing tag ("<script/>"), as browsers do.
+				inText = true
 			case atom.Html, atom.Head, atom.Link, atom.Base:
 			default:
 				return u, true // <body>, or an element only a body holds

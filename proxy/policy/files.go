@@ -43,38 +43,57 @@ const (
 // as the protocol reads an error. check, which sees no response, reports
 // such a reservation as a refusal.
 func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool) {
-	if d.Action != ActionAllowed || d.Purposes == 0 || w.Files == nil || d.rules == nil {
+	if d.Action != ActionAllowed || d.Purposes == 0 || w.Files == nil {
 		return
 	}
-	target := robots.Normalize(d.Target)
-	budget := robots.MakeBudget(DecideWork)
-	licenses := d.rules.Licenses()
-	for _, lic := range licenses[:min(len(licenses), MaxLicenses)] {
-		if !strings.HasPrefix(lic, "https://") && !strings.HasPrefix(lic, "http://") {
-			continue // not an absolute URL: RSL names none other
-		}
-		what := "RSL licence " + lic
-		doc, err := w.Files.RSL(ctx, lic)
-		if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) {
-			return
-		}
+	// The path as decided, and every path a lenient server could serve
+	// for it, as robots.txt's own statements are read; under what is left
+	// of the request's work bound.
+	budget := robots.MakeBudget(max(DecideWork-d.work, 0))
+	paths := []string{robots.Normalize(d.Target)}
+	for r := range robots.LenientReadingsWithin(d.Target, &budget) {
+		paths = append(paths, r)
+	}
+	tooCostly := func(what string) {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf("bad request: deciding this path under %s would take more than the work bound; refused rather than let through undecided", what)
+	}
+	var licenses []string
+	if d.rules != nil { // no robots.txt (4xx, or unreachable past its limit): no License line
+		licenses = d.rules.Licenses()
+	}
+	for i, lic := range licenses {
 		var u robots.Usage
-		if doc.Good() {
-			var ok bool
-			if u, ok = doc.Value.UsageWithin(d.Origin.Scheme, d.Origin.Authority(), target, false, &budget); !ok {
-				d.Action, d.Reason = ActionBadRequest, fmt.Sprintf("bad request: deciding this path under the RSL licence %s would take more than the work bound; refused rather than let through undecided", lic)
+		switch lower := strings.ToLower(lic); {
+		case !strings.HasPrefix(lower, "https://") && !strings.HasPrefix(lower, "http://"):
+			continue // not an absolute URL: RSL names none other
+		case i >= MaxLicenses:
+			// More licences than robotsgate reads: terms unread.
+			u = refuseAI("rsl " + lic + ": unread (more than " + fmt.Sprint(MaxLicenses) + " License lines)")
+		default:
+			what := "RSL licence " + lic
+			doc, err := w.Files.RSL(ctx, lic)
+			if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) {
 				return
 			}
-		} else {
-			why := doc.Err
-			if doc.ParseErr != nil {
-				why = doc.ParseErr.Error()
+			if !doc.Good() {
+				why := doc.Err
+				if doc.ParseErr != nil {
+					why = doc.ParseErr.Error()
+				}
+				if why == "" {
+					why = fmt.Sprintf("status %d", doc.Status)
+				}
+				u = refuseAI("rsl " + lic + ": unreadable (" + why + ")")
+				break
 			}
-			if why == "" {
-				why = fmt.Sprintf("status %d", doc.Status)
+			for _, path := range paths {
+				v, ok := doc.Value.UsageWithin(d.Origin.Scheme, d.Origin.Authority(), path, false, &budget)
+				if !ok {
+					tooCostly("the RSL licence " + lic)
+					return
+				}
+				u.Combine(&v)
 			}
-			v := robots.UsageVerdict{State: robots.Refused, Statement: "rsl " + lic + ": unreadable (" + why + ")"}
-			u[robots.AITrain], u[robots.AIInput] = v, v
 		}
 		d.Usage.Combine(&u)
 	}
@@ -87,18 +106,29 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 	if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) || !doc.Good() {
 		return
 	}
-	u, ok := doc.Value.UsageWithin(target, &budget)
-	if !ok {
-		d.Action, d.Reason = ActionBadRequest, "bad request: deciding this path under the site's tdmrep.json would take more than the work bound; refused rather than let through undecided"
-		return
-	}
-	if pur, v, refused := u.Refuses(d.Purposes.List()); refused {
-		d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
-		if check {
-			d.Refusal = d.reserved
-			d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, pur, d.Refusal.HeaderValue())
+	for _, path := range paths {
+		u, ok := doc.Value.UsageWithin(path, &budget)
+		if !ok {
+			tooCostly("the site's tdmrep.json")
+			return
+		}
+		if pur, v, refused := u.Refuses(d.Purposes.List()); refused {
+			d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
+			break
 		}
 	}
+	if d.reserved.Statement != "" && check {
+		d.Refusal = d.reserved
+		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, d.reserved.Purpose, d.Refusal.HeaderValue())
+	}
+}
+
+// refuseAI is a Usage that refuses ai-train and ai-input by statement.
+func refuseAI(statement string) robots.Usage {
+	var u robots.Usage
+	v := robots.UsageVerdict{State: robots.Refused, Statement: statement}
+	u[robots.AITrain], u[robots.AIInput] = v, v
+	return u
 }
 
 // fileAnswered reports whether a file besides robots.txt was answered for

@@ -132,15 +132,20 @@ func (p *Policy) judgesResponse(d *Decision) bool {
 }
 
 // NeedsHead reports whether a forwarded response must have its HTML head
-// read (robots.HeadUsage) before JudgeResponse: an HTML page for a request
-// its statements could refuse.
-func (p *Policy) NeedsHead(d *Decision, h http.Header) bool {
-	if !p.judgesResponse(d) {
+// read (robots.HeadUsage) before JudgeResponse: a page with content, for
+// a request its statements could refuse, that says it is HTML or, saying
+// nothing of its type, may be (as browsers sniff it).
+func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
+	if !p.judgesResponse(d) || resp.Request != nil && resp.Request.Method == http.MethodHead {
 		return false
 	}
-	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	switch code := resp.StatusCode; {
+	case code < 200, code == http.StatusNoContent, code == http.StatusNotModified:
+		return false
+	}
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	ct = strings.TrimSpace(ct)
-	return strings.EqualFold(ct, "text/html") || strings.EqualFold(ct, "application/xhtml+xml")
+	return ct == "" || strings.EqualFold(ct, "text/html") || strings.EqualFold(ct, "application/xhtml+xml")
 }
 
 // JudgeResponse decides a forwarded response's own statements for an
@@ -158,7 +163,6 @@ func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *robots.Usage) b
 		return false
 	}
 	declared := d.Purposes.List()
-	var stated robots.Usage // what the response says, for the file's reservation
 	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation", "X-Robots-Tag"} {
 		vals := h[name]
 		if len(vals) == 0 {
@@ -174,15 +178,18 @@ func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *robots.Usage) b
 		if pur, v, ok := u.Refuses(declared); ok {
 			return p.refuseResponse(d, Refusal{Purpose: pur, Statement: v.Statement, Header: true})
 		}
-		stated.Combine(&u)
 	}
 	if head != nil {
 		if pur, v, ok := head.Refuses(declared); ok {
 			return p.refuseResponse(d, Refusal{Purpose: pur, Statement: v.Statement})
 		}
-		stated.Combine(head)
 	}
-	if r := d.reserved; r.Statement != "" && stated[r.Purpose].State == robots.Unstated {
+	// Only the response's own tdm-reservation overrides the file's
+	// reservation: in a header, or a meta element of its head (which, had
+	// it said 1, refused above).
+	tdmStated := len(h["Tdm-Reservation"]) > 0 ||
+		head != nil && strings.HasPrefix(head[robots.AITrain].Statement, "meta tdm-reservation")
+	if r := d.reserved; r.Statement != "" && !tdmStated {
 		return p.refuseResponse(d, r)
 	}
 	return false
