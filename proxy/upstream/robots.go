@@ -72,6 +72,7 @@ func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, store fetch.DocStor
 		Parse:      o.Parse,
 		TTL:        rc.CacheTTL,
 		RetryAfter: rc.RetryAfter,
+		MaxBytes:   max(rc.CacheMaxBytes/32, 4<<20), // of each kind: as the robots.txt cache's hot tier
 		Now:        o.Now,
 		OnFetch:    onFetch,
 		Store:      store,

@@ -17,14 +17,17 @@ import (
 // after RetryAfter (or the site's own longer Retry-After), the last good
 // copy kept while a URL is unreachable, and the Fetcher's size cap. T is
 // the parsed file; parse failing is an answer too (Doc.ParseErr). It is
-// bounded: at most MaxEntries URLs, the least recently used forgotten
-// first (which costs a refetch). It is safe for concurrent use.
+// bounded: at most MaxEntries URLs and MaxBytes of files held (each
+// counted at twice its body, what a parsed file takes), the least
+// recently used forgotten first (which costs a refetch). It is safe for
+// concurrent use.
 type DocCache[T any] struct {
 	opts DocCacheOptions[T]
 
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *docEntry[T]
 	lru     list.List                // most recently used first
+	bytes   int64                    // the entries' sizes
 	flights map[string]*docFlight[T]
 }
 
@@ -43,6 +46,8 @@ type DocCacheOptions[T any] struct {
 	RetryAfter time.Duration
 	// MaxEntries bounds the URLs held. 0: DefaultMaxDocs.
 	MaxEntries int
+	// MaxBytes bounds the files held. 0: DefaultMaxDocBytes.
+	MaxBytes int64
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 	// OnFetch, if set, is called with each fetch's answer (for a log: a
@@ -53,8 +58,12 @@ type DocCacheOptions[T any] struct {
 	Store DocStore
 }
 
-// DefaultMaxDocs is how many files a DocCache holds by default.
-const DefaultMaxDocs = 20_000
+// DefaultMaxDocs and DefaultMaxDocBytes bound the files a DocCache holds
+// by default.
+const (
+	DefaultMaxDocs     = 20_000
+	DefaultMaxDocBytes = 64 << 20
+)
 
 // A Doc is a DocCache's answer for one URL.
 type Doc[T any] struct {
@@ -80,6 +89,7 @@ func (d *Doc[T]) Good() bool { return d.Outcome == Fetched && d.ParseErr == nil 
 
 type docEntry[T any] struct {
 	url     string
+	size    int64   // what it holds, as counted against MaxBytes
 	good    *Doc[T] // the last answer that was fetched or unavailable; nil if none
 	expires time.Time
 	failed  *Doc[T] // the last failure, while retryAt is ahead; nil if none
@@ -105,6 +115,9 @@ func NewDocCache[T any](opts DocCacheOptions[T]) *DocCache[T] {
 	opts.RetryAfter = min(opts.RetryAfter, maxRetryAfter)
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxDocs
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxDocBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -169,7 +182,7 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 		if sd.Outcome == Fetched {
 			d.Value, d.ParseErr = c.opts.Parse(url, sd.Body)
 		}
-		c.record(url, d, sd.Expires, time.Time{})
+		c.record(url, d, len(sd.Body), sd.Expires, time.Time{})
 		close(f.done)
 		return
 	}
@@ -192,7 +205,7 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 		}
 		expires = now.Add(ttl)
 	}
-	d = c.record(url, d, expires, retry)
+	d = c.record(url, d, len(res.Body), expires, retry)
 	close(f.done)
 	if res.Outcome != Unreachable && c.opts.Store != nil {
 		sd := &StoredDoc{URL: url, Outcome: res.Outcome, Status: res.Status, Truncated: res.Truncated, FetchedAt: res.At, Expires: expires}
@@ -223,13 +236,23 @@ func (c *DocCache[T]) loadStored(url string, now time.Time) *StoredDoc {
 	return sd
 }
 
-// record keeps d as url's answer, and takes its flight out of flights; it
-// returns the answer to give. A failure (retry not zero) keeps the last
-// answer that was not one, stale; another answer is kept until expires.
-func (c *DocCache[T]) record(url string, d Doc[T], expires, retry time.Time) Doc[T] {
+// record keeps d, of a body of n bytes, as url's answer, and takes its
+// flight out of flights; it returns the answer to give. A failure (retry
+// not zero) keeps the last answer that was not one, stale; another answer
+// is kept until expires.
+func (c *DocCache[T]) record(url string, d Doc[T], n int, expires, retry time.Time) Doc[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entry(url)
+	if retry.IsZero() {
+		size := 2*int64(n) + 512
+		c.bytes += size - e.size
+		e.size = size
+		c.lru.MoveToFront(c.entries[url])
+		for c.bytes > c.opts.MaxBytes && c.lru.Len() > 1 {
+			c.evict()
+		}
+	}
 	if !retry.IsZero() {
 		if g := e.good; g != nil {
 			// The last answer that was not a failure answers, however
@@ -256,9 +279,7 @@ func (c *DocCache[T]) entry(url string) *docEntry[T] {
 		return el.Value.(*docEntry[T])
 	}
 	for c.lru.Len() >= c.opts.MaxEntries {
-		last := c.lru.Back()
-		delete(c.entries, last.Value.(*docEntry[T]).url)
-		c.lru.Remove(last)
+		c.evict()
 	}
 	e := &docEntry[T]{url: url}
 	c.entries[url] = c.lru.PushFront(e)
@@ -284,14 +305,32 @@ func (c *DocCache[T]) Peek(url string) (Doc[T], bool) {
 	return Doc[T]{}, false
 }
 
+// evict forgets the least recently used entry. c.mu is held.
+func (c *DocCache[T]) evict() {
+	last := c.lru.Back()
+	e := last.Value.(*docEntry[T])
+	delete(c.entries, e.url)
+	c.lru.Remove(last)
+	c.bytes -= e.size
+}
+
 // Forget drops what is held for url, so that the next Get fetches it.
 func (c *DocCache[T]) Forget(url string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.entries[url]; el != nil {
+		e := el.Value.(*docEntry[T])
 		delete(c.entries, url)
 		c.lru.Remove(el)
+		c.bytes -= e.size
 	}
+}
+
+// Bytes returns what the files held count against MaxBytes.
+func (c *DocCache[T]) Bytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // Len returns how many URLs are held.

@@ -3,6 +3,8 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -158,5 +160,33 @@ func TestDocCacheBounded(t *testing.T) {
 	c.Get(t.Context(), o.URL+"/fb")
 	if n := o.count("/fb"); n != 2 {
 		t.Errorf("/fb fetched %d times; want 2 (forgotten, then fetched again)", n)
+	}
+}
+
+// TestDocCacheBytes: the files held stay within MaxBytes, each counted at
+// twice its body, the least recently used forgotten first.
+func TestDocCacheBytes(t *testing.T) {
+	t.Parallel()
+	body := `[` + strings.Repeat(`{"location": "/x", "tdm-reservation": 1},`, 2000) + `{"location": "/", "tdm-reservation": 0}]`
+	o := newOrigin(t, serveText(body))
+	c := NewDocCache(DocCacheOptions[*robots.TDMRep]{
+		Fetcher:  testFetcher(FetcherOptions{}),
+		Parse:    func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+		MaxBytes: 5 * 2 * int64(len(body)), // room for four (each counted 2 x body + 512)
+	})
+	for i := range 10 {
+		if _, err := c.Get(t.Context(), fmt.Sprintf("%s/f%d", o.URL, i)); err != nil {
+			t.Fatal(err)
+		}
+		if c.Bytes() > 5*2*int64(len(body)) {
+			t.Fatalf("after %d files: %d bytes held; want at most %d", i+1, c.Bytes(), 5*2*len(body))
+		}
+	}
+	if c.Len() != 4 {
+		t.Errorf("%d files held; want the 4 most recent", c.Len())
+	}
+	c.Forget(fmt.Sprintf("%s/f9", o.URL))
+	if c.Len() != 3 || c.Bytes() != 3*(2*int64(len(body))+512) {
+		t.Errorf("after a Forget: %d files, %d bytes; want 3 and their size", c.Len(), c.Bytes())
 	}
 }

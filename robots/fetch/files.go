@@ -22,7 +22,8 @@ type FilesOptions struct {
 	Parse      []robots.Option // how files are parsed (WithNormalization, as robots.txt)
 	TTL        time.Duration
 	RetryAfter time.Duration
-	MaxEntries int // of each kind
+	MaxEntries int   // of each kind
+	MaxBytes   int64 // of each kind
 	Now        func() time.Time
 	// OnFetch, if set, is called with each fetch's URL and answer: its
 	// outcome, and what was wrong with it ("" when nothing was).
@@ -35,12 +36,12 @@ type FilesOptions struct {
 func NewFiles(o FilesOptions) *Files {
 	return &Files{
 		tdm: NewDocCache(DocCacheOptions[*robots.TDMRep]{
-			Fetcher: o.Fetcher, Accept: "application/json, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, Now: o.Now,
+			Fetcher: o.Fetcher, Accept: "application/json, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, Now: o.Now,
 			Parse:   func(_ string, body []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(body, o.Parse...) },
 			OnFetch: onFetch[*robots.TDMRep](o.OnFetch), Store: o.Store,
 		}),
 		rsl: NewDocCache(DocCacheOptions[*robots.RSL]{
-			Fetcher: o.Fetcher, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, Now: o.Now,
+			Fetcher: o.Fetcher, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, Now: o.Now,
 			Parse:   func(url string, body []byte) (*robots.RSL, error) { return robots.ParseRSL(url, body, o.Parse...) },
 			OnFetch: onFetch[*robots.RSL](o.OnFetch), Store: o.Store,
 		}),
