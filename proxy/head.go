@@ -86,7 +86,8 @@ func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.U
 	raw := &recorder{r: resp.Body, max: 2 * MaxHead} // room for a compressed head's first block
 	// A body that stalls is closed when the time is up: its read returns.
 	stop := time.AfterFunc(hr.timeout, func() { resp.Body.Close() })
-	page, err := hr.decodeHead(resp, raw)
+	tokens := d.Agents.Slice()
+	page, head, err := hr.decodeHead(resp, raw, tokens)
 	timedOut := !stop.Stop()
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(raw.buf), resp.Body), Closer: resp.Body}
 	switch {
@@ -105,13 +106,17 @@ func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.U
 		}
 		return u
 	}
-	u, _ := robots.HeadUsage(page, d.Agents.Slice())
+	if head != nil { // read already, to see that the head had ended
+		return *head
+	}
+	u, _ := robots.HeadUsage(page, tokens)
 	return u
 }
 
 // decodeHead reads the decoded head of resp from raw, through the one
-// coding its Content-Encoding field lines name (if any).
-func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader) ([]byte, error) {
+// coding its Content-Encoding field lines name (if any), and what its meta
+// elements say for tokens when that was read already (readUntilHeadEnds).
+func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader, tokens []string) ([]byte, *robots.Usage, error) {
 	var codings []string
 	for _, v := range resp.Header.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
@@ -121,7 +126,7 @@ func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader) ([]byte, er
 		}
 	}
 	if len(codings) > 1 {
-		return nil, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
+		return nil, nil, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
 	}
 	coding := ""
 	if len(codings) == 1 {
@@ -132,17 +137,17 @@ func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader) ([]byte, er
 		case hr.zstd <- struct{}{}:
 			defer func() { <-hr.zstd }()
 		case <-time.After(hr.timeout):
-			return nil, errors.New("too many zstd pages read at once")
+			return nil, nil, errors.New("too many zstd pages read at once")
 		}
 	}
 	dec, err := decoder(coding, raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a decoder's, not the body's
 	}
-	return readUntilHeadEnds(dec)
+	return readUntilHeadEnds(dec, tokens)
 }
 
 // decoder returns a reader of r's bytes decoded from coding (a
@@ -176,9 +181,10 @@ func decoder(coding string, r io.Reader) (io.Reader, error) {
 // readUntilHeadEnds reads r until MaxHead bytes, its end, or the end of
 // the page's head: where "</head" or "<body" (either case) appears and
 // robots.HeadUsage agrees that the head has ended (the first few times:
-// such text in a script does not end it). An error other than the end of
-// r is returned with what was read.
-func readUntilHeadEnds(r io.Reader) ([]byte, error) {
+// such text in a script does not end it); then with what HeadUsage said
+// for tokens. An error other than the end of r is returned with what was
+// read.
+func readUntilHeadEnds(r io.Reader, tokens []string) ([]byte, *robots.Usage, error) {
 	buf := make([]byte, 0, 4<<10)
 	checks := 0
 	for len(buf) < MaxHead {
@@ -191,18 +197,18 @@ func readUntilHeadEnds(r io.Reader) ([]byte, error) {
 		buf = buf[:len(buf)+n]
 		if checks < maxHeadChecks && headEnds(buf[from:]) {
 			checks++
-			if _, done := robots.HeadUsage(buf, nil); done {
-				return buf, nil
+			if u, done := robots.HeadUsage(buf, tokens); done {
+				return buf, &u, nil
 			}
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF && len(buf) > 0 {
-			return buf, nil
+			return buf, nil, nil
 		}
 		if err != nil {
-			return buf, err
+			return buf, nil, err
 		}
 	}
-	return buf, nil
+	return buf, nil, nil
 }
 
 // maxHeadChecks bounds how often readUntilHeadEnds reads the head so far
