@@ -347,6 +347,10 @@ func FuzzParseTDMRep(f *testing.F) {
 		if u[AITrain] != u[AIInput] || u[Search].State != Unstated {
 			t.Fatalf("TDMRep.Usage(%q) = %s", path, usageString(u))
 		}
+		// What is reserved on every path is reserved on this one.
+		if all := tr.UsageEverywhere(); all[AITrain].State == Refused && u[AITrain].State != Refused {
+			t.Fatalf("TDMRep.UsageEverywhere = %s, but Usage(%q) = %s", usageString(all), path, usageString(u))
+		}
 	})
 }
 
@@ -372,6 +376,14 @@ func FuzzParseRSL(f *testing.F) {
 			return
 		}
 		checkStatements(t, "RSL.Usage", u, "rsl "+src+": ")
+		// What is refused on every path is refused on this one.
+		if all, ok := l.UsageEverywhere("https", "publisher.example", false, NewBudget(1<<20)); ok {
+			for pur := range all {
+				if all[pur].State == Refused && u[pur].State != Refused {
+					t.Fatalf("RSL.UsageEverywhere = %s, but Usage(%q) = %s", usageString(all), path, usageString(u))
+				}
+			}
+		}
 		for pur := range u {
 			if u[pur] != lic[pur] && !strings.Contains(u[pur].Statement, ": license server ") {
 				t.Fatalf("RSL.Usage(%q)[%s]: %+v unlicensed, %+v licensed", path, Purpose(pur), u[pur], lic[pur])

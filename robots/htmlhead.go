@@ -19,13 +19,28 @@ func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
 	// A byte order mark is no text: browsers drop it.
 	z := html.NewTokenizer(bytes.NewReader(bytes.TrimPrefix(page, []byte("\xEF\xBB\xBF"))))
 	inText := false // in a title, style, script or the like: its text is the head's
+	templates := 0  // the <template> elements open: their content is inert, no part of the head
 	for {
 		tt := z.Next()
 		wasText := inText
 		inText = false
-		switch tt {
-		case html.ErrorToken: // the end of page: nothing else fails reading from memory
+		if tt == html.ErrorToken { // the end of page: nothing else fails reading from memory
 			return u, false
+		}
+		if templates > 0 {
+			// A template holds any markup, which neither ends the head
+			// nor states anything (browsers parse it into an inert
+			// fragment): only its own tags count, nested ones too.
+			if name, _ := z.TagName(); atom.Lookup(name) == atom.Template {
+				if tt == html.EndTagToken {
+					templates--
+				} else {
+					templates++ // "<template/>" opens one too: HTML ignores the slash
+				}
+			}
+			continue
+		}
+		switch tt {
 		case html.TextToken:
 			// Text the head cannot hold starts the body.
 			if !wasText && strings.TrimSpace(string(z.Raw())) != "" {
@@ -43,7 +58,9 @@ func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
 					v := metaUsage(z, tokens)
 					u.Combine(&v)
 				}
-			case atom.Title, atom.Style, atom.Script, atom.Noscript, atom.Template:
+			case atom.Template:
+				templates = 1
+			case atom.Title, atom.Style, atom.Script, atom.Noscript:
 				// Their text is the head's: the tokenizer reads it raw even
 				// after a self-closing tag ("<script/>"), as browsers do.
 				inText = true

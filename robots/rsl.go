@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // RSL is an RSL 1.0 (Really Simple Licensing) document, which a robots.txt
@@ -24,7 +26,8 @@ type RSL struct {
 // rslContent is one <content> element.
 type rslContent struct {
 	url      string // as written
-	origin   string // "scheme://host" of an absolute url, lower-cased, default port left out; "" for a path
+	origin   string // "scheme://host[:port]" of an absolute url, canonical (see canonicalOrigin); "" for a path
+	wildcard bool   // origin's host holds "*": a pattern matched against the request's host
 	pattern  string // the path pattern, escaped as robots.txt patterns are (normalised WithNormalization)
 	server   string // the licence server, if any
 	licenses []rslLicense
@@ -104,6 +107,7 @@ func ParseRSL(url string, body []byte, opts ...Option) (*RSL, error) {
 					continue
 				}
 				c.origin, c.pattern = splitContentURL(c.url)
+				c.wildcard = strings.Contains(c.origin, "*")
 				if o.normalize && c.pattern != "" {
 					c.pattern = normalize(c.pattern, true)
 				}
@@ -161,15 +165,101 @@ func attr(t xml.StartElement, name string) string {
 func splitContentURL(u string) (origin, pattern string) {
 	path := u
 	if scheme, rest, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, "/*") {
-		host, p, _ := strings.Cut(rest, "/")
-		host = strings.ToLower(host)
-		scheme = strings.ToLower(scheme)
-		host = strings.TrimSuffix(host, map[string]string{"http": ":80", "https": ":443"}[scheme])
-		origin, path = scheme+"://"+host, "/"+p
+		authority, p, _ := strings.Cut(rest, "/")
+		origin, path = canonicalOrigin(scheme, authority), "/"+p
 	}
 	var b strings.Builder
 	writeEscapedPattern(&b, []byte(path))
 	return origin, b.String()
+}
+
+// canonicalOrigin returns "scheme://host[:port]" as a proxy names the
+// origin of a request, so that the two compare as strings: the scheme and
+// host lower-cased, an internationalised host in its ASCII (punycode) form,
+// its trailing dot and the scheme's default port left out. A host that
+// IDNA cannot map is kept lower-cased: it names no host a request can
+// have. A "*" in the host is kept, a pattern for the host.
+func canonicalOrigin(scheme, authority string) string {
+	scheme = strings.ToLower(scheme)
+	host, port := authority, ""
+	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.Contains(authority[i:], "]") {
+		host, port = authority[:i], authority[i+1:]
+	}
+	if port == map[string]string{"http": "80", "https": "443"}[scheme] {
+		port = ""
+	}
+	host = strings.ToLower(host)
+	if !isASCII(host) {
+		// A wildcard host's stars are no IDNA: its other labels are
+		// mapped one by one.
+		labels := []string{host}
+		if strings.Contains(host, "*") {
+			labels = strings.Split(host, ".")
+		}
+		for i, l := range labels {
+			if a, err := idna.Lookup.ToASCII(l); err == nil && !strings.Contains(l, "*") {
+				labels[i] = strings.ToLower(a)
+			}
+		}
+		host = strings.Join(labels, ".")
+	}
+	host = strings.TrimSuffix(host, ".")
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// matchesOrigin reports whether c applies to the origin o
+// ("scheme://host[:port]", canonical): a content url that is a path applies
+// to every origin; an absolute one to its own, or, with a "*" in its host,
+// to every origin its pattern matches ("https://*.example.com" matches
+// "https://cdn.example.com", not "https://example.com"). The cost is
+// spent from b.
+func (c *rslContent) matchesOrigin(o string, b *Budget) bool {
+	switch {
+	case c.origin == "":
+		return true
+	case !c.wildcard:
+		return c.origin == o
+	}
+	return b.spend(len(c.origin)*strings.Count(c.origin, "*")+len(o)) && globMatch(c.origin, o)
+}
+
+// globMatch reports whether s matches pattern, in which "*" matches any
+// run of bytes and every other byte itself. It backtracks to the last
+// star only, in time proportional to len(pattern) * len(s) at worst.
+func globMatch(pattern, s string) bool {
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(pattern) && pattern[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case pi < len(pattern) && pattern[pi] == s[si]:
+			pi++
+			si++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(pattern) && pattern[pi] == '*' {
+		pi++
+	}
+	return pi == len(pattern)
 }
 
 // rslPurposes returns the purposes an RSL usage value names: "all" every
@@ -191,15 +281,18 @@ func rslPurposes(v string) []Purpose {
 	return nil
 }
 
-// Usage answers for the URL scheme://host + path (host lower-cased, the
-// default port left out; path normalised when the document was parsed
-// WithNormalization): the <content> element with the longest pattern that
-// matches it decides, the first of equally long ones. Its licences refuse
-// a purpose one of them prohibits; else, when one or more of them list what
-// they permit, one that none of them permits. A content element with a
-// licence server refuses ai-train and ai-input too: its terms need a token
-// first (licensed lifts that: robotsgate passes true for a site it holds
-// a written licence for). A purpose it permits is granted. Statements are
+// Usage answers for the URL scheme://host + path (host as a proxy names
+// an origin: lower-case ASCII, no trailing dot, the default port left out;
+// path normalised when the document was parsed WithNormalization): the
+// <content> element with the longest pattern that matches it decides, the
+// first of equally long ones. An absolute content url applies to its own
+// origin (compared in the same canonical form), or, with a "*" in its
+// host, to every host that pattern matches. Its licences refuse a purpose
+// one of them prohibits; else, when one or more of them list what they
+// permit, one that none of them permits. A content element with a licence
+// server refuses ai-train and ai-input too: its terms need a token first
+// (licensed lifts that: robotsgate passes true for a site it holds a
+// written licence for). A purpose it permits is granted. Statements are
 // "rsl <url>: prohibits usage <values>", "rsl <url>: permits usage
 // <values>" and "rsl <url>: license server <server>". A nil RSL states
 // nothing.
@@ -220,24 +313,84 @@ func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (
 	sr := search{path: path, w: b}
 	for i := range l.contents {
 		c := &l.contents[i]
-		if c.origin != "" && c.origin != origin || best != nil && len(c.pattern) <= len(best.pattern) {
+		if best != nil && len(c.pattern) <= len(best.pattern) {
 			continue
 		}
 		if !b.spend(ruleCost + len(c.pattern)) {
 			return u, false
 		}
+		if !c.matchesOrigin(origin, b) {
+			if b.Exhausted() {
+				return u, false
+			}
+			continue
+		}
 		if sr.patternMatches(c.pattern) {
 			best = c
 		}
 	}
-	if best == nil {
-		return u, !b.Exhausted()
+	if best != nil {
+		u = l.contentUsage(best, licensed)
 	}
+	return u, !b.Exhausted()
+}
+
+// UsageEverywhere answers, for each purpose, whether the document refuses
+// it on every path of the origin scheme://host, as a tunnelling proxy that
+// cannot see paths must know: Refused where a content element of the
+// origin matches every path ("/", "/*", "*") and every content element of
+// the origin refuses it (the first such element's statement is the
+// evidence); Unstated otherwise. b bounds the work as for UsageWithin.
+func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *Budget) (Usage, bool) {
+	var u Usage
+	if l == nil {
+		return u, true
+	}
+	origin := scheme + "://" + host
+	var refused [numPurposes]int // elements of the origin that refuse each purpose
+	var first [numPurposes]UsageVerdict
+	all, whole := 0, false
+	for i := range l.contents {
+		c := &l.contents[i]
+		if !b.spend(ruleCost + len(c.pattern)) {
+			return u, false
+		}
+		if !c.matchesOrigin(origin, b) {
+			if b.Exhausted() {
+				return u, false
+			}
+			continue
+		}
+		all++
+		whole = whole || matchesEverything(c.pattern)
+		cu := l.contentUsage(c, licensed)
+		for p := range numPurposes {
+			if cu[p].State == Refused {
+				if refused[p] == 0 {
+					first[p] = cu[p]
+				}
+				refused[p]++
+			}
+		}
+	}
+	if whole {
+		for p := range numPurposes {
+			if refused[p] == all {
+				u[p] = first[p]
+			}
+		}
+	}
+	return u, true
+}
+
+// contentUsage is what content element c says of each purpose (see Usage).
+func (l *RSL) contentUsage(c *rslContent, licensed bool) Usage {
+	var u Usage
 	prefix := "rsl " + l.url + ": "
 	for p := range numPurposes {
 		var refusal, grant string
 		permitsListed := false
-		for _, lic := range best.licenses {
+		for _, lic := range c.licenses {
 			switch {
 			case lic.forbidden[p]:
 				refusal = prefix + "prohibits usage " + lic.prohibits
@@ -253,14 +406,14 @@ func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (
 		case refusal != "":
 			u[p] = UsageVerdict{State: Refused, Statement: refusal}
 		case grant == "" && permitsListed:
-			u[p] = UsageVerdict{State: Refused, Statement: prefix + "permits usage " + best.permitsList()}
-		case best.server != "" && !licensed && p != Search:
-			u[p] = UsageVerdict{State: Refused, Statement: prefix + "license server " + best.server}
+			u[p] = UsageVerdict{State: Refused, Statement: prefix + "permits usage " + c.permitsList()}
+		case c.server != "" && !licensed && p != Search:
+			u[p] = UsageVerdict{State: Refused, Statement: prefix + "license server " + c.server}
 		case grant != "":
 			u[p] = UsageVerdict{State: Granted, Statement: grant}
 		}
 	}
-	return u, !b.Exhausted()
+	return u
 }
 
 // permitsList returns what c's licences permit, their lists joined.

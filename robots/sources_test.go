@@ -107,6 +107,11 @@ func TestHeadUsage(t *testing.T) {
 		{"body first", []byte("<body><meta name=robots content=noai>"), nil, "", true},
 		{"meta without a name", []byte(`<head><meta http-equiv="X-Robots-Tag" content="noai"></head>`), nil, "", true},
 		{"not HTML", []byte("\x00\x01\x02 binary"), nil, "", true},
+		// A template's content is inert: it neither ends the head nor
+		// states anything, nested templates and "<template/>" too.
+		{"template in the head", []byte(`<head><template><div><p>x</p><meta name=robots content=noindex></div></template><meta name=robots content=noai></head>`), nil, "ai-train=refused(meta robots: noai) ai-input=refused(meta robots: noai)", true},
+		{"nested templates", []byte(`<head><template><template></template><b>x</b></template><meta name=robots content=noai><body>`), nil, "ai-train=refused(meta robots: noai) ai-input=refused(meta robots: noai)", true},
+		{"template not closed", []byte(`<head><template/><meta name=robots content=noai><p>text`), nil, "", false},
 		{"empty", nil, nil, "", false},
 	}
 	for _, tt := range tests {
@@ -207,6 +212,26 @@ func TestRSL(t *testing.T) {
 			t.Errorf("Usage(%s://%s%s, licensed %v) =\n%s; want\n%s", tt.scheme, tt.host, tt.path, tt.licensed, got, tt.want)
 		}
 	}
+	// Whole-site statements, for a tunnel that cannot see paths: in
+	// license.xml, "/" refuses ai-train, but /open/* permits all, so no
+	// purpose is refused on every path of any host.
+	if u, ok := l.UsageEverywhere("https", "publisher.example", false, nil); usageString(u) != "" || !ok {
+		t.Errorf("UsageEverywhere(license.xml) = %s, %v; want nothing refused", usageString(u), ok)
+	}
+	whole, err := ParseRSL(src, []byte(`<rsl><content url="/"><license><prohibits type="usage">ai-train</prohibits></license></content>
+<content url="https://cdn.publisher.example/images/*"><license><prohibits type="usage">all</prohibits></license></content></rsl>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ host, want string }{
+		{"publisher.example", "ai-train=refused(" + p + "prohibits usage ai-train)"},
+		{"cdn.publisher.example", "ai-train=refused(" + p + "prohibits usage ai-train)"}, // ai-input: refused on /images/* only
+	} {
+		u, ok := whole.UsageEverywhere("https", tt.host, false, nil)
+		if got := usageString(u); got != tt.want || !ok {
+			t.Errorf("UsageEverywhere(%s) = %s, %v; want %s", tt.host, got, ok, tt.want)
+		}
+	}
 	for _, bad := range []string{
 		``,
 		`<html><body>not rsl</body></html>`,
@@ -221,6 +246,91 @@ func TestRSL(t *testing.T) {
 	var none *RSL
 	if got := usageString(none.Usage("https", "x", "/", false)); got != "" || none.Len() != 0 || none.URL() != "" {
 		t.Errorf("a nil RSL states %s", got)
+	}
+}
+
+// TestRSLHosts: absolute content urls name hosts as a proxy names origins
+// (IDNA, case, a trailing dot and the default port aside), and a "*" in
+// the host matches any run of it.
+func TestRSLHosts(t *testing.T) {
+	t.Parallel()
+	const doc = `<rsl xmlns="https://rslstandard.org/rsl">
+  <content url="HTTPS://Bücher.Example.:443/books/*"><license><prohibits type="usage">ai-train</prohibits></license></content>
+  <content url="https://*.cdn.example/*"><license><prohibits type="usage">ai-input</prohibits></license></content>
+  <content url="https://*.bücher.example/*"><license><prohibits type="usage">search</prohibits></license></content>
+  <content url="http://example.com:8080/*"><license><prohibits type="usage">all</prohibits></license></content>
+</rsl>`
+	l, err := ParseRSL("https://x.example/l.xml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		scheme, host, path string
+		want               Purpose
+		refused            bool
+	}{
+		{"https", "xn--bcher-kva.example", "/books/1", AITrain, true},
+		{"https", "xn--bcher-kva.example", "/other", AITrain, false},
+		{"http", "xn--bcher-kva.example", "/books/1", AITrain, false}, // another scheme, another origin
+		{"https", "img.cdn.example", "/a.jpg", AIInput, true},
+		{"https", "a.b.cdn.example", "/a.jpg", AIInput, true},
+		{"https", "cdn.example", "/a.jpg", AIInput, false}, // "*." needs a label
+		{"https", "evilcdn.example", "/a.jpg", AIInput, false},
+		{"https", "www.xn--bcher-kva.example", "/x", Search, true},
+		{"http", "example.com:8080", "/x", Search, true},
+		{"http", "example.com", "/x", Search, false},
+	}
+	for _, tt := range tests {
+		u := l.Usage(tt.scheme, tt.host, tt.path, false)
+		if got := u[tt.want].State == Refused; got != tt.refused {
+			t.Errorf("Usage(%s://%s%s)[%s] refused = %v; want %v (%s)", tt.scheme, tt.host, tt.path, tt.want, got, tt.refused, usageString(u))
+		}
+	}
+	// A wildcard host is matched within the work bound: a costly one
+	// runs it out rather than the CPU.
+	costly := `<rsl><content url="https://` + strings.Repeat("*a", 500) + `/*"><license><prohibits type="usage">all</prohibits></license></content></rsl>`
+	c, err := ParseRSL("https://x.example/l.xml", []byte(costly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := MakeBudget(10_000)
+	if _, ok := c.UsageWithin("https", strings.Repeat("a", 250)+".example", "/", false, &b); ok {
+		t.Error("a wildcard host that costs more than the budget: answered; want the budget run out")
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"*", "", true}, {"*", "abc", true}, {"a*c", "abc", true}, {"a*c", "ac", true}, {"a*c", "ab", false},
+		{"*.x", "a.x", true}, {"*.x", ".x", true}, {"*.x", "x", false}, {"a**b", "ab", true}, {"*a*a*", "aa", true},
+		{"*a*a*", "a", false}, {"https://*.e", "https://a.b.e", true}, {"", "", true}, {"", "a", false},
+	} {
+		if got := globMatch(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("globMatch(%q, %q) = %v; want %v", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestTDMRepEverywhere(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ file, want string }{
+		{`[{"location": "/", "tdm-reservation": 1}]`, "ai-train=refused(tdmrep.json: / tdm-reservation=1) ai-input=refused(tdmrep.json: / tdm-reservation=1)"},
+		{`[{"location": "/news/*", "tdm-reservation": 1}, {"location": "*", "tdm-reservation": 1}]`, "ai-train=refused(tdmrep.json: * tdm-reservation=1) ai-input=refused(tdmrep.json: * tdm-reservation=1)"},
+		{`[{"location": "/", "tdm-reservation": 1}, {"location": "/open/*", "tdm-reservation": 0}]`, ""},
+		{`[{"location": "/news/*", "tdm-reservation": 1}]`, ""},
+		{`[]`, ""},
+	} {
+		f, err := ParseTDMRep([]byte(tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := usageString(f.UsageEverywhere()); got != tt.want {
+			t.Errorf("%s: UsageEverywhere = %s; want %s", tt.file, got, tt.want)
+		}
 	}
 }
 

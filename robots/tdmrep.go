@@ -117,6 +117,33 @@ func (t *TDMRep) UsageWithin(path string, b *Budget) (Usage, bool) {
 	return u, !b.Exhausted()
 }
 
+// UsageEverywhere answers whether the file reserves every path, as a
+// tunnelling proxy that cannot see paths must know: ai-train and ai-input
+// Refused when an entry's location matches every path ("/", "/*", "*")
+// and every entry reserves (the first whole-site entry's statement is the
+// evidence); Unstated otherwise.
+func (t *TDMRep) UsageEverywhere() Usage {
+	var u Usage
+	if t == nil {
+		return u
+	}
+	var whole *tdmRule
+	for i := range t.rules {
+		r := &t.rules[i]
+		if !r.reserved {
+			return u
+		}
+		if whole == nil && matchesEverything(r.pattern) {
+			whole = r
+		}
+	}
+	if whole != nil {
+		v := UsageVerdict{State: Refused, Statement: "tdmrep.json: " + whole.location + " tdm-reservation=1"}
+		u[AITrain], u[AIInput] = v, v
+	}
+	return u
+}
+
 // Policy returns the tdm-policy URL of the entry that decides for path, if
 // it names one.
 func (t *TDMRep) Policy(path string) string {
