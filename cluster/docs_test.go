@@ -86,3 +86,50 @@ func TestDocStore(t *testing.T) {
 		t.Errorf("an expired answer was stored: %+v", d)
 	}
 }
+
+// TestDocStorePurge: a purge of a usage file in one instance deletes the
+// fleet's copy: another instance, whose own copy is forgotten as a purge
+// message makes it, fetches the file again rather than read the old one.
+func TestDocStorePurge(t *testing.T) {
+	r := redistest.Start(t)
+	var fetches atomic.Int64
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Cache-Control", "max-age=600")
+		w.Write([]byte(`[]`))
+	}))
+	defer o.Close()
+	url := o.URL + "/.well-known/tdmrep.json"
+	cache := func(c *Client) *fetch.DocCache[*robots.TDMRep] {
+		return fetch.NewDocCache(fetch.DocCacheOptions[*robots.TDMRep]{
+			Fetcher: fetch.NewFetcher(fetch.FetcherOptions{Timeout: 2 * time.Second}),
+			Parse:   func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+			Store:   c,
+		})
+	}
+	a, b := newClient(t, r, nil, time.Second), newClient(t, r, nil, time.Second)
+	ca, cb := cache(a), cache(b)
+	ctx := t.Context()
+	if _, err := ca.Get(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if d, _ := a.LoadDoc(ctx, url); d != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fetched file was not stored")
+		}
+	}
+	ca.Purge(url)
+	if d, err := b.LoadDoc(ctx, url); d != nil || err != nil {
+		t.Fatalf("after a purge, the fleet's copy: %+v, %v; want none", d, err)
+	}
+	cb.Forget(url) // as the purge message has it
+	if _, err := cb.Get(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d fetches; want 2 (the second instance fetched the purged file again)", n)
+	}
+}

@@ -255,3 +255,11 @@ func (c *Client) SaveDoc(ctx context.Context, url string, d *fetch.StoredDoc) er
 		return c.rdb.Set(ctx, key, b, ttl).Err()
 	})
 }
+
+// DeleteDoc forgets url's answer, for the whole fleet.
+func (c *Client) DeleteDoc(ctx context.Context, url string) error {
+	key := c.docKey(url)
+	return c.do(ctx, func(ctx context.Context) error {
+		return c.rdb.Del(ctx, key).Err()
+	})
+}

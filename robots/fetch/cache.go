@@ -940,6 +940,26 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	return Answer{}, false
 }
 
+// Licenses returns the License lines of o's robots.txt, for a purge of
+// the licences it names: from the rules held here, or, failing that, from
+// the Store's good copy (another process of the fleet may have fetched
+// it). Nil when neither holds a robots.txt of o.
+func (c *Cache) Licenses(ctx context.Context, o Origin) []string {
+	if a, ok := c.Peek(o); ok && a.Entry != nil && a.Entry.Rules != nil {
+		return a.Entry.Rules.Licenses()
+	}
+	if c.opts.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rec, err := c.opts.Store.Load(ctx, o)
+	if err != nil || rec.Good == nil || rec.Good.Outcome != Fetched {
+		return nil
+	}
+	return robots.Parse(rec.Good.Body).Licenses()
+}
+
 // Purge forgets everything about o, here and in the Store, so that the
 // next request fetches its robots.txt again. It reports whether anything
 // was held here.

@@ -3,6 +3,7 @@ package fetch
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ type DocCache[T any] struct {
 	lru     list.List                // most recently used first
 	bytes   int64                    // the entries' sizes
 	flights map[string]*docFlight[T]
+	slots   chan struct{} // the fetches in flight: a fetch holds one
 }
 
 // DocCacheOptions configure a DocCache. Each zero value means the default
@@ -48,6 +50,11 @@ type DocCacheOptions[T any] struct {
 	MaxEntries int
 	// MaxBytes bounds the files held. 0: DefaultMaxDocBytes.
 	MaxBytes int64
+	// MaxFetches bounds the fetches in flight at once: a Get that needs
+	// one more waits for a slot up to a tenth of a second, then answers
+	// with the last good copy, however old (Stale), or an error wrapping
+	// ErrOverloaded. 0: DefaultMaxDocFetches.
+	MaxFetches int
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 	// OnFetch, if set, is called with each fetch's answer (for a log: a
@@ -61,8 +68,9 @@ type DocCacheOptions[T any] struct {
 // DefaultMaxDocs and DefaultMaxDocBytes bound the files a DocCache holds
 // by default.
 const (
-	DefaultMaxDocs     = 20_000
-	DefaultMaxDocBytes = 64 << 20
+	DefaultMaxDocs       = 20_000
+	DefaultMaxDocBytes   = 64 << 20
+	DefaultMaxDocFetches = 64
 )
 
 // A Doc is a DocCache's answer for one URL.
@@ -119,36 +127,94 @@ func NewDocCache[T any](opts DocCacheOptions[T]) *DocCache[T] {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxDocBytes
 	}
+	if opts.MaxFetches <= 0 {
+		opts.MaxFetches = DefaultMaxDocFetches
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &DocCache[T]{opts: opts, entries: map[string]*list.Element{}, flights: map[string]*docFlight[T]{}}
+	return &DocCache[T]{
+		opts: opts, entries: map[string]*list.Element{}, flights: map[string]*docFlight[T]{},
+		slots: make(chan struct{}, opts.MaxFetches),
+	}
 }
 
 // Get returns the answer for url: a fresh one held, a failure whose retry
 // time has not come (with the last good copy, if any, as Stale), or the
-// result of one fetch shared by every caller waiting on url. It fails only
-// when ctx ends first.
+// result of one fetch shared by every caller waiting on url. It fails
+// when ctx ends first, and when a fetch is needed but MaxFetches are in
+// flight and no copy of url was ever held (an error wrapping
+// ErrOverloaded).
 func (c *DocCache[T]) Get(ctx context.Context, url string) (Doc[T], error) {
-	now := c.opts.Now()
 	c.mu.Lock()
-	if d, ok := c.held(url, now); ok {
-		c.mu.Unlock()
+	d, held := c.held(url, c.opts.Now())
+	f := c.flights[url]
+	c.mu.Unlock()
+	if held {
 		return d, nil
 	}
-	f := c.flights[url]
 	if f == nil {
-		f = &docFlight[T]{done: make(chan struct{})}
-		c.flights[url] = f
-		go c.fetch(url, f)
+		if err := c.acquire(ctx); err != nil {
+			if d, ok := c.lastGood(url); ok && errors.Is(err, ErrOverloaded) {
+				return d, nil
+			}
+			return Doc[T]{}, fmt.Errorf("fetch %s: %w", url, err)
+		}
+		c.mu.Lock()
+		d, held = c.held(url, c.opts.Now())
+		switch f = c.flights[url]; {
+		case held || f != nil:
+			<-c.slots // answered, or being fetched, while the slot was awaited
+		default:
+			f = &docFlight[T]{done: make(chan struct{})}
+			c.flights[url] = f
+			go c.fetch(url, f) // which frees the slot
+		}
+		c.mu.Unlock()
+		if held {
+			return d, nil
+		}
 	}
-	c.mu.Unlock()
 	select {
 	case <-f.done:
 		return f.doc, nil
 	case <-ctx.Done():
 		return Doc[T]{}, fmt.Errorf("wait for %s: %w", url, context.Cause(ctx))
 	}
+}
+
+// acquire takes a fetch slot, waiting up to fetchSlotWait (and not past
+// ctx); failing that, the error wraps ErrOverloaded.
+func (c *DocCache[T]) acquire(ctx context.Context) error {
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(fetchSlotWait)
+	defer t.Stop()
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w: %d in flight", ErrOverloaded, cap(c.slots))
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// lastGood returns the last answer for url that was not a failure,
+// however old, as Stale: the answer when no fetch can be made now.
+func (c *DocCache[T]) lastGood(url string) (Doc[T], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.entries[url]
+	if el == nil || el.Value.(*docEntry[T]).good == nil {
+		return Doc[T]{}, false
+	}
+	d := *el.Value.(*docEntry[T]).good
+	d.Stale = true
+	return d, true
 }
 
 // held answers for url from what is held, if that may be used at now.
@@ -176,6 +242,7 @@ const docStoreTimeout = 2 * time.Second
 // fetch answers url for f: from the store, when another process fetched it
 // and it is still fresh; else by fetching it (and storing the answer).
 func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
+	defer func() { <-c.slots }()
 	now := c.opts.Now()
 	if sd := c.loadStored(url, now); sd != nil {
 		d := Doc[T]{URL: url, Outcome: sd.Outcome, Status: sd.Status, FetchedAt: sd.FetchedAt, Truncated: sd.Truncated}
@@ -326,6 +393,17 @@ func (c *DocCache[T]) Forget(url string) {
 	}
 }
 
+// Purge forgets url here and in the Store, so that the next Get, here or
+// in another process sharing the Store, fetches it again.
+func (c *DocCache[T]) Purge(url string) {
+	if c.opts.Store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), docStoreTimeout)
+		c.opts.Store.DeleteDoc(ctx, url) // a store that fails logs its own
+		cancel()
+	}
+	c.Forget(url)
+}
+
 // Bytes returns what the files held count against MaxBytes.
 func (c *DocCache[T]) Bytes() int64 {
 	c.mu.Lock()
@@ -349,6 +427,8 @@ type DocStore interface {
 	LoadDoc(ctx context.Context, url string) (*StoredDoc, error)
 	// SaveDoc stores d as url's answer.
 	SaveDoc(ctx context.Context, url string, d *StoredDoc) error
+	// DeleteDoc forgets url's answer (DocCache.Purge).
+	DeleteDoc(ctx context.Context, url string) error
 }
 
 // StoredDoc is a fetched or unavailable answer for a URL, as a DocStore

@@ -190,3 +190,62 @@ func TestDocCacheBytes(t *testing.T) {
 		t.Errorf("after a Forget: %d files, %d bytes; want 3 and their size", c.Len(), c.Bytes())
 	}
 }
+
+// TestDocCacheFetches: at most MaxFetches fetches are in flight; a Get
+// that needs another waits briefly for a slot, then answers with the last
+// good copy, however old (stale), or an error wrapping ErrOverloaded;
+// another URL's waiters are unaffected once a slot frees.
+func TestDocCacheFetches(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var slow atomic.Bool
+	o := newOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() && r.URL.Path == "/stuck" {
+			<-release
+		}
+		w.Header().Set("Cache-Control", "max-age=60")
+		w.Write([]byte(`[{"location": "/", "tdm-reservation": 1}]`))
+	})
+	var now atomic.Int64
+	now.Store(1_000_000)
+	c := NewDocCache(DocCacheOptions[*robots.TDMRep]{
+		Fetcher:    testFetcher(FetcherOptions{}),
+		Parse:      func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+		MaxFetches: 1,
+		Now:        func() time.Time { return time.Unix(now.Load(), 0) },
+	})
+	ctx := t.Context()
+	if d, err := c.Get(ctx, o.URL+"/held"); err != nil || !d.Good() {
+		t.Fatalf("Get(/held) = %+v, %v", d, err)
+	}
+	now.Add(3600) // /held has expired
+	slow.Store(true)
+	stuck := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, o.URL+"/stuck")
+		stuck <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); o.count("/stuck") == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no fetch started")
+		}
+	}
+	// The one slot is taken: a new URL is refused, a URL held answers
+	// stale, without a fetch.
+	if d, err := c.Get(ctx, o.URL+"/new"); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("Get(/new) with every slot taken = %+v, %v; want ErrOverloaded", d, err)
+	}
+	if d, err := c.Get(ctx, o.URL+"/held"); err != nil || !d.Good() || !d.Stale {
+		t.Errorf("Get(/held) with every slot taken = %+v, %v; want its last good copy, stale", d, err)
+	}
+	if n := o.count("/new") + o.count("/held"); n != 1 {
+		t.Errorf("%d fetches of /new and /held; want 1 (the first /held)", n)
+	}
+	close(release)
+	if err := <-stuck; err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Get(ctx, o.URL+"/new"); err != nil || !d.Good() {
+		t.Errorf("Get(/new) once the slot is free = %+v, %v", d, err)
+	}
+}

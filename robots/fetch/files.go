@@ -24,6 +24,7 @@ type FilesOptions struct {
 	RetryAfter time.Duration
 	MaxEntries int   // of each kind
 	MaxBytes   int64 // of each kind
+	MaxFetches int   // in flight at once, of each kind
 	Now        func() time.Time
 	// OnFetch, if set, is called with each fetch's URL and answer: its
 	// outcome, and what was wrong with it ("" when nothing was).
@@ -36,12 +37,12 @@ type FilesOptions struct {
 func NewFiles(o FilesOptions) *Files {
 	return &Files{
 		tdm: NewDocCache(DocCacheOptions[*robots.TDMRep]{
-			Fetcher: o.Fetcher, Accept: "application/json, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, Now: o.Now,
+			Fetcher: o.Fetcher, Accept: "application/json, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, MaxFetches: o.MaxFetches, Now: o.Now,
 			Parse:   func(_ string, body []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(body, o.Parse...) },
 			OnFetch: onFetch[*robots.TDMRep](o.OnFetch), Store: o.Store,
 		}),
 		rsl: NewDocCache(DocCacheOptions[*robots.RSL]{
-			Fetcher: o.Fetcher, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, Now: o.Now,
+			Fetcher: o.Fetcher, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, MaxFetches: o.MaxFetches, Now: o.Now,
 			Parse:   func(url string, body []byte) (*robots.RSL, error) { return robots.ParseRSL(url, body, o.Parse...) },
 			OnFetch: onFetch[*robots.RSL](o.OnFetch), Store: o.Store,
 		}),
@@ -79,10 +80,20 @@ func (f *Files) PeekTDMRep(o Origin) (Doc[*robots.TDMRep], bool) { return f.tdm.
 func (f *Files) PeekRSL(url string) (Doc[*robots.RSL], bool) { return f.rsl.Peek(url) }
 
 // Forget drops what is held of o's tdmrep.json, and of the licences at
-// licenses, for a purge: the next request that needs them fetches them.
+// licenses, for a purge another process made (and made in the Store
+// already): the next request that needs them fetches them.
 func (f *Files) Forget(o Origin, licenses ...string) {
 	f.tdm.Forget(o.TDMRepURL())
 	for _, l := range licenses {
 		f.rsl.Forget(l)
+	}
+}
+
+// Purge forgets o's tdmrep.json, and the licences at licenses, here and in
+// the Store: the fleet's next request that needs them fetches them.
+func (f *Files) Purge(o Origin, licenses ...string) {
+	f.tdm.Purge(o.TDMRepURL())
+	for _, l := range licenses {
+		f.rsl.Purge(l)
 	}
 }
