@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -232,6 +233,56 @@ func TestUsageFilesFailing(t *testing.T) {
 		if resp, _ := get(t, c, q.URL+"/b-"+kind, policy.PurposeHeader, "search"); resp.StatusCode != 200 {
 			t.Errorf("licence %s, search: %d; want 200", kind, resp.StatusCode)
 		}
+	}
+}
+
+// TestUsageFilesOverloaded: the usage files' fetches in flight are
+// bounded (a quarter of robots.max_fetches for each kind): past the
+// bound, a request that needs one more is answered 503 overloaded at
+// once, and is not forwarded; once a fetch ends, it goes through.
+func TestUsageFilesOverloaded(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	stuck := newTestOrigin(t, "User-agent: *\nAllow: /\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/tdmrep.json" {
+			<-release
+			w.Write([]byte(`[]`))
+			return
+		}
+		w.Write([]byte("page\n"))
+	})
+	other := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
+	cfg := loopbackConfig()
+	cfg.Robots.MaxFetches = 4 // one fetch of each kind of usage file at once
+	p := startProxy(t, cfg)
+	c := p.client()
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := get(t, c, stuck.URL+"/a", policy.PurposeHeader, "ai-train")
+		done <- resp.StatusCode
+	}()
+	for deadline := time.Now().Add(5 * time.Second); stuck.count("/.well-known/tdmrep.json") == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first tdmrep.json fetch did not start")
+		}
+	}
+	resp, _ := get(t, c, other.URL+"/b", policy.PurposeHeader, "ai-train")
+	if resp.StatusCode != 503 || resp.Header.Get("X-Robots-Gate") != "overloaded" || other.count("/b") != 0 {
+		t.Errorf("a second tdmrep.json with the one slot taken: %d %q, forwarded %d; want 503 overloaded, not forwarded",
+			resp.StatusCode, resp.Header.Get("X-Robots-Gate"), other.count("/b"))
+	}
+	if resp, _ := get(t, c, other.URL+"/b", policy.PurposeHeader, "search"); resp.StatusCode != 200 {
+		t.Errorf("search, which needs no tdmrep.json: %d; want 200", resp.StatusCode)
+	}
+	free()
+	if code := <-done; code != 200 {
+		t.Errorf("the request that waited for its tdmrep.json: %d; want 200", code)
+	}
+	if resp, _ := get(t, c, other.URL+"/b", policy.PurposeHeader, "ai-train"); resp.StatusCode != 200 {
+		t.Errorf("once the slot is free: %d; want 200", resp.StatusCode)
 	}
 }
 

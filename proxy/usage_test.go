@@ -265,6 +265,64 @@ func TestUsageInTunnel(t *testing.T) {
 	}
 }
 
+// TestUsageTunnelMode: in tunnel mode a CONNECT that declares a purpose
+// is refused when a licence robots.txt names, or the site's tdmrep.json,
+// refuses it on every path (the paths and responses inside are never
+// seen); statements of some paths only, or no purpose, open the tunnel.
+func TestUsageTunnelMode(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	origin := func(name, file, body string) string {
+		o, port := tlsOrigin(t, pki, "", name)
+		robots := "User-agent: *\nAllow: /\n"
+		if file == "/license.xml" {
+			robots += "License: https://" + name + ":" + port + "/license.xml\n"
+		}
+		o.robots.Store(robots)
+		o.handler = func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/license.xml", "/.well-known/tdmrep.json":
+				if r.URL.Path == file {
+					io.WriteString(w, body)
+					return
+				}
+			}
+			http.NotFound(w, r)
+		}
+		return name + ":" + port
+	}
+	rslWhole := origin("whole.example", "/license.xml", `<rsl><content url="/"><license><prohibits type="usage">ai-train</prohibits></license></content></rsl>`)
+	rslSome := origin("some.example", "/license.xml", `<rsl><content url="/news/*"><license><prohibits type="usage">all</prohibits></license></content></rsl>`)
+	tdmWhole := origin("tdm.example", "/.well-known/tdmrep.json", `[{"location": "/", "tdm-reservation": 1}]`)
+	p := startMITM(t, pki, func(c *config.Config) { c.TLS.Mode = "tunnel" })
+	const declare = policy.PurposeHeader + ": ai-train\r\n"
+	for _, tt := range []struct {
+		authority, header string
+		status            int
+		rule              string
+	}{
+		{rslWhole, declare, 403, "rsl https://" + rslWhole + "/license.xml: prohibits usage ai-train"},
+		{tdmWhole, declare, 403, "tdmrep.json: / tdm-reservation=1"},
+		{rslSome, declare, 200, ""},
+		{rslWhole, "", 200, ""},
+		{tdmWhole, policy.PurposeHeader + ": search\r\n", 200, ""},
+	} {
+		resp, _, _ := connect(t, p, tt.authority, tt.header)
+		if resp.StatusCode != tt.status || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule {
+			t.Errorf("CONNECT %s with %q: %d %q; want %d %q", tt.authority, tt.header, resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), tt.status, tt.rule)
+		}
+		if tt.status != 403 {
+			continue
+		}
+		if resp.Header.Get("X-Robots-Gate") != "usage-refused" {
+			t.Errorf("CONNECT %s: X-Robots-Gate %q; want usage-refused", tt.authority, resp.Header.Get("X-Robots-Gate"))
+		}
+		if rec := p.lastAudit(t); rec["decision"] != "usage-refused" || rec["rule"] != tt.rule {
+			t.Errorf("CONNECT %s: audit = %v", tt.authority, rec)
+		}
+	}
+}
+
 // TestUsageRobotsTxtExempt: /robots.txt itself is always allowed (step 4),
 // even from a server that sends tdm-reservation on every response: a
 // client declaring ai-train must still be able to read the rules.

@@ -343,6 +343,7 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rul
 		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
 	case r.Kind == KindConnect:
 		decideWholeOrigin(d, a, w.Now())
+		p.judgeFilesEverywhere(ctx, w, d)
 	default:
 		decideAnswer(ctx, d, a, r.Target, w.Now())
 		d.judgeUsage()

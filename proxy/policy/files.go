@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ const (
 	reasonFileUnreachable = "%s unreachable and no copy held: refusing the purposes it could refuse (%s)"
 	reasonFileWait        = "gave up waiting for %s"
 	reasonFileStopped     = "shutting down while %s was being fetched"
+	reasonFileFetches     = "too many usage files being fetched to fetch %s: retry"
 	reasonReserved        = "usage refused: the site reserves %s: %s; a response of its own saying tdm-reservation: 0 would lift it"
 )
 
@@ -54,9 +56,68 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 	for r := range robots.LenientReadingsWithin(d.Target, &budget) {
 		paths = append(paths, r)
 	}
-	tooCostly := func(what string) {
-		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf("bad request: deciding this path under %s would take more than the work bound; refused rather than let through undecided", what)
+	ok := d.judgeLicenses(ctx, w, &budget, func(l *robots.RSL) (robots.Usage, bool) {
+		var u robots.Usage
+		for _, path := range paths {
+			v, ok := l.UsageWithin(d.Origin.Scheme, d.Origin.Authority(), path, false, &budget)
+			if !ok {
+				return u, false
+			}
+			u.Combine(&v)
+		}
+		return u, true
+	})
+	if !ok || !d.needsTDMRep() {
+		return
 	}
+	tdm, ok := d.tdmrep(ctx, w)
+	if !ok {
+		return
+	}
+	for _, path := range paths {
+		u, ok := tdm.UsageWithin(path, &budget)
+		if !ok {
+			d.tooCostly("the site's tdmrep.json")
+			return
+		}
+		if pur, v, refused := u.Refuses(d.Purposes.List()); refused {
+			d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
+			break
+		}
+	}
+	if d.reserved.Statement != "" && check {
+		d.Refusal = d.reserved
+		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, d.reserved.Purpose, d.Refusal.HeaderValue())
+	}
+}
+
+// judgeFilesEverywhere is judgeFiles for a tunnel-mode CONNECT (step 9),
+// which sees neither paths nor responses: it is refused when a licence
+// robots.txt names, or the TDMRep file, refuses a declared purpose on
+// every path of the origin. A whole-site reservation in tdmrep.json
+// refuses outright: the response that could lift it is never seen.
+func (p *Policy) judgeFilesEverywhere(ctx context.Context, w *Env, d *Decision) {
+	if d.Action != ActionAllowed || d.Purposes == 0 || w.Files == nil {
+		return
+	}
+	budget := robots.MakeBudget(max(DecideWork-d.work, 0))
+	ok := d.judgeLicenses(ctx, w, &budget, func(l *robots.RSL) (robots.Usage, bool) {
+		return l.UsageEverywhere(d.Origin.Scheme, d.Origin.Authority(), false, &budget)
+	})
+	if !ok || !d.needsTDMRep() {
+		return
+	}
+	if tdm, ok := d.tdmrep(ctx, w); ok {
+		u := tdm.UsageEverywhere()
+		d.Usage.Combine(&u)
+		d.judgeUsage()
+	}
+}
+
+// judgeLicenses reads the RSL licences d's robots.txt names with usage
+// (what a licence says of the request, within budget), refusing d as
+// judgeUsage does. It reports whether d is still allowed.
+func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Budget, usage func(*robots.RSL) (robots.Usage, bool)) bool {
 	var licenses []string
 	if d.rules != nil { // no robots.txt (4xx, or unreachable past its limit): no License line
 		licenses = d.rules.Licenses()
@@ -73,7 +134,7 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 			what := "RSL licence " + lic
 			doc, err := w.Files.RSL(ctx, lic)
 			if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) {
-				return
+				return false
 			}
 			if !doc.Good() {
 				why := doc.Err
@@ -86,41 +147,40 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 				u = refuseAI("rsl " + lic + ": unreadable (" + why + ")")
 				break
 			}
-			for _, path := range paths {
-				v, ok := doc.Value.UsageWithin(d.Origin.Scheme, d.Origin.Authority(), path, false, &budget)
-				if !ok {
-					tooCostly("the RSL licence " + lic)
-					return
-				}
-				u.Combine(&v)
+			var ok bool
+			if u, ok = usage(doc.Value); !ok {
+				d.tooCostly("the RSL licence " + lic)
+				return false
 			}
 		}
 		d.Usage.Combine(&u)
 	}
 	d.judgeUsage()
-	if d.Action != ActionAllowed || !d.Purposes.Has(robots.AITrain) && !d.Purposes.Has(robots.AIInput) {
-		return
-	}
+	return d.Action == ActionAllowed
+}
+
+// needsTDMRep reports whether d declares a purpose a TDMRep file can
+// refuse: ai-train or ai-input.
+func (d *Decision) needsTDMRep() bool {
+	return d.Purposes.Has(robots.AITrain) || d.Purposes.Has(robots.AIInput)
+}
+
+// tdmrep returns d's origin's TDMRep file, if it holds one that parsed;
+// d is refused when the file is unreachable with no copy held, or the
+// wait for it ended.
+func (d *Decision) tdmrep(ctx context.Context, w *Env) (*robots.TDMRep, bool) {
 	const what = "tdmrep.json"
 	doc, err := w.Files.TDMRep(ctx, d.Origin)
 	if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) || !doc.Good() {
-		return
+		return nil, false
 	}
-	for _, path := range paths {
-		u, ok := doc.Value.UsageWithin(path, &budget)
-		if !ok {
-			tooCostly("the site's tdmrep.json")
-			return
-		}
-		if pur, v, refused := u.Refuses(d.Purposes.List()); refused {
-			d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
-			break
-		}
-	}
-	if d.reserved.Statement != "" && check {
-		d.Refusal = d.reserved
-		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, d.reserved.Purpose, d.Refusal.HeaderValue())
-	}
+	return doc.Value, true
+}
+
+// tooCostly refuses d: deciding it under what (a file) would take more
+// than the work bound.
+func (d *Decision) tooCostly(what string) {
+	d.Action, d.Reason = ActionBadRequest, fmt.Sprintf("bad request: deciding this path under %s would take more than the work bound; refused rather than let through undecided", what)
 }
 
 // refuseAI is a Usage that refuses ai-train and ai-input by statement.
@@ -133,12 +193,15 @@ func refuseAI(statement string) robots.Usage {
 
 // fileAnswered reports whether a file besides robots.txt was answered for
 // d: false, with d refused, when the wait for it ended (the client left, a
-// shutdown) or it is unreachable with no copy held (503 unreachable, to be
-// retried at retryAt).
+// shutdown), too many such files were being fetched (503 overloaded), or
+// it is unreachable with no copy held (503 unreachable, to be retried at
+// retryAt).
 func (d *Decision) fileAnswered(ctx context.Context, err error, what string, outcome fetch.Outcome, why string, retryAt time.Time) bool {
 	switch {
 	case err != nil && stopped(ctx):
 		d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf(reasonFileStopped, what)
+	case errors.Is(err, fetch.ErrOverloaded):
+		d.Action, d.Reason = ActionOverloaded, fmt.Sprintf(reasonFileFetches, what)
 	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, fmt.Sprintf(reasonFileWait, what)
 	case outcome == fetch.Unreachable:

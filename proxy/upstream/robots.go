@@ -73,6 +73,7 @@ func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, store fetch.DocStor
 		TTL:        rc.CacheTTL,
 		RetryAfter: rc.RetryAfter,
 		MaxBytes:   max(rc.CacheMaxBytes/32, 4<<20), // of each kind: as the robots.txt cache's hot tier
+		MaxFetches: max(rc.MaxFetches/4, 1),         // of each kind: what is left of robots.txt's bound
 		Now:        o.Now,
 		OnFetch:    onFetch,
 		Store:      store,
