@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -90,6 +91,66 @@ func TestFleetOneFetch(t *testing.T) {
 	get(t, fleet[2].client(), o.URL+"/public")
 	if n := o.count("/robots.txt"); n != 2 {
 		t.Errorf("robots.txt fetched %d times; want a second fetch after the purge", n)
+	}
+}
+
+// TestFleetPurgeUsageFiles: the usage files one instance fetched are
+// shared with the fleet, and a purge on one instance is a purge of them
+// for the fleet: Redis's copies deleted, every instance's own forgotten,
+// so that the next request through any instance reads the new licence.
+func TestFleetPurgeUsageFiles(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	var license atomic.Value
+	license.Store(`<rsl><content url="/"><license><permits type="usage">all</permits></license></content></rsl>`)
+	o := newTestOrigin(t, "", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/license.xml":
+			w.Header().Set("Cache-Control", "max-age=3600")
+			io.WriteString(w, license.Load().(string))
+		case "/.well-known/tdmrep.json":
+			w.Header().Set("Cache-Control", "max-age=3600")
+			io.WriteString(w, `[]`)
+		default:
+			io.WriteString(w, "page\n")
+		}
+	})
+	o.robots.Store("User-agent: *\nAllow: /\nLicense: " + o.URL + "/license.xml\n")
+	fleet := startFleet(t, r, 2, nil)
+	train := func(p *testProxy) *http.Response {
+		t.Helper()
+		resp, _ := get(t, p.client(), o.URL+"/page", policy.PurposeHeader, "ai-train")
+		return resp
+	}
+	for i, p := range fleet {
+		if resp := train(p); resp.StatusCode != 200 {
+			t.Fatalf("instance %d, licence permitting all: %d %v", i, resp.StatusCode, resp.Header)
+		}
+	}
+	if n := o.count("/license.xml") + o.count("/.well-known/tdmrep.json"); n != 2 {
+		t.Errorf("%d fetches of the usage files by two instances; want 2 (one each, shared)", n)
+	}
+
+	license.Store(`<rsl><content url="/"><license><prohibits type="usage">ai-train</prohibits></license></content></rsl>`)
+	resp, err := http.Post(fleet[0].url.String()+"/robots/purge?origin="+url.QueryEscape(o.URL), "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("purge: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, held := fleet[1].srv.files.PeekRSL(o.URL + "/license.xml"); !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other instance still holds the purged licence")
+		}
+	}
+	want := "rsl " + o.URL + "/license.xml: prohibits usage ai-train"
+	if resp := train(fleet[1]); resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
+		t.Errorf("after the purge, through the other instance: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
+	}
+	if n := o.count("/license.xml"); n != 2 {
+		t.Errorf("licence fetched %d times; want 2 (once more after the purge)", n)
 	}
 }
 

@@ -200,7 +200,12 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
 			s.backoffs.Apply(host, until, why, s.snap.Load().pol.Config().Politeness.MaxBackoff)
 		})
-		s.cluster.SubscribePurges(func(o fetch.Origin) { s.cache.Forget(o) }) // the store is the purger's to clear
+		s.cluster.SubscribePurges(func(o fetch.Origin) { // the store is the purger's to clear
+			if s.files != nil {
+				s.files.Forget(o, s.cache.Licenses(context.Background(), o)...)
+			}
+			s.cache.Forget(o)
+		})
 	}
 	s.gp = s.newGoproxy(pol.UpstreamProxy())
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)

@@ -96,12 +96,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if h.o.Files != nil { // its usage files too: tdmrep.json, the licences its robots.txt names
-			var licenses []string
-			if a, ok := h.o.Cache.Peek(o); ok && a.Entry != nil {
-				licenses = a.Entry.Rules.Licenses()
-			}
-			h.o.Files.Forget(o, licenses...)
+		if h.o.Files != nil { // its usage files too: tdmrep.json, the licences its robots.txt names, fleet-wide
+			h.o.Files.Purge(o, h.o.Cache.Licenses(r.Context(), o)...)
 		}
 		held := h.o.Cache.Purge(o)
 		if h.o.Cluster != nil { // the other instances forget it too

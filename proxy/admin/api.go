@@ -38,8 +38,9 @@ const (
 	// decideReadTimeout bounds the time to send a body.
 	decideReadTimeout = 30 * time.Second
 	// decideCallTimeout bounds the time a call spends fetching the
-	// robots.txt of its origins: those not fetched by then are
-	// "unreachable" for it (a later call finds them cached).
+	// robots.txt of its origins and the usage files (tdmrep.json, RSL
+	// licences) its purposes need: URLs whose files are not fetched by
+	// then are "unreachable" for it (a later call finds them cached).
 	decideCallTimeout = time.Minute
 )
 
@@ -124,7 +125,10 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 		case work > MaxDecideWork:
 			d.Action, d.Reason, d.Purposes = policy.ActionOverloaded, ReasonDecideWork, declared
 		default:
-			p.Decide(r.Context(), wd, &req, &d)
+			// Under the call's bound: a usage file a declared purpose
+			// needs is fetched within it, or the URL is answered
+			// unreachable ("gave up waiting").
+			p.Decide(fetchCtx, wd, &req, &d)
 			work += d.Work()
 		}
 		out.Results = append(out.Results, audit.ResultOf(u, &d))
