@@ -5,7 +5,9 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/dgraph-io/ristretto/v2 v2.4.2
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/elazarl/goproxy v1.9.2
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/klauspost/compress v1.20.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -1,0 +1,168 @@
+// Package identitytest verifies Web Bot Auth signatures as a site would,
+// for tests: with an implementation of its own, independent of the
+// signer's. Structured fields are parsed and serialized by
+// github.com/dunglas/httpsfv (RFC 9651), the key directory read and its
+// keys' thumbprints computed by github.com/go-jose/go-jose (RFC 7638);
+// only the signature base's few lines are written here, from RFC 9421.
+package identitytest
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Signature is what Verify found in a verified request.
+type Signature struct {
+	KeyID   string
+	Agent   string // the Signature-Agent member the signature covers
+	Created time.Time
+	Expires time.Time
+	Tag     string
+}
+
+// Verify checks the web-bot-auth signature of r, a request as an origin
+// received it: its Signature-Input and Signature with one label, covering
+// "@authority" and the Signature-Agent member it names, tag web-bot-auth,
+// alg ed25519, valid at now, signed by the key of the directory (a JSON
+// Web Key Set) whose JWK SHA-256 thumbprint is its keyid.
+func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error) {
+	inputs, err := httpsfv.UnmarshalDictionary(r.Header.Values("Signature-Input"))
+	if err != nil {
+		return nil, fmt.Errorf("Signature-Input: %w", err)
+	}
+	sigs, err := httpsfv.UnmarshalDictionary(r.Header.Values("Signature"))
+	if err != nil {
+		return nil, fmt.Errorf("Signature: %w", err)
+	}
+	names := inputs.Names()
+	if len(names) != 1 {
+		return nil, fmt.Errorf("%d signatures: want 1", len(names))
+	}
+	lbl := names[0]
+	m, _ := inputs.Get(lbl)
+	il, ok := m.(httpsfv.InnerList)
+	if !ok {
+		return nil, fmt.Errorf("Signature-Input %s is not an inner list", lbl)
+	}
+	sm, ok := sigs.Get(lbl)
+	if !ok {
+		return nil, fmt.Errorf("no Signature %s", lbl)
+	}
+	sigItem, ok := sm.(httpsfv.Item)
+	sigBytes, isBytes := sigItem.Value.([]byte)
+	if !ok || !isBytes {
+		return nil, fmt.Errorf("Signature %s is not a byte sequence", lbl)
+	}
+
+	var s Signature
+	param := func(name string) (any, bool) { return il.Params.Get(name) }
+	created, ok1 := param("created")
+	expires, ok2 := param("expires")
+	keyid, ok3 := param("keyid")
+	alg, ok4 := param("alg")
+	tag, ok5 := param("tag")
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return nil, errors.New("created, expires, keyid, alg and tag are not all there")
+	}
+	s.Created, s.Expires = time.Unix(created.(int64), 0), time.Unix(expires.(int64), 0)
+	s.KeyID, s.Tag = keyid.(string), tag.(string)
+	switch {
+	case alg != "ed25519":
+		return nil, fmt.Errorf("alg %v", alg)
+	case s.Tag != "web-bot-auth":
+		return nil, fmt.Errorf("tag %q", s.Tag)
+	case now.Before(s.Created.Add(-time.Minute)) || !now.Before(s.Expires):
+		return nil, fmt.Errorf("not valid at %v: created %v, expires %v", now, s.Created, s.Expires)
+	}
+
+	// The signature base, line by line (RFC 9421 section 2.5).
+	var base strings.Builder
+	covered := map[string]bool{}
+	for _, it := range il.Items {
+		name, _ := it.Value.(string)
+		id, err := httpsfv.Marshal(it)
+		if err != nil {
+			return nil, err
+		}
+		var value string
+		switch key, hasKey := it.Params.Get("key"); {
+		case name == "@authority":
+			value = strings.ToLower(r.Host)
+		case hasKey:
+			d, err := httpsfv.UnmarshalDictionary(r.Header.Values(name))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			member, ok := d.Get(key.(string))
+			if !ok {
+				return nil, fmt.Errorf("%s has no member %v", name, key)
+			}
+			if value, err = httpsfv.Marshal(member.(httpsfv.Item)); err != nil {
+				return nil, err
+			}
+			if name == "signature-agent" {
+				s.Agent, _ = member.(httpsfv.Item).Value.(string)
+			}
+		default:
+			vals := r.Header.Values(name)
+			if len(vals) == 0 {
+				return nil, fmt.Errorf("covered field %s absent", name)
+			}
+			for i := range vals {
+				vals[i] = strings.TrimSpace(vals[i])
+			}
+			value = strings.Join(vals, ", ")
+		}
+		covered[id] = true
+		fmt.Fprintf(&base, "%s: %s\n", id, value)
+	}
+	if !covered[`"@authority"`] || !covered[`"signature-agent";key="`+lbl+`"`] {
+		return nil, fmt.Errorf("covers %v: want \"@authority\" and \"signature-agent\";key=%q", covered, lbl)
+	}
+	params, err := httpsfv.Marshal(il)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&base, "\"@signature-params\": %s", params)
+
+	key, err := findKey(directory, s.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	if !ed25519.Verify(key, []byte(base.String()), sigBytes) {
+		return nil, fmt.Errorf("the signature does not verify over:\n%s", base.String())
+	}
+	return &s, nil
+}
+
+// findKey returns the key of directory whose thumbprint is keyid.
+func findKey(directory []byte, keyid string) (ed25519.PublicKey, error) {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(directory, &set); err != nil {
+		return nil, fmt.Errorf("the key directory: %w", err)
+	}
+	for _, k := range set.Keys {
+		tp, err := k.Thumbprint(crypto.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		if base64.RawURLEncoding.EncodeToString(tp) == keyid {
+			pub, ok := k.Key.(ed25519.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("key %s is a %T", keyid, k.Key)
+			}
+			return pub, nil
+		}
+	}
+	return nil, fmt.Errorf("no key %s in the directory", keyid)
+}

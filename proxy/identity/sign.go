@@ -1,0 +1,205 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The fields a signature travels in (RFC 9421 section 4; the draft's
+// Signature-Agent).
+const (
+	FieldSignature      = "Signature"
+	FieldSignatureInput = "Signature-Input"
+	FieldSignatureAgent = "Signature-Agent"
+)
+
+// Tags name what a signature is for (the draft's tag parameter).
+const (
+	TagWebBotAuth = "web-bot-auth"
+	TagDirectory  = "http-message-signatures-directory"
+)
+
+// label is the signature's label in the fields, and the Signature-Agent
+// member it covers.
+const label = "sig1"
+
+// components are what a request's signature covers, as the draft has it:
+// the target's authority and the Signature-Agent member that names where
+// the key directory is published.
+var components = []string{`"@authority"`, `"signature-agent";key="` + label + `"`}
+
+// A Signer signs requests as one bot: with its key ring's current key,
+// naming Agent, the URL its key directory is published at. Signatures are
+// valid for Validity from their creation. A signature covers only the
+// authority and the agent, so one made for an authority is reused for its
+// requests while it has nine tenths of its validity ahead (at most a
+// minute): signing a request to a hot origin costs a map lookup. It is safe
+// for concurrent use.
+type Signer struct {
+	key      *Key
+	agent    []string // Signature-Agent's value, sig1="<agent>", shared by every request
+	agentVal string // the covered member's value: "<agent>", an sf-string
+	validity time.Duration
+	reuse    time.Duration
+	now      func() time.Time
+
+	mu    sync.RWMutex
+	cache map[string]*signed // by authority
+}
+
+// signed is a signature made for an authority: the fields' values, shared
+// by every request that carries them (never written after being made).
+type signed struct {
+	created int64
+	input   []string // Signature-Input
+	sig     []string // Signature
+}
+
+// maxSigned bounds the authorities whose signatures are kept: past it, all
+// are forgotten at once (a broad crawl signs each origin's first request
+// anew anyway).
+const maxSigned = 16 << 10
+
+// NewSigner returns a Signer for agent (an https URL, printable ASCII)
+// with key; now is the clock (nil: time.Now).
+func NewSigner(key *Key, agent string, validity time.Duration, now func() time.Time) (*Signer, error) {
+	if key == nil || key.Private == nil {
+		return nil, errors.New("no signing key")
+	}
+	if validity < time.Second {
+		return nil, fmt.Errorf("validity %v: want at least a second", validity)
+	}
+	val, err := sfString(agent)
+	if err != nil {
+		return nil, fmt.Errorf("signature agent: %w", err)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Signer{
+		key: key, agent: []string{label + "=" + val}, agentVal: val, validity: validity,
+		reuse: min(validity/10, time.Minute), now: now, cache: map[string]*signed{},
+	}, nil
+}
+
+// KeyID returns the signing key's id (its JWK thumbprint).
+func (s *Signer) KeyID() string { return s.key.ID }
+
+// Sign puts the signature of a request to authority (host[:port], as the
+// request's target names it) in h: Signature-Agent, Signature-Input and
+// Signature, replacing whatever h held in them (a client's own signature
+// is never forwarded beside robotsgate's). It allocates nothing when a
+// signature made for authority can be reused.
+func (s *Signer) Sign(h http.Header, authority string) {
+	authority = canonicalAuthority(authority)
+	now := s.now().Unix()
+	s.mu.RLock()
+	e := s.cache[authority]
+	s.mu.RUnlock()
+	if e == nil || time.Duration(now-e.created)*time.Second >= s.reuse || now < e.created {
+		e = s.sign(authority, now)
+	}
+	for k := range h { // every spelling a client may have used
+		if strings.EqualFold(k, FieldSignature) || strings.EqualFold(k, FieldSignatureInput) || strings.EqualFold(k, FieldSignatureAgent) {
+			delete(h, k)
+		}
+	}
+	h[FieldSignatureAgent] = s.agent
+	h[FieldSignatureInput] = e.input
+	h[FieldSignature] = e.sig
+}
+
+// sign makes and keeps the signature for authority, created at now.
+func (s *Signer) sign(authority string, now int64) *signed {
+	params := "(" + strings.Join(components, " ") + ")" +
+		";created=" + strconv.FormatInt(now, 10) +
+		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
+		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + TagWebBotAuth + `"`
+	base := Base([][2]string{{components[0], authority}, {components[1], s.agentVal}}, params)
+	e := &signed{
+		created: now,
+		input:   []string{label + "=" + params},
+		sig:     []string{label + "=:" + base64.StdEncoding.EncodeToString(ed25519.Sign(s.key.Private, base)) + ":"},
+	}
+	s.mu.Lock()
+	if len(s.cache) >= maxSigned {
+		clear(s.cache)
+	}
+	s.cache[authority] = e
+	s.mu.Unlock()
+	return e
+}
+
+// SignDirectory puts in h the signature of a key directory served to a
+// request for authority: label sig1 covering ("@authority";req), tag
+// http-message-signatures-directory, as the draft asks of a directory.
+func (s *Signer) SignDirectory(h http.Header, authority string) {
+	now := s.now().Unix()
+	const covered = `"@authority";req`
+	params := "(" + covered + ")" +
+		";created=" + strconv.FormatInt(now, 10) +
+		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
+		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + TagDirectory + `"`
+	base := Base([][2]string{{covered, canonicalAuthority(authority)}}, params)
+	h.Set(FieldSignatureInput, label+"="+params)
+	h.Set(FieldSignature, label+"=:"+base64.StdEncoding.EncodeToString(ed25519.Sign(s.key.Private, base))+":")
+}
+
+// Base returns the signature base (RFC 9421 section 2.5) of the covered
+// components, each its identifier as serialized in the inner list
+// (`"@authority"`, `"signature-agent";key="sig1"`) and its value, and the
+// signature parameters params (the inner list and its parameters, as
+// Signature-Input carries them after the label).
+func Base(covered [][2]string, params string) []byte {
+	n := len(`"@signature-params": `) + len(params)
+	for _, c := range covered {
+		n += len(c[0]) + len(c[1]) + 3
+	}
+	b := make([]byte, 0, n)
+	for _, c := range covered {
+		b = append(b, c[0]...)
+		b = append(b, ": "...)
+		b = append(b, c[1]...)
+		b = append(b, '\n')
+	}
+	b = append(b, `"@signature-params": `...)
+	return append(b, params...)
+}
+
+// canonicalAuthority is an authority as RFC 9421's @authority has it
+// (section 2.2.3): the host lower-cased, the port kept as sent (a default
+// port is left out by whoever built the target).
+func canonicalAuthority(a string) string {
+	for i := 0; i < len(a); i++ {
+		if c := a[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(a)
+		}
+	}
+	return a
+}
+
+// sfString serializes s as a structured field String (RFC 8941 section
+// 4.1.6): printable ASCII only, '"' and '\' escaped.
+func sfString(s string) (string, error) {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e {
+			return "", fmt.Errorf("%q: only printable ASCII can be sent", s)
+		}
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String(), nil
+}
