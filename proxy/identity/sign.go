@@ -45,7 +45,7 @@ var components = []string{`"@authority"`, `"signature-agent";key="` + label + `"
 type Signer struct {
 	key      *Key
 	agent    []string // Signature-Agent's value, sig1="<agent>", shared by every request
-	agentVal string // the covered member's value: "<agent>", an sf-string
+	agentVal string   // the covered member's value: "<agent>", an sf-string
 	validity time.Duration
 	reuse    time.Duration
 	now      func() time.Time
