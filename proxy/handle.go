@@ -138,6 +138,12 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	}
 	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
 	r.RequestURI = "" // it is a client's request now
+	if sn := s.snap.Load(); sn.signer != nil {
+		// Signed for the authority decided, which the request names;
+		// a client's own Signature fields are replaced.
+		sn.signer.Sign(r.Header, d.Origin.Authority())
+		s.metrics.signed.Inc()
+	}
 	start := time.Now()
 	resp, err := s.send.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {

@@ -25,6 +25,7 @@ type metrics struct {
 	reloads       *prometheus.CounterVec
 	backoffs      prometheus.Counter
 	clusterErrors prometheus.Counter
+	signed        prometheus.Counter // requests sent with a Web Bot Auth signature
 	// answers counts the origins' own answers to forwarded requests, by
 	// class, resolved once.
 	answers [audit.NumAnswerClasses]prometheus.Counter
@@ -75,6 +76,10 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		Name: "robotsgate_cluster_errors_total",
 		Help: "Calls to the fleet's Redis that failed or timed out ([cluster]); the instance went on alone.",
 	})
+	m.signed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "robotsgate_signed_requests_total",
+		Help: "Requests sent with a Web Bot Auth signature ([identity]): forwarded requests, robots.txt and usage-file fetches, and their redirect hops.",
+	})
 	answers := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_upstream_responses_total",
 		Help: "The origins' own answers to forwarded requests, by class (2xx, 3xx, 4xx, 429, 5xx; 1xx for WebSockets).",
@@ -85,7 +90,7 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 	stat := func(f func(fetch.CacheStats) float64) func() float64 {
 		return func() float64 { return f(cacheStats()) }
 	}
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, answers,
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, m.signed, answers,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
 			stat(func(s fetch.CacheStats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_cold_hits_total", Help: "Lookups answered by cached rules read back from the cold tier (a few microseconds), not the hot tier."},

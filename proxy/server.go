@@ -25,6 +25,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -116,6 +117,10 @@ type snapshot struct {
 	pol  *policy.Policy
 	auth *auth.Authenticator // nil without [auth] users
 	env  policy.Env
+	// ring and signer are [identity]'s keys and the signer of every
+	// request sent; nil when it is off.
+	ring   *identity.KeyRing
+	signer *identity.Signer
 }
 
 // newSnapshot makes the snapshot of s for pol, a compiled cfg.
@@ -157,6 +162,10 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		board:    admin.NewBoard(o.Now),
 	}
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
+	ring, signer, err := s.loadIdentity(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s.conns.overloaded = s.overloaded
 	uo := upstream.OptionsFor(pol.Config(), pol.UpstreamProxy())
 	uo.Lookup, uo.Conns, uo.Self = o.LookupNetIP, s.upstream, &s.self
@@ -179,6 +188,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	}
 	ro := upstream.RobotsOptions{
 		Transport: s.tr, Proxy: pol.UpstreamProxy(), Version: o.Version, Now: o.Now,
+		Signer: s.signer, OnSign: s.metrics.signed.Inc,
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
@@ -195,7 +205,9 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	s.snap.Store(s.newSnapshot(cfg, pol))
+	sn := s.newSnapshot(cfg, pol)
+	sn.ring, sn.signer = ring, signer
+	s.snap.Store(sn)
 	if s.cluster != nil {
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
 			s.backoffs.Apply(host, until, why, s.snap.Load().pol.Config().Politeness.MaxBackoff)
@@ -210,6 +222,40 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	s.gp = s.newGoproxy(pol.UpstreamProxy())
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
+}
+
+// signer returns the signer in force; nil when [identity] is off.
+func (s *Server) signer() *identity.Signer {
+	if sn := s.snap.Load(); sn != nil {
+		return sn.signer
+	}
+	return nil
+}
+
+// loadIdentity reads [identity]'s key ring (making its key on first
+// start) and returns it with the signer of cfg; nil, nil when [identity]
+// is off.
+func (s *Server) loadIdentity(cfg *config.Config) (*identity.KeyRing, *identity.Signer, error) {
+	ic := &cfg.Identity
+	if ic.SignatureAgent == "" {
+		return nil, nil, nil
+	}
+	dir, err := cfg.StateDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	ring, made, err := identity.LoadKeyRing(ic.KeyPath(dir), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if made {
+		s.log.Info("made an identity key: publish the key directory (robotsgate keys prints it)", "key_file", ring.Path, "keyid", ring.Current.ID)
+	}
+	signer, err := identity.NewSigner(ring.Current, ic.SignatureAgent, ic.Validity, s.opts.Now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("identity: %w", err)
+	}
+	return ring, signer, nil
 }
 
 // observeFile logs a usage file (tdmrep.json, an RSL licence) that could
@@ -326,8 +372,9 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 			}
 			return holds
 		},
-		Private: s.private,
-		Now:     s.opts.Now,
+		Private:  s.private,
+		Identity: func() (*identity.KeyRing, *identity.Signer) { sn := s.snap.Load(); return sn.ring, sn.signer },
+		Now:      s.opts.Now,
 	})
 	gp.NonproxyHandler = s.admin
 	gp.OnRequest().DoFunc(s.onRequest)
@@ -486,6 +533,12 @@ func (s *Server) Reload(cfg *config.Config) error {
 		return err
 	}
 	sn := s.newSnapshot(cfg, pol)
+	// The key ring is read again: a key rotated with robotsgate keys
+	// -rotate signs from the reload on.
+	if sn.ring, sn.signer, err = s.loadIdentity(cfg); err != nil {
+		s.ReloadFailed()
+		return err
+	}
 	if cfg.Listen != s.listen {
 		s.log.Warn("listen changed: restart to apply", "listen", cfg.Listen)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/auth"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -41,6 +42,9 @@ type Options struct {
 	// CA is the PEM certificate of the CA the proxy signs with, served
 	// at /ca.pem; nil in tunnel mode, which decrypts nothing.
 	CA []byte
+	// Identity returns [identity]'s key ring and signer, for the key
+	// directory; nil, nil when it is off (the directory is then 404).
+	Identity func() (*identity.KeyRing, *identity.Signer)
 	// Private is the decision API's block_private lookup.
 	Private policy.PrivateLookup
 	Now     func() time.Time
@@ -65,7 +69,7 @@ func New(o Options) *Handler {
 // the robots.txt cache, the status page and the decision API; each but
 // the first two only to the clients allowed admits.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/ca.pem" && !sameOrigin(r) {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/ca.pem" && r.URL.Path != DirectoryPath && !sameOrigin(r) {
 		http.Error(w, "robotsgate: the operator endpoints answer no request sent by a page of another site", http.StatusForbidden)
 		return
 	}
@@ -80,6 +84,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.o.Metrics.ServeHTTP(w, r)
 	case r.URL.Path == "/ca.pem" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		h.serveCA(w)
+	case r.URL.Path == DirectoryPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.serveDirectory(w, r)
 	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
 		if _, ok := h.allowed(r, openWithoutAuth); !ok {
 			adminForbidden(w)
@@ -365,4 +371,28 @@ func clientAddr(r *http.Request) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
+}
+
+// DirectoryPath is where the key directory is served, and where the
+// operator publishes it at the signature agent's origin.
+const DirectoryPath = "/.well-known/http-message-signatures-directory"
+
+// serveDirectory answers the Web Bot Auth key directory: the signing key
+// and the retired ones still listed, signed with the signing key for the
+// authority it was asked at, as the draft asks. Anyone may read it: it
+// holds public keys only, for publishing.
+func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request) {
+	var ring *identity.KeyRing
+	var signer *identity.Signer
+	if h.o.Identity != nil {
+		ring, signer = h.o.Identity()
+	}
+	if ring == nil {
+		http.Error(w, "robotsgate: no key directory: [identity] signature_agent is not set", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", identity.DirectoryType)
+	w.Header().Set("Cache-Control", "max-age=300")
+	signer.SignDirectory(w.Header(), r.Host)
+	w.Write(identity.Directory(ring.Keys()))
 }

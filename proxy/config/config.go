@@ -35,6 +35,8 @@ type Config struct {
 	Politeness   PolitenessConfig
 	Cluster      ClusterConfig
 	Responses    ResponsesConfig
+	Identity     IdentityConfig
+	Payments     PaymentsConfig
 
 	// Source is the file the config was read from; "" for the defaults.
 	Source string
@@ -138,6 +140,36 @@ type ClusterConfig struct {
 	SecretFile string
 }
 
+// IdentityConfig is the [identity] table: Web Bot Auth (DESIGN "Identity
+// and payment"), off when SignatureAgent is empty.
+type IdentityConfig struct {
+	// SignatureAgent is the https URL the key directory is published at,
+	// named in every signed request's Signature-Agent field.
+	SignatureAgent string
+	// KeyFile is the Ed25519 private key (PEM, mode 0600); "" is
+	// <state_dir>/identity-key.pem, made on first start.
+	KeyFile string
+	// Validity is expires - created of each signature.
+	Validity time.Duration
+}
+
+// KeyPath returns the identity key's file: KeyFile, or its place in
+// stateDir.
+func (c *IdentityConfig) KeyPath(stateDir string) string {
+	if c.KeyFile != "" {
+		return c.KeyFile
+	}
+	return filepath.Join(stateDir, "identity-key.pem")
+}
+
+// PaymentsConfig is the [payments] table: pay-per-crawl (HTTP 402), off
+// when MaxPrice is empty. Amounts are "<currency> <decimal>" strings.
+type PaymentsConfig struct {
+	MaxPrice  string // the most paid for one request: "USD 0.01"
+	Budget    string // the most spent per UTC day ("" = no daily bound), by the fleet with [cluster]
+	KeyPrefix string // Redis keys of the fleet's budget
+}
+
 // maxSecretFile bounds what is read of [cluster] secret_file.
 const maxSecretFile = 4 << 10
 
@@ -225,6 +257,8 @@ func Default() *Config {
 		Politeness: PolitenessConfig{CrawlDelay: true, MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
 		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:"},
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
+		Identity:   IdentityConfig{Validity: 5 * time.Minute},
+		Payments:   PaymentsConfig{KeyPrefix: "robotsgate:"},
 	}
 }
 

@@ -219,9 +219,23 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 			}
 		}),
 		"responses": section(func() fields { return fields{"block_style": d.str(&c.Responses.BlockStyle)} }),
-		"auth":      section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
-		"agents":    d.agentTables(&c.Agents),
-		"sites":     d.siteTables(&c.Sites),
+		"identity": section(func() fields {
+			return fields{
+				"signature_agent": d.str(&c.Identity.SignatureAgent),
+				"key_file":        d.str(&c.Identity.KeyFile),
+				"validity":        d.duration(&c.Identity.Validity),
+			}
+		}),
+		"payments": section(func() fields {
+			return fields{
+				"max_price":  d.str(&c.Payments.MaxPrice),
+				"budget":     d.str(&c.Payments.Budget),
+				"key_prefix": d.str(&c.Payments.KeyPrefix),
+			}
+		}),
+		"auth":   section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),
+		"agents": d.agentTables(&c.Agents),
+		"sites":  d.siteTables(&c.Sites),
 	})
 }
 

@@ -203,3 +203,51 @@ func sfString(s string) (string, error) {
 	b.WriteByte('"')
 	return b.String(), nil
 }
+
+// Transport signs every request it sends, redirect hops included (each is
+// a request of its own), with the Signer Signer returns, if any (nil: it
+// sends them as they are): for the fetches robotsgate makes itself
+// (robots.txt, usage files), whose requests it never shares. OnSign, if
+// set, counts each signed request. The request given is not changed: a
+// copy carries the signature.
+type Transport struct {
+	Base   http.RoundTripper
+	Signer func() *Signer
+	OnSign func()
+}
+
+// RoundTrip signs a copy of r and sends it with Base.
+func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	s := t.Signer()
+	if s == nil {
+		return t.Base.RoundTrip(r)
+	}
+	signed := *r
+	signed.Header = r.Header.Clone()
+	if signed.Header == nil {
+		signed.Header = http.Header{}
+	}
+	s.Sign(signed.Header, Authority(r))
+	if t.OnSign != nil {
+		t.OnSign()
+	}
+	return t.Base.RoundTrip(&signed)
+}
+
+// Authority returns the authority of r's target as RFC 9421's @authority
+// has it: its Host (or its URL's), the host lower-cased, the scheme's
+// default port left out.
+func Authority(r *http.Request) string {
+	a := r.Host
+	if a == "" {
+		a = r.URL.Host
+	}
+	a = canonicalAuthority(a)
+	switch {
+	case r.URL.Scheme == "https" && strings.HasSuffix(a, ":443"):
+		a = a[:len(a)-4]
+	case r.URL.Scheme == "http" && strings.HasSuffix(a, ":80"):
+		a = a[:len(a)-3]
+	}
+	return a
+}

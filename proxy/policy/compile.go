@@ -12,6 +12,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -105,6 +106,8 @@ func compile(c *config.Config, pb *config.Problems) *Policy {
 	compileLimits(c, pb)
 	compilePoliteness(c, pb)
 	compileCluster(c, pb)
+	compileIdentity(c, pb)
+	p.maxPrice, p.budget = compilePayments(c, pb)
 	p.blockStyle = compileBlockStyle(pb, "responses.block_style", c.Responses.BlockStyle)
 	users := compileUsers(c.Auth.Users, pb)
 	for i := range p.cfg.Agents {
@@ -177,6 +180,64 @@ func compilePoliteness(c *config.Config, pb *config.Problems) {
 	if pc.MaxWait < pc.MaxDelay {
 		pb.Addf("politeness.max_wait", "%v is less than max_delay (%v): a request paced max_delay apart would be refused, never held", pc.MaxWait, pc.MaxDelay)
 	}
+}
+
+// compileIdentity checks [identity]: an https URL for the signature
+// agent (sent in a structured field: printable ASCII only), and a validity
+// from 10 s to a day.
+func compileIdentity(c *config.Config, pb *config.Problems) {
+	ic := &c.Identity
+	if ic.SignatureAgent == "" {
+		if ic.KeyFile != "" {
+			pb.Addf("identity.key_file", "set without identity.signature_agent: nothing is signed")
+		}
+		return
+	}
+	u, err := url.Parse(ic.SignatureAgent)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil:
+		pb.Addf("identity.signature_agent", "%q is not an https URL (where your key directory is published: https://bot.example)", ic.SignatureAgent)
+	case strings.ContainsFunc(ic.SignatureAgent, func(r rune) bool { return r < 0x21 || r > 0x7e }):
+		pb.Addf("identity.signature_agent", "%q: only printable ASCII without spaces can be sent (percent-encode the rest)", ic.SignatureAgent)
+	}
+	if ic.Validity < 10*time.Second || ic.Validity > 24*time.Hour {
+		pb.Addf("identity.validity", "%v: want from 10s to 24h", ic.Validity)
+	}
+}
+
+// compilePayments checks [payments]: max_price and budget amounts in one
+// currency, a budget of at least max_price, and [identity] (sites offer a
+// price to signed crawlers only). A budget is required: it is what bounds
+// the spending of a crawl of many priced pages.
+func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pay.Amount) {
+	pc := &c.Payments
+	if pc.MaxPrice == "" {
+		if pc.Budget != "" {
+			pb.Addf("payments.budget", "set without payments.max_price: nothing is paid")
+		}
+		return
+	}
+	var err error
+	if maxPrice, err = pay.ParseAmount(pc.MaxPrice); err != nil {
+		pb.Addf("payments.max_price", "%v", err)
+	}
+	switch budget, err = pay.ParseAmount(pc.Budget); {
+	case pc.Budget == "":
+		pb.Addf("payments.budget", "required with max_price: the most spent in a UTC day (\"USD 25\")")
+	case err != nil:
+		pb.Addf("payments.budget", "%v", err)
+	case maxPrice.Currency != "" && budget.Currency != maxPrice.Currency:
+		pb.Addf("payments.budget", "%s is not max_price's currency (%s)", budget.Currency, maxPrice.Currency)
+	case budget.Nanos < maxPrice.Nanos:
+		pb.Addf("payments.budget", "%s is less than max_price (%s): nothing could be paid", budget, maxPrice)
+	}
+	if c.Identity.SignatureAgent == "" {
+		pb.Addf("payments.max_price", "needs [identity] signature_agent: sites offer prices to signed crawlers only")
+	}
+	if pc.KeyPrefix == "" {
+		pb.Addf("payments.key_prefix", "must not be empty")
+	}
+	return maxPrice, budget
 }
 
 // compileCluster checks [cluster]: its Redis URL, and secret and

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
@@ -21,7 +22,15 @@ type Policy struct {
 	mode          Mode
 	tlsMode       TLSMode
 	blockStyle    BlockStyle
-	pacing        bool // [politeness] is active
+	pacing        bool       // [politeness] is active
+	maxPrice      pay.Amount // [payments] max_price; zero: pay-per-crawl is off
+	budget        pay.Amount // [payments] budget, per UTC day
+}
+
+// Payments returns [payments] parsed: the most paid for one request and
+// the day's budget; ok is false when pay-per-crawl is off.
+func (p *Policy) Payments() (maxPrice, budget pay.Amount, ok bool) {
+	return p.maxPrice, p.budget, p.maxPrice.Currency != ""
 }
 
 // Config returns the config p was compiled from. It is p's own copy, to

@@ -8,6 +8,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/internal/rotate"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -32,9 +33,14 @@ type RobotsOptions struct {
 	// (block_private, upstream.proxy) and trusts the same roots.
 	Transport *http.Transport
 	Proxy     *url.URL // upstream.proxy; nil: direct
-	Version   string   // replaces "VERSION" in fetch_user_agent
-	Now       func() time.Time
-	Parse     []robots.Option // how fetched files are parsed
+	// Signer, if set, returns the signer of every fetch and redirect hop
+	// ([identity]); nil from it: unsigned.
+	Signer func() *identity.Signer
+	// OnSign, if set, counts each signed fetch.
+	OnSign  func()
+	Version string // replaces "VERSION" in fetch_user_agent
+	Now     func() time.Time
+	Parse   []robots.Option // how fetched files are parsed
 	// OnFetch, Store and OnBadRecord are fetch.CacheOptions'; each may be
 	// nil.
 	OnFetch     func(fetch.Origin, *fetch.Result)
@@ -87,14 +93,18 @@ func robotsFetcher(rc *config.RobotsConfig, o RobotsOptions) *fetch.Fetcher {
 	if redirects == 0 {
 		redirects = -1 // FetcherOptions: 0 is the default, negative is none
 	}
+	// Rotated, as the proxy's own: a fetch from each of a crawl's many
+	// origins would otherwise leave a kilobyte behind.
+	var tr http.RoundTripper = rotate.New(fetch.NewTransport(fetch.TransportOptions{
+		Proxy:       o.Proxy,
+		RootCAs:     o.Transport.TLSClientConfig.RootCAs,
+		DialContext: o.Transport.DialContext,
+	}), 0)
+	if o.Signer != nil { // every fetch and redirect hop signed, as forwarded requests are
+		tr = &identity.Transport{Base: tr, Signer: o.Signer, OnSign: o.OnSign}
+	}
 	return fetch.NewFetcher(fetch.FetcherOptions{
-		// Rotated, as the proxy's own: a fetch from each of a crawl's
-		// many origins would otherwise leave a kilobyte behind.
-		Transport: rotate.New(fetch.NewTransport(fetch.TransportOptions{
-			Proxy:       o.Proxy,
-			RootCAs:     o.Transport.TLSClientConfig.RootCAs,
-			DialContext: o.Transport.DialContext,
-		}), 0),
+		Transport:          tr,
 		UserAgent:          strings.ReplaceAll(rc.FetchUserAgent, "VERSION", o.Version),
 		MaxBytes:           rc.MaxBytes,
 		MaxRedirects:       redirects,
