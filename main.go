@@ -79,6 +79,7 @@ const usage = `usage:
   robotsgate report [-json] [-html FILE] [-since T] AUDIT_FILE...   (- for stdin; plain or gzip)
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
+  robotsgate keys [-config FILE] [-rotate | -remove ID]
   robotsgate hash-password            (reads one password line on stdin)
   robotsgate healthcheck [-url URL] [-config FILE]
   robotsgate version
@@ -106,6 +107,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runValidate(args, stdout, stderr)
 	case "ca":
 		return runCA(args, stdout, stderr)
+	case "keys":
+		return runKeys(args, stdout, stderr)
 	case "hash-password":
 		return runHashPassword(args, stdin, stdout, stderr)
 	case "healthcheck":

@@ -578,6 +578,50 @@ func TestCACommand(t *testing.T) {
 	}
 }
 
+// TestKeysCommand: keys makes the signing key once (mode 0600) and prints
+// the directory; -rotate retires it, still listed; -remove takes a retired
+// key out, never the signing one.
+func TestKeysCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := dir + "/c.toml"
+	os.WriteFile(cfg, []byte("[tls]\nstate_dir = \""+dir+"/state\"\n[identity]\nsignature_agent = \"https://bot.example\"\n"), 0o644)
+	out, errOut, code := runCmd(t, "", "keys", "-config", cfg)
+	if code != 0 || strings.Count(out, `"kty":"OKP"`) != 1 || !strings.Contains(errOut, "made a signing key in "+dir+"/state/identity-key.pem") ||
+		!strings.Contains(errOut, "publish the directory below at https://bot.example") {
+		t.Fatalf("keys: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if fi, err := os.Stat(dir + "/state/identity-key.pem"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	if again, errOut, code := runCmd(t, "", "keys", "-config", cfg); code != 0 || again != out || strings.Contains(errOut, "made") {
+		t.Errorf("keys again: exit %d, %q; want the same directory\n%s", code, again, errOut)
+	}
+	signing := func(errOut string) (cur, retired string) {
+		for _, l := range strings.Split(errOut, "\n") {
+			f := strings.Fields(l)
+			if len(f) == 2 && f[1] == "signing" {
+				cur = f[0]
+			} else if len(f) == 2 && f[1] == "retired" {
+				retired = f[0]
+			}
+		}
+		return
+	}
+	first, _ := signing(errOut)
+	out, errOut, code = runCmd(t, "", "keys", "-config", cfg, "-rotate")
+	cur, retired := signing(errOut)
+	if code != 0 || strings.Count(out, `"kty":"OKP"`) != 2 || retired != first || cur == first {
+		t.Fatalf("keys -rotate: exit %d, signing %s, retired %s (was %s)\n%s", code, cur, retired, first, errOut)
+	}
+	if _, errOut, code := runCmd(t, "", "keys", "-config", cfg, "-remove", cur); code != 2 || !strings.Contains(errOut, "is the signing key") {
+		t.Errorf("keys -remove of the signing key: exit %d\n%s", code, errOut)
+	}
+	if out, _, code := runCmd(t, "", "keys", "-config", cfg, "-remove", first); code != 0 || strings.Count(out, `"kty":"OKP"`) != 1 {
+		t.Errorf("keys -remove: exit %d, %s", code, out)
+	}
+}
+
 // TestHealthcheckConfig is the image's HEALTHCHECK form: the config's
 // listen address, 0.0.0.0 asked on loopback.
 func TestHealthcheckConfig(t *testing.T) {

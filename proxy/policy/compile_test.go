@@ -224,6 +224,37 @@ func TestConfigClusterSecret(t *testing.T) {
 		}
 	}
 }
+// TestConfigIdentityPayments: [identity] and [payments] are checked, each
+// problem naming its key and line.
+func TestConfigIdentityPayments(t *testing.T) {
+	t.Parallel()
+	const id = "[identity]\nsignature_agent = \"https://bot.example\"\n"
+	tests := []struct{ toml, wantErr string }{
+		{id, ""},
+		{id + "validity = \"1h\"\n[payments]\nmax_price = \"USD 0.01\"\nbudget = \"USD 25\"\n", ""},
+		{"[identity]\nsignature_agent = \"http://bot.example\"\n", `x.toml:2: identity.signature_agent: "http://bot.example" is not an https URL`},
+		{"[identity]\nsignature_agent = \"https://bot.example/a b\"\n", "x.toml:2: identity.signature_agent: " + `"https://bot.example/a b"` + ": only printable ASCII"},
+		{id + "validity = \"1s\"\n", "x.toml:3: identity.validity: 1s: want from 10s to 24h"},
+		{"[identity]\nkey_file = \"/k.pem\"\n", "x.toml:2: identity.key_file: set without identity.signature_agent"},
+		{"[payments]\nmax_price = \"USD 0.01\"\nbudget = \"USD 1\"\n", "x.toml:2: payments.max_price: needs [identity] signature_agent"},
+		{id + "[payments]\nmax_price = \"USD 0.01\"\n", "payments.budget: required with max_price"},
+		{id + "[payments]\nmax_price = \"0.01 USD\"\nbudget = \"USD 1\"\n", `x.toml:4: payments.max_price: "0.01 USD": want "<currency> <amount>"`},
+		{id + "[payments]\nmax_price = \"USD 0.01\"\nbudget = \"EUR 1\"\n", "x.toml:5: payments.budget: EUR is not max_price's currency (USD)"},
+		{id + "[payments]\nmax_price = \"USD 2\"\nbudget = \"USD 1\"\n", "x.toml:5: payments.budget: USD 1.00 is less than max_price (USD 2.00)"},
+		{id + "[payments]\nmax_price = \"USD 0.0000000001\"\nbudget = \"USD 1\"\n", "at most 9 digits after the point"},
+		{"[payments]\nbudget = \"USD 1\"\n", "x.toml:2: payments.budget: set without payments.max_price"},
+	}
+	for _, tt := range tests {
+		_, err := parse("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%q: %v; want no error", tt.toml, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%q: %v; want an error with %q", tt.toml, err, tt.wantErr)
+		}
+	}
+}
+
 func TestConfigBlockStyle(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
