@@ -224,6 +224,7 @@ func TestConfigClusterSecret(t *testing.T) {
 		}
 	}
 }
+
 // TestConfigIdentityPayments: [identity] and [payments] are checked, each
 // problem naming its key and line.
 func TestConfigIdentityPayments(t *testing.T) {
