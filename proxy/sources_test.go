@@ -236,6 +236,51 @@ func TestUsageFilesFailing(t *testing.T) {
 	}
 }
 
+// TestUsageFilesUnread: statements robotsgate cannot read never open the
+// gate: a tdmrep.json cut at robots.max_bytes (valid, but longer than
+// robotsgate reads) reserves every path, its answer withheld; a License
+// line that is no http(s) URL refuses AI purposes; one that is a path is
+// read, resolved against the site.
+func TestUsageFilesUnread(t *testing.T) {
+	t.Parallel()
+	long := `[{"location": "/", "tdm-reservation": 1}` + strings.Repeat(`, {"location": "/x", "tdm-reservation": 1}`, 100) + `]`
+	big := newTestOrigin(t, "User-agent: *\nAllow: /\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/tdmrep.json" {
+			io.WriteString(w, long)
+			return
+		}
+		io.WriteString(w, "SECRET page\n")
+	})
+	ftp := newTestOrigin(t, "User-agent: *\nLicense: ftp://files.example/license.xml\n", nil)
+	rel := newTestOrigin(t, "User-agent: *\nLicense: /license.xml\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/license.xml" {
+			io.WriteString(w, `<rsl><content url="/"><license><prohibits type="usage">ai-train</prohibits></license></content></rsl>`)
+			return
+		}
+		io.WriteString(w, "page\n")
+	})
+	cfg := loopbackConfig()
+	cfg.Robots.MaxBytes = 1024
+	p := startProxy(t, cfg)
+	// The body says whether the request reached the site (its answer
+	// withheld) or not, and names the statement without a robots.txt
+	// line it does not have.
+	for _, tt := range []struct{ url, rule, says string }{
+		{big.URL + "/a", "tdmrep.json: unreadable (longer than robots.max_bytes)", "is withheld for ai-train"},
+		{ftp.URL + "/a", "rsl ftp://files.example/license.xml: unread (not an http or https URL)", "is not fetched for ai-train"},
+		{rel.URL + "/a", "rsl " + rel.URL + "/license.xml: prohibits usage ai-train", "is not fetched for ai-train"},
+	} {
+		resp, body := get(t, p.client(), tt.url, policy.PurposeHeader, "ai-train")
+		if resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule || strings.Contains(body, "SECRET") ||
+			!strings.Contains(body, tt.says) || strings.Contains(body, "line 0") {
+			t.Errorf("%s: %d %q; want 403 %q\n%s", tt.url, resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), tt.rule, body)
+		}
+	}
+	if resp, body := get(t, p.client(), big.URL+"/a"); resp.StatusCode != 200 || !strings.Contains(body, "SECRET") {
+		t.Errorf("no purpose: %d; want the page", resp.StatusCode)
+	}
+}
+
 // TestUsageFilesOverloaded: the usage files' fetches in flight are
 // bounded (a quarter of robots.max_fetches for each kind): past the
 // bound, a request that needs one more is answered 503 overloaded at

@@ -115,6 +115,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "purged %s\n", o)
+	case r.URL.Path == "/robots/purge":
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "robotsgate: POST /robots/purge?origin=URL", http.StatusMethodNotAllowed)
 	case r.URL.Path == "/status" || r.URL.Path == "/status.json":
 		if h.statusAllowed(w, r) {
 			h.serveStatus(w, r)
@@ -334,7 +337,10 @@ func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 			e.Sitemaps = append(e.Sitemaps, en.Rules.Sitemaps()...)
 			for _, l := range en.Rules.Licenses() {
 				f := UsageFile{URL: l}
-				if h.o.Files != nil {
+				u, ok := o.LicenseURL(l)
+				if !ok {
+					f.Error = "not an http or https URL: unread, refusing ai-train and ai-input"
+				} else if l = u; h.o.Files != nil {
 					d, held := h.o.Files.PeekRSL(l)
 					f = usageFile(d, held, l)
 				}

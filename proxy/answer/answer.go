@@ -151,12 +151,21 @@ func blockBody(r *http.Request, d *policy.Decision) string {
 // usageBody explains a usage refusal to a person reading a scraper's log.
 func usageBody(r *http.Request, d *policy.Decision) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "robotsgate: %s is not fetched for %s: the site refuses that use\n\n", DisplayURL(r), d.Refusal.Purpose)
-	fmt.Fprintf(&b, "purpose:    %s (declared: %s)\n", d.Refusal.Purpose, strings.Join(d.Purposes.Names(), ", "))
-	if d.Refusal.Header {
-		fmt.Fprintf(&b, "statement:  %s (a header of the response, whose body was withheld)\n", d.Refusal.Statement)
+	if d.Answered != 0 {
+		fmt.Fprintf(&b, "robotsgate: the answer for %s is withheld for %s: the site refuses that use\n\n", DisplayURL(r), d.Refusal.Purpose)
 	} else {
+		fmt.Fprintf(&b, "robotsgate: %s is not fetched for %s: the site refuses that use\n\n", DisplayURL(r), d.Refusal.Purpose)
+	}
+	fmt.Fprintf(&b, "purpose:    %s (declared: %s)\n", d.Refusal.Purpose, strings.Join(d.Purposes.Names(), ", "))
+	switch {
+	case d.Refusal.Header:
+		fmt.Fprintf(&b, "statement:  %s (a header of the response, whose body was withheld)\n", d.Refusal.Statement)
+	case d.Refusal.Line > 0:
 		fmt.Fprintf(&b, "statement:  %s (line %d of %s)\n", d.Refusal.Statement, d.Refusal.Line, d.RobotsURL())
+	case d.Answered != 0:
+		fmt.Fprintf(&b, "statement:  %s (the body was withheld)\n", d.Refusal.Statement)
+	default: // a file besides robots.txt: the statement names it
+		fmt.Fprintf(&b, "statement:  %s\n", d.Refusal.Statement)
 	}
 	fmt.Fprintf(&b, "agent:      %s\n", strings.Join(d.Agents.Slice(), ", "))
 	fmt.Fprintf(&b, "reason:     %s\n", d.Reason)

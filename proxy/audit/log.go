@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -51,6 +52,11 @@ func (l *Log) Reopen(path string) error {
 	var f *os.File
 	w := l.stdout
 	if path != "" {
+		// Its directory is made if missing (as the state directory is):
+		// a config naming .robotsgate/audit.log works on a fresh clone.
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return fmt.Errorf("open audit log: %w", err)
+		}
 		var err error
 		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
 			return fmt.Errorf("open audit log: %w", err)

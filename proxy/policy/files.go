@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
@@ -70,11 +69,17 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 	if !ok || !d.needsTDMRep() {
 		return
 	}
-	tdm, ok := d.tdmrep(ctx, w)
+	tdm, cut, ok := d.tdmrep(ctx, w)
 	if !ok {
 		return
 	}
+	if pur, v, refused := cut.Refuses(d.Purposes.List()); refused {
+		d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
+	}
 	for _, path := range paths {
+		if d.reserved.Statement != "" {
+			break
+		}
 		u, ok := tdm.UsageWithin(path, &budget)
 		if !ok {
 			d.tooCostly("the site's tdmrep.json")
@@ -88,6 +93,9 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 	if d.reserved.Statement != "" && check {
 		d.Refusal = d.reserved
 		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, d.reserved.Purpose, d.Refusal.HeaderValue())
+		// What check shows of the purpose says what refused it, whatever
+		// another source granted (a refusal wins).
+		d.Usage[d.reserved.Purpose] = robots.UsageVerdict{State: robots.Refused, Statement: d.reserved.Statement}
 	}
 }
 
@@ -107,8 +115,9 @@ func (p *Policy) judgeFilesEverywhere(ctx context.Context, w *Env, d *Decision) 
 	if !ok || !d.needsTDMRep() {
 		return
 	}
-	if tdm, ok := d.tdmrep(ctx, w); ok {
+	if tdm, cut, ok := d.tdmrep(ctx, w); ok {
 		u := tdm.UsageEverywhere()
+		u.Combine(&cut)
 		d.Usage.Combine(&u)
 		d.judgeUsage()
 	}
@@ -124,13 +133,17 @@ func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Bud
 	}
 	for i, lic := range licenses {
 		var u robots.Usage
-		switch lower := strings.ToLower(lic); {
-		case !strings.HasPrefix(lower, "https://") && !strings.HasPrefix(lower, "http://"):
-			continue // not an absolute URL: RSL names none other
+		url, readable := d.Origin.LicenseURL(lic)
+		switch {
+		case !readable:
+			// A licence robotsgate cannot fetch (RSL names http and
+			// https URLs): terms unread.
+			u = refuseAI("rsl " + lic + ": unread (not an http or https URL)")
 		case i >= MaxLicenses:
 			// More licences than robotsgate reads: terms unread.
 			u = refuseAI("rsl " + lic + ": unread (more than " + fmt.Sprint(MaxLicenses) + " License lines)")
 		default:
+			lic = url
 			what := "RSL licence " + lic
 			doc, err := w.Files.RSL(ctx, lic)
 			if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) {
@@ -165,16 +178,24 @@ func (d *Decision) needsTDMRep() bool {
 	return d.Purposes.Has(robots.AITrain) || d.Purposes.Has(robots.AIInput)
 }
 
-// tdmrep returns d's origin's TDMRep file, if it holds one that parsed;
-// d is refused when the file is unreachable with no copy held, or the
-// wait for it ended.
-func (d *Decision) tdmrep(ctx context.Context, w *Env) (*robots.TDMRep, bool) {
+// tdmrep returns d's origin's TDMRep file, if it holds one that parsed
+// (ok); d is refused when the file is unreachable with no copy held, or
+// the wait for it ended. A file that does not parse because robotsgate cut
+// it at robots.max_bytes is no protocol error of the site's but a
+// statement robotsgate could not read: cut then reserves every path, for
+// ai-train and ai-input.
+func (d *Decision) tdmrep(ctx context.Context, w *Env) (tdm *robots.TDMRep, cut robots.Usage, ok bool) {
 	const what = "tdmrep.json"
 	doc, err := w.Files.TDMRep(ctx, d.Origin)
-	if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) || !doc.Good() {
-		return nil, false
+	switch {
+	case !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt):
+		return nil, cut, false
+	case doc.Outcome == fetch.Fetched && doc.ParseErr != nil && doc.Truncated:
+		return nil, refuseAI("tdmrep.json: unreadable (longer than robots.max_bytes)"), true
+	case !doc.Good():
+		return nil, cut, false
 	}
-	return doc.Value, true
+	return doc.Value, cut, true
 }
 
 // tooCostly refuses d: deciding it under what (a file) would take more

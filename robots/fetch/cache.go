@@ -940,13 +940,23 @@ func (c *Cache) Peek(o Origin) (Answer, bool) {
 	return Answer{}, false
 }
 
-// Licenses returns the License lines of o's robots.txt, for a purge of
-// the licences it names: from the rules held here, or, failing that, from
-// the Store's good copy (another process of the fleet may have fetched
-// it). Nil when neither holds a robots.txt of o.
+// Licenses returns the URLs of the licences o's robots.txt names on
+// License lines (Origin.LicenseURL), for a purge of them: from the rules
+// held here, or, failing that, from the Store's good copy (another process
+// of the fleet may have fetched it). Nil when neither holds a robots.txt
+// of o.
 func (c *Cache) Licenses(ctx context.Context, o Origin) []string {
+	urls := func(r *robots.Robots) []string {
+		var out []string
+		for _, l := range r.Licenses() {
+			if u, ok := o.LicenseURL(l); ok {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
 	if a, ok := c.Peek(o); ok && a.Entry != nil && a.Entry.Rules != nil {
-		return a.Entry.Rules.Licenses()
+		return urls(a.Entry.Rules)
 	}
 	if c.opts.Store == nil {
 		return nil
@@ -957,7 +967,7 @@ func (c *Cache) Licenses(ctx context.Context, o Origin) []string {
 	if err != nil || rec.Good == nil || rec.Good.Outcome != Fetched {
 		return nil
 	}
-	return robots.Parse(rec.Good.Body).Licenses()
+	return urls(robots.Parse(rec.Good.Body))
 }
 
 // Purge forgets everything about o, here and in the Store, so that the

@@ -286,6 +286,25 @@ func (o Origin) RobotsURL() string { return o.URL("/robots.txt") }
 // its /.well-known/tdmrep.json.
 func (o Origin) TDMRepURL() string { return o.URL("/.well-known/tdmrep.json") }
 
+// LicenseURL returns the URL a License line of o's robots.txt names (RSL
+// 1.0): an absolute http or https URL as written; a path ("/license.xml")
+// or a scheme-relative reference ("//cdn.example/l.xml") resolved against
+// o, as a browser would (RSL asks for absolute URLs, but a site that wrote
+// a path still named a licence). ok is false for anything else, which
+// names no licence robotsgate can fetch.
+func (o Origin) LicenseURL(lic string) (url string, ok bool) {
+	lower := strings.ToLower(lic)
+	switch {
+	case strings.HasPrefix(lower, "https://") || strings.HasPrefix(lower, "http://"):
+		return lic, true
+	case strings.HasPrefix(lic, "//"):
+		return o.Scheme + ":" + lic, true
+	case strings.HasPrefix(lic, "/"):
+		return o.URL(lic), true
+	}
+	return "", false
+}
+
 // Authority returns the origin as a Host header names it (RFC 9110
 // section 7.2): its host, in brackets when an IPv6 address, with the port
 // only when it is not the scheme's default: "example.com", "[::1]:8080".
