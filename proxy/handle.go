@@ -159,6 +159,16 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	}
 	s.metrics.upstream.Observe(time.Since(start).Seconds())
 	d.Answered = resp.StatusCode
+	if resp.StatusCode == http.StatusPaymentRequired {
+		// Pay-per-crawl: a price within bounds is paid, the request sent
+		// once more; otherwise robotsgate answers 402 price-refused.
+		var own bool
+		if resp, own = s.payFor(p, r, req, d, resp); own {
+			s.finish(p, r, d, resp.StatusCode, "")
+			return resp
+		}
+		d.Answered = resp.StatusCode
+	}
 	header.RemoveGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
 	if resp.StatusCode != http.StatusSwitchingProtocols && (resp.Trailer != nil || resp.ContentLength < 0) {
 		// The trailer comes with the body's end, where it is read into
@@ -283,7 +293,7 @@ func (s *Server) respond(r *http.Request, d *policy.Decision) *http.Response {
 // for /status.
 func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, status int, connect string) {
 	msg := audit.MsgOf(d)
-	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed {
+	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed && d.Charged.Currency == "" { // a payment is always audited
 		return
 	}
 	rec := audit.RecordOf(s.opts.Now(), d, status)

@@ -25,7 +25,9 @@ type metrics struct {
 	reloads       *prometheus.CounterVec
 	backoffs      prometheus.Counter
 	clusterErrors prometheus.Counter
-	signed        prometheus.Counter // requests sent with a Web Bot Auth signature
+	signed        prometheus.Counter     // requests sent with a Web Bot Auth signature
+	payments      *prometheus.CounterVec // sites' 402s with a price, by result
+	spent         *prometheus.CounterVec // what sites charged, by currency
 	// answers counts the origins' own answers to forwarded requests, by
 	// class, resolved once.
 	answers [audit.NumAnswerClasses]prometheus.Counter
@@ -118,6 +120,7 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
+	m.payments, m.spent = newPaymentMetrics(m.reg)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }

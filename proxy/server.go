@@ -28,6 +28,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/proxy/pace"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
@@ -91,6 +92,9 @@ type Server struct {
 	backoffs *pace.Backoffs
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
 	cluster *cluster.Client
+	// budget is what pay-per-crawl spends from each day: the fleet's with
+	// [cluster], else this process's.
+	budget pay.Budget
 	// stopping ends, with policy.ErrShuttingDown, when a shutdown's drain
 	// time is up: every request's context derives from it, so that
 	// requests still held or waiting on an origin are then answered 503
@@ -190,6 +194,10 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		Transport: s.tr, Proxy: pol.UpstreamProxy(), Version: o.Version, Now: o.Now,
 		Signer: s.signer, OnSign: s.metrics.signed.Inc,
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
+	}
+	s.budget = &pay.Local{}
+	if s.cluster != nil {
+		s.budget = s.cluster.Budget(cfg.Payments.KeyPrefix) // one budget for the fleet
 	}
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
 	var docs fetch.DocStore

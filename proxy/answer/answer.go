@@ -79,6 +79,8 @@ func plainAnswer(r *http.Request, d *policy.Decision, now time.Time) *http.Respo
 		resp := Text(r, http.StatusServiceUnavailable, d.Action, now, fmt.Sprintf("robotsgate: %s was not sent: %s; retry\n", DisplayURL(r), d.Reason))
 		resp.Header.Set("Retry-After", strconv.Itoa(ShutdownRetryAfter))
 		return resp
+	case policy.ActionPriceRefused:
+		return Text(r, http.StatusPaymentRequired, d.Action, now, fmt.Sprintf("robotsgate: %s: %s\n", DisplayURL(r), d.Reason))
 	case policy.ActionPaced:
 		resp := Text(r, http.StatusTooManyRequests, d.Action, now, fmt.Sprintf("robotsgate: %s is %s\n", DisplayURL(r), d.Reason))
 		resp.Header.Set("Retry-After", strconv.Itoa(max(1, int((d.Waited+time.Second-1)/time.Second))))

@@ -19,7 +19,7 @@ import (
 
 // designFields are the audit log's fields, in DESIGN.md's order.
 var designFields = []string{"time", "level", "msg", "client", "user", "method", "url", "path", "origin", "user_agent",
-	"agent", "token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason"}
+	"agent", "token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason", "charged"}
 
 // TestRecordFields: a record has DESIGN's fields, every one always
 // written ("" or 0 or [] when empty), its time in UTC with milliseconds.

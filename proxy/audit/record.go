@@ -36,6 +36,7 @@ type Record struct {
 	Status    int           `json:"status"` // sent to the client
 	Decision  policy.Action `json:"decision"`
 	Reason    string        `json:"reason"`
+	Charged   string        `json:"charged"` // what the site charged for the request (pay-per-crawl): "USD 0.01"; "" when nothing
 }
 
 // Msg is a record's msg: what kind of event it is.
@@ -99,6 +100,9 @@ func RecordOf(t time.Time, d *policy.Decision, status int) Record {
 		r.Level = "INFO"
 	}
 	r.Rule, r.Line = RuleOf(d)
+	if d.Charged.Currency != "" {
+		r.Charged = d.Charged.String()
+	}
 	if !d.Origin.IsZero() {
 		r.Origin = d.Origin.String()
 		if d.Target != "" {

@@ -14,9 +14,10 @@ import (
 // Scale is how many of an Amount's units make one of its currency.
 const Scale = 1_000_000_000
 
-// maxAmount bounds what an Amount holds: a billion of a currency, so that
-// sums of many stay far from overflowing.
-const maxAmount = 1_000_000_000 * Scale
+// maxAmount bounds what an Amount holds: a million of a currency, so that
+// sums stay exact where they are compared as doubles (Redis's Lua, below
+// 2^53 billionths).
+const maxAmount = 1_000_000 * Scale
 
 // An Amount is a sum of money: a currency code and a decimal number of
 // it, in billionths.
@@ -29,7 +30,7 @@ type Amount struct {
 // crawler-price family of fields and the [payments] keys write it: three
 // ASCII letters (read upper-cased), one or more spaces, and a decimal
 // with at most nine fractional digits, no sign, no exponent, at most a
-// billion.
+// million.
 func ParseAmount(s string) (Amount, error) {
 	cur, num, ok := strings.Cut(strings.TrimSpace(s), " ")
 	num = strings.TrimLeft(num, " ")
@@ -42,14 +43,14 @@ func ParseAmount(s string) (Amount, error) {
 		}
 	}
 	whole, frac, _ := strings.Cut(num, ".")
-	if whole == "" || len(frac) > 9 || !digits(whole) || !digits(frac) || len(whole) > 10 {
+	if whole == "" || len(frac) > 9 || !digits(whole) || !digits(frac) || len(whole) > 7 {
 		return Amount{}, fmt.Errorf("%q: the amount is a decimal number with at most 9 digits after the point", s)
 	}
 	w, _ := strconv.ParseInt(whole, 10, 64)
 	f, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
 	n := w*Scale + f
 	if n > maxAmount {
-		return Amount{}, fmt.Errorf("%q: more than a billion", s)
+		return Amount{}, fmt.Errorf("%q: more than a million", s)
 	}
 	return Amount{Currency: strings.ToUpper(cur), Nanos: n}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -43,6 +44,7 @@ const (
 	ActionOverloaded
 	ActionUsageRefused // the site refuses a purpose the request declares
 	ActionShuttingDown // held (pacing, back-off, a robots.txt fetch) when the proxy's drain time ran out
+	ActionPriceRefused // the site asked for a payment robotsgate does not make ([payments]): over max_price or the budget, or asked twice
 	numActions
 )
 
@@ -55,7 +57,7 @@ var actionNames = [numActions]string{
 	ActionAllowed: "allowed", ActionDisallowed: "disallowed", ActionDenied: "denied", ActionPrivate: "private-address",
 	ActionUnreachable: "unreachable", ActionPaced: "paced", ActionWouldBlock: "would-block", ActionUpstream: "upstream-error",
 	ActionBadRequest: "bad-request", ActionMisdirected: "misdirected", ActionAuth: "auth-required", ActionOverloaded: "overloaded",
-	ActionUsageRefused: "usage-refused", ActionShuttingDown: "shutting-down",
+	ActionUsageRefused: "usage-refused", ActionShuttingDown: "shutting-down", ActionPriceRefused: "price-refused",
 }
 
 // String returns the action's X-Robots-Gate value ("allowed" for
@@ -152,6 +154,7 @@ type Decision struct {
 	Purposes   Purposes       // the purposes the request declares
 	Usage      robots.Usage   // what robots.txt's usage statements say of the path, when worked out
 	Refusal    Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
+	Charged    pay.Amount     // what the site charged for it (pay-per-crawl); zero when nothing
 	reserved   Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
 	rules      *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
 	explain    bool           // work out Usage even when no purpose is declared (check)

@@ -1,0 +1,83 @@
+package pay
+
+import (
+	"sync"
+	"testing"
+)
+
+func TestParseAmount(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in, want string
+		nanos    int64
+	}{
+		{"USD 0.01", "USD 0.01", 10_000_000},
+		{"usd 1", "USD 1.00", Scale},
+		{"EUR  2.5", "EUR 2.50", 2_500_000_000},
+		{" USD 0.000000001 ", "USD 0.000000001", 1},
+		{"JPY 1000000", "JPY 1000000.00", 1_000_000 * Scale},
+	} {
+		a, err := ParseAmount(tt.in)
+		if err != nil || a.String() != tt.want || a.Nanos != tt.nanos {
+			t.Errorf("ParseAmount(%q) = %v (%d), %v; want %s (%d)", tt.in, a, a.Nanos, err, tt.want, tt.nanos)
+		}
+	}
+	for _, bad := range []string{"", "USD", "0.01 USD", "US 1", "USD1", "USD -1", "USD 1e3", "USD 0.0000000001", "USD 1,00", "USD .5", "USD 1000001", "U$D 1", "USD 0x10", "USD 1.2.3"} {
+		if a, err := ParseAmount(bad); err == nil {
+			t.Errorf("ParseAmount(%q) = %v; want an error", bad, a)
+		}
+	}
+}
+
+// TestLocalBudget: reservations stay within the day's limit when many
+// race for it; a refund gives back; a new day starts at nothing.
+func TestLocalBudget(t *testing.T) {
+	t.Parallel()
+	var b Local
+	price, limit := Amount{"USD", 10_000_000}, Amount{"USD", 105_000_000} // 0.01, 0.105: 10 fit
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	paid := 0
+	for range 50 {
+		wg.Go(func() {
+			if _, ok, _ := b.Reserve(t.Context(), "2026-11-27", price, limit); ok {
+				mu.Lock()
+				paid++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if paid != 10 {
+		t.Errorf("%d reservations of 0.01 within 0.105; want 10", paid)
+	}
+	b.Refund(t.Context(), "2026-11-27", price)
+	if spent, ok, _ := b.Reserve(t.Context(), "2026-11-27", price, limit); !ok || spent.Nanos != 100_000_000 {
+		t.Errorf("after a refund: %v, %v; want room for one more, 0.10 spent", spent, ok)
+	}
+	if spent, ok, _ := b.Reserve(t.Context(), "2026-11-28", price, limit); !ok || spent.Nanos != price.Nanos {
+		t.Errorf("a new day: %v, %v; want a fresh budget", spent, ok)
+	}
+	if _, _, err := b.Reserve(t.Context(), "2026-11-28", Amount{"EUR", 1}, limit); err == nil {
+		t.Error("a price in another currency was reserved")
+	}
+}
+
+func FuzzParseAmount(f *testing.F) {
+	for _, s := range []string{"USD 0.01", "EUR 1", "usd 0.000000001", "JPY 1000000", "USD 1e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAmount(s)
+		if err != nil {
+			return
+		}
+		if a.Nanos < 0 || a.Nanos > maxAmount {
+			t.Fatalf("ParseAmount(%q) = %d billionths", s, a.Nanos)
+		}
+		b, err := ParseAmount(a.String())
+		if err != nil || b != a {
+			t.Fatalf("ParseAmount(%q) = %v; its String %q reads back as %v, %v", s, a, a.String(), b, err)
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/robotsgate/robotsgate/proxy/answer"
+	"github.com/robotsgate/robotsgate/proxy/pay"
+	"github.com/robotsgate/robotsgate/proxy/policy"
+)
+
+// The pay-per-crawl fields (DESIGN "Identity and payment"): a site's 402
+// names its price; the request sent again names the price accepted; the
+// site's answer names what it charged.
+const (
+	fieldPrice      = "Crawler-Price"
+	fieldExactPrice = "Crawler-Exact-Price"
+	fieldCharged    = "Crawler-Charged"
+)
+
+// Payment results, robotsgate_payments_total's labels.
+const (
+	payPaid       = "paid"
+	payOverPrice  = "over-price"
+	payOverBudget = "over-budget"
+	payFailed     = "failed"
+)
+
+// budgetTimeout bounds a call to the budget (the fleet's, in Redis).
+const budgetTimeout = 2 * time.Second
+
+// maxDrain402 bounds what is read of a 402's body before the request is
+// sent again, so that its connection can be reused.
+const maxDrain402 = 64 << 10
+
+// payFor answers resp, a site's 402 to r, when pay-per-crawl is on
+// ([payments]): a price within max_price, while the day's budget has room
+// for it, is accepted once, the request sent again naming it, signed as
+// every request is; the site's answer then goes to the client, and what
+// it charged is spent, audited and counted. A price in another currency
+// or above max_price, a spent budget, a request with content (which is
+// not sent twice), a budget that cannot be checked, or a second 402 is
+// answered by robotsgate: 402 price-refused, nothing paid. A 402 that
+// names no price is the site's own answer, passed on. It returns the
+// response for the client and whether it is robotsgate's own (refused).
+func (s *Server) payFor(p *policy.Policy, r *http.Request, req *policy.Request, d *policy.Decision, resp *http.Response) (*http.Response, bool) {
+	maxPrice, budget, on := p.Payments()
+	stated := resp.Header.Get(fieldPrice)
+	if !on || stated == "" {
+		return resp, false
+	}
+	refuse := func(result, why string, price pay.Amount, spent pay.Amount) (*http.Response, bool) {
+		resp.Body.Close()
+		s.metrics.payments.WithLabelValues(result).Inc()
+		d.Action, d.Reason = policy.ActionPriceRefused, "price refused: "+why
+		left := pay.Amount{Currency: budget.Currency, Nanos: max(budget.Nanos-spent.Nanos, 0)}
+		body := fmt.Sprintf("robotsgate: %s asks for a payment robotsgate does not make\n\nprice:       %s\nmax_price:   %s\nbudget left: %s of %s today (UTC)\nreason:      %s\n",
+			answer.DisplayURL(r), stated, maxPrice, left, budget, why)
+		out := answer.Text(r, http.StatusPaymentRequired, policy.ActionPriceRefused, s.opts.Now(), body)
+		out.Header.Set(fieldPrice, stated) // the site's own offer, for the client to see
+		return out, true
+	}
+	price, err := pay.ParseAmount(stated)
+	switch {
+	case err != nil:
+		return refuse(payFailed, fmt.Sprintf("the site's price %q does not read as one", stated), price, pay.Amount{})
+	case req.Content:
+		return refuse(payFailed, "a request with content is not sent twice", price, pay.Amount{})
+	case price.Currency != maxPrice.Currency:
+		return refuse(payOverPrice, fmt.Sprintf("%s is not max_price's currency", price.Currency), price, pay.Amount{})
+	case price.Nanos > maxPrice.Nanos:
+		return refuse(payOverPrice, fmt.Sprintf("%s is more than max_price", price), price, pay.Amount{})
+	}
+	day := pay.Day(s.opts.Now())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), budgetTimeout)
+	spent, ok, err := s.budget.Reserve(ctx, day, price, budget)
+	cancel()
+	switch {
+	case err != nil:
+		s.log.Warn("pay-per-crawl: the budget cannot be checked: paying nothing", "err", err)
+		return refuse(payFailed, "the budget cannot be checked now: "+err.Error(), price, pay.Amount{})
+	case !ok:
+		return refuse(payOverBudget, fmt.Sprintf("%s would take today's spending past the budget (%s spent)", price, spent), price, spent)
+	}
+	refund := func(a pay.Amount) {
+		ctx, cancel := context.WithTimeout(context.Background(), budgetTimeout)
+		defer cancel()
+		if err := s.budget.Refund(ctx, day, a); err != nil {
+			s.log.Warn("pay-per-crawl: a reservation could not be given back", "amount", a.String(), "err", err)
+		}
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain402))
+	resp.Body.Close()
+
+	again := r.Clone(r.Context())
+	again.Header.Set(fieldExactPrice, stated)
+	if sn := s.snap.Load(); sn.signer != nil {
+		sn.signer.Sign(again.Header, d.Origin.Authority())
+		s.metrics.signed.Inc()
+	}
+	paid, err := s.send.RoundTrip(again)
+	if err != nil {
+		refund(price)
+		s.metrics.payments.WithLabelValues(payFailed).Inc()
+		return s.upstreamFailure(p, r, d.Origin.HostPort(), err, d), true
+	}
+	if paid.StatusCode == http.StatusPaymentRequired {
+		refund(price)
+		resp = paid
+		return refuse(payFailed, "the site asked again (a second 402)", price, pay.Amount{Currency: budget.Currency, Nanos: spent.Nanos - price.Nanos})
+	}
+	charged, err := pay.ParseAmount(paid.Header.Get(fieldCharged))
+	switch {
+	case paid.Header.Get(fieldCharged) == "":
+		refund(price) // nothing charged: the reservation is given back
+	case err != nil || charged.Currency != price.Currency:
+		// A charge that does not read is taken at the price accepted:
+		// the budget never counts less than may have been spent.
+		s.log.Warn("pay-per-crawl: a charge that does not read as one: counted at the price accepted", "url", answer.DisplayURL(r), "crawler-charged", paid.Header.Get(fieldCharged), "price", price.String())
+		d.Charged = price
+	default:
+		if charged.Nanos < price.Nanos {
+			refund(pay.Amount{Currency: price.Currency, Nanos: price.Nanos - charged.Nanos})
+		} else if charged.Nanos > price.Nanos {
+			s.log.Warn("pay-per-crawl: the site charged more than the price accepted", "url", answer.DisplayURL(r), "charged", charged.String(), "price", price.String())
+		}
+		d.Charged = charged
+	}
+	if d.Charged.Currency != "" {
+		s.metrics.payments.WithLabelValues(payPaid).Inc()
+		s.metrics.spent.WithLabelValues(d.Charged.Currency).Add(d.Charged.Float())
+	}
+	return paid, false
+}
+
+// newPaymentMetrics registers pay-per-crawl's counters on reg.
+func newPaymentMetrics(reg *prometheus.Registry) (payments, spent *prometheus.CounterVec) {
+	payments = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_payments_total",
+		Help: "Sites' 402s with a price, by result: paid, over-price, over-budget, failed (a second 402, a request with content, a budget that cannot be checked).",
+	}, []string{"result"})
+	spent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_spent_total",
+		Help: "What sites charged for requests (pay-per-crawl), by currency: the currency of [payments] max_price only.",
+	}, []string{"currency"})
+	reg.MustRegister(payments, spent)
+	for _, r := range []string{payPaid, payOverPrice, payOverBudget, payFailed} {
+		payments.WithLabelValues(r)
+	}
+	return payments, spent
+}

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity/identitytest"
+)
+
+// pricedOrigin is a pay-per-crawl site: /priced costs USD 0.01, paid by
+// a signed request that accepts that price exactly, then charged;
+// /expensive costs USD 5; /greedy asks again whatever is accepted;
+// /free charges nothing once the price is accepted. dir returns the key
+// directory its signatures are checked against.
+func pricedOrigin(t *testing.T, dir func() []byte) (*httptest.Server, *atomic.Int64) {
+	var hits atomic.Int64
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/robots.txt" {
+			io.WriteString(w, "User-agent: *\nAllow: /\n")
+			return
+		}
+		price := map[string]string{"/priced": "USD 0.01", "/expensive": "USD 5", "/greedy": "USD 0.01", "/free": "USD 0.01"}[r.URL.Path]
+		_, err := identitytest.Verify(r, dir(), time.Now())
+		if price == "" || r.URL.Path == "/greedy" || err != nil || r.Header.Get("Crawler-Exact-Price") != price {
+			w.Header().Set("Crawler-Price", price)
+			w.WriteHeader(http.StatusPaymentRequired)
+			io.WriteString(w, "pay first\n")
+			return
+		}
+		if r.URL.Path == "/priced" {
+			w.Header().Set("Crawler-Charged", price)
+		}
+		io.WriteString(w, "content "+r.URL.Path+"\n")
+	}))
+	t.Cleanup(o.Close)
+	return o, &hits
+}
+
+// directoryOf fetches p's key directory.
+func directoryOf(t *testing.T, p *testProxy) []byte {
+	t.Helper()
+	_, body := get(t, http.DefaultClient, p.url.String()+"/.well-known/http-message-signatures-directory")
+	return []byte(body)
+}
+
+// TestPayPerCrawl: a price within max_price is paid once, signed, and the
+// charge audited (log_allowed off) and counted; a price over max_price, a
+// second 402, a request with content and a spent budget are answered 402
+// price-refused with the price and the limits, nothing paid.
+func TestPayPerCrawl(t *testing.T) {
+	t.Parallel()
+	var dir atomic.Value
+	dir.Store([]byte(nil))
+	o, _ := pricedOrigin(t, func() []byte { return dir.Load().([]byte) })
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.02", "USD 0.03"
+		return c
+	}())
+	dir.Store(directoryOf(t, p))
+	c := p.client()
+
+	refused := func(path, reason string) {
+		t.Helper()
+		resp, body := get(t, c, o.URL+path)
+		if resp.StatusCode != 402 || resp.Header.Get("X-Robots-Gate") != "price-refused" || !strings.Contains(body, reason) ||
+			!strings.Contains(body, "max_price:   USD 0.02") {
+			t.Errorf("%s: %d %q\n%s; want 402 price-refused, %q", path, resp.StatusCode, resp.Header.Get("X-Robots-Gate"), body, reason)
+		}
+	}
+	refused("/expensive", "USD 5.00 is more than max_price")
+	refused("/greedy", "the site asked again (a second 402)")
+	if resp, body := get(t, c, o.URL+"/free"); resp.StatusCode != 200 || body != "content /free\n" {
+		t.Errorf("/free: %d %q; want its content, nothing charged", resp.StatusCode, body)
+	}
+	post, _ := http.NewRequest(http.MethodPost, o.URL+"/priced", strings.NewReader("form=1"))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := c.Do(post); err != nil || resp.StatusCode != 402 || resp.Header.Get("X-Robots-Gate") != "price-refused" {
+		t.Errorf("POST /priced: %v %v; want 402 price-refused (content is not sent twice)", resp, err)
+	}
+	for i := range 3 {
+		if resp, body := get(t, c, o.URL+"/priced"); resp.StatusCode != 200 || body != "content /priced\n" {
+			t.Fatalf("/priced #%d: %d %q; want paid content", i+1, resp.StatusCode, body)
+		}
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" || rec["decision"] != "allowed" {
+		t.Errorf("audit of a paid request = %v; want charged USD 0.01", rec)
+	}
+	refused("/priced", "would take today's spending past the budget (USD 0.03 spent)")
+	for result, want := range map[string]float64{"paid": 3, "over-price": 1, "over-budget": 1, "failed": 2} {
+		if got := testutil.ToFloat64(p.srv.metrics.payments.WithLabelValues(result)); got != want {
+			t.Errorf("robotsgate_payments_total{result=%q} = %v; want %v", result, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0299 || got > 0.0301 {
+		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.03", got)
+	}
+}
+
+// TestPayPerCrawlFleet: with [cluster] the day's budget is the fleet's:
+// two instances paying at once spend it once between them.
+func TestPayPerCrawlFleet(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	var dir atomic.Value
+	dir.Store([]byte(nil))
+	o, _ := pricedOrigin(t, func() []byte { return dir.Load().([]byte) })
+	dirs := t.TempDir() // one key for the fleet, as an operator deploys it
+	fleet := startFleet(t, r, 2, func(c *config.Config) {
+		c.TLS.StateDir = dirs
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 0.05"
+		c.Payments.KeyPrefix = "rgtest:" + t.Name() + ":"
+	})
+	dir.Store(directoryOf(t, fleet[0]))
+	codes := map[int]int{}
+	for i := range 8 {
+		resp, _ := get(t, fleet[i%2].client(), o.URL+"/priced")
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != 5 || codes[402] != 3 {
+		t.Errorf("answers %v; want 5 paid (USD 0.05 at 0.01), then 402 from either instance", codes)
+	}
+}
