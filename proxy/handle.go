@@ -130,6 +130,12 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		delete(r.Header, "Range")
 		delete(r.Header, "If-Range")
 	}
+	if _, _, on := p.Payments(); on {
+		// Every payment goes through the budget: a client's own offer
+		// would have a site charge without a 402 robotsgate sees.
+		delete(r.Header, fieldExactPrice)
+		delete(r.Header, fieldMaxPrice)
+	}
 	if req.Content {
 		r.Body = s.guardBody(p, r, connNamed)
 	}

@@ -20,6 +20,7 @@ import (
 const (
 	fieldPrice      = "Crawler-Price"
 	fieldExactPrice = "Crawler-Exact-Price"
+	fieldMaxPrice   = "Crawler-Max-Price"
 	fieldCharged    = "Crawler-Charged"
 )
 
