@@ -112,8 +112,7 @@ func TestPrefetch(t *testing.T) {
 func TestRunUsageFiles(t *testing.T) {
 	t.Parallel()
 	var files atomic.Int64
-	var o *httptest.Server
-	o = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/robots.txt":
 			w.Write([]byte("User-agent: *\nDisallow: /private\nLicense: /license.xml\n")) // a path: resolved against the origin

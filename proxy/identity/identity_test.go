@@ -96,14 +96,14 @@ func TestSignVerifies(t *testing.T) {
 	dir := identity.Directory([]*identity.Key{k})
 	sign := func(authority string) *http.Request {
 		r, _ := http.NewRequest(http.MethodGet, "https://"+authority+"/page", nil)
-		r.Header["signature"] = []string{"sig1=:AAAA:"} // a client's, lower-case
+		r.Header[strings.ToLower(identity.FieldSignature)] = []string{"sig1=:AAAA:"} // a client's, lower-case
 		r.Header.Set("Signature-Input", `sig1=("@method");created=1`)
 		s.Sign(r.Header, r.URL.Host)
 		r.Host = r.URL.Host
 		return r
 	}
 	r := sign("Shop.Example:8443")
-	if n := len(r.Header.Values("Signature")) + len(r.Header["signature"]); n != 1 {
+	if n := len(r.Header.Values("Signature")) + len(r.Header[strings.ToLower(identity.FieldSignature)]); n != 1 {
 		t.Errorf("%d Signature fields; want 1, robotsgate's", n)
 	}
 	got, err := identitytest.Verify(r, dir, clock())
