@@ -92,8 +92,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca -config FILE says how)", "ca", ca.CertPath, "ca_url", "http://"+mitm.ClientAddr(addr)+"/ca.pem")
 	}
 	logPacing(logger, cfg)
-	if cfg.Cluster.Redis != "" {
-		logger.Info("fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)", "redis", redisAddr(cfg.Cluster.Redis), "key_prefix", cfg.Cluster.KeyPrefix)
+	if cc := &cfg.Cluster; cc.Enabled() {
+		const fleet = "fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)"
+		switch {
+		case len(cc.Sentinels) > 0:
+			logger.Info(fleet, "sentinels", strings.Join(cc.Sentinels, ","), "master", cc.Master, "key_prefix", cc.KeyPrefix)
+		case len(cc.Nodes) > 0:
+			logger.Info(fleet, "cluster_nodes", strings.Join(cc.Nodes, ","), "key_prefix", cc.KeyPrefix)
+		default:
+			logger.Info(fleet, "redis", redisAddr(cc.Redis), "key_prefix", cc.KeyPrefix)
+		}
 	}
 
 	hup := make(chan os.Signal, 1)

@@ -48,9 +48,21 @@ const (
 // Options configures a Client. Each zero value means the default named in
 // its comment.
 type Options struct {
-	// URL is the Redis URL: redis://[user:password@]host:port/db, or
-	// rediss:// for TLS.
+	// URL is a single Redis server's URL:
+	// redis://[user:password@]host:port/db, or rediss:// for TLS.
+	// Exactly one of URL, Sentinels and Nodes names the fleet's Redis.
 	URL string
+	// Sentinels are the addresses (host:port) of the Redis Sentinels that
+	// watch the primary named Master: writes go to the primary of the
+	// moment, and a failover is followed without a restart.
+	Sentinels []string
+	Master    string
+	// Nodes are addresses (host:port) of a Redis Cluster's nodes, which
+	// tell the rest: every key of one origin shares a slot (hash tags), so
+	// that each script and transaction touches one node.
+	Nodes []string
+	// Password is Sentinels' primary's and replicas', or Nodes', password.
+	Password string
 	// Secret keys the MAC sealed on every value and message (at least
 	// MinSecretBytes, the same for every instance of the fleet): values
 	// and messages whose MAC does not verify are ignored. Required.
@@ -87,8 +99,8 @@ type Options struct {
 // for concurrent use.
 type Client struct {
 	opts Options
-	rdb  *redis.Client
-	id   string // this instance, in lock values and back-off messages
+	rdb  redis.UniversalClient // a single server's, a Sentinel-managed primary's or a Cluster's: one code path above them
+	id   string                // this instance, in lock values and back-off messages
 	seal *sealer
 
 	reserve, unlock *redis.Script
@@ -111,6 +123,45 @@ type Client struct {
 	wg     sync.WaitGroup
 }
 
+// newRedis returns the client of o's Redis, whichever way it is named,
+// every call bounded by o.OpTimeout and no retries (the breaker retries,
+// later); dial is wrapped around each dial.
+func newRedis(o *Options, dial func(func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error)) (redis.UniversalClient, error) {
+	t := o.OpTimeout
+	switch {
+	case len(o.Sentinels) > 0:
+		fo := &redis.FailoverOptions{
+			MasterName: o.Master, SentinelAddrs: o.Sentinels, Password: o.Password,
+			DialTimeout: t, ReadTimeout: t, WriteTimeout: t, PoolTimeout: t, MaxRetries: -1, ContextTimeoutEnabled: true,
+		}
+		fo.Dialer = dial(netDialer(t))
+		return redis.NewFailoverClient(fo), nil
+	case len(o.Nodes) > 0:
+		co := &redis.ClusterOptions{
+			Addrs: o.Nodes, Password: o.Password,
+			DialTimeout: t, ReadTimeout: t, WriteTimeout: t, PoolTimeout: t, MaxRetries: -1, ContextTimeoutEnabled: true,
+		}
+		co.Dialer = dial(netDialer(t))
+		return redis.NewClusterClient(co), nil
+	}
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: redis URL: %w", err)
+	}
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = t, t, t
+	ro.PoolTimeout = t
+	ro.MaxRetries = -1
+	ro.ContextTimeoutEnabled = true
+	ro.Dialer = dial(redis.NewDialer(ro))
+	return redis.NewClient(ro), nil
+}
+
+// netDialer dials TCP within timeout.
+func netDialer(timeout time.Duration) func(context.Context, string, string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
+	return d.DialContext
+}
+
 // ParseURL checks a Redis URL as New reads it.
 func ParseURL(u string) error {
 	_, err := redis.ParseURL(u)
@@ -121,10 +172,6 @@ func ParseURL(u string) error {
 // at start, and the client joins once it is up. A secret shorter than
 // MinSecretBytes is an error.
 func New(o Options) (*Client, error) {
-	ro, err := redis.ParseURL(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: redis URL: %w", err)
-	}
 	if len(o.Secret) < MinSecretBytes {
 		return nil, fmt.Errorf("cluster: a secret of %d bytes: want at least %d", len(o.Secret), MinSecretBytes)
 	}
@@ -149,30 +196,30 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	// Short bounds everywhere: a slow Redis must cost a request no more
-	// than OpTimeout, and then nothing while the breaker is open.
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.OpTimeout, o.OpTimeout, o.OpTimeout
-	ro.PoolTimeout = o.OpTimeout
-	ro.MaxRetries = -1 // the breaker retries, later
-	ro.ContextTimeoutEnabled = true
 	id := make([]byte, 8)
 	rand.Read(id)
 	seal := newSealer(o.Secret)
 	o.Secret = nil // kept in the sealer only
 	c := &Client{opts: o, id: hex.EncodeToString(id), seal: seal,
 		reserve: redis.NewScript(reserveSource), unlock: redis.NewScript(unlockSource), lost: make(chan struct{}, 1)}
-	// A call that cannot connect ends when its OpTimeout does, with
-	// "context deadline exceeded": the dial's own error says what
-	// happened, and is kept for Status.
-	dial := redis.NewDialer(ro)
-	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			c.lastDial.Store(&dialFailure{err: err, at: c.opts.Now()})
+	// Short bounds everywhere: a slow Redis must cost a request no more
+	// than OpTimeout, and then nothing while the breaker is open. A call
+	// that cannot connect ends when its OpTimeout does, with "context
+	// deadline exceeded": the dial's own error says what happened, and
+	// is kept for Status.
+	rdb, err := newRedis(&c.opts, func(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				c.lastDial.Store(&dialFailure{err: err, at: c.opts.Now()})
+			}
+			return conn, err
 		}
-		return conn, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	c.rdb = redis.NewClient(ro)
+	c.rdb = rdb
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.watch()

@@ -84,7 +84,7 @@ func TestStore(t *testing.T) {
 	if err != nil || rec.Good == nil || !bytes.Equal(rec.Good.Body, g.Body) || rec.Failure == nil || rec.Failure.LastError != "refused" {
 		t.Fatalf("Load = %+v %+v, %v", rec.Good, rec.Failure, err)
 	}
-	for _, key := range []string{"rgtest:robots:good:https://example.com:443", "rgtest:robots:fail:https://example.com:443"} {
+	for _, key := range []string{"rgtest:robots:good:{https://example.com:443}", "rgtest:robots:fail:{https://example.com:443}"} {
 		if ttl, err := r.Do("PTTL", key); err != nil || !strings.HasPrefix(ttl, ":") || ttl == ":-1" || ttl == ":-2" {
 			t.Errorf("PTTL %s = %q, %v; want a TTL", key, ttl, err)
 		}
@@ -97,7 +97,7 @@ func TestStore(t *testing.T) {
 	// Malformed and foreign values are ignored, and logged, even sealed
 	// with the secret.
 	seal := newSealer(testSecret)
-	goodKey, failKey := "rgtest:robots:good:https://example.com:443", "rgtest:robots:fail:https://example.com:443"
+	goodKey, failKey := "rgtest:robots:good:{https://example.com:443}", "rgtest:robots:fail:{https://example.com:443}"
 	r.Do("SET", goodKey, string(seal.seal(goodKey, []byte("{not json"))))
 	r.Do("SET", failKey, string(seal.seal(failKey, []byte(`{"origin":"https://evil.example:443","unreachable_since":"2026-01-01T00:00:00Z"}`))))
 	if rec, err := c.Load(ctx, testOrigin); err != nil || rec.Good != nil || rec.Failure != nil {

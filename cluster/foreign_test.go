@@ -65,8 +65,8 @@ func TestForeignStoreValues(t *testing.T) {
 	rdb := plainRedis(t, r)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Second)
-	goodKey, failKey := "rgtest:robots:good:https://example.com:443", "rgtest:robots:fail:https://example.com:443"
-	otherGoodKey := "rgtest:robots:good:https://other.example:443"
+	goodKey, failKey := "rgtest:robots:good:{https://example.com:443}", "rgtest:robots:fail:{https://example.com:443}"
+	otherGoodKey := "rgtest:robots:good:{https://other.example:443}"
 	stamp := func(t time.Time) string { return t.Format(time.RFC3339) }
 	failJSON := `{"origin":"https://example.com:443","unreachable_since":"2000-01-01T00:00:00Z","retry_at":"2099-01-01T00:00:00Z","last_error":"connection refused"}`
 	emptyJSON := `{"origin":"https://example.com:443","outcome":"fetched","status":200,"url":"https://example.com/robots.txt","fetched_at":"` + stamp(now) + `","expires":"2099-01-01T00:00:00Z"}`
@@ -324,7 +324,7 @@ func TestSealAllocs(t *testing.T) {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	s := newSealer(testSecret)
-	where, payload := "rgtest:robots:good:https://example.com:443", []byte(`{"origin":"https://example.com:443"}`)
+	where, payload := "rgtest:robots:good:{https://example.com:443}", []byte(`{"origin":"https://example.com:443"}`)
 	v := s.seal(where, payload)
 	if n := testing.AllocsPerRun(100, func() {
 		if _, err := s.open(where, v); err != nil {

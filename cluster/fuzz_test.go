@@ -17,7 +17,7 @@ import (
 // could have written, and is for the origin asked about.
 func FuzzStoredValue(f *testing.F) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	goodKey, failKey := "rgtest:robots:good:"+testOrigin.String(), "rgtest:robots:fail:"+testOrigin.String()
+	goodKey, failKey := "rgtest:robots:good:{"+testOrigin.String()+"}", "rgtest:robots:fail:{"+testOrigin.String()+"}"
 	c := &Client{opts: Options{MaxTTL: 24 * time.Hour, Prefix: "rgtest:"}, seal: newSealer(testSecret)}
 	for _, s := range []string{
 		`{"origin":"https://example.com:443","outcome":"fetched","status":200,"body":"VXNlci1hZ2VudDogKgo=","url":"u","fetched_at":"2026-01-01T00:00:00Z","expires":"2026-01-02T00:00:00Z"}`,

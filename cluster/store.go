@@ -15,9 +15,11 @@ import (
 )
 
 // The Client as a fetch.Store and fetch.FetchLocker: robots.txt copies and
-// failure marks under "<prefix>robots:good:<origin>" and
-// "<prefix>robots:fail:<origin>" (JSON, sealed for its key, TTL KeepFor),
-// and each origin's fetch lock under "<prefix>robots:lock:<origin>".
+// failure marks under "<prefix>robots:good:{<origin>}" and
+// "<prefix>robots:fail:{<origin>}" (JSON, sealed for its key, TTL KeepFor),
+// and each origin's fetch lock under "<prefix>robots:lock:{<origin>}": the
+// braces are a hash tag, so that in a Redis Cluster an origin's keys share
+// a slot, and a call that reads or writes both goes to one node.
 
 var (
 	_ fetch.Store       = (*Client)(nil)
@@ -36,13 +38,18 @@ type storedFailure struct {
 	fetch.Failure
 }
 
+// originKey is the key of what for origin o, hash-tagged by the origin.
+func (c *Client) originKey(what string, o fetch.Origin) string {
+	return c.key("robots", what, "{"+o.String()+"}")
+}
+
 // Load reads o's good copy and failure marks. A value that is not sealed
 // for its key with the fleet's secret, does not decode, or fails the
 // checks a fetched copy passes (fetch.GoodCopy.Check and CheckTimes with
 // MaxTTL, fetch.Failure.Check and CheckTimes) is left out and counted as
 // foreign; the other one may still be returned.
 func (c *Client) Load(ctx context.Context, o fetch.Origin) (fetch.Record, error) {
-	goodKey, failKey := c.key("robots", "good", o.String()), c.key("robots", "fail", o.String())
+	goodKey, failKey := c.originKey("good", o), c.originKey("fail", o)
 	var vals []any
 	err := c.do(ctx, func(ctx context.Context) error {
 		var err error
@@ -130,7 +137,7 @@ func (c *Client) encode(key string, v any) ([]byte, error) {
 
 // SaveGood stores g as o's last good copy and clears its failure marks.
 func (c *Client) SaveGood(ctx context.Context, o fetch.Origin, g *fetch.GoodCopy) error {
-	key := c.key("robots", "good", o.String())
+	key := c.originKey("good", o)
 	b, err := c.encode(key, storedGood{Origin: o.String(), GoodCopy: *g})
 	if err != nil {
 		return err
@@ -138,7 +145,7 @@ func (c *Client) SaveGood(ctx context.Context, o fetch.Origin, g *fetch.GoodCopy
 	return c.do(ctx, func(ctx context.Context) error {
 		_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, key, b, c.opts.KeepFor)
-			p.Del(ctx, c.key("robots", "fail", o.String()))
+			p.Del(ctx, c.originKey("fail", o))
 			return nil
 		})
 		return err
@@ -147,7 +154,7 @@ func (c *Client) SaveGood(ctx context.Context, o fetch.Origin, g *fetch.GoodCopy
 
 // SaveFailure stores o's failure marks.
 func (c *Client) SaveFailure(ctx context.Context, o fetch.Origin, f *fetch.Failure) error {
-	key := c.key("robots", "fail", o.String())
+	key := c.originKey("fail", o)
 	b, err := c.encode(key, storedFailure{Origin: o.String(), Failure: *f})
 	if err != nil {
 		return err
@@ -160,7 +167,7 @@ func (c *Client) SaveFailure(ctx context.Context, o fetch.Origin, f *fetch.Failu
 // Delete forgets o's good copy and failure marks, for the whole fleet.
 func (c *Client) Delete(ctx context.Context, o fetch.Origin) error {
 	return c.do(ctx, func(ctx context.Context) error {
-		return c.rdb.Del(ctx, c.key("robots", "good", o.String()), c.key("robots", "fail", o.String())).Err()
+		return c.rdb.Del(ctx, c.originKey("good", o), c.originKey("fail", o)).Err()
 	})
 }
 
@@ -170,7 +177,7 @@ const unlockSource = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis
 
 // LockFetch takes o's fetch lock for ttl, unless another instance has it.
 func (c *Client) LockFetch(ctx context.Context, o fetch.Origin, ttl time.Duration) (func(), bool, error) {
-	key := c.key("robots", "lock", o.String())
+	key := c.originKey("lock", o)
 	value := c.id + ":" + fmt.Sprint(c.opts.Now().UnixNano())
 	var ok bool
 	err := c.do(ctx, func(ctx context.Context) error {

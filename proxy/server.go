@@ -287,13 +287,17 @@ func (s *Server) auditFailed(err error, r audit.Record) {
 // state directory that cannot be used is logged, and the proxy runs
 // without persistence: it is never a reason not to start.
 func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
-	if cfg.Cluster.Redis != "" {
+	if cfg.Cluster.Enabled() {
 		secret, err := cfg.Cluster.ReadSecret()
 		if err != nil {
 			return nil, fmt.Errorf("[cluster]: %w", err)
 		}
 		c, err := cluster.New(cluster.Options{
 			URL:         cfg.Cluster.Redis,
+			Sentinels:   cfg.Cluster.Sentinels,
+			Master:      cfg.Cluster.Master,
+			Nodes:       cfg.Cluster.Nodes,
+			Password:    cfg.Cluster.Password,
 			Prefix:      cfg.Cluster.KeyPrefix,
 			Secret:      secret,
 			MaxTTL:      cfg.Robots.CacheTTL,
@@ -559,7 +563,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Robots.MaxFetches != s.maxFetches {
 		s.log.Warn("robots.max_fetches changed: restart to apply")
 	}
-	if cfg.Cluster != s.clusterConfig {
+	if !cfg.Cluster.Equal(&s.clusterConfig) {
 		s.log.Warn("[cluster] changed: restart to apply")
 	}
 	// The audit log moves (or reopens, after rotation) under its own lock:

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster"
@@ -126,8 +127,12 @@ type SiteRule struct {
 // ClusterConfig is the [cluster] table: state shared by several instances
 // through Redis (DESIGN "Fleet"). A change needs a restart.
 type ClusterConfig struct {
-	Redis     string // redis:// or rediss:// URL; "" = this instance alone
-	KeyPrefix string // every key and channel starts with it
+	Redis     string   // redis:// or rediss:// URL of a single server
+	Sentinels []string // or the Sentinels ("host:26379") of a primary named Master
+	Master    string   // the Sentinel master name
+	Nodes     []string // or the nodes ("host:7000") of a Redis Cluster
+	Password  string   // for Sentinels' primary and replicas, or Nodes (a URL carries its own)
+	KeyPrefix string   // every key and channel starts with it
 	// Secret keys the MAC on every value the fleet shares through Redis
 	// (MinSecretBytes or more, the same on every instance). With
 	// Redis, exactly one of Secret and SecretFile is required. Never
@@ -168,6 +173,20 @@ type PaymentsConfig struct {
 	MaxPrice  string // the most paid for one request: "USD 0.01"
 	Budget    string // the most spent per UTC day ("" = no daily bound), by the fleet with [cluster]
 	KeyPrefix string // Redis keys of the fleet's budget
+}
+
+// Enabled reports whether a fleet's Redis is named: a server, Sentinels
+// or a Cluster's nodes. "" for all: this instance alone.
+func (c *ClusterConfig) Enabled() bool {
+	return c.Redis != "" || len(c.Sentinels) > 0 || len(c.Nodes) > 0
+}
+
+// Equal reports whether c and o name the same Redis the same way (for a
+// reload, which cannot change it).
+func (c *ClusterConfig) Equal(o *ClusterConfig) bool {
+	return c.Redis == o.Redis && slices.Equal(c.Sentinels, o.Sentinels) && c.Master == o.Master &&
+		slices.Equal(c.Nodes, o.Nodes) && c.Password == o.Password && c.KeyPrefix == o.KeyPrefix &&
+		c.Secret == o.Secret && c.SecretFile == o.SecretFile
 }
 
 // maxSecretFile bounds what is read of [cluster] secret_file.

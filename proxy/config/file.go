@@ -213,6 +213,10 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"cluster": section(func() fields {
 			return fields{
 				"redis":       d.str(&c.Cluster.Redis),
+				"sentinels":   d.strs(&c.Cluster.Sentinels),
+				"master":      d.str(&c.Cluster.Master),
+				"nodes":       d.strs(&c.Cluster.Nodes),
+				"password":    d.str(&c.Cluster.Password),
 				"key_prefix":  d.str(&c.Cluster.KeyPrefix),
 				"secret":      d.str(&c.Cluster.Secret),
 				"secret_file": d.str(&c.Cluster.SecretFile),

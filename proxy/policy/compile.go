@@ -240,29 +240,63 @@ func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pa
 	return maxPrice, budget
 }
 
-// compileCluster checks [cluster]: its Redis URL, and secret and
-// secret_file (exactly one with redis, neither without it, and a secret
-// ReadSecret accepts). No message shows the secret.
+// compileCluster checks [cluster]: exactly one of redis (a Redis URL),
+// sentinels (with master) and nodes, their addresses, and secret and
+// secret_file (exactly one with a Redis, neither without, and a secret
+// ReadSecret accepts). No message shows the secret or the password.
 func compileCluster(c *config.Config, pb *config.Problems) {
 	cc := &c.Cluster
-	if cc.Redis != "" {
+	named := 0
+	for _, set := range []bool{cc.Redis != "", len(cc.Sentinels) > 0, len(cc.Nodes) > 0} {
+		if set {
+			named++
+		}
+	}
+	switch {
+	case named > 1:
+		key := "cluster.sentinels"
+		if cc.Redis == "" {
+			key = "cluster.nodes"
+		}
+		pb.Addf(key, "redis, sentinels and nodes are exclusive: name the fleet's Redis one way")
+	case cc.Redis != "":
 		if err := cluster.ParseURL(cc.Redis); err != nil {
 			pb.Addf("cluster.redis", "%q is not a Redis URL (redis://host:6379/0): %v", redactURL(cc.Redis), err)
 		}
+		if cc.Password != "" {
+			pb.Addf("cluster.password", "set with cluster.redis: put the password in the URL (redis://:password@host:6379/0)")
+		}
+	case len(cc.Sentinels) > 0 && cc.Master == "":
+		pb.Addf("cluster.master", "required with cluster.sentinels: the name the Sentinels know the primary by (\"mymaster\")")
+	case len(cc.Sentinels) == 0 && cc.Master != "":
+		pb.Addf("cluster.master", "set without cluster.sentinels")
+	case named == 0 && cc.Password != "":
+		pb.Addf("cluster.password", "set without cluster.sentinels or cluster.nodes")
 	}
+	checkAddrs(pb, "cluster.sentinels", cc.Sentinels)
+	checkAddrs(pb, "cluster.nodes", cc.Nodes)
 	key := "cluster.secret"
 	if cc.SecretFile != "" && cc.Secret == "" {
 		key = "cluster.secret_file"
 	}
 	switch {
-	case cc.Redis == "" && (cc.Secret != "" || cc.SecretFile != ""):
+	case !cc.Enabled() && (cc.Secret != "" || cc.SecretFile != ""):
 		pb.Addf(key, "set without cluster.redis: there is no fleet to share it with")
-	case cc.Redis == "":
+	case !cc.Enabled():
 	case cc.Secret == "" && cc.SecretFile == "":
 		pb.Addf(key, "required with cluster.redis: a secret of at least %d bytes (secret), or a file holding one (secret_file), the same on every instance", config.MinSecretBytes)
 	default:
 		if _, err := cc.ReadSecret(); err != nil {
 			pb.Addf(key, "%v", err)
+		}
+	}
+}
+
+// checkAddrs reports the entries of addrs that are not host:port.
+func checkAddrs(pb *config.Problems, key string, addrs []string) {
+	for i, a := range addrs {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			pb.Addf(fmt.Sprintf("%s[%d]", key, i), "%q is not host:port", a)
 		}
 	}
 }

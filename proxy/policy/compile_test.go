@@ -256,6 +256,33 @@ func TestConfigIdentityPayments(t *testing.T) {
 	}
 }
 
+// TestConfigClusterTopology: [cluster] names its Redis one way (a URL,
+// Sentinels with a master name, or a Cluster's nodes), each checked.
+func TestConfigClusterTopology(t *testing.T) {
+	t.Parallel()
+	const secret = "secret = \"0123456789abcdef0123456789abcdef\"\n"
+	tests := []struct{ toml, wantErr string }{
+		{"[cluster]\nsentinels = [\"10.0.0.1:26379\", \"10.0.0.2:26379\"]\nmaster = \"mymaster\"\npassword = \"p\"\n" + secret, ""},
+		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\n" + secret, ""},
+		{"[cluster]\nsentinels = [\"10.0.0.1:26379\"]\n" + secret, "cluster.master: required with cluster.sentinels"},
+		{"[cluster]\nmaster = \"mymaster\"\n", "x.toml:2: cluster.master: set without cluster.sentinels"},
+		{"[cluster]\nredis = \"redis://10.0.0.1:6379/0\"\nnodes = [\"10.0.0.1:7000\"]\n" + secret, "cluster.sentinels: redis, sentinels and nodes are exclusive"},
+		{"[cluster]\nnodes = [\"10.0.0.1\"]\n" + secret, `x.toml:2: cluster.nodes[0]: "10.0.0.1" is not host:port`},
+		{"[cluster]\nredis = \"redis://10.0.0.1:6379/0\"\npassword = \"p\"\n" + secret, "cluster.password: set with cluster.redis"},
+		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\n", "cluster.secret: required with cluster.redis"},
+		{"[cluster]\npassword = \"p\"\n", "cluster.password: set without cluster.sentinels or cluster.nodes"},
+	}
+	for _, tt := range tests {
+		_, err := parse("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%q: %v; want no error", tt.toml, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%q: %v; want an error with %q", tt.toml, err, tt.wantErr)
+		}
+	}
+}
+
 func TestConfigBlockStyle(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/proxy/pay"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+)
+
+// topologyClient is a Client of a Redis named by o's Sentinels or Nodes.
+func topologyClient(t *testing.T, o Options) *Client {
+	t.Helper()
+	o.Prefix, o.Secret, o.Logger = "rgtest:", testSecret, slog.New(slog.DiscardHandler)
+	if o.RetryAfter == 0 {
+		o.RetryAfter = 200 * time.Millisecond
+	}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// exercise runs every kind of call the fleet makes against c for
+// origin o: a good copy stored and read back, a failure mark, the fetch
+// lock, a pacing slot, a budget reservation and a purge message. It
+// returns the first error.
+func exercise(ctx context.Context, c *Client, o fetch.Origin) error {
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	g := &fetch.GoodCopy{Outcome: fetch.Fetched, Status: 200, Body: []byte("User-agent: *\nDisallow: /x\n"), URL: o.RobotsURL(), FetchedAt: at, Expires: at.Add(time.Hour)}
+	if err := c.SaveGood(ctx, o, g); err != nil {
+		return fmt.Errorf("SaveGood: %w", err)
+	}
+	if err := c.SaveFailure(ctx, o, &fetch.Failure{UnreachableSince: at, RetryAt: at.Add(time.Minute), LastError: "refused"}); err != nil {
+		return fmt.Errorf("SaveFailure: %w", err)
+	}
+	rec, err := c.Load(ctx, o)
+	if err != nil || rec.Good == nil || rec.Failure == nil {
+		return fmt.Errorf("Load = %+v, %v", rec, err)
+	}
+	if err := c.SaveGood(ctx, o, g); err != nil { // clears the failure: a transaction over both keys
+		return fmt.Errorf("SaveGood again: %w", err)
+	}
+	unlock, ok, err := c.LockFetch(ctx, o, time.Second)
+	if err != nil || !ok {
+		return fmt.Errorf("LockFetch = %v, %v", ok, err)
+	}
+	unlock()
+	if _, ok, err := c.Reserve(ctx, o.Host, 0, time.Second); err != nil || !ok {
+		return fmt.Errorf("Reserve = %v, %v", ok, err)
+	}
+	if err := c.Delete(ctx, o); err != nil {
+		return fmt.Errorf("Delete: %w", err)
+	}
+	return nil
+}
+
+// TestRedisCluster: a Redis Cluster of three primaries serves every call
+// of the fleet for origins spread over its slots (an origin's keys share
+// one, so that no call is CROSSSLOT), the budget script, and messages
+// between two instances, whichever nodes they are connected to.
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	rc := redistest.StartCluster(t, 3)
+	a := topologyClient(t, Options{Nodes: rc.Addrs()[:1]}) // finds the others
+	b := topologyClient(t, Options{Nodes: rc.Addrs()[2:]})
+	ctx := t.Context()
+	for i := range 60 {
+		o := fetch.Origin{Scheme: "https", Host: fmt.Sprintf("site%d.example", i), Port: 443}
+		if err := exercise(ctx, a, o); err != nil {
+			t.Fatalf("%s: %v", o, err)
+		}
+	}
+	// The origins' keys landed on every node.
+	for _, n := range rc.Nodes {
+		if keys, err := n.Do("DBSIZE"); err != nil || keys == ":0" {
+			t.Errorf("node %s holds %s keys (%v); want some: the origins spread over the slots", n.Addr, keys, err)
+		}
+	}
+	budget := a.Budget("rgtest:")
+	limit := pay.Amount{Currency: "USD", Nanos: 3}
+	paid := 0
+	for range 5 {
+		if _, ok, err := budget.Reserve(ctx, "2026-11-27", pay.Amount{Currency: "USD", Nanos: 1}, limit); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			paid++
+		}
+	}
+	if paid != 3 {
+		t.Errorf("%d reservations of 1 within 3; want 3", paid)
+	}
+	var got atomic.Int64
+	b.SubscribePurges(func(fetch.Origin) { got.Add(1) })
+	for deadline := time.Now().Add(10 * time.Second); got.Load() == 0; time.Sleep(50 * time.Millisecond) {
+		if err := a.PublishPurge(ctx, testOrigin); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a purge published through one node never reached the instance on another")
+		}
+	}
+}
+
+// TestSentinelFailover: a Client of a Sentinel-managed primary follows a
+// failover without a restart: the primary killed, the replica promoted,
+// calls succeed again through the new primary within seconds; the
+// breaker keeps every call in between short.
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
+	st := redistest.StartSentinel(t)
+	c := topologyClient(t, Options{Sentinels: []string{st.Sentinel.Addr}, Master: st.Master})
+	ctx := t.Context()
+	if err := exercise(ctx, c, testOrigin); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.PrimaryAddr()
+	if err != nil || before != st.Primary.Addr {
+		t.Fatalf("primary %q, %v; want %s", before, err, st.Primary.Addr)
+	}
+	st.Primary.Stop()
+	start := time.Now()
+	var slowest time.Duration
+	for {
+		t0 := time.Now()
+		err := exercise(ctx, c, testOrigin)
+		slowest = max(slowest, time.Since(t0))
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no call succeeded within 30 s of the primary's death: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	after, _ := st.PrimaryAddr()
+	t.Logf("failover followed in %v (the primary is now %s); the slowest call took %v", time.Since(start).Round(time.Millisecond), after, slowest.Round(time.Millisecond))
+	if after != st.Replica.Addr {
+		t.Errorf("primary after the failover %q; want the replica %s", after, st.Replica.Addr)
+	}
+	if slowest > 5*DefaultOpTimeout {
+		t.Errorf("a call took %v while the primary was gone; want each bounded near OpTimeout (%v)", slowest, DefaultOpTimeout)
+	}
+}
