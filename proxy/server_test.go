@@ -53,7 +53,7 @@ type testOrigin struct {
 	handler      http.HandlerFunc
 }
 
-func newTestOrigin(t *testing.T, robotsTxt string, handler http.HandlerFunc) *testOrigin {
+func newTestOrigin(t testing.TB, robotsTxt string, handler http.HandlerFunc) *testOrigin {
 	t.Helper()
 	o := &testOrigin{handler: handler}
 	o.robots.Store(robotsTxt)
@@ -216,7 +216,7 @@ func (p *testProxy) lastAudit(t *testing.T) map[string]any {
 	return rec
 }
 
-func get(t *testing.T, c *http.Client, u string, header ...string) (*http.Response, string) {
+func get(t testing.TB, c *http.Client, u string, header ...string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {

@@ -150,9 +150,10 @@ type Sentinel struct {
 // synced and the Sentinel knows both.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
-	primary := Start(t)
+	// DEBUG SLEEP (a pause, for a test) is allowed from loopback.
+	primary := Start(t, "--enable-debug-command", "local")
 	_, pport, _ := net.SplitHostPort(primary.Addr)
-	replica := Start(t, "--replicaof", "127.0.0.1", pport)
+	replica := Start(t, "--replicaof", "127.0.0.1", pport, "--enable-debug-command", "local")
 	st := &Sentinel{Primary: primary, Replica: replica, Master: "mymaster"}
 	st.Sentinel = &Server{Addr: freeAddr(t), t: t, dir: t.TempDir()}
 	st.Sentinel.conf = st.Sentinel.dir + "/sentinel.conf"

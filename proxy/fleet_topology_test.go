@@ -1,0 +1,319 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/proxy/config"
+)
+
+// startTopologyFleet runs n proxies sharing the Redis that topology names
+// in their [cluster] (Sentinels or a Cluster's nodes).
+func startTopologyFleet(t testing.TB, n int, topology func(*config.ClusterConfig)) []*testProxy {
+	t.Helper()
+	var fleet []*testProxy
+	for range n {
+		cfg := loopbackConfig()
+		cfg.Cluster.KeyPrefix, cfg.Cluster.Secret = "rgtest:"+t.Name()+":", fleetSecret
+		topology(&cfg.Cluster)
+		fleet = append(fleet, startProxy(t, cfg))
+	}
+	return fleet
+}
+
+// pacedOrigin is an origin whose robots.txt disallows /private and asks
+// for gap between requests; it records when each other request started.
+type pacedOrigin struct {
+	*testOrigin
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func newPacedOrigin(t testing.TB, gap time.Duration) *pacedOrigin {
+	p := &pacedOrigin{}
+	p.testOrigin = newTestOrigin(t, fmt.Sprintf("User-agent: *\nDisallow: /private\nCrawl-delay: %g\n", gap.Seconds()), func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.starts = append(p.starts, time.Now())
+		p.mu.Unlock()
+		w.Write([]byte("ok"))
+	})
+	return p
+}
+
+// loadResult is what a mixed load saw.
+type loadResult struct {
+	sent, answered int
+	slowest        time.Duration // the longest a client waited for an answer
+	byStatus       map[int]int
+	privateReached int64 // disallowed requests the origin received: must be 0
+}
+
+// mixedLoad sends requests from workers clients spread over fleet, one in
+// four for a disallowed path, until stop is closed (and at most 2,000),
+// each client waiting for its answer.
+func mixedLoad(t testing.TB, fleet []*testProxy, o *pacedOrigin, workers int, stop <-chan struct{}) loadResult {
+	var mu sync.Mutex
+	res := loadResult{byStatus: map[int]int{}}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			c := fleet[w%len(fleet)].client()
+			for i := 0; i < 2000/workers; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				path := fmt.Sprintf("/public/%d-%d", w, i)
+				if i%4 == 3 {
+					path = fmt.Sprintf("/private/%d-%d", w, i)
+				}
+				status := 0
+				start := time.Now()
+				if resp, err := c.Get(o.URL + path); err == nil {
+					resp.Body.Close()
+					status = resp.StatusCode
+				}
+				took := time.Since(start)
+				mu.Lock()
+				res.slowest = max(res.slowest, took)
+				res.sent++
+				res.byStatus[status]++
+				if status != 0 {
+					res.answered++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, path := range o.paths() {
+		if strings.HasPrefix(path, "/private") {
+			res.privateReached++
+		}
+	}
+	return res
+}
+
+// paths returns every path the origin saw.
+func (o *testOrigin) paths() []string {
+	var out []string
+	o.hits.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
+	return out
+}
+
+// gapsBelow counts the consecutive request starts closer than min, among
+// those in [from, to).
+func (p *pacedOrigin) gapsBelow(min time.Duration, from, to time.Time) (n, of int) {
+	p.mu.Lock()
+	starts := slices.Clone(p.starts)
+	p.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(starts); i++ {
+		if starts[i-1].Before(from) || !starts[i].Before(to) {
+			continue
+		}
+		of++
+		if starts[i].Sub(starts[i-1]) < min {
+			n++
+		}
+	}
+	return n, of
+}
+
+// waitShared waits until every instance shares through Redis again (a
+// pacing reservation through its own client succeeds, past the breaker
+// that opened when the fault was seen) and returns when; it fails the
+// test past limit.
+func waitShared(t testing.TB, fleet []*testProxy, limit time.Duration) time.Time {
+	t.Helper()
+	shared := make([]bool, len(fleet))
+	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
+		all := true
+		for i, p := range fleet {
+			if !shared[i] {
+				_, ok, err := p.srv.cluster.Reserve(t.Context(), "probe.invalid", 0, time.Second)
+				shared[i] = err == nil && ok
+			}
+			all = all && shared[i]
+		}
+		if all {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet did not share through Redis again within %v", limit)
+		}
+	}
+}
+
+// TestFleetSentinelFailover: two instances on a Sentinel-managed Redis,
+// under a mixed load, while the primary is killed: no disallowed request
+// reaches the origin, every client gets an answer, the instances follow
+// the failover without a restart, and once they have, Crawl-delay holds
+// across them again.
+func TestFleetSentinelFailover(t *testing.T) {
+	t.Parallel()
+	st := redistest.StartSentinel(t)
+	const gap = 300 * time.Millisecond
+	o := newPacedOrigin(t, gap)
+	fleet := startTopologyFleet(t, 2, func(cc *config.ClusterConfig) {
+		cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
+	})
+	get(t, fleet[0].client(), o.URL+"/warm")
+	stop := make(chan struct{})
+	var res loadResult
+	done := make(chan struct{})
+	go func() { res = mixedLoad(t, fleet, o, 6, stop); close(done) }()
+	time.Sleep(1500 * time.Millisecond) // load before the fault
+	killed := time.Now()
+	st.Primary.Stop()
+	time.Sleep(100 * time.Millisecond) // the primary is gone: no probe can succeed before the failover
+	rejoined := waitShared(t, fleet, 30*time.Second)
+	time.Sleep(4 * time.Second) // load after it
+	close(stop)
+	<-done
+	t.Logf("primary killed; the fleet shares again %v later; %d requests, answers %v", rejoined.Sub(killed).Round(time.Millisecond), res.sent, res.byStatus)
+	if res.privateReached != 0 {
+		t.Errorf("%d disallowed requests reached the origin", res.privateReached)
+	}
+	if res.answered != res.sent || res.byStatus[403] == 0 || res.byStatus[200] == 0 {
+		t.Errorf("answers %v for %d requests; want every one answered, 200s and 403s", res.byStatus, res.sent)
+	}
+	// Requests an instance paced alone while Redis was away keep the
+	// slots it gave them: they leave within workers x gap of the rejoin.
+	if n, of := o.gapsBelow(gap*8/10, rejoined.Add(6*gap), time.Now()); n > 0 || of < 3 {
+		t.Errorf("after the failover, %d of %d request starts closer than the Crawl-delay; want none, of at least 3", n, of)
+	}
+}
+
+// TestFleetRedisCluster: two instances on a three-node Redis Cluster
+// share one robots.txt fetch per origin for origins whose keys spread over
+// every node, and enforce each.
+func TestFleetRedisCluster(t *testing.T) {
+	t.Parallel()
+	rc := redistest.StartCluster(t, 3)
+	fleet := startTopologyFleet(t, 2, func(cc *config.ClusterConfig) { cc.Nodes = rc.Addrs() })
+	var origins []*testOrigin
+	for range 12 {
+		origins = append(origins, newTestOrigin(t, testRobots, nil))
+	}
+	var wg sync.WaitGroup
+	for _, o := range origins {
+		for i, p := range fleet {
+			wg.Go(func() {
+				path := "/public"
+				if i == 1 {
+					path = "/private/x"
+				}
+				resp, _ := get(t, p.client(), o.URL+path)
+				if want := map[int]int{0: 200, 1: 403}[i]; resp.StatusCode != want {
+					t.Errorf("%s%s through instance %d: %d; want %d", o.URL, path, i, resp.StatusCode, want)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, o := range origins {
+		if n := o.count("/robots.txt"); n != 1 {
+			t.Errorf("%s: robots.txt fetched %d times by the fleet; want 1", o.URL, n)
+		}
+	}
+	for _, n := range rc.Nodes {
+		if keys, err := n.Do("DBSIZE"); err != nil || keys == ":0" {
+			t.Errorf("node %s holds %s keys; want some", n.Addr, keys)
+		}
+	}
+}
+
+// BenchmarkFleetFaults measures a 3-instance fleet on a Sentinel-managed
+// Redis under a mixed load while the primary is made to fail three ways,
+// one after the other: paused (DEBUG SLEEP 3), failed over on purpose
+// (SENTINEL FAILOVER), killed. It reports the requests, those that got no
+// answer (must be 0), the disallowed ones that reached the origin (must
+// be 0), the Crawl-delay violations outside the faults and within them,
+// and the time each fault took the fleet to share again. A bounded run:
+//
+//	go test -run '^$' -bench FleetFaults -benchtime 1x ./proxy
+func BenchmarkFleetFaults(b *testing.B) {
+	for b.Loop() {
+		st := redistest.StartSentinel(b)
+		const gap = 250 * time.Millisecond
+		o := newPacedOrigin(b, gap)
+		fleet := startTopologyFleet(b, 3, func(cc *config.ClusterConfig) {
+			cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
+		})
+		get(b, fleet[0].client(), o.URL+"/warm")
+		stop := make(chan struct{})
+		var res loadResult
+		done := make(chan struct{})
+		go func() { res = mixedLoad(b, fleet, o, 9, stop); close(done) }()
+		type window struct{ from, to time.Time }
+		var faults []window
+		var converge []time.Duration
+		settle := func(from time.Time) {
+			time.Sleep(100 * time.Millisecond)
+			to := waitShared(b, fleet, 30*time.Second)
+			faults = append(faults, window{from, to.Add(9 * gap)}) // and the slots paced alone leave
+			converge = append(converge, to.Sub(from))
+			time.Sleep(3 * time.Second)
+		}
+		time.Sleep(3 * time.Second)
+		primary := func() *redistest.Server {
+			addr, _ := st.PrimaryAddr()
+			if addr == st.Replica.Addr {
+				return st.Replica
+			}
+			return st.Primary
+		}
+		from := time.Now()
+		go primary().DoAll("DEBUG", "SLEEP", "3") // its answer comes after the pause
+		time.Sleep(500 * time.Millisecond)         // calls time out and the breakers open
+		settle(from)
+		from = time.Now()
+		was, _ := st.PrimaryAddr()
+		if _, err := st.Sentinel.DoAll("SENTINEL", "FAILOVER", st.Master); err != nil {
+			b.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if now, _ := st.PrimaryAddr(); now != was {
+				break // the Sentinel has switched: writes to the old primary fail from here
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the Sentinel did not fail over within 30 s")
+			}
+		}
+		settle(from)
+		from = time.Now()
+		primary().Stop()
+		settle(from)
+		close(stop)
+		<-done
+		var in, inOf, out, outOf int
+		last := time.Unix(0, 0)
+		for _, f := range faults {
+			n, of := o.gapsBelow(gap*8/10, last, f.from)
+			out, outOf = out+n, outOf+of
+			n, of = o.gapsBelow(gap*8/10, f.from, f.to)
+			in, inOf = in+n, inOf+of
+			last = f.to
+		}
+		n, of := o.gapsBelow(gap*8/10, last, time.Now())
+		out, outOf = out+n, outOf+of
+		b.ReportMetric(float64(res.sent), "requests")
+		b.ReportMetric(float64(res.sent-res.answered), "unanswered")
+		b.ReportMetric(float64(res.privateReached), "disallowed-reached")
+		b.ReportMetric(res.slowest.Seconds(), "slowest-answer-s")
+		b.ReportMetric(float64(out), "delay-violations-outside")
+		b.ReportMetric(float64(in), "delay-violations-in-faults")
+		for i, name := range []string{"pause", "failover", "kill"} {
+			b.ReportMetric(converge[i].Seconds(), name+"-converge-s")
+		}
+		b.Logf("answers %v; starts checked outside faults %d, within %d", res.byStatus, outOf, inOf)
+	}
+}
