@@ -273,7 +273,7 @@ func BenchmarkFleetFaults(b *testing.B) {
 		}
 		from := time.Now()
 		go primary().DoAll("DEBUG", "SLEEP", "3") // its answer comes after the pause
-		time.Sleep(500 * time.Millisecond)         // calls time out and the breakers open
+		time.Sleep(500 * time.Millisecond)        // calls time out and the breakers open
 		settle(from)
 		from = time.Now()
 		was, _ := st.PrimaryAddr()
