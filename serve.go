@@ -92,6 +92,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Info("HTTPS is decrypted: clients must trust the CA (robotsgate ca -config FILE says how)", "ca", ca.CertPath, "ca_url", "http://"+mitm.ClientAddr(addr)+"/ca.pem")
 	}
 	logPacing(logger, cfg)
+	if keyID := s.SigningKey(); keyID != "" {
+		logger.Info("identity: every request sent is signed (Web Bot Auth); publish the key directory at signature_agent (robotsgate keys prints it)",
+			"signature_agent", cfg.Identity.SignatureAgent, "keyid", keyID)
+	}
+	if cfg.Payments.MaxPrice != "" {
+		logger.Info("pay-per-crawl: sites' 402 prices are paid within max_price, and the day's budget (UTC)", "max_price", cfg.Payments.MaxPrice, "budget", cfg.Payments.Budget)
+	}
 	if cc := &cfg.Cluster; cc.Enabled() {
 		const fleet = "fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)"
 		switch {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -93,4 +94,18 @@ func (b *fleetBudget) Refund(ctx context.Context, day string, a pay.Amount) erro
 		return fmt.Errorf("refund %s to the fleet's budget: %w", a, err)
 	}
 	return nil
+}
+
+// Spent implements pay.Budget.
+func (b *fleetBudget) Spent(ctx context.Context, day, currency string) (pay.Amount, error) {
+	var n int64
+	err := b.c.do(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = b.c.rdb.Get(ctx, b.key(day, currency)).Int64()
+		return err
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return pay.Amount{}, fmt.Errorf("read the fleet's spending: %w", err)
+	}
+	return pay.Amount{Currency: currency, Nanos: n}, nil
 }

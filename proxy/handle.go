@@ -108,7 +108,8 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	// Decided: the round trip does not end when the client leaves (an
 	// abandoned request costs that one round trip, bounded by
 	// upstream.timeout), and waits on nothing of the client's connection.
-	r = r.WithContext(context.WithoutCancel(r.Context()))
+	client := r.Context() // the client's: whether it is still there to be paid for
+	r = r.WithContext(context.WithoutCancel(client))
 	var connNamed []string // what Connection names, which the trailer may not carry either
 	if req.Content {
 		connNamed = header.ConnectionNamed(r.Header)
@@ -169,7 +170,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		// Pay-per-crawl: a price within bounds is paid, the request sent
 		// once more; otherwise robotsgate answers 402 price-refused.
 		var own bool
-		if resp, own = s.payFor(p, r, req, d, resp); own {
+		if resp, own = s.payFor(client, p, r, req, d, resp); own {
 			s.finish(p, r, d, resp.StatusCode, "")
 			return resp
 		}

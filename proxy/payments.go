@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -35,10 +34,6 @@ const (
 // budgetTimeout bounds a call to the budget (the fleet's, in Redis).
 const budgetTimeout = 2 * time.Second
 
-// maxDrain402 bounds what is read of a 402's body before the request is
-// sent again, so that its connection can be reused.
-const maxDrain402 = 64 << 10
-
 // payFor answers resp, a site's 402 to r, when pay-per-crawl is on
 // ([payments]): a price within max_price, while the day's budget has room
 // for it, is accepted once, the request sent again naming it, signed as
@@ -49,17 +44,28 @@ const maxDrain402 = 64 << 10
 // answered by robotsgate: 402 price-refused, nothing paid. A 402 that
 // names no price is the site's own answer, passed on. It returns the
 // response for the client and whether it is robotsgate's own (refused).
-func (s *Server) payFor(p *policy.Policy, r *http.Request, req *policy.Request, d *policy.Decision, resp *http.Response) (*http.Response, bool) {
+func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Request, req *policy.Request, d *policy.Decision, resp *http.Response) (*http.Response, bool) {
 	maxPrice, budget, on := p.Payments()
 	stated := resp.Header.Get(fieldPrice)
 	if !on || stated == "" {
 		return resp, false
 	}
-	refuse := func(result, why string, price pay.Amount, spent pay.Amount) (*http.Response, bool) {
+	day := pay.Day(s.opts.Now())
+	bctx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), budgetTimeout)
+	}
+	refuse := func(result, why string) (*http.Response, bool) {
+		// Closed unread: the connection is not reused, and a site that
+		// trickles its 402 holds nothing.
 		resp.Body.Close()
 		s.metrics.payments.WithLabelValues(result).Inc()
 		d.Action, d.Reason = policy.ActionPriceRefused, "price refused: "+why
-		left := pay.Amount{Currency: budget.Currency, Nanos: max(budget.Nanos-spent.Nanos, 0)}
+		left := "unknown (the budget cannot be read now)"
+		ctx, cancel := bctx()
+		if spent, err := s.budget.Spent(ctx, day, budget.Currency); err == nil {
+			left = pay.Amount{Currency: budget.Currency, Nanos: max(budget.Nanos-spent.Nanos, 0)}.String()
+		}
+		cancel()
 		body := fmt.Sprintf("robotsgate: %s asks for a payment robotsgate does not make\n\nprice:       %s\nmax_price:   %s\nbudget left: %s of %s today (UTC)\nreason:      %s\n",
 			answer.DisplayURL(r), stated, maxPrice, left, budget, why)
 		out := answer.Text(r, http.StatusPaymentRequired, policy.ActionPriceRefused, s.opts.Now(), body)
@@ -69,34 +75,36 @@ func (s *Server) payFor(p *policy.Policy, r *http.Request, req *policy.Request, 
 	price, err := pay.ParseAmount(stated)
 	switch {
 	case err != nil:
-		return refuse(payFailed, fmt.Sprintf("the site's price %q does not read as one", stated), price, pay.Amount{})
+		return refuse(payFailed, fmt.Sprintf("the site's price %q does not read as one", stated))
 	case req.Content:
-		return refuse(payFailed, "a request with content is not sent twice", price, pay.Amount{})
+		return refuse(payFailed, "a request with content is not sent twice")
 	case price.Currency != maxPrice.Currency:
-		return refuse(payOverPrice, fmt.Sprintf("%s is not max_price's currency", price.Currency), price, pay.Amount{})
+		return refuse(payOverPrice, fmt.Sprintf("%s is not max_price's currency", price.Currency))
 	case price.Nanos > maxPrice.Nanos:
-		return refuse(payOverPrice, fmt.Sprintf("%s is more than max_price", price), price, pay.Amount{})
+		return refuse(payOverPrice, fmt.Sprintf("%s is more than max_price", price))
 	}
-	day := pay.Day(s.opts.Now())
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), budgetTimeout)
+	if client.Err() != nil {
+		// Nobody would receive what was paid for.
+		return refuse(payFailed, "the client left before the price was paid")
+	}
+	ctx, cancel := bctx()
 	spent, ok, err := s.budget.Reserve(ctx, day, price, budget)
 	cancel()
 	switch {
 	case err != nil:
 		s.log.Warn("pay-per-crawl: the budget cannot be checked: paying nothing", "err", err)
-		return refuse(payFailed, "the budget cannot be checked now: "+err.Error(), price, pay.Amount{})
+		return refuse(payFailed, "the budget cannot be checked now: "+err.Error())
 	case !ok:
-		return refuse(payOverBudget, fmt.Sprintf("%s would take today's spending past the budget (%s spent)", price, spent), price, spent)
+		return refuse(payOverBudget, fmt.Sprintf("%s would take today's spending past the budget (%s spent)", price, spent))
 	}
 	refund := func(a pay.Amount) {
-		ctx, cancel := context.WithTimeout(context.Background(), budgetTimeout)
+		ctx, cancel := bctx()
 		defer cancel()
 		if err := s.budget.Refund(ctx, day, a); err != nil {
 			s.log.Warn("pay-per-crawl: a reservation could not be given back", "amount", a.String(), "err", err)
 		}
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain402))
-	resp.Body.Close()
+	resp.Body.Close() // unread: nothing of it is needed, and a trickle holds nothing
 
 	again := r.Clone(r.Context())
 	again.Header.Set(fieldExactPrice, stated)
@@ -113,7 +121,7 @@ func (s *Server) payFor(p *policy.Policy, r *http.Request, req *policy.Request, 
 	if paid.StatusCode == http.StatusPaymentRequired {
 		refund(price)
 		resp = paid
-		return refuse(payFailed, "the site asked again (a second 402)", price, pay.Amount{Currency: budget.Currency, Nanos: spent.Nanos - price.Nanos})
+		return refuse(payFailed, "the site asked again (a second 402)")
 	}
 	charged, err := pay.ParseAmount(paid.Header.Get(fieldCharged))
 	switch {
@@ -125,10 +133,19 @@ func (s *Server) payFor(p *policy.Policy, r *http.Request, req *policy.Request, 
 		s.log.Warn("pay-per-crawl: a charge that does not read as one: counted at the price accepted", "url", answer.DisplayURL(r), "crawler-charged", paid.Header.Get(fieldCharged), "price", price.String())
 		d.Charged = price
 	default:
-		if charged.Nanos < price.Nanos {
-			refund(pay.Amount{Currency: price.Currency, Nanos: price.Nanos - charged.Nanos})
-		} else if charged.Nanos > price.Nanos {
+		switch extra := (pay.Amount{Currency: price.Currency, Nanos: charged.Nanos - price.Nanos}); {
+		case extra.Nanos < 0:
+			refund(pay.Amount{Currency: price.Currency, Nanos: -extra.Nanos})
+		case extra.Nanos > 0:
+			// Counted whole, past the budget if it must be: the budget,
+			// the audit and the metric agree on what was charged, and
+			// the day's payments stop sooner.
 			s.log.Warn("pay-per-crawl: the site charged more than the price accepted", "url", answer.DisplayURL(r), "charged", charged.String(), "price", price.String())
+			ctx, cancel := bctx()
+			if _, _, err := s.budget.Reserve(ctx, day, extra, pay.Unbounded(extra.Currency)); err != nil {
+				s.log.Warn("pay-per-crawl: an overcharge could not be counted in the budget", "amount", extra.String(), "err", err)
+			}
+			cancel()
 		}
 		d.Charged = charged
 	}

@@ -29,7 +29,7 @@ func pricedOrigin(t *testing.T, dir func() []byte) (*httptest.Server, *atomic.In
 			io.WriteString(w, "User-agent: *\nAllow: /\n")
 			return
 		}
-		price := map[string]string{"/priced": "USD 0.01", "/expensive": "USD 5", "/greedy": "USD 0.01", "/free": "USD 0.01"}[r.URL.Path]
+		price := map[string]string{"/priced": "USD 0.01", "/expensive": "USD 5", "/greedy": "USD 0.01", "/free": "USD 0.01", "/overcharge": "USD 0.01"}[r.URL.Path]
 		_, err := identitytest.Verify(r, dir(), time.Now())
 		if price == "" || r.URL.Path == "/greedy" || err != nil || r.Header.Get("Crawler-Exact-Price") != price {
 			w.Header().Set("Crawler-Price", price)
@@ -37,8 +37,11 @@ func pricedOrigin(t *testing.T, dir func() []byte) (*httptest.Server, *atomic.In
 			io.WriteString(w, "pay first\n")
 			return
 		}
-		if r.URL.Path == "/priced" {
+		switch r.URL.Path {
+		case "/priced":
 			w.Header().Set("Crawler-Charged", price)
+		case "/overcharge":
+			w.Header().Set("Crawler-Charged", "USD 0.02")
 		}
 		io.WriteString(w, "content "+r.URL.Path+"\n")
 	}))
@@ -89,22 +92,32 @@ func TestPayPerCrawl(t *testing.T) {
 	if resp, err := c.Do(post); err != nil || resp.StatusCode != 402 || resp.Header.Get("X-Robots-Gate") != "price-refused" {
 		t.Errorf("POST /priced: %v %v; want 402 price-refused (content is not sent twice)", resp, err)
 	}
-	for i := range 3 {
-		// The last one offers the price itself: removed, so that the
-		// payment still goes through the budget.
-		resp, body := get(t, c, o.URL+"/priced", "Crawler-Exact-Price", map[bool]string{true: "USD 0.01"}[i == 2])
-		if resp.StatusCode != 200 || body != "content /priced\n" {
-			t.Fatalf("/priced #%d: %d %q; want paid content", i+1, resp.StatusCode, body)
-		}
+	// A site that charges more than the price accepted is counted at what
+	// it charged, in the budget too.
+	if resp, _ := get(t, c, o.URL+"/overcharge"); resp.StatusCode != 200 {
+		t.Fatalf("/overcharge: %d", resp.StatusCode)
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "USD 0.02" {
+		t.Errorf("audit of an overcharged request = %v; want charged USD 0.02", rec)
+	}
+	// A client's own offer is removed, so that the payment still goes
+	// through the budget.
+	resp, body := get(t, c, o.URL+"/priced", "Crawler-Exact-Price", "USD 0.01")
+	if resp.StatusCode != 200 || body != "content /priced\n" {
+		t.Fatalf("/priced: %d %q; want paid content", resp.StatusCode, body)
 	}
 	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" || rec["decision"] != "allowed" {
 		t.Errorf("audit of a paid request = %v; want charged USD 0.01", rec)
 	}
 	refused("/priced", "would take today's spending past the budget (USD 0.03 spent)")
-	for result, want := range map[string]float64{"paid": 3, "over-price": 1, "over-budget": 1, "failed": 2} {
+	refused("/expensive", "budget left: USD 0.00 of USD 0.03 today")
+	for result, want := range map[string]float64{"paid": 2, "over-price": 2, "over-budget": 1, "failed": 2} {
 		if got := testutil.ToFloat64(p.srv.metrics.payments.WithLabelValues(result)); got != want {
 			t.Errorf("robotsgate_payments_total{result=%q} = %v; want %v", result, got, want)
 		}
+	}
+	if got := p.srv.spentToday(); got < 0.0299 || got > 0.0301 {
+		t.Errorf("robotsgate_budget_spent_today = %v; want 0.03", got)
 	}
 	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0299 || got > 0.0301 {
 		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.03", got)

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/internal/rotate"
@@ -195,10 +197,17 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		Signer: s.signer, OnSign: s.metrics.signed.Inc,
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
-	s.budget = &pay.Local{}
+	if s.budget, err = s.localBudget(cfg); err != nil {
+		s.audit.Close()
+		return nil, err
+	}
 	if s.cluster != nil {
 		s.budget = s.cluster.Budget(cfg.Payments.KeyPrefix) // one budget for the fleet
 	}
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "robotsgate_budget_spent_today",
+		Help: "Pay-per-crawl spending this UTC day, in [payments] max_price's currency (with [cluster], the fleet's); 0 when pay-per-crawl is off.",
+	}, s.spentToday))
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
 	var docs fetch.DocStore
 	if s.cluster != nil {
@@ -230,6 +239,45 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	s.gp = s.newGoproxy(pol.UpstreamProxy())
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
+}
+
+// spentToday is today's pay-per-crawl spending, for the metric; 0 when
+// pay-per-crawl is off or the budget cannot be read.
+func (s *Server) spentToday() float64 {
+	_, budget, on := s.snap.Load().pol.Payments()
+	if !on {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budgetTimeout)
+	defer cancel()
+	spent, err := s.budget.Spent(ctx, pay.Day(s.opts.Now()), budget.Currency)
+	if err != nil {
+		return 0
+	}
+	return spent.Float()
+}
+
+// SigningKey returns the id of the key every request is signed with; ""
+// when [identity] is off.
+func (s *Server) SigningKey() string {
+	if sg := s.signer(); sg != nil {
+		return sg.KeyID()
+	}
+	return ""
+}
+
+// localBudget returns this instance's pay-per-crawl budget, kept in
+// <state_dir>/pay-budget.json so that a restart does not spend the day's
+// budget again.
+func (s *Server) localBudget(cfg *config.Config) (*pay.Local, error) {
+	dir, err := cfg.StateDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the state directory: %w", err)
+	}
+	return pay.NewLocal(filepath.Join(dir, "pay-budget.json"))
 }
 
 // signer returns the signer in force; nil when [identity] is off.
@@ -550,6 +598,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if sn.ring, sn.signer, err = s.loadIdentity(cfg); err != nil {
 		s.ReloadFailed()
 		return err
+	}
+	if old := s.snap.Load().signer; sn.signer != nil && (old == nil || old.KeyID() != sn.signer.KeyID()) {
+		s.log.Info("identity: signing with key "+sn.signer.KeyID(), "key_file", sn.ring.Path)
 	}
 	if cfg.Listen != s.listen {
 		s.log.Warn("listen changed: restart to apply", "listen", cfg.Listen)

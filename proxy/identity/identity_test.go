@@ -194,9 +194,15 @@ func TestKeyRing(t *testing.T) {
 	if ring, _, _ = identity.LoadKeyRing(path, false); len(ring.Retired) != 0 {
 		t.Errorf("after a removal: %d retired; want 0", len(ring.Retired))
 	}
-	os.Chmod(path, 0o644)
-	if _, _, err := identity.LoadKeyRing(path, false); err == nil || !strings.Contains(err.Error(), "chmod 600") {
-		t.Errorf("a key readable by others: %v; want refused", err)
+	for _, mode := range []os.FileMode{0o644, 0o604, 0o660} {
+		os.Chmod(path, mode)
+		if _, _, err := identity.LoadKeyRing(path, false); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("a key of mode %#o: %v; want refused", mode, err)
+		}
+	}
+	os.Chmod(path, 0o440) // a Kubernetes Secret for a pod with an fsGroup
+	if _, _, err := identity.LoadKeyRing(path, false); err != nil {
+		t.Errorf("a key of mode 0440: %v; want read", err)
 	}
 }
 

@@ -107,7 +107,9 @@ type KeyRing struct {
 
 // LoadKeyRing reads the key ring at path. With make, a missing key is
 // made (mode 0600, its directory 0700) and made reports so. A key file
-// that grants anything to group or others is refused.
+// that grants anything to others, or write to its group, is refused
+// (read by its group is allowed: a Kubernetes Secret mounted for a pod
+// with an fsGroup is 0440).
 func LoadKeyRing(path string, make bool) (ring *KeyRing, made bool, err error) {
 	ring = &KeyRing{Path: path}
 	b, mode, err := statefile.ReadFollowing(path, maxKeyFile)
@@ -122,8 +124,10 @@ func LoadKeyRing(path string, make bool) (ring *KeyRing, made bool, err error) {
 		made = true
 	case err != nil:
 		return nil, false, fmt.Errorf("read the identity key: %w", err)
-	case mode.Perm()&0o077 != 0:
-		return nil, false, fmt.Errorf("identity key %s is readable by others (mode %#o): run chmod 600 %s", path, mode.Perm(), path)
+	case mode.Perm()&0o027 != 0:
+		// Group-readable is allowed: a Kubernetes Secret mounted for a
+		// pod with an fsGroup is 0440.
+		return nil, false, fmt.Errorf("identity key %s is open to others or writable by its group (mode %#o): run chmod 600 %s", path, mode.Perm(), path)
 	default:
 		if ring.Current, err = ParsePrivateKey(b); err != nil {
 			return nil, false, fmt.Errorf("identity key %s: %w", path, err)

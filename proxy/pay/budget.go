@@ -2,7 +2,12 @@ package pay
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -17,17 +22,87 @@ type Budget interface {
 	// Refund takes back a reservation that was not charged (or the part
 	// of it that was not).
 	Refund(ctx context.Context, day string, a Amount) error
+	// Spent returns day's spending in currency.
+	Spent(ctx context.Context, day, currency string) (Amount, error)
 }
+
+// Unbounded is a limit no spending reaches: for a charge that must be
+// counted whatever the budget says (a site that charged more than the
+// price accepted).
+func Unbounded(currency string) Amount { return Amount{Currency: currency, Nanos: 4 * maxAmount * 1000} }
 
 // Day is the UTC day of t, as budgets are kept: "2026-11-27".
 func Day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// Local is a Budget of this process alone. Days before the newest one
-// reserved in are forgotten. It is safe for concurrent use.
+// Local is a Budget of this process alone, kept in a file (when it has a
+// path) so that a restart does not spend the day's budget again. Days
+// before the newest one reserved in are forgotten. It is safe for
+// concurrent use.
 type Local struct {
+	path string
+
 	mu    sync.Mutex
-	day   string
-	spent map[string]int64 // by currency, on day
+	state localState
+}
+
+// localState is a Local's file: the day and what was spent on it.
+type localState struct {
+	Day   string           `json:"day"`
+	Spent map[string]int64 `json:"spent"` // billionths, by currency
+}
+
+// maxBudgetFile bounds what is read of a Local's file.
+const maxBudgetFile = 64 << 10
+
+// NewLocal returns the Local budget kept at path ("" keeps it in memory
+// only), reading what it holds. A file that does not read as one is an
+// error: spending that cannot be known is not started from nothing.
+func NewLocal(path string) (*Local, error) {
+	l := &Local{path: path}
+	if path == "" {
+		return l, nil
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return l, nil
+	case err != nil:
+		return nil, fmt.Errorf("read the pay-per-crawl budget: %w", err)
+	case len(b) > maxBudgetFile:
+		return nil, fmt.Errorf("read the pay-per-crawl budget %s: more than %d bytes", path, maxBudgetFile)
+	}
+	if err := json.Unmarshal(b, &l.state); err != nil {
+		return nil, fmt.Errorf("read the pay-per-crawl budget %s: %w (remove it to start the day at nothing)", path, err)
+	}
+	return l, nil
+}
+
+// at returns what is spent in currency on day. l.mu is held.
+func (l *Local) at(day, currency string) int64 {
+	if day != l.state.Day {
+		return 0
+	}
+	return l.state.Spent[currency]
+}
+
+// set records spent in currency on day, in memory and in the file. l.mu
+// is held.
+func (l *Local) set(day, currency string, spent int64) error {
+	next := localState{Day: day, Spent: map[string]int64{}}
+	if day == l.state.Day {
+		for k, v := range l.state.Spent {
+			next.Spent[k] = v
+		}
+	}
+	next.Spent[currency] = spent
+	if l.path != "" {
+		b, _ := json.Marshal(next) // strings and integers: cannot fail
+		if err := replaceFile(l.path, b); err != nil {
+			return fmt.Errorf("keep the pay-per-crawl budget: %w", err)
+		}
+	}
+	l.state = next
+	return nil
 }
 
 // Reserve implements Budget.
@@ -37,14 +112,13 @@ func (l *Local) Reserve(_ context.Context, day string, a, limit Amount) (Amount,
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if day != l.day {
-		l.day, l.spent = day, map[string]int64{}
-	}
-	spent := l.spent[a.Currency]
+	spent := l.at(day, a.Currency)
 	if spent+a.Nanos > limit.Nanos {
 		return Amount{Currency: a.Currency, Nanos: spent}, false, nil
 	}
-	l.spent[a.Currency] = spent + a.Nanos
+	if err := l.set(day, a.Currency, spent+a.Nanos); err != nil {
+		return Amount{}, false, err
+	}
 	return Amount{Currency: a.Currency, Nanos: spent + a.Nanos}, true, nil
 }
 
@@ -52,8 +126,35 @@ func (l *Local) Reserve(_ context.Context, day string, a, limit Amount) (Amount,
 func (l *Local) Refund(_ context.Context, day string, a Amount) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if day == l.day {
-		l.spent[a.Currency] = max(l.spent[a.Currency]-a.Nanos, 0)
+	if day != l.state.Day {
+		return nil
 	}
-	return nil
+	return l.set(day, a.Currency, max(l.at(day, a.Currency)-a.Nanos, 0))
+}
+
+// Spent implements Budget.
+func (l *Local) Spent(_ context.Context, day, currency string) (Amount, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Amount{Currency: currency, Nanos: l.at(day, currency)}, nil
+}
+
+// replaceFile writes data to path whole, mode 0600: to a new file beside
+// it, then renamed over it.
+func replaceFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

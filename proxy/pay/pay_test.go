@@ -1,6 +1,7 @@
 package pay
 
 import (
+	"os"
 	"sync"
 	"testing"
 )
@@ -33,7 +34,10 @@ func TestParseAmount(t *testing.T) {
 // race for it; a refund gives back; a new day starts at nothing.
 func TestLocalBudget(t *testing.T) {
 	t.Parallel()
-	var b Local
+	b, err := NewLocal("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	price, limit := Amount{"USD", 10_000_000}, Amount{"USD", 105_000_000} // 0.01, 0.105: 10 fit
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -60,6 +64,34 @@ func TestLocalBudget(t *testing.T) {
 	}
 	if _, _, err := b.Reserve(t.Context(), "2026-11-28", Amount{"EUR", 1}, limit); err == nil {
 		t.Error("a price in another currency was reserved")
+	}
+}
+
+// TestLocalBudgetKept: a Local with a file keeps the day's spending
+// across a restart, and refuses a file it cannot read.
+func TestLocalBudgetKept(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/spent.json"
+	b, err := NewLocal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	price, limit := Amount{"USD", 10}, Amount{"USD", 25}
+	b.Reserve(t.Context(), "2026-11-27", price, limit)
+	b.Reserve(t.Context(), "2026-11-27", price, limit)
+	again, err := NewLocal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent, _ := again.Spent(t.Context(), "2026-11-27", "USD"); spent.Nanos != 20 {
+		t.Errorf("after a restart: %v spent; want 20 billionths", spent)
+	}
+	if _, ok, _ := again.Reserve(t.Context(), "2026-11-27", price, limit); ok {
+		t.Error("after a restart, the day's budget was spent again")
+	}
+	os.WriteFile(path, []byte("{not json"), 0o600)
+	if _, err := NewLocal(path); err == nil {
+		t.Error("a budget file that does not read: no error")
 	}
 }
 

@@ -195,8 +195,8 @@ func compileIdentity(c *config.Config, pb *config.Problems) {
 	}
 	u, err := url.Parse(ic.SignatureAgent)
 	switch {
-	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil:
-		pb.Addf("identity.signature_agent", "%q is not an https URL (where your key directory is published: https://bot.example)", ic.SignatureAgent)
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(ic.SignatureAgent, `"\#`):
+		pb.Addf("identity.signature_agent", "%q is not an https URL without a fragment or quotes (where your key directory is published: https://bot.example)", ic.SignatureAgent)
 	case strings.ContainsFunc(ic.SignatureAgent, func(r rune) bool { return r < 0x21 || r > 0x7e }):
 		pb.Addf("identity.signature_agent", "%q: only printable ASCII without spaces can be sent (percent-encode the rest)", ic.SignatureAgent)
 	}
