@@ -29,7 +29,9 @@ type Budget interface {
 // Unbounded is a limit no spending reaches: for a charge that must be
 // counted whatever the budget says (a site that charged more than the
 // price accepted).
-func Unbounded(currency string) Amount { return Amount{Currency: currency, Nanos: 4 * maxAmount * 1000} }
+func Unbounded(currency string) Amount {
+	return Amount{Currency: currency, Nanos: 4 * maxAmount * 1000}
+}
 
 // Day is the UTC day of t, as budgets are kept: "2026-11-27".
 func Day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
