@@ -340,12 +340,16 @@ func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("[cluster]: %w", err)
 		}
+		password, err := cfg.Cluster.ReadPassword()
+		if err != nil {
+			return nil, err
+		}
 		c, err := cluster.New(cluster.Options{
 			URL:         cfg.Cluster.Redis,
 			Sentinels:   cfg.Cluster.Sentinels,
 			Master:      cfg.Cluster.Master,
 			Nodes:       cfg.Cluster.Nodes,
-			Password:    cfg.Cluster.Password,
+			Password:    password,
 			Prefix:      cfg.Cluster.KeyPrefix,
 			Secret:      secret,
 			MaxTTL:      cfg.Robots.CacheTTL,

@@ -132,6 +132,10 @@ type ClusterConfig struct {
 	Master    string   // the Sentinel master name
 	Nodes     []string // or the nodes ("host:7000") of a Redis Cluster
 	Password  string   // for Sentinels' primary and replicas, or Nodes (a URL carries its own)
+	// PasswordFile names a file holding Password instead (trailing line
+	// breaks are not part of it), as SecretFile does the secret: a
+	// Kubernetes Secret's file.
+	PasswordFile string
 	KeyPrefix string   // every key and channel starts with it
 	// Secret keys the MAC on every value the fleet shares through Redis
 	// (MinSecretBytes or more, the same on every instance). With
@@ -185,7 +189,7 @@ func (c *ClusterConfig) Enabled() bool {
 // reload, which cannot change it).
 func (c *ClusterConfig) Equal(o *ClusterConfig) bool {
 	return c.Redis == o.Redis && slices.Equal(c.Sentinels, o.Sentinels) && c.Master == o.Master &&
-		slices.Equal(c.Nodes, o.Nodes) && c.Password == o.Password && c.KeyPrefix == o.KeyPrefix &&
+		slices.Equal(c.Nodes, o.Nodes) && c.Password == o.Password && c.PasswordFile == o.PasswordFile && c.KeyPrefix == o.KeyPrefix &&
 		c.Secret == o.Secret && c.SecretFile == o.SecretFile
 }
 
@@ -194,6 +198,27 @@ const maxSecretFile = 4 << 10
 
 // MinSecretBytes is the shortest [cluster] secret: the fleet client's.
 const MinSecretBytes = cluster.MinSecretBytes
+
+// ReadPassword returns the password of Sentinels' primary or of Nodes:
+// Password, or what PasswordFile holds without its trailing line breaks
+// (a regular file that grants nothing to others, links followed); "" when
+// neither is set.
+func (c *ClusterConfig) ReadPassword() (string, error) {
+	switch {
+	case c.Password != "" && c.PasswordFile != "":
+		return "", errors.New("password and password_file are both set: give one")
+	case c.PasswordFile == "":
+		return c.Password, nil
+	}
+	b, mode, err := statefile.ReadFollowing(c.PasswordFile, maxSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("read the Redis password: %w", err)
+	}
+	if mode.Perm()&0o007 != 0 {
+		return "", fmt.Errorf("%s is mode %#o: a password file must grant nothing to others (chmod 0400)", c.PasswordFile, mode.Perm())
+	}
+	return string(bytes.TrimRight(b, "\r\n")), nil
+}
 
 // ReadSecret returns the fleet's secret: Secret, or what SecretFile holds
 // without its trailing line breaks. It fails when neither is set, both

@@ -162,7 +162,7 @@ func (d *decoder) strs(dst *[]string) func(string, any) {
 			d.errorf(key, "want an array of strings, got %s", tomlType(v))
 			return
 		}
-		out := make([]string, 0, len(list))
+		var out []string // an empty array is none, as the defaults have it
 		for i, x := range list {
 			s, ok := x.(string)
 			if !ok {
@@ -212,14 +212,15 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"politeness":    section(func() fields { return d.politenessFields(&c.Politeness) }),
 		"cluster": section(func() fields {
 			return fields{
-				"redis":       d.str(&c.Cluster.Redis),
-				"sentinels":   d.strs(&c.Cluster.Sentinels),
-				"master":      d.str(&c.Cluster.Master),
-				"nodes":       d.strs(&c.Cluster.Nodes),
-				"password":    d.str(&c.Cluster.Password),
-				"key_prefix":  d.str(&c.Cluster.KeyPrefix),
-				"secret":      d.str(&c.Cluster.Secret),
-				"secret_file": d.str(&c.Cluster.SecretFile),
+				"redis":         d.str(&c.Cluster.Redis),
+				"sentinels":     d.strs(&c.Cluster.Sentinels),
+				"master":        d.str(&c.Cluster.Master),
+				"nodes":         d.strs(&c.Cluster.Nodes),
+				"password":      d.str(&c.Cluster.Password),
+				"password_file": d.str(&c.Cluster.PasswordFile),
+				"key_prefix":    d.str(&c.Cluster.KeyPrefix),
+				"secret":        d.str(&c.Cluster.Secret),
+				"secret_file":   d.str(&c.Cluster.SecretFile),
 			}
 		}),
 		"responses": section(func() fields { return fields{"block_style": d.str(&c.Responses.BlockStyle)} }),

@@ -263,15 +263,23 @@ func compileCluster(c *config.Config, pb *config.Problems) {
 		if err := cluster.ParseURL(cc.Redis); err != nil {
 			pb.Addf("cluster.redis", "%q is not a Redis URL (redis://host:6379/0): %v", redactURL(cc.Redis), err)
 		}
-		if cc.Password != "" {
+		if cc.Password != "" || cc.PasswordFile != "" {
 			pb.Addf("cluster.password", "set with cluster.redis: put the password in the URL (redis://:password@host:6379/0)")
 		}
 	case len(cc.Sentinels) > 0 && cc.Master == "":
 		pb.Addf("cluster.master", "required with cluster.sentinels: the name the Sentinels know the primary by (\"mymaster\")")
 	case len(cc.Sentinels) == 0 && cc.Master != "":
 		pb.Addf("cluster.master", "set without cluster.sentinels")
-	case named == 0 && cc.Password != "":
+	case named == 0 && (cc.Password != "" || cc.PasswordFile != ""):
 		pb.Addf("cluster.password", "set without cluster.sentinels or cluster.nodes")
+	case cc.Enabled():
+		if _, err := cc.ReadPassword(); err != nil {
+			key := "cluster.password"
+			if cc.PasswordFile != "" {
+				key = "cluster.password_file"
+			}
+			pb.Addf(key, "%v", err)
+		}
 	}
 	checkAddrs(pb, "cluster.sentinels", cc.Sentinels)
 	checkAddrs(pb, "cluster.nodes", cc.Nodes)

@@ -261,6 +261,11 @@ func TestConfigIdentityPayments(t *testing.T) {
 func TestConfigClusterTopology(t *testing.T) {
 	t.Parallel()
 	const secret = "secret = \"0123456789abcdef0123456789abcdef\"\n"
+	dir := t.TempDir()
+	pw, open := filepath.Join(dir, "pw"), filepath.Join(dir, "open")
+	os.WriteFile(pw, []byte("s3cret\n"), 0o440)
+	os.WriteFile(open, []byte("s3cret\n"), 0o604)
+	os.Chmod(open, 0o604)
 	tests := []struct{ toml, wantErr string }{
 		{"[cluster]\nsentinels = [\"10.0.0.1:26379\", \"10.0.0.2:26379\"]\nmaster = \"mymaster\"\npassword = \"p\"\n" + secret, ""},
 		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\n" + secret, ""},
@@ -271,6 +276,9 @@ func TestConfigClusterTopology(t *testing.T) {
 		{"[cluster]\nredis = \"redis://10.0.0.1:6379/0\"\npassword = \"p\"\n" + secret, "cluster.password: set with cluster.redis"},
 		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\n", "cluster.secret: required with cluster.redis"},
 		{"[cluster]\npassword = \"p\"\n", "cluster.password: set without cluster.sentinels or cluster.nodes"},
+		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\npassword_file = \"" + pw + "\"\n" + secret, ""},
+		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\npassword_file = \"" + open + "\"\n" + secret, "cluster.password_file: " + open + " is mode 0604: a password file must grant nothing to others"},
+		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\npassword = \"p\"\npassword_file = \"" + pw + "\"\n" + secret, "password and password_file are both set"},
 	}
 	for _, tt := range tests {
 		_, err := parse("x.toml", []byte(tt.toml))
