@@ -136,7 +136,7 @@ type ClusterConfig struct {
 	// breaks are not part of it), as SecretFile does the secret: a
 	// Kubernetes Secret's file.
 	PasswordFile string
-	KeyPrefix string   // every key and channel starts with it
+	KeyPrefix    string // every key and channel starts with it
 	// Secret keys the MAC on every value the fleet shares through Redis
 	// (MinSecretBytes or more, the same on every instance). With
 	// Redis, exactly one of Secret and SecretFile is required. Never
