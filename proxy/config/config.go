@@ -214,16 +214,18 @@ func (c *ClusterConfig) ReadPassword() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read the Redis password: %w", err)
 	}
-	if mode.Perm()&0o007 != 0 {
-		return "", fmt.Errorf("%s is mode %#o: a password file must grant nothing to others (chmod 0400)", c.PasswordFile, mode.Perm())
+	if mode.Perm()&0o027 != 0 {
+		return "", fmt.Errorf("%s is mode %#o: a password file must grant nothing to others, nor write to its group (chmod 0400)", c.PasswordFile, mode.Perm())
 	}
 	return string(bytes.TrimRight(b, "\r\n")), nil
 }
 
 // ReadSecret returns the fleet's secret: Secret, or what SecretFile holds
 // without its trailing line breaks. It fails when neither is set, both
-// are, the file is not a regular file readable by its owner only, or the
-// secret is shorter than MinSecretBytes. Its errors never show the
+// are, the file is not a regular file, grants anything to others or write
+// to its group (read by its group is allowed: a Kubernetes Secret mounted
+// for a pod with an fsGroup is 0440), or the secret is shorter than
+// MinSecretBytes. Its errors never show the
 // secret.
 func (c *ClusterConfig) ReadSecret() ([]byte, error) {
 	var secret []byte
@@ -237,8 +239,10 @@ func (c *ClusterConfig) ReadSecret() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read the cluster secret: %w", err)
 		}
-		if mode.Perm()&0o077 != 0 {
-			return nil, fmt.Errorf("%s is mode %#o: a secret file must grant nothing to group or others (chmod 0400)", c.SecretFile, mode.Perm())
+		if mode.Perm()&0o027 != 0 {
+			// Read by the group is allowed: a Kubernetes Secret mounted
+			// for a pod with an fsGroup is 0440.
+			return nil, fmt.Errorf("%s is mode %#o: a secret file must grant nothing to others, nor write to its group (chmod 0400)", c.SecretFile, mode.Perm())
 		}
 		secret = bytes.TrimRight(b, "\r\n")
 	default:

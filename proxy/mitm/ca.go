@@ -179,7 +179,7 @@ func loadCA(certPath, keyPath string, configured bool, now time.Time) (*CA, erro
 	if err != nil {
 		return nil, fmt.Errorf("read CA key: %w", err)
 	}
-	if mode.Perm()&0o077 != 0 {
+	if mode.Perm()&0o027 != 0 { // read by the group is allowed: a Kubernetes Secret for a pod with an fsGroup is 0440
 		return nil, fmt.Errorf("CA key %s is readable by others (mode %#o): run chmod 600 %s", keyPath, mode.Perm(), keyPath)
 	}
 	certPEM, _, err := readCAFile(certPath, configured)

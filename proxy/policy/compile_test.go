@@ -179,6 +179,7 @@ func TestConfigClusterSecret(t *testing.T) {
 	crlf := file("crlf", secret+"\r\n\r\n", 0o600)
 	open := file("open", secret+"\n", 0o644)
 	group := file("group", secret+"\n", 0o440)
+	groupWrite := file("group-write", secret+"\n", 0o460)
 	short := file("short", "tiny\n\n\n", 0o400)
 	big := file("big", strings.Repeat("x", 5000), 0o400)
 	link := filepath.Join(dir, "link")
@@ -201,8 +202,9 @@ func TestConfigClusterSecret(t *testing.T) {
 		{"both", redis + "secret = \"" + secret + "\"\nsecret_file = \"" + owner + "\"\n", "", "x.toml:3: cluster.secret: secret and secret_file are both set"},
 		{"secret without redis", "[cluster]\nsecret = \"" + secret + "\"\n", "", "x.toml:2: cluster.secret: set without cluster.redis"},
 		{"secret_file without redis", "[cluster]\nsecret_file = \"" + owner + "\"\n", "", "x.toml:2: cluster.secret_file: set without cluster.redis"},
-		{"secret_file 0644", redis + "secret_file = \"" + open + "\"\n", "", "x.toml:3: cluster.secret_file: " + open + " is mode 0644: a secret file must grant nothing to group or others"},
-		{"secret_file 0440", redis + "secret_file = \"" + group + "\"\n", "", "is mode 0440"},
+		{"secret_file 0644", redis + "secret_file = \"" + open + "\"\n", "", "x.toml:3: cluster.secret_file: " + open + " is mode 0644: a secret file must grant nothing to others, nor write to its group"},
+		{"secret_file 0460", redis + "secret_file = \"" + groupWrite + "\"\n", "", "is mode 0460"},
+		{"secret_file 0440 (a Kubernetes Secret for a pod with an fsGroup)", redis + "secret_file = \"" + group + "\"\n", secret, ""},
 		{"secret_file too short", redis + "secret_file = \"" + short + "\"\n", "", "cluster.secret_file: a secret of 4 bytes"},
 		{"secret_file too big", redis + "secret_file = \"" + big + "\"\n", "", "larger than its bound"},
 		{"secret_file missing", redis + "secret_file = \"" + filepath.Join(dir, "missing") + "\"\n", "", "no such file"},
