@@ -152,6 +152,27 @@ func waitShared(t testing.TB, fleet []*testProxy, limit time.Duration) time.Time
 	}
 }
 
+// sentinelFleetUnderLoad runs n instances on a Sentinel-managed Redis
+// and a paced origin asking for gap, and starts a mixed load of workers
+// clients through them; loaded stops the load and returns what it saw.
+func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int) (st *redistest.Sentinel, o *pacedOrigin, fleet []*testProxy, loaded func() loadResult) {
+	st = redistest.StartSentinel(t)
+	o = newPacedOrigin(t, gap)
+	fleet = startTopologyFleet(t, n, func(cc *config.ClusterConfig) {
+		cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
+	})
+	get(t, fleet[0].client(), o.URL+"/warm")
+	stop := make(chan struct{})
+	var res loadResult
+	done := make(chan struct{})
+	go func() { res = mixedLoad(t, fleet, o, workers, stop); close(done) }()
+	return st, o, fleet, func() loadResult {
+		close(stop)
+		<-done
+		return res
+	}
+}
+
 // TestFleetSentinelFailover: two instances on a Sentinel-managed Redis,
 // under a mixed load, while the primary is killed: no disallowed request
 // reaches the origin, every client gets an answer, the instances follow
@@ -159,25 +180,15 @@ func waitShared(t testing.TB, fleet []*testProxy, limit time.Duration) time.Time
 // across them again.
 func TestFleetSentinelFailover(t *testing.T) {
 	t.Parallel()
-	st := redistest.StartSentinel(t)
 	const gap = 300 * time.Millisecond
-	o := newPacedOrigin(t, gap)
-	fleet := startTopologyFleet(t, 2, func(cc *config.ClusterConfig) {
-		cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
-	})
-	get(t, fleet[0].client(), o.URL+"/warm")
-	stop := make(chan struct{})
-	var res loadResult
-	done := make(chan struct{})
-	go func() { res = mixedLoad(t, fleet, o, 6, stop); close(done) }()
+	st, o, fleet, loaded := sentinelFleetUnderLoad(t, 2, gap, 6)
 	time.Sleep(1500 * time.Millisecond) // load before the fault
 	killed := time.Now()
 	st.Primary.Stop()
 	time.Sleep(100 * time.Millisecond) // the primary is gone: no probe can succeed before the failover
 	rejoined := waitShared(t, fleet, 30*time.Second)
 	time.Sleep(4 * time.Second) // load after it
-	close(stop)
-	<-done
+	res := loaded()
 	t.Logf("primary killed; the fleet shares again %v later; %d requests, answers %v", rejoined.Sub(killed).Round(time.Millisecond), res.sent, res.byStatus)
 	if res.privateReached != 0 {
 		t.Errorf("%d disallowed requests reached the origin", res.privateReached)
@@ -242,17 +253,8 @@ func TestFleetRedisCluster(t *testing.T) {
 //	go test -run '^$' -bench FleetFaults -benchtime 1x ./proxy
 func BenchmarkFleetFaults(b *testing.B) {
 	for b.Loop() {
-		st := redistest.StartSentinel(b)
 		const gap = 250 * time.Millisecond
-		o := newPacedOrigin(b, gap)
-		fleet := startTopologyFleet(b, 3, func(cc *config.ClusterConfig) {
-			cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
-		})
-		get(b, fleet[0].client(), o.URL+"/warm")
-		stop := make(chan struct{})
-		var res loadResult
-		done := make(chan struct{})
-		go func() { res = mixedLoad(b, fleet, o, 9, stop); close(done) }()
+		st, o, fleet, loaded := sentinelFleetUnderLoad(b, 3, gap, 9)
 		type window struct{ from, to time.Time }
 		var faults []window
 		var converge []time.Duration
@@ -292,8 +294,7 @@ func BenchmarkFleetFaults(b *testing.B) {
 		from = time.Now()
 		primary().Stop()
 		settle(from)
-		close(stop)
-		<-done
+		res := loaded()
 		var in, inOf, out, outOf int
 		last := time.Unix(0, 0)
 		for _, f := range faults {

@@ -89,26 +89,15 @@ func (s *Server) Ping() error {
 	return err
 }
 
-// Do sends one command (inline form) and returns the first line of the
-// answer: enough for tests to look at keys.
+// Do sends one command and returns the first line of the answer (an
+// error for an error reply): enough for tests to look at keys.
 func (s *Server) Do(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", s.Addr)
+	c, r, err := s.send(args)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
 	}
@@ -117,6 +106,28 @@ func (s *Server) Do(args ...string) (string, error) {
 		return "", fmt.Errorf("redis: %s", line[1:])
 	}
 	return line, nil
+}
+
+// send dials the server and sends one command, within 2 s; the caller
+// reads the answer and closes the connection.
+func (s *Server) send(args []string) (net.Conn, *bufio.Reader, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", s.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, bufio.NewReader(c), nil
 }
 
 // Stop kills the server (as a crash would) and waits for it to exit.
@@ -197,23 +208,12 @@ func (s *Server) Info(section string) (string, error) {
 // DoAll sends one command and returns the answer's lines of data: a bulk
 // string's text, an array's bulk strings, a status line without its "+".
 func (s *Server) DoAll(args ...string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", s.Addr)
+	c, r, err := s.send(args)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
-		return nil, err
-	}
-	return readReply(bufio.NewReader(c))
+	return readReply(r)
 }
 
 // readReply reads one RESP reply as lines of data (nested arrays
