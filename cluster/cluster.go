@@ -63,6 +63,9 @@ type Options struct {
 	Nodes []string
 	// Password is Sentinels' primary's and replicas', or Nodes', password.
 	Password string
+	// SentinelAuth sends Password to the Sentinels too (Sentinels that
+	// require one, as the Bitnami chart sets them up by default).
+	SentinelAuth bool
 	// Secret keys the MAC sealed on every value and message (at least
 	// MinSecretBytes, the same for every instance of the fleet): values
 	// and messages whose MAC does not verify are ignored. Required.
@@ -133,6 +136,9 @@ func newRedis(o *Options, dial func(func(context.Context, string, string) (net.C
 		fo := &redis.FailoverOptions{
 			MasterName: o.Master, SentinelAddrs: o.Sentinels, Password: o.Password,
 			DialTimeout: t, ReadTimeout: t, WriteTimeout: t, PoolTimeout: t, MaxRetries: -1, ContextTimeoutEnabled: true,
+		}
+		if o.SentinelAuth {
+			fo.SentinelPassword = o.Password
 		}
 		fo.Dialer = dial(netDialer(t))
 		return redis.NewFailoverClient(fo), nil

@@ -112,11 +112,17 @@ func TestRedisCluster(t *testing.T) {
 // TestSentinelFailover: a Client of a Sentinel-managed primary follows a
 // failover without a restart: the primary killed, the replica promoted,
 // calls succeed again through the new primary within seconds; the
-// breaker keeps every call in between short.
+// breaker keeps every call in between short. The Sentinel and the data
+// nodes require a password, as the Bitnami chart sets them up.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
-	st := redistest.StartSentinel(t)
-	c := topologyClient(t, Options{Sentinels: []string{st.Sentinel.Addr}, Master: st.Master})
+	st := redistest.StartSentinelWith(t, "the-redis-password")
+	// Without sending the password to the Sentinel, nothing works.
+	noAuth := topologyClient(t, Options{Sentinels: []string{st.Sentinel.Addr}, Master: st.Master, Password: "the-redis-password"})
+	if err := exercise(t.Context(), noAuth, testOrigin); err == nil {
+		t.Error("a Sentinel that requires a password answered a client that sent it none")
+	}
+	c := topologyClient(t, Options{Sentinels: []string{st.Sentinel.Addr}, Master: st.Master, Password: "the-redis-password", SentinelAuth: true})
 	ctx := t.Context()
 	if err := exercise(ctx, c, testOrigin); err != nil {
 		t.Fatal(err)

@@ -337,3 +337,27 @@ func mustOrigin(t *testing.T, u string) fetch.Origin {
 	}
 	return o
 }
+
+// TestFleetPurgeRedisDown: a purge while Redis cannot be reached forgets
+// the origin here and says the fleet was not told (503, to retry), rather
+// than claim a purge the other instances never heard of.
+func TestFleetPurgeRedisDown(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	o := newTestOrigin(t, testRobots, nil)
+	p := startFleet(t, r, 1, nil)[0]
+	get(t, p.client(), o.URL+"/public")
+	r.Stop()
+	resp, err := http.Post(p.url.String()+"/robots/purge?origin="+url.QueryEscape(o.URL), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "the fleet was not told") {
+		t.Errorf("purge with Redis down: %d %q; want 503 saying the fleet was not told", resp.StatusCode, body)
+	}
+	if _, held := p.srv.cache.Peek(mustOrigin(t, o.URL)); held {
+		t.Error("the origin is still held here after the purge")
+	}
+}

@@ -345,18 +345,20 @@ func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
 			return nil, err
 		}
 		c, err := cluster.New(cluster.Options{
-			URL:         cfg.Cluster.Redis,
-			Sentinels:   cfg.Cluster.Sentinels,
-			Master:      cfg.Cluster.Master,
-			Nodes:       cfg.Cluster.Nodes,
-			Password:    password,
-			Prefix:      cfg.Cluster.KeyPrefix,
-			Secret:      secret,
-			MaxTTL:      cfg.Robots.CacheTTL,
-			MaxDocBytes: cfg.Robots.MaxBytes,
-			KeepFor:     cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
-			Logger:      s.log,
-			OnError:     s.metrics.clusterErrors.Inc,
+			URL:          cfg.Cluster.Redis,
+			Sentinels:    cfg.Cluster.Sentinels,
+			Master:       cfg.Cluster.Master,
+			Nodes:        cfg.Cluster.Nodes,
+			Password:     password,
+			SentinelAuth: cfg.Cluster.SentinelAuth,
+			OpTimeout:    cfg.Cluster.OpTimeout,
+			Prefix:       cfg.Cluster.KeyPrefix,
+			Secret:       secret,
+			MaxTTL:       cfg.Robots.CacheTTL,
+			MaxDocBytes:  cfg.Robots.MaxBytes,
+			KeepFor:      cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
+			Logger:       s.log,
+			OnError:      s.metrics.clusterErrors.Inc,
 		})
 		if err != nil {
 			return nil, err

@@ -25,6 +25,9 @@ type Server struct {
 	dir  string
 	args []string // more options
 	conf string   // a config file to start with (a Sentinel's), "" for none
+	// Password, when set, is sent (AUTH) before each command of Do and
+	// DoAll.
+	Password string
 }
 
 // Start runs redis-server from PATH, persisting nothing, and stops it when
@@ -33,10 +36,16 @@ type Server struct {
 // "127.0.0.1", "6379").
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return startAuth(t, "", args...)
+}
+
+// startAuth is Start for a server that requires password.
+func startAuth(t testing.TB, password string, args ...string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not on PATH: install the Debian package redis-server to run this test")
 	}
-	s := &Server{Addr: freeAddr(t), t: t, dir: t.TempDir(), args: args}
+	s := &Server{Addr: freeAddr(t), t: t, dir: t.TempDir(), args: args, Password: password}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
@@ -123,11 +132,27 @@ func (s *Server) send(args []string) (net.Conn, *bufio.Reader, error) {
 	for _, a := range args {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
+	if s.Password != "" {
+		b.Reset()
+		for _, cmd := range [][]string{{"AUTH", s.Password}, args} {
+			fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+			for _, a := range cmd {
+				fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+			}
+		}
+	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
-	return c, bufio.NewReader(c), nil
+	r := bufio.NewReader(c)
+	if s.Password != "" {
+		if _, err := readReply(r); err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("AUTH: %w", err)
+		}
+	}
+	return c, r, nil
 }
 
 // Stop kills the server (as a crash would) and waits for it to exit.
@@ -159,17 +184,29 @@ type Sentinel struct {
 // --sentinel) that fails the primary over after 1 s without an answer,
 // and stops them when the test ends. It returns once the replica has
 // synced and the Sentinel knows both.
-func StartSentinel(t testing.TB) *Sentinel {
+func StartSentinel(t testing.TB) *Sentinel { t.Helper(); return StartSentinelWith(t, "") }
+
+// StartSentinelWith is StartSentinel with password required by the
+// primary, the replica and the Sentinel alike (as the Bitnami chart sets
+// them up by default); "" for none.
+func StartSentinelWith(t testing.TB, password string) *Sentinel {
 	t.Helper()
 	// DEBUG SLEEP (a pause, for a test) is allowed from loopback.
-	primary := Start(t, "--enable-debug-command", "local")
+	auth := []string{"--enable-debug-command", "local"}
+	if password != "" {
+		auth = append(auth, "--requirepass", password, "--masterauth", password)
+	}
+	primary := startAuth(t, password, auth...)
 	_, pport, _ := net.SplitHostPort(primary.Addr)
-	replica := Start(t, "--replicaof", "127.0.0.1", pport, "--enable-debug-command", "local")
+	replica := startAuth(t, password, append([]string{"--replicaof", "127.0.0.1", pport}, auth...)...)
 	st := &Sentinel{Primary: primary, Replica: replica, Master: "mymaster"}
-	st.Sentinel = &Server{Addr: freeAddr(t), t: t, dir: t.TempDir()}
+	st.Sentinel = &Server{Addr: freeAddr(t), t: t, dir: t.TempDir(), Password: password}
 	st.Sentinel.conf = st.Sentinel.dir + "/sentinel.conf"
 	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %s 1\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
 		st.Master, pport, st.Master, st.Master, st.Master)
+	if password != "" {
+		conf += fmt.Sprintf("sentinel auth-pass %s %s\nrequirepass %s\n", st.Master, password, password)
+	}
 	if err := os.WriteFile(st.Sentinel.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

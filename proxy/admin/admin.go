@@ -107,7 +107,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		held := h.o.Cache.Purge(o)
 		if h.o.Cluster != nil { // the other instances forget it too
-			h.o.Cluster.PublishPurge(r.Context(), o)
+			if err := h.o.Cluster.PublishPurge(r.Context(), o); err != nil {
+				// Forgotten here, not by the fleet: the operator retries.
+				w.Header().Set("Retry-After", "2")
+				http.Error(w, fmt.Sprintf("robotsgate: purged %s on this instance, but the fleet was not told (redis: %v): retry", o, err), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		if !held {
 			http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)

@@ -136,6 +136,12 @@ type ClusterConfig struct {
 	// breaks are not part of it), as SecretFile does the secret: a
 	// Kubernetes Secret's file.
 	PasswordFile string
+	// SentinelAuth sends the password to the Sentinels too, for Sentinels
+	// that require it (the Bitnami chart's auth.sentinel, its default).
+	SentinelAuth bool
+	// OpTimeout bounds each call to Redis, connecting included: past it,
+	// the instance goes on alone for a while (the breaker).
+	OpTimeout time.Duration
 	KeyPrefix    string // every key and channel starts with it
 	// Secret keys the MAC on every value the fleet shares through Redis
 	// (MinSecretBytes or more, the same on every instance). With
@@ -189,7 +195,7 @@ func (c *ClusterConfig) Enabled() bool {
 // reload, which cannot change it).
 func (c *ClusterConfig) Equal(o *ClusterConfig) bool {
 	return c.Redis == o.Redis && slices.Equal(c.Sentinels, o.Sentinels) && c.Master == o.Master &&
-		slices.Equal(c.Nodes, o.Nodes) && c.Password == o.Password && c.PasswordFile == o.PasswordFile && c.KeyPrefix == o.KeyPrefix &&
+		slices.Equal(c.Nodes, o.Nodes) && c.Password == o.Password && c.PasswordFile == o.PasswordFile && c.SentinelAuth == o.SentinelAuth && c.OpTimeout == o.OpTimeout && c.KeyPrefix == o.KeyPrefix &&
 		c.Secret == o.Secret && c.SecretFile == o.SecretFile
 }
 
@@ -303,7 +309,7 @@ func Default() *Config {
 			MaxConnections:    4096,
 		},
 		Politeness: PolitenessConfig{CrawlDelay: true, MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
-		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:"},
+		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:", OpTimeout: cluster.DefaultOpTimeout},
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
 		Identity:   IdentityConfig{Validity: 5 * time.Minute},
 		Payments:   PaymentsConfig{KeyPrefix: "robotsgate:"},

@@ -218,6 +218,8 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 				"nodes":         d.strs(&c.Cluster.Nodes),
 				"password":      d.str(&c.Cluster.Password),
 				"password_file": d.str(&c.Cluster.PasswordFile),
+				"sentinel_auth": d.boolean(&c.Cluster.SentinelAuth),
+				"op_timeout":    d.duration(&c.Cluster.OpTimeout),
 				"key_prefix":    d.str(&c.Cluster.KeyPrefix),
 				"secret":        d.str(&c.Cluster.Secret),
 				"secret_file":   d.str(&c.Cluster.SecretFile),

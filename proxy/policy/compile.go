@@ -254,9 +254,9 @@ func compileCluster(c *config.Config, pb *config.Problems) {
 	}
 	switch {
 	case named > 1:
-		key := "cluster.sentinels"
-		if cc.Redis == "" {
-			key = "cluster.nodes"
+		key := "cluster.nodes" // the second of the three set
+		if cc.Redis != "" && len(cc.Sentinels) > 0 {
+			key = "cluster.sentinels"
 		}
 		pb.Addf(key, "redis, sentinels and nodes are exclusive: name the fleet's Redis one way")
 	case cc.Redis != "":
@@ -281,6 +281,12 @@ func compileCluster(c *config.Config, pb *config.Problems) {
 			pb.Addf(key, "%v", err)
 		}
 	}
+	if cc.SentinelAuth && len(cc.Sentinels) == 0 {
+		pb.Addf("cluster.sentinel_auth", "set without cluster.sentinels")
+	}
+	if cc.OpTimeout < 10*time.Millisecond || cc.OpTimeout > 10*time.Second {
+		pb.Addf("cluster.op_timeout", "%v: want from 10ms to 10s (a few round trips to Redis: connecting, AUTH, the call)", cc.OpTimeout)
+	}
 	checkAddrs(pb, "cluster.sentinels", cc.Sentinels)
 	checkAddrs(pb, "cluster.nodes", cc.Nodes)
 	key := "cluster.secret"
@@ -289,10 +295,10 @@ func compileCluster(c *config.Config, pb *config.Problems) {
 	}
 	switch {
 	case !cc.Enabled() && (cc.Secret != "" || cc.SecretFile != ""):
-		pb.Addf(key, "set without cluster.redis: there is no fleet to share it with")
+		pb.Addf(key, "set without a [cluster] Redis (redis, sentinels or nodes): there is no fleet to share it with")
 	case !cc.Enabled():
 	case cc.Secret == "" && cc.SecretFile == "":
-		pb.Addf(key, "required with cluster.redis: a secret of at least %d bytes (secret), or a file holding one (secret_file), the same on every instance", config.MinSecretBytes)
+		pb.Addf(key, "required with a [cluster] Redis: a secret of at least %d bytes (secret), or a file holding one (secret_file), the same on every instance", config.MinSecretBytes)
 	default:
 		if _, err := cc.ReadSecret(); err != nil {
 			pb.Addf(key, "%v", err)
