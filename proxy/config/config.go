@@ -142,7 +142,7 @@ type ClusterConfig struct {
 	// OpTimeout bounds each call to Redis, connecting included: past it,
 	// the instance goes on alone for a while (the breaker).
 	OpTimeout time.Duration
-	KeyPrefix    string // every key and channel starts with it
+	KeyPrefix string // every key and channel starts with it
 	// Secret keys the MAC on every value the fleet shares through Redis
 	// (MinSecretBytes or more, the same on every instance). With
 	// Redis, exactly one of Secret and SecretFile is required. Never
