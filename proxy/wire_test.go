@@ -81,7 +81,19 @@ func startWireOrigin(t testing.TB, ln net.Listener, pki *testPKI, names ...strin
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, names...)}})
 	}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	t.Cleanup(func() {
+		// The proxy may keep a connection to the origin in its pool:
+		// closed here, not waited for until its deadline.
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -90,6 +102,9 @@ func startWireOrigin(t testing.TB, ln net.Listener, pki *testPKI, names ...strin
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
