@@ -21,6 +21,9 @@ import (
 // ARGV[2]; it returns {1, spent after} or {0, spent before}.
 const reserveSpendSource = `
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
+if spent == nil or spent < 0 or spent ~= math.floor(spent) then
+	return redis.error_reply('the spending counter holds what no instance writes')
+end
 local amount, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 if spent + amount > limit then
 	return {0, spent}
@@ -43,20 +46,21 @@ end
 return left
 `
 
-var (
-	reserveSpend = redis.NewScript(reserveSpendSource)
-	refundSpend  = redis.NewScript(refundSpendSource)
-)
-
 // Budget returns the fleet's pay-per-crawl budget, under keys that start
 // with prefix ([payments] key_prefix). A Redis that does not answer
 // reserves nothing: no payment is made on a budget that cannot be
-// checked.
-func (c *Client) Budget(prefix string) pay.Budget { return &fleetBudget{c: c, prefix: prefix} }
+// checked. The counter is a plain integer, not sealed as the fleet's
+// other values are: one that no instance writes (negative, not an
+// integer) refuses every reservation, but whoever can write to Redis can
+// reset a day's spending; max_price still bounds each payment.
+func (c *Client) Budget(prefix string) pay.Budget {
+	return &fleetBudget{c: c, prefix: prefix, reserve: redis.NewScript(reserveSpendSource), refund: redis.NewScript(refundSpendSource)}
+}
 
 type fleetBudget struct {
-	c      *Client
-	prefix string
+	c               *Client
+	prefix          string
+	reserve, refund *redis.Script
 }
 
 func (b *fleetBudget) key(day, currency string) string {
@@ -71,7 +75,7 @@ func (b *fleetBudget) Reserve(ctx context.Context, day string, a, limit pay.Amou
 	var res []any
 	err := b.c.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = reserveSpend.Run(ctx, b.c.rdb, []string{b.key(day, a.Currency)}, a.Nanos, limit.Nanos).Slice()
+		res, err = b.reserve.Run(ctx, b.c.rdb, []string{b.key(day, a.Currency)}, a.Nanos, limit.Nanos).Slice()
 		return err
 	})
 	if err != nil {
@@ -88,7 +92,7 @@ func (b *fleetBudget) Reserve(ctx context.Context, day string, a, limit pay.Amou
 // Refund implements pay.Budget.
 func (b *fleetBudget) Refund(ctx context.Context, day string, a pay.Amount) error {
 	err := b.c.do(ctx, func(ctx context.Context) error {
-		return refundSpend.Run(ctx, b.c.rdb, []string{b.key(day, a.Currency)}, strconv.FormatInt(a.Nanos, 10)).Err()
+		return b.refund.Run(ctx, b.c.rdb, []string{b.key(day, a.Currency)}, strconv.FormatInt(a.Nanos, 10)).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("refund %s to the fleet's budget: %w", a, err)

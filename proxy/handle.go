@@ -131,9 +131,11 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		delete(r.Header, "Range")
 		delete(r.Header, "If-Range")
 	}
-	if _, _, on := p.Payments(); on {
-		// Every payment goes through the budget: a client's own offer
-		// would have a site charge without a 402 robotsgate sees.
+	if _, _, on := p.Payments(); on || s.signer() != nil {
+		// A price offer signed with robotsgate's identity is the
+		// operator's: every payment goes through the budget, never a
+		// client's own offer, which would have a site charge without a
+		// 402 robotsgate sees.
 		delete(r.Header, fieldExactPrice)
 		delete(r.Header, fieldMaxPrice)
 	}

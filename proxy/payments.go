@@ -109,12 +109,17 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 	again := r.Clone(r.Context())
 	again.Header.Set(fieldExactPrice, stated)
 	if sn := s.snap.Load(); sn.signer != nil {
-		sn.signer.Sign(again.Header, d.Origin.Authority())
+		// A fresh signature that covers the price accepted too: it cannot
+		// be replayed with another.
+		sn.signer.SignWith(again.Header, d.Origin.Authority(), fieldExactPrice)
 		s.metrics.signed.Inc()
 	}
 	paid, err := s.send.RoundTrip(again)
 	if err != nil {
-		refund(price)
+		// The site may have charged for a request whose answer was lost:
+		// the reservation is kept, so that the budget never counts less
+		// than may have been spent.
+		s.log.Warn("pay-per-crawl: the paid request failed; its price stays counted in the budget", "url", answer.DisplayURL(r), "price", price.String(), "err", err)
 		s.metrics.payments.WithLabelValues(payFailed).Inc()
 		return s.upstreamFailure(p, r, d.Origin.HostPort(), err, d), true
 	}

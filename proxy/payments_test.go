@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,7 +32,12 @@ func pricedOrigin(t *testing.T, dir func() []byte) (*httptest.Server, *atomic.In
 			return
 		}
 		price := map[string]string{"/priced": "USD 0.01", "/expensive": "USD 5", "/greedy": "USD 0.01", "/free": "USD 0.01", "/overcharge": "USD 0.01"}[r.URL.Path]
-		_, err := identitytest.Verify(r, dir(), time.Now())
+		sig, err := identitytest.Verify(r, dir(), time.Now())
+		// The price accepted must be covered by the signature: it cannot
+		// then be replayed with another.
+		if err == nil && !slices.Contains(sig.Covered, `"crawler-exact-price"`) {
+			err = errors.New("the price is not signed")
+		}
 		if price == "" || r.URL.Path == "/greedy" || err != nil || r.Header.Get("Crawler-Exact-Price") != price {
 			w.Header().Set("Crawler-Price", price)
 			w.WriteHeader(http.StatusPaymentRequired)

@@ -197,12 +197,17 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		Signer: s.signer, OnSign: s.metrics.signed.Inc,
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
-	if s.budget, err = s.localBudget(cfg); err != nil {
-		s.audit.Close()
-		return nil, err
-	}
 	if s.cluster != nil {
 		s.budget = s.cluster.Budget(cfg.Payments.KeyPrefix) // one budget for the fleet
+	} else if s.budget, err = s.localBudget(cfg); err != nil {
+		if _, _, on := pol.Payments(); on {
+			s.audit.Close()
+			return nil, err
+		}
+		// Nothing is paid now: the state directory's trouble is for the
+		// log, not a reason not to start.
+		s.log.Warn("pay-per-crawl budget: kept in memory only", "err", err)
+		s.budget, _ = pay.NewLocal("")
 	}
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "robotsgate_budget_spent_today",
@@ -272,10 +277,10 @@ func (s *Server) SigningKey() string {
 func (s *Server) localBudget(cfg *config.Config) (*pay.Local, error) {
 	dir, err := cfg.StateDir()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pay-per-crawl budget: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create the state directory: %w", err)
+		return nil, fmt.Errorf("pay-per-crawl budget: create the state directory: %w", err)
 	}
 	return pay.NewLocal(filepath.Join(dir, "pay-budget.json"))
 }
@@ -300,7 +305,11 @@ func (s *Server) loadIdentity(cfg *config.Config) (*identity.KeyRing, *identity.
 	if err != nil {
 		return nil, nil, err
 	}
-	ring, made, err := identity.LoadKeyRing(ic.KeyPath(dir), true)
+	// A key is made only at first start, in the state directory: a
+	// key_file that is missing (a Secret not mounted), or a key gone at a
+	// reload, is an error, never a new identity nobody published.
+	create := ic.KeyFile == "" && s.snap.Load() == nil
+	ring, made, err := identity.LoadKeyRing(ic.KeyPath(dir), create)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -166,6 +166,9 @@ func splitContentURL(u string) (origin, pattern string) {
 	path := u
 	if scheme, rest, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, "/*") {
 		authority, p, _ := strings.Cut(rest, "/")
+		if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+			authority = authority[at+1:] // userinfo names no origin
+		}
 		origin, path = canonicalOrigin(scheme, authority), "/"+p
 	}
 	var b strings.Builder

@@ -181,7 +181,7 @@ func (c *IdentityConfig) KeyPath(stateDir string) string {
 // when MaxPrice is empty. Amounts are "<currency> <decimal>" strings.
 type PaymentsConfig struct {
 	MaxPrice  string // the most paid for one request: "USD 0.01"
-	Budget    string // the most spent per UTC day ("" = no daily bound), by the fleet with [cluster]
+	Budget    string // the most spent per UTC day, required with MaxPrice; by the fleet with [cluster]
 	KeyPrefix string // Redis keys of the fleet's budget
 }
 

@@ -105,16 +105,16 @@ type KeyRing struct {
 	Retired []*Key
 }
 
-// LoadKeyRing reads the key ring at path. With make, a missing key is
+// LoadKeyRing reads the key ring at path. With create, a missing key is
 // made (mode 0600, its directory 0700) and made reports so. A key file
 // that grants anything to others, or write to its group, is refused
 // (read by its group is allowed: a Kubernetes Secret mounted for a pod
 // with an fsGroup is 0440).
-func LoadKeyRing(path string, make bool) (ring *KeyRing, made bool, err error) {
+func LoadKeyRing(path string, create bool) (ring *KeyRing, made bool, err error) {
 	ring = &KeyRing{Path: path}
 	b, mode, err := statefile.ReadFollowing(path, maxKeyFile)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && make:
+	case errors.Is(err, fs.ErrNotExist) && create:
 		if ring.Current, err = NewKey(); err != nil {
 			return nil, false, err
 		}

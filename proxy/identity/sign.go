@@ -30,10 +30,13 @@ const (
 // member it covers.
 const label = "sig1"
 
-// components are what a request's signature covers, as the draft has it:
-// the target's authority and the Signature-Agent member that names where
-// the key directory is published.
-var components = []string{`"@authority"`, `"signature-agent";key="` + label + `"`}
+// The components a request's signature covers, as the draft has it: the
+// target's authority and the Signature-Agent member that names where the
+// key directory is published.
+const (
+	componentAuthority = `"@authority"`
+	componentAgent     = `"signature-agent";key="` + label + `"`
+)
 
 // A Signer signs requests as one bot: with its key ring's current key,
 // naming Agent, the URL its key directory is published at. Signatures are
@@ -106,7 +109,43 @@ func (s *Signer) Sign(h http.Header, authority string) {
 	if e == nil || time.Duration(now-e.created)*time.Second >= s.reuse || now < e.created {
 		e = s.sign(authority, now)
 	}
-	for k := range h { // every spelling a client may have used
+	s.put(h, e)
+}
+
+// sign makes and keeps the signature for authority, created at now.
+func (s *Signer) sign(authority string, now int64) *signed {
+	e := s.make(authority, now, nil)
+	s.mu.Lock()
+	if len(s.cache) >= maxSigned {
+		clear(s.cache)
+	}
+	s.cache[authority] = e
+	s.mu.Unlock()
+	return e
+}
+
+// SignWith is Sign with a signature made now, never reused, that covers
+// the header fields named too (their values as h holds them, combined
+// as RFC 9421 section 2.1 has it): for a request whose fields must be
+// bound to the signature (a price accepted).
+func (s *Signer) SignWith(h http.Header, authority string, fields ...string) {
+	authority = canonicalAuthority(authority)
+	extra := make([][2]string, len(fields))
+	for i, f := range fields {
+		vals := h.Values(f)
+		for j := range vals {
+			vals[j] = strings.TrimSpace(vals[j])
+		}
+		extra[i] = [2]string{`"` + strings.ToLower(f) + `"`, strings.Join(vals, ", ")}
+	}
+	e := s.make(authority, s.now().Unix(), extra)
+	s.put(h, e)
+}
+
+// put puts signature e in h, replacing what h held in the signature
+// fields, in every spelling a client may have used.
+func (s *Signer) put(h http.Header, e *signed) {
+	for k := range h {
 		if strings.EqualFold(k, FieldSignature) || strings.EqualFold(k, FieldSignatureInput) || strings.EqualFold(k, FieldSignatureAgent) {
 			delete(h, k)
 		}
@@ -116,25 +155,24 @@ func (s *Signer) Sign(h http.Header, authority string) {
 	h[FieldSignature] = e.sig
 }
 
-// sign makes and keeps the signature for authority, created at now.
-func (s *Signer) sign(authority string, now int64) *signed {
-	params := "(" + strings.Join(components, " ") + ")" +
+// make makes the signature of a request to authority created at now,
+// covering extra components (identifier and value) after the draft's.
+func (s *Signer) make(authority string, now int64, extra [][2]string) *signed {
+	covered := append([][2]string{{componentAuthority, authority}, {componentAgent, s.agentVal}}, extra...)
+	ids := make([]string, len(covered))
+	for i, c := range covered {
+		ids[i] = c[0]
+	}
+	params := "(" + strings.Join(ids, " ") + ")" +
 		";created=" + strconv.FormatInt(now, 10) +
 		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
 		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + TagWebBotAuth + `"`
-	base := Base([][2]string{{components[0], authority}, {components[1], s.agentVal}}, params)
-	e := &signed{
+	base := Base(covered, params)
+	return &signed{
 		created: now,
 		input:   []string{label + "=" + params},
 		sig:     []string{label + "=:" + base64.StdEncoding.EncodeToString(ed25519.Sign(s.key.Private, base)) + ":"},
 	}
-	s.mu.Lock()
-	if len(s.cache) >= maxSigned {
-		clear(s.cache)
-	}
-	s.cache[authority] = e
-	s.mu.Unlock()
-	return e
 }
 
 // SignDirectory puts in h the signature of a key directory served to a

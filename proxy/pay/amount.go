@@ -42,8 +42,8 @@ func ParseAmount(s string) (Amount, error) {
 			return Amount{}, fmt.Errorf("%q: the currency is three letters", s)
 		}
 	}
-	whole, frac, _ := strings.Cut(num, ".")
-	if whole == "" || len(frac) > 9 || !digits(whole) || !digits(frac) || len(whole) > 7 {
+	whole, frac, point := strings.Cut(num, ".")
+	if whole == "" || point && frac == "" || len(frac) > 9 || !digits(whole) || !digits(frac) || len(whole) > 7 {
 		return Amount{}, fmt.Errorf("%q: the amount is a decimal number with at most 9 digits after the point", s)
 	}
 	w, _ := strconv.ParseInt(whole, 10, 64)

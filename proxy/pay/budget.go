@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -37,30 +39,27 @@ func Unbounded(currency string) Amount {
 func Day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // Local is a Budget of this process alone, kept in a file (when it has a
-// path) so that a restart does not spend the day's budget again. Days
-// before the newest one reserved in are forgotten. It is safe for
-// concurrent use.
+// path) so that a restart does not spend the day's budget again. It keeps
+// the two newest days it was asked of (a request that began before
+// midnight UTC may settle after it). It is safe for concurrent use.
 type Local struct {
 	path string
 
 	mu    sync.Mutex
-	state localState
-}
-
-// localState is a Local's file: the day and what was spent on it.
-type localState struct {
-	Day   string           `json:"day"`
-	Spent map[string]int64 `json:"spent"` // billionths, by currency
+	spent map[string]map[string]int64 // billionths, by day, then currency
 }
 
 // maxBudgetFile bounds what is read of a Local's file.
 const maxBudgetFile = 64 << 10
 
+// keptDays is how many days a Local keeps.
+const keptDays = 2
+
 // NewLocal returns the Local budget kept at path ("" keeps it in memory
 // only), reading what it holds. A file that does not read as one is an
 // error: spending that cannot be known is not started from nothing.
 func NewLocal(path string) (*Local, error) {
-	l := &Local{path: path}
+	l := &Local{path: path, spent: map[string]map[string]int64{}}
 	if path == "" {
 		return l, nil
 	}
@@ -73,37 +72,34 @@ func NewLocal(path string) (*Local, error) {
 	case len(b) > maxBudgetFile:
 		return nil, fmt.Errorf("read the pay-per-crawl budget %s: more than %d bytes", path, maxBudgetFile)
 	}
-	if err := json.Unmarshal(b, &l.state); err != nil {
-		return nil, fmt.Errorf("read the pay-per-crawl budget %s: %w (remove it to start the day at nothing)", path, err)
+	if err := json.Unmarshal(b, &l.spent); err != nil || l.spent == nil {
+		return nil, fmt.Errorf("read the pay-per-crawl budget %s: not a budget file (%v): remove it to start the day at nothing", path, err)
 	}
 	return l, nil
 }
 
-// at returns what is spent in currency on day. l.mu is held.
-func (l *Local) at(day, currency string) int64 {
-	if day != l.state.Day {
-		return 0
-	}
-	return l.state.Spent[currency]
-}
-
-// set records spent in currency on day, in memory and in the file. l.mu
-// is held.
+// set records spent in currency on day, in memory and in the file,
+// forgetting days older than the keptDays newest. l.mu is held.
 func (l *Local) set(day, currency string, spent int64) error {
-	next := localState{Day: day, Spent: map[string]int64{}}
-	if day == l.state.Day {
-		for k, v := range l.state.Spent {
-			next.Spent[k] = v
-		}
+	next := map[string]map[string]int64{}
+	for d, m := range l.spent {
+		next[d] = maps.Clone(m)
 	}
-	next.Spent[currency] = spent
+	if next[day] == nil {
+		next[day] = map[string]int64{}
+	}
+	next[day][currency] = spent
+	days := slices.Sorted(maps.Keys(next)) // ISO dates sort as days do
+	for _, d := range days[:max(len(days)-keptDays, 0)] {
+		delete(next, d)
+	}
 	if l.path != "" {
 		b, _ := json.Marshal(next) // strings and integers: cannot fail
 		if err := replaceFile(l.path, b); err != nil {
 			return fmt.Errorf("keep the pay-per-crawl budget: %w", err)
 		}
 	}
-	l.state = next
+	l.spent = next
 	return nil
 }
 
@@ -114,7 +110,7 @@ func (l *Local) Reserve(_ context.Context, day string, a, limit Amount) (Amount,
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	spent := l.at(day, a.Currency)
+	spent := l.spent[day][a.Currency]
 	if spent+a.Nanos > limit.Nanos {
 		return Amount{Currency: a.Currency, Nanos: spent}, false, nil
 	}
@@ -128,17 +124,17 @@ func (l *Local) Reserve(_ context.Context, day string, a, limit Amount) (Amount,
 func (l *Local) Refund(_ context.Context, day string, a Amount) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if day != l.state.Day {
-		return nil
+	if _, ok := l.spent[day]; !ok {
+		return nil // a day forgotten: nothing to give back
 	}
-	return l.set(day, a.Currency, max(l.at(day, a.Currency)-a.Nanos, 0))
+	return l.set(day, a.Currency, max(l.spent[day][a.Currency]-a.Nanos, 0))
 }
 
 // Spent implements Budget.
 func (l *Local) Spent(_ context.Context, day, currency string) (Amount, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Amount{Currency: currency, Nanos: l.at(day, currency)}, nil
+	return Amount{Currency: currency, Nanos: l.spent[day][currency]}, nil
 }
 
 // replaceFile writes data to path whole, mode 0600: to a new file beside

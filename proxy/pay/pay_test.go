@@ -23,7 +23,7 @@ func TestParseAmount(t *testing.T) {
 			t.Errorf("ParseAmount(%q) = %v (%d), %v; want %s (%d)", tt.in, a, a.Nanos, err, tt.want, tt.nanos)
 		}
 	}
-	for _, bad := range []string{"", "USD", "0.01 USD", "US 1", "USD1", "USD -1", "USD 1e3", "USD 0.0000000001", "USD 1,00", "USD .5", "USD 1000001", "U$D 1", "USD 0x10", "USD 1.2.3"} {
+	for _, bad := range []string{"", "USD", "0.01 USD", "US 1", "USD1", "USD -1", "USD 1e3", "USD 0.0000000001", "USD 1,00", "USD .5", "USD 1000001", "U$D 1", "USD 0x10", "USD 1.2.3", "USD 1."} {
 		if a, err := ParseAmount(bad); err == nil {
 			t.Errorf("ParseAmount(%q) = %v; want an error", bad, a)
 		}
@@ -61,6 +61,16 @@ func TestLocalBudget(t *testing.T) {
 	}
 	if spent, ok, _ := b.Reserve(t.Context(), "2026-11-28", price, limit); !ok || spent.Nanos != price.Nanos {
 		t.Errorf("a new day: %v, %v; want a fresh budget", spent, ok)
+	}
+	// A request that began the day before settles after midnight: the
+	// new day's spending is kept, not replaced.
+	b.Reserve(t.Context(), "2026-11-27", Amount{"USD", 1}, Unbounded("USD"))
+	if spent, _ := b.Spent(t.Context(), "2026-11-28", "USD"); spent.Nanos != price.Nanos {
+		t.Errorf("the new day after a late settlement of the old one: %v; want %v", spent, price)
+	}
+	b.Reserve(t.Context(), "2026-11-29", price, limit)
+	if spent, _ := b.Spent(t.Context(), "2026-11-27", "USD"); spent.Nanos != 0 {
+		t.Errorf("a third day kept: %v spent on 2026-11-27; want it forgotten", spent)
 	}
 	if _, _, err := b.Reserve(t.Context(), "2026-11-28", Amount{"EUR", 1}, limit); err == nil {
 		t.Error("a price in another currency was reserved")

@@ -234,8 +234,8 @@ func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pa
 	if c.Identity.SignatureAgent == "" {
 		pb.Addf("payments.max_price", "needs [identity] signature_agent: sites offer prices to signed crawlers only")
 	}
-	if pc.KeyPrefix == "" {
-		pb.Addf("payments.key_prefix", "must not be empty")
+	if pc.KeyPrefix == "" || strings.ContainsAny(pc.KeyPrefix, "{}") {
+		pb.Addf("payments.key_prefix", "%q: must not be empty, and holds no { or } (a Redis Cluster hash tag is robotsgate's to place)", pc.KeyPrefix)
 	}
 	return maxPrice, budget
 }
@@ -280,6 +280,9 @@ func compileCluster(c *config.Config, pb *config.Problems) {
 			}
 			pb.Addf(key, "%v", err)
 		}
+	}
+	if strings.ContainsAny(cc.KeyPrefix, "{}") {
+		pb.Addf("cluster.key_prefix", "%q holds { or }: a Redis Cluster hash tag is robotsgate's to place (an origin's keys must share a slot)", cc.KeyPrefix)
 	}
 	if cc.SentinelAuth && len(cc.Sentinels) == 0 {
 		pb.Addf("cluster.sentinel_auth", "set without cluster.sentinels")

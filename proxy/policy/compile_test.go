@@ -246,6 +246,7 @@ func TestConfigIdentityPayments(t *testing.T) {
 		{id + "[payments]\nmax_price = \"USD 2\"\nbudget = \"USD 1\"\n", "x.toml:5: payments.budget: USD 1.00 is less than max_price (USD 2.00)"},
 		{id + "[payments]\nmax_price = \"USD 0.0000000001\"\nbudget = \"USD 1\"\n", "at most 9 digits after the point"},
 		{"[payments]\nbudget = \"USD 1\"\n", "x.toml:2: payments.budget: set without payments.max_price"},
+		{id + "[payments]\nmax_price = \"USD 0.01\"\nbudget = \"USD 1\"\nkey_prefix = \"rg{x}:\"\n", "payments.key_prefix: \"rg{x}:\": must not be empty, and holds no { or }"},
 	}
 	checkConfigs(t, tests)
 }
@@ -267,6 +268,7 @@ func TestConfigClusterTopology(t *testing.T) {
 		{"[cluster]\nmaster = \"mymaster\"\n", "x.toml:2: cluster.master: set without cluster.sentinels"},
 		{"[cluster]\nredis = \"redis://10.0.0.1:6379/0\"\nnodes = [\"10.0.0.1:7000\"]\n" + secret, "x.toml:3: cluster.nodes: redis, sentinels and nodes are exclusive"},
 		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\nsentinel_auth = true\n" + secret, "cluster.sentinel_auth: set without cluster.sentinels"},
+		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\nkey_prefix = \"{rg}:\"\n" + secret, "cluster.key_prefix: \"{rg}:\" holds { or }"},
 		{"[cluster]\nnodes = [\"10.0.0.1:7000\"]\nop_timeout = \"1ms\"\n" + secret, "cluster.op_timeout: 1ms: want from 10ms to 10s"},
 		{"[cluster]\nsentinels = [\"10.0.0.1:26379\"]\nmaster = \"m\"\nsentinel_auth = true\nop_timeout = \"1s\"\npassword = \"p\"\n" + secret, ""},
 		{"[cluster]\nnodes = [\"10.0.0.1\"]\n" + secret, `x.toml:2: cluster.nodes[0]: "10.0.0.1" is not host:port`},

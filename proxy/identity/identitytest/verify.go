@@ -28,6 +28,7 @@ type Signature struct {
 	Created time.Time
 	Expires time.Time
 	Tag     string
+	Covered []string // the covered components' identifiers, as serialized
 }
 
 // Verify checks the web-bot-auth signature of r, a request as an origin
@@ -124,6 +125,7 @@ func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error
 			value = strings.Join(vals, ", ")
 		}
 		covered[id] = true
+		s.Covered = append(s.Covered, id)
 		fmt.Fprintf(&base, "%s: %s\n", id, value)
 	}
 	if !covered[`"@authority"`] || !covered[`"signature-agent";key="`+lbl+`"`] {
