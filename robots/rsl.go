@@ -223,6 +223,16 @@ func isASCII(s string) bool {
 	return true
 }
 
+// appliesTo reports whether c applies to origin (matchesOrigin), spending
+// its cost from b; ok is false when b ran out.
+func (c *rslContent) appliesTo(origin string, b *Budget) (applies, ok bool) {
+	if !b.spend(ruleCost + len(c.pattern)) {
+		return false, false
+	}
+	applies = c.matchesOrigin(origin, b)
+	return applies, applies || !b.Exhausted()
+}
+
 // matchesOrigin reports whether c applies to the origin o
 // ("scheme://host[:port]", canonical): a content url that is a path applies
 // to every origin; an absolute one to its own, or, with a "*" in its host,
@@ -319,16 +329,11 @@ func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (
 		if best != nil && len(c.pattern) <= len(best.pattern) {
 			continue
 		}
-		if !b.spend(ruleCost + len(c.pattern)) {
+		applies, ok := c.appliesTo(origin, b)
+		if !ok {
 			return u, false
 		}
-		if !c.matchesOrigin(origin, b) {
-			if b.Exhausted() {
-				return u, false
-			}
-			continue
-		}
-		if sr.patternMatches(c.pattern) {
+		if applies && sr.patternMatches(c.pattern) {
 			best = c
 		}
 	}
@@ -355,13 +360,11 @@ func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *Budget) (Us
 	all, whole := 0, false
 	for i := range l.contents {
 		c := &l.contents[i]
-		if !b.spend(ruleCost + len(c.pattern)) {
+		applies, ok := c.appliesTo(origin, b)
+		if !ok {
 			return u, false
 		}
-		if !c.matchesOrigin(origin, b) {
-			if b.Exhausted() {
-				return u, false
-			}
+		if !applies {
 			continue
 		}
 		all++

@@ -479,23 +479,41 @@ func (c *Cache) joinFlight(o Origin) (*flight, error) {
 // nobody waits for, then waits for a slot up to fetchSlotWait, and not
 // past ctx or Close; failing that, the error wraps ErrOverloaded.
 func (c *Cache) acquire(ctx context.Context) error {
-	select {
-	case c.slots <- struct{}{}:
+	switch taken, err := takeSlot(ctx, c.slots, c.abandon, c.ctx.Done()); {
+	case taken:
 		return nil
+	case errors.Is(err, ErrClosed):
+		return err // joinFlight reports it
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrOverloaded, err)
+	}
+	return ErrOverloaded
+}
+
+// takeSlot takes a place in slots, the semaphore of fetches in flight: at
+// once if one is free; else, after busy (if not nil), waiting up to
+// fetchSlotWait. It reports false with a nil error when the wait ran out,
+// and an error when ctx ended first (its cause) or closed did (ErrClosed).
+func takeSlot(ctx context.Context, slots chan struct{}, busy func(), closed <-chan struct{}) (bool, error) {
+	select {
+	case slots <- struct{}{}:
+		return true, nil
 	default:
 	}
-	c.abandon()
+	if busy != nil {
+		busy()
+	}
 	t := time.NewTimer(fetchSlotWait)
 	defer t.Stop()
 	select {
-	case c.slots <- struct{}{}:
-		return nil
+	case slots <- struct{}{}:
+		return true, nil
 	case <-t.C:
-		return ErrOverloaded
+		return false, nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrOverloaded, context.Cause(ctx))
-	case <-c.ctx.Done():
-		return ErrClosed // joinFlight reports it
+		return false, context.Cause(ctx)
+	case <-closed:
+		return false, ErrClosed
 	}
 }
 

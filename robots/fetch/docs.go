@@ -186,21 +186,13 @@ func (c *DocCache[T]) Get(ctx context.Context, url string) (Doc[T], error) {
 // acquire takes a fetch slot, waiting up to fetchSlotWait (and not past
 // ctx); failing that, the error wraps ErrOverloaded.
 func (c *DocCache[T]) acquire(ctx context.Context) error {
-	select {
-	case c.slots <- struct{}{}:
+	switch taken, err := takeSlot(ctx, c.slots, nil, nil); {
+	case taken:
 		return nil
-	default:
+	case err != nil:
+		return err
 	}
-	t := time.NewTimer(fetchSlotWait)
-	defer t.Stop()
-	select {
-	case c.slots <- struct{}{}:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("%w: %d in flight", ErrOverloaded, cap(c.slots))
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return fmt.Errorf("%w: %d in flight", ErrOverloaded, cap(c.slots))
 }
 
 // lastGood returns the last answer for url that was not a failure,
