@@ -131,7 +131,8 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		delete(r.Header, "Range")
 		delete(r.Header, "If-Range")
 	}
-	if _, _, on := p.Payments(); on || s.signer() != nil {
+	signer := s.signer() // nil unless [identity]: one atomic load
+	if _, _, on := p.Payments(); on || signer != nil {
 		// A price offer signed with robotsgate's identity is the
 		// operator's: every payment goes through the budget, never a
 		// client's own offer, which would have a site charge without a
@@ -147,10 +148,11 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	}
 	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
 	r.RequestURI = "" // it is a client's request now
-	if sn := s.snap.Load(); sn.signer != nil {
-		// Signed for the authority decided, which the request names;
-		// a client's own Signature fields are replaced.
-		sn.signer.Sign(r.Header, d.Origin.Authority())
+	if signer != nil {
+		// Signed for the authority decided, which the request names
+		// (r.Host, set by sendAsDecided); a client's own Signature
+		// fields are replaced.
+		signer.Sign(r.Header, r.Host)
 		s.metrics.signed.Inc()
 	}
 	start := time.Now()

@@ -108,10 +108,10 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 
 	again := r.Clone(r.Context())
 	again.Header.Set(fieldExactPrice, stated)
-	if sn := s.snap.Load(); sn.signer != nil {
+	if signer := s.signer(); signer != nil {
 		// A fresh signature that covers the price accepted too: it cannot
 		// be replayed with another.
-		sn.signer.SignWith(again.Header, d.Origin.Authority(), fieldExactPrice)
+		signer.SignWith(again.Header, again.Host, fieldExactPrice)
 		s.metrics.signed.Inc()
 	}
 	paid, err := s.send.RoundTrip(again)
