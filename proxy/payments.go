@@ -2,8 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,7 +110,8 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 	}
 	resp.Body.Close() // unread: nothing of it is needed, and a trickle holds nothing
 
-	again := r.Clone(r.Context())
+	// Sent once: on a connection of its own (see paidTransport).
+	again := r.Clone(context.WithValue(r.Context(), sendOnceKey{}, new(atomic.Bool)))
 	again.Header.Set(fieldExactPrice, stated)
 	if signer := s.signer(); signer != nil {
 		// A fresh signature that covers the price accepted too: it cannot
@@ -114,13 +119,17 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 		signer.SignWith(again.Header, again.Host, fieldExactPrice)
 		s.metrics.signed.Inc()
 	}
-	paid, err := s.send.RoundTrip(again)
+	paid, err := s.paid.RoundTrip(again)
 	if err != nil {
 		// The site may have charged for a request whose answer was lost:
-		// the reservation is kept, so that the budget never counts less
-		// than may have been spent.
-		s.log.Warn("pay-per-crawl: the paid request failed; its price stays counted in the budget", "url", answer.DisplayURL(r), "price", price.String(), "err", err)
+		// the price is counted as spent (the budget keeps the
+		// reservation; the audit and the metric say so too), so that
+		// nothing ever counts less than may have been spent, and the
+		// request is not sent again.
+		s.log.Warn("pay-per-crawl: the paid request's answer was lost; its price is counted as spent", "url", answer.DisplayURL(r), "price", price.String(), "err", err)
 		s.metrics.payments.WithLabelValues(payFailed).Inc()
+		d.Charged = price
+		s.metrics.spent.WithLabelValues(price.Currency).Add(price.Float())
 		return s.upstreamFailure(p, r, d.Origin.HostPort(), err, d), true
 	}
 	if paid.StatusCode == http.StatusPaymentRequired {
@@ -159,6 +168,51 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 		s.metrics.spent.WithLabelValues(d.Charged.Currency).Add(d.Charged.Float())
 	}
 	return paid, false
+}
+
+// errSentOnce is what a paid request's second connection attempt fails
+// with: a paid request is sent once.
+var errSentOnce = errors.New("a paid request is sent once: not again on another connection")
+
+// sendOnceKey is the context key of a paid request's one connection: an
+// *atomic.Bool, set by its first dial.
+type sendOnceKey struct{}
+
+// paidTransport returns the transport a paid request is sent with, so
+// that it reaches the site once (DESIGN "Identity and payment"): tr's
+// settings, but HTTP/1.1 on a connection of its own, closed after the
+// answer, and at most one connection per request. net/http's Transport
+// resends a request itself only on a connection it reused
+// (persistConn.shouldRetryRequest in net/http/transport.go: a GET, HEAD,
+// OPTIONS or TRACE, or one with an Idempotency-Key, whose kept-alive
+// connection closed before the answer; and, before it reaches the
+// origin, one a reused connection did not take), and its HTTP/2 client
+// resends a request up to six times after a refused stream or a GOAWAY,
+// which a site can send after reading it. A connection that is never
+// reused, never HTTP/2, is never resent on; a request whose context holds
+// a sendOnceKey is refused a second dial (errSentOnce) whatever the
+// Transport's version would try.
+func paidTransport(tr *http.Transport) *http.Transport {
+	t := tr.Clone()
+	t.DisableKeepAlives = true // never reused: never resent (and never pooled)
+	t.ForceAttemptHTTP2 = false
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
+	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if t.TLSClientConfig != nil {
+		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
+	dial := t.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if once, _ := ctx.Value(sendOnceKey{}).(*atomic.Bool); once != nil && once.Swap(true) {
+			return nil, errSentOnce
+		}
+		return dial(ctx, network, addr)
+	}
+	return t
 }
 
 // newPaymentMetrics registers pay-per-crawl's counters on reg.

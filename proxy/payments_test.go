@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster/redistest"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/identity/identitytest"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 )
 
 // pricedOrigin is a pay-per-crawl site: /priced costs USD 0.01, paid by
@@ -154,5 +158,153 @@ func TestPayPerCrawlFleet(t *testing.T) {
 	}
 	if codes[200] != 5 || codes[402] != 3 {
 		t.Errorf("answers %v; want 5 paid (USD 0.05 at 0.01), then 402 from either instance", codes)
+	}
+}
+
+// lossyPricedOrigin is a pay-per-crawl site on a raw socket that loses
+// its answers to paid requests: /paid is answered 402 with a price (an
+// empty body, so that the connection goes back to the proxy's pool); a
+// request that accepts the price is read, counted, and its connection
+// closed without an answer, as a site that drops a kept-alive connection
+// after reading does. /warm answers once warm requests are all in
+// flight, so that the proxy keeps as many connections to the site.
+type lossyPricedOrigin struct {
+	addr string
+	warm int
+
+	mu      sync.Mutex
+	paid    []string // the request heads that accepted the price, as received
+	arrived int      // /warm requests so far
+	all     chan struct{}
+}
+
+func newLossyPricedOrigin(t *testing.T, warm int) *lossyPricedOrigin {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &lossyPricedOrigin{addr: ln.Addr().String(), warm: warm, all: make(chan struct{})}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				o.serve(c)
+			}()
+		}
+	}()
+	return o
+}
+
+func (o *lossyPricedOrigin) serve(c net.Conn) {
+	c.SetDeadline(time.Now().Add(20 * time.Second)) // every test ends sooner
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		switch {
+		case req.URL.Path == "/robots.txt":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 22\r\n\r\nUser-agent: *\nAllow: /")
+		case req.URL.Path == "/warm":
+			o.mu.Lock()
+			if o.arrived++; o.arrived == o.warm {
+				close(o.all)
+			}
+			o.mu.Unlock()
+			select {
+			case <-o.all:
+			case <-time.After(5 * time.Second): // a bound, not an assertion: fewer connections then
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+		case req.Header.Get("Crawler-Exact-Price") != "":
+			var head strings.Builder
+			req.Header.Write(&head)
+			o.mu.Lock()
+			o.paid = append(o.paid, req.Method+" "+req.RequestURI+"\n"+head.String())
+			o.mu.Unlock()
+			return // read, then dropped unanswered
+		default:
+			io.WriteString(c, "HTTP/1.1 402 Payment Required\r\nCrawler-Price: USD 0.01\r\nContent-Length: 0\r\n\r\n")
+		}
+	}
+}
+
+func (o *lossyPricedOrigin) paidRequests() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.paid)
+}
+
+// TestPayOnceWhenTheAnswerIsLost: a paid request whose connection the
+// site closes after reading it reaches the site exactly once, though the
+// proxy holds idle connections to it that net/http's Transport would
+// resend an idempotent request on; the client gets 502, and the price is
+// counted as spent: in the budget, the audit's charged field and
+// robotsgate_spent_total.
+func TestPayOnceWhenTheAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	const warm = 4
+	o := newLossyPricedOrigin(t, warm)
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+		return c
+	}())
+	c := p.client()
+	c.Transport.(*http.Transport).MaxIdleConnsPerHost = warm
+	// Connections to the site in the proxy's pool, idle once answered.
+	var wg sync.WaitGroup
+	for range warm {
+		wg.Go(func() {
+			if resp, err := c.Get("http://" + o.addr + "/warm"); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+
+	resp, body := get(t, c, "http://"+o.addr+"/paid")
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("GET /paid: %d %q; want 502 (the paid answer was lost)", resp.StatusCode, body)
+	}
+	if got := o.paidRequests(); len(got) != 1 {
+		t.Errorf("the site received %d paid requests; want exactly 1:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	spent, err := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
+	if err != nil || spent.String() != "USD 0.01" {
+		t.Errorf("budget spent = %v, %v; want USD 0.01 (a lost answer counts as spent)", spent, err)
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" || rec["status"] != float64(502) {
+		t.Errorf("audit = %v; want status 502, charged USD 0.01", rec)
+	}
+	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0099 || got > 0.0101 {
+		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.01", got)
 	}
 }

@@ -64,6 +64,7 @@ type Server struct {
 	gp    *goproxy.ProxyHttpServer
 	tr    *http.Transport
 	send  *rotate.Transport // sends forwarded requests: clones of tr, rotated (see package rotate)
+	paid  *http.Transport   // sends paid requests, each once on a connection of its own (paidTransport)
 	audit *audit.Log
 	// snap is the policy in force, swapped whole by a reload.
 	snap  atomic.Pointer[snapshot]
@@ -179,6 +180,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.send = rotate.New(s.tr, 0)
+	s.paid = paidTransport(s.tr)
 	if pol.TLSMode() == policy.TLSMITM {
 		if s.mitm, err = loadMITM(cfg, o.Now); err != nil {
 			return nil, err
