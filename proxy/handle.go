@@ -137,8 +137,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		// operator's: every payment goes through the budget, never a
 		// client's own offer, which would have a site charge without a
 		// 402 robotsgate sees.
-		delete(r.Header, fieldExactPrice)
-		delete(r.Header, fieldMaxPrice)
+		removePriceOffers(r.Header)
 	}
 	if req.Content {
 		r.Body = s.guardBody(p, r, connNamed)

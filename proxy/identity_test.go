@@ -141,3 +141,50 @@ func TestIdentityOff(t *testing.T) {
 		t.Errorf("directory without [identity]: %d; want 404", resp.StatusCode)
 	}
 }
+
+// TestIdentityStripsEverySpelling: a client's signature and price fields
+// are never forwarded under robotsgate's signature, in any spelling a
+// site may read as them (Signature_Input, crawler_max_price): a raw client
+// sends them, and the raw origin's log shows robotsgate's own fields
+// only, plain and inside a MITM tunnel.
+func TestIdentityStripsEverySpelling(t *testing.T) {
+	t.Parallel()
+	const clients = "Signature_Input: sig1=(\"@method\");created=1\r\n" +
+		"signature_agent: sig1=\"https://impostor.example\"\r\n" +
+		"SIGNATURE: sig1=:Y2xpZW50:\r\n" +
+		"Crawler_Exact_Price: USD 9.99\r\n" +
+		"crawler_max_price: USD 9.98\r\n" +
+		"CRAWLER-MAX-PRICE: USD 9.97\r\n"
+	for _, e := range entryPaths[:2] { // plain, and inside a MITM tunnel
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			p, o := e.setUp(t, func(c *config.Config) {
+				c.Upstream.BlockPrivate = false
+				c.Identity.SignatureAgent = testAgent
+				c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+			})
+			conn, br := e.open(t, p, o)
+			resp, body := send(t, conn, br, "GET "+e.target(o, "/page")+" HTTP/1.1\r\nHost: "+o.addr+"\r\n"+clients+"\r\n")
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET /page: %d %q", resp.StatusCode, body)
+			}
+			got := o.received()
+			page := got[strings.Index(got, "GET /page"):]
+			page = page[:strings.Index(page, "\r\n\r\n")]
+			for _, v := range []string{"impostor", "Y2xpZW50", `("@method")`, "9.99", "9.98", "9.97"} {
+				if strings.Contains(page, v) {
+					t.Errorf("the origin received the client's %q:\n%s", v, page)
+				}
+			}
+			lower := strings.ToLower(page)
+			for _, f := range []string{"\nsignature-input:", "\nsignature-agent:", "\nsignature:"} {
+				if n := strings.Count(lower, f); n != 1 {
+					t.Errorf("the origin received %d %s fields; want robotsgate's one:\n%s", n, f[1:], page)
+				}
+			}
+			if strings.Contains(lower, "crawler") {
+				t.Errorf("the origin received a price field:\n%s", page)
+			}
+		})
+	}
+}

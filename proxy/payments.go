@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/robotsgate/robotsgate/proxy/answer"
+	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -23,9 +24,16 @@ import (
 const (
 	fieldPrice      = "Crawler-Price"
 	fieldExactPrice = "Crawler-Exact-Price"
-	fieldMaxPrice   = "Crawler-Max-Price"
 	fieldCharged    = "Crawler-Charged"
 )
+
+// removePriceOffers deletes a client's price offers from h
+// (crawler-exact-price, crawler-max-price), in every spelling a site may
+// read as them (Crawler_Max_Price too): an offer signed with robotsgate's
+// identity is the operator's, and every payment goes through the budget.
+func removePriceOffers(h http.Header) {
+	header.RemoveSpellings(h, "crawler-exact-price", "crawler-max-price")
+}
 
 // Payment results, robotsgate_payments_total's labels.
 const (

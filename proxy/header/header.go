@@ -114,6 +114,35 @@ func trailerAllowed(name string) bool {
 // own, never an origin's or a client's to send on.
 func IsGateField(name string) bool {
 	const prefix = "x-robots-gate"
+	return spelledAs(name, prefix) && (len(name) == len(prefix) || name[len(prefix)] == '-' || name[len(prefix)] == '_')
+}
+
+// SameName reports whether a field name is name (as written in lower
+// case, "crawler-exact-price") in any spelling a server may read as it:
+// in any case, and with "_" for "-" (servers behind CGI-style gateways
+// read X_Foo as X-Foo). A field robotsgate removes or replaces is removed
+// in every such spelling, or a client could pass it on beside
+// robotsgate's own.
+func SameName(k, name string) bool {
+	return len(k) == len(name) && spelledAs(k, name)
+}
+
+// RemoveSpellings deletes from h every field that is one of names in any
+// spelling (SameName). names are written in lower case.
+func RemoveSpellings(h http.Header, names ...string) {
+	for k := range h {
+		for _, n := range names {
+			if SameName(k, n) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+// spelledAs reports whether name starts with prefix (lower case) in any
+// case, "_" read as "-".
+func spelledAs(name, prefix string) bool {
 	if len(name) < len(prefix) {
 		return false
 	}
@@ -129,7 +158,7 @@ func IsGateField(name string) bool {
 			return false
 		}
 	}
-	return len(name) == len(prefix) || name[len(prefix)] == '-' || name[len(prefix)] == '_'
+	return true
 }
 
 // RemoveGateFields deletes X-Robots-Gate and every X-Robots-Gate-* field

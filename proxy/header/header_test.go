@@ -115,3 +115,29 @@ func TestIsGateField(t *testing.T) {
 		}
 	}
 }
+
+// TestSameName: a field is another's in any case and with "_" for "-",
+// never a longer or shorter name.
+func TestSameName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		k    string
+		want bool
+	}{
+		{"Crawler-Exact-Price", true},
+		{"crawler_exact_price", true},
+		{"CRAWLER_EXACT-PRICE", true},
+		{"Crawler-Exact-Prices", false},
+		{"Crawler-Exact-Pric", false},
+		{"Crawler.Exact.Price", false},
+	} {
+		if got := SameName(tc.k, "crawler-exact-price"); got != tc.want {
+			t.Errorf("SameName(%q, %q) = %v; want %v", tc.k, "crawler-exact-price", got, tc.want)
+		}
+	}
+	h := http.Header{"Signature_input": {"a"}, "Accept": {"b"}, "SIGNATURE": {"c"}}
+	RemoveSpellings(h, "signature-input", "signature")
+	if len(h) != 1 || h.Get("Accept") != "b" {
+		t.Errorf("RemoveSpellings left %v; want Accept only", h)
+	}
+}

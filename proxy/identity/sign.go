@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/header"
 )
 
 // The fields a signature travels in (RFC 9421 section 4; the draft's
@@ -143,13 +145,10 @@ func (s *Signer) SignWith(h http.Header, authority string, fields ...string) {
 }
 
 // put puts signature e in h, replacing what h held in the signature
-// fields, in every spelling a client may have used.
+// fields, in every spelling a client may have used (Signature_Input
+// too: header.SameName).
 func (s *Signer) put(h http.Header, e *signed) {
-	for k := range h {
-		if strings.EqualFold(k, FieldSignature) || strings.EqualFold(k, FieldSignatureInput) || strings.EqualFold(k, FieldSignatureAgent) {
-			delete(h, k)
-		}
-	}
+	header.RemoveSpellings(h, "signature", "signature-input", "signature-agent")
 	h[FieldSignatureAgent] = s.agent
 	h[FieldSignatureInput] = e.input
 	h[FieldSignature] = e.sig
