@@ -89,6 +89,17 @@ func (w *respWriter) Flush() {
 	}
 }
 
+// Hijack takes the client's connection over, as net/http's does, but
+// hands out each byte the server has already read exactly once. Those
+// bytes (what a client sent with its request: the first bytes of a
+// CONNECT tunnel or of a WebSocket, or the byte net/http's background read
+// took) are in the server's reader. The connection returned reads them
+// first, then the socket (goproxy's CONNECT handling drops the reader);
+// the reader returned holds none of them and reads that same connection.
+// A caller may read either; one that relays what
+// the reader holds and then the connection, as goproxy's WebSocket relay
+// does, relays each byte once. (When both held the bytes, that relay sent
+// them twice: issue 34.)
 func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	h, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {
@@ -99,18 +110,18 @@ func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return c, rw, err
 	}
 	w.hijacked = c
-	if rw != nil && rw.Reader.Buffered() > 0 {
-		// The client sent its first bytes with the request (a CONNECT
-		// followed at once by what goes through the tunnel): goproxy
-		// drops the reader they are buffered in, so they come with the
-		// connection.
-		return &hijackedConn{Conn: c, r: rw.Reader}, rw, nil
+	if rw == nil || rw.Reader.Buffered() == 0 {
+		return c, rw, nil
 	}
-	return c, rw, nil
+	hc := &hijackedConn{Conn: c, r: rw.Reader}
+	// The smallest reader bufio makes: a caller that reads it reads the
+	// connection through it, and nothing is buffered in it yet.
+	return hc, bufio.NewReadWriter(bufio.NewReaderSize(hc, 16), rw.Writer), nil
 }
 
 // hijackedConn is a connection taken over from net/http's server, read
 // through the reader that holds what the server had already read of it.
+// It is that reader's only reader from then on.
 type hijackedConn struct {
 	net.Conn
 	r *bufio.Reader
