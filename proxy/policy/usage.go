@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
@@ -143,9 +144,8 @@ func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
 	case code < 200, code == http.StatusNoContent, code == http.StatusNotModified:
 		return false
 	}
-	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
-	ct = strings.TrimSpace(ct)
-	return ct == "" || strings.EqualFold(ct, "text/html") || strings.EqualFold(ct, "application/xhtml+xml")
+	ct, _ := header.ContentType(resp.Header) // the last field, as browsers read it
+	return ct == "" || ct == "text/html" || ct == "application/xhtml+xml"
 }
 
 // JudgeResponse decides a forwarded response's own statements for an
@@ -170,8 +170,8 @@ func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *robots.Usage) b
 		}
 		var u robots.Usage
 		if name == "X-Robots-Tag" {
-			ct, _, _ := strings.Cut(h.Get("Content-Type"), "/")
-			u = robots.RobotsTagUsage(vals, d.Agents.Slice(), strings.EqualFold(strings.TrimSpace(ct), "image"))
+			ct, _ := header.ContentType(h)
+			u = robots.RobotsTagUsage(vals, d.Agents.Slice(), strings.HasPrefix(ct, "image/"))
 		} else {
 			u = robots.HeaderUsage(name, vals)
 		}
