@@ -196,6 +196,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	}
 	ro := upstream.RobotsOptions{
 		Transport: s.tr, Proxy: pol.UpstreamProxy(), Version: o.Version, Now: o.Now,
+		Guard:  &upstream.Guard{Block: cfg.Upstream.BlockPrivate, Private: s.private, Self: &s.self, Timeout: cfg.Upstream.Timeout},
 		Signer: s.signer, OnSign: s.metrics.signed.Inc,
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}

@@ -33,6 +33,10 @@ type RobotsOptions struct {
 	// (block_private, upstream.proxy) and trusts the same roots.
 	Transport *http.Transport
 	Proxy     *url.URL // upstream.proxy; nil: direct
+	// Guard checks every fetch and redirect hop before it is sent, to an
+	// origin or to the next hop (block_private, robotsgate's own
+	// address); nil: none (check, which applies no block_private).
+	Guard *Guard
 	// Signer, if set, returns the signer of every fetch and redirect hop
 	// ([identity]); nil from it: unsigned.
 	Signer func() *identity.Signer
@@ -103,6 +107,9 @@ func robotsFetcher(rc *config.RobotsConfig, o RobotsOptions) *fetch.Fetcher {
 	if o.Signer != nil { // every fetch and redirect hop signed, as forwarded requests are
 		tr = &identity.Transport{Base: tr, Signer: o.Signer, OnSign: o.OnSign}
 	}
+	// Outermost: a hop refused is neither signed nor sent. The fetcher
+	// follows redirects itself, one request each, so every hop is checked.
+	tr = o.Guard.Transport(tr)
 	return fetch.NewFetcher(fetch.FetcherOptions{
 		Transport:          tr,
 		UserAgent:          strings.ReplaceAll(rc.FetchUserAgent, "VERSION", o.Version),

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,10 +23,11 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// ErrPrivateAddress is wrapped by a dial's error when it would reach a
-// loopback, private, link-local or unspecified address under
-// block_private, or robotsgate itself.
-var ErrPrivateAddress = errors.New("private address")
+// ErrPrivateAddress is wrapped by a dial's error, and by a fetch's that
+// the Guard refused, when it would reach a loopback, private, link-local
+// or unspecified address under block_private, or robotsgate itself: it
+// is fetch.ErrPrivateAddress, wrapped by a *fetch.AddressError.
+var ErrPrivateAddress = fetch.ErrPrivateAddress
 
 // sharedSpace is 100.64.0.0/10 (RFC 6598), carrier-grade NAT and the
 // like: not on the Internet, often inside a provider's network.
@@ -103,9 +103,9 @@ func refuseAddrs(ips []netip.Addr, host, port string, block bool, self *Self) er
 	for _, ip := range ips {
 		switch {
 		case block && IsPrivate(ip):
-			return fmt.Errorf("%s resolves to %s: %w", host, ip, ErrPrivateAddress)
+			return &fetch.AddressError{Host: host, Addr: ip.String()}
 		case self.is(ip, port):
-			return fmt.Errorf("%s is robotsgate itself: %w", net.JoinHostPort(ip.String(), port), ErrPrivateAddress)
+			return &fetch.AddressError{Host: net.JoinHostPort(ip.String(), port), Self: true}
 		}
 	}
 	return nil
@@ -201,7 +201,7 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup Look
 		// A last check on the socket's own address, whatever dialled it.
 		d.Control = func(network, address string, _ syscall.RawConn) error {
 			if ap, err := netip.ParseAddrPort(address); err == nil && IsPrivate(ap.Addr()) {
-				return fmt.Errorf("dial %s: %w", address, ErrPrivateAddress)
+				return fmt.Errorf("dial %s: %w", address, &fetch.AddressError{Host: ap.Addr().String()})
 			}
 			return nil
 		}

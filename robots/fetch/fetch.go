@@ -453,6 +453,34 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return min(max(d, 0), maxRetryAfter)
 }
 
+// ErrPrivateAddress is wrapped by the error of a connection robotsgate
+// refused to open, or to ask a next hop for, because its address is
+// private (block_private) or robotsgate's own listener: an *AddressError.
+var ErrPrivateAddress = errors.New("private address")
+
+// AddressError is the refusal of a connection to Host: it is, or resolves
+// to, Addr ("" when a name's addresses are not known one by one), a
+// private address under block_private, or robotsgate's own listener
+// (Self). It wraps ErrPrivateAddress.
+type AddressError struct {
+	Host string
+	Addr string
+	Self bool
+}
+
+func (e *AddressError) Error() string {
+	switch {
+	case e.Self:
+		return fmt.Sprintf("%s is robotsgate itself: %v", e.Host, ErrPrivateAddress)
+	case e.Addr == "" || e.Addr == e.Host:
+		return fmt.Sprintf("%s is a %v", e.Host, ErrPrivateAddress)
+	}
+	return fmt.Sprintf("%s resolves to %s: %v", e.Host, e.Addr, ErrPrivateAddress)
+}
+
+// Unwrap returns ErrPrivateAddress.
+func (e *AddressError) Unwrap() error { return ErrPrivateAddress }
+
 // StatusError is the failure of a fetch answered with 429, 5xx or an
 // unknown status.
 type StatusError struct {
@@ -480,6 +508,16 @@ func Describe(err error) string {
 	msg := err.Error()
 	var reason string
 	switch kind {
+	case "private-address":
+		var ae *AddressError
+		if errors.As(err, &ae) {
+			reason = "refused: " + ae.Error()
+		} else {
+			reason = "refused: " + ErrPrivateAddress.Error()
+		}
+		if ae == nil || !ae.Self {
+			reason += " (block_private)"
+		}
 	case "dns":
 		reason = "name not found"
 	case "refused":
@@ -515,7 +553,8 @@ func Describe(err error) string {
 }
 
 // ErrorKind names the class of a network failure as the proxy reports it:
-// "dns", "refused", "reset", "tls-verify", "tls", "timeout" or "protocol".
+// "private-address" (robotsgate refused it: ErrPrivateAddress), "dns",
+// "refused", "reset", "tls-verify", "tls", "timeout" or "protocol".
 func ErrorKind(err error) string {
 	var dnsErr *net.DNSError
 	var verifyErr *tls.CertificateVerificationError
@@ -526,6 +565,8 @@ func ErrorKind(err error) string {
 	var alertErr tls.AlertError
 	var netErr net.Error
 	switch {
+	case errors.Is(err, ErrPrivateAddress):
+		return "private-address"
 	case errors.As(err, &dnsErr):
 		if dnsErr.IsTimeout {
 			return "timeout"
