@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // Bounds of POST /v1/decide (DESIGN "Operator surface").
@@ -98,7 +100,7 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 	p, _ := h.o.Snapshot()
 	fetchCtx, cancel := context.WithTimeout(r.Context(), decideCallTimeout)
 	defer cancel()
-	wd := &policy.Env{Rules: check.Prefetch(fetchCtx, h.o.Cache, in.URLs), Private: h.o.Private, Now: h.o.Now}
+	wd := &policy.Env{Rules: check.Prefetch(fetchCtx, h.o.Cache, h.fetchable(fetchCtx, p, in.URLs)), Private: h.o.Private, Now: h.o.Now}
 	if h.o.Files != nil {
 		wd.Files = h.o.Files
 	}
@@ -136,6 +138,33 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(out)
+}
+
+// fetchable returns the URLs of urls whose robots.txt a decision may
+// need: not those whose host is an address block_private refuses (as step
+// 2's lookup judges it), which are answered private-address before any
+// rules are looked at, so that their robots.txt is never fetched. Names
+// are not resolved here, one by one: their fetches are checked by the
+// fetcher's guard (upstream.Guard), several at a time, which refuses a
+// name that resolves to a private address before any connection, and
+// step 2 then answers from the lookup that check left behind.
+func (h *Handler) fetchable(ctx context.Context, p *policy.Policy, urls []string) []string {
+	up := &p.Config().Upstream
+	if !up.BlockPrivate || h.o.Private == nil {
+		return urls
+	}
+	out := make([]string, 0, len(urls))
+	for _, u := range urls {
+		o, err := fetch.ParseOrigin(u)
+		if err != nil {
+			continue // decided bad-request, without rules
+		}
+		if _, err := netip.ParseAddr(o.Host); err == nil && h.o.Private.Private(ctx, o.Host, up.Timeout) {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // readDecideInput reads and checks a /v1/decide body; on error it returns
