@@ -188,3 +188,28 @@ func TestIdentityStripsEverySpelling(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentityDirectoryAuthority: the key directory is signed for the
+// signature agent's authority, where it is published, whatever Host a
+// client names: asked with Host: evil.example, its signature verifies
+// for bot.example and not for evil.example.
+func TestIdentityDirectoryAuthority(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = "https://Bot.Example:443/.well-known/http-message-signatures-directory"
+		return c
+	}())
+	for _, host := range []string{"evil.example", "bot.example", p.url.Host} {
+		resp, body := p.raw(t, "GET /.well-known/http-message-signatures-directory HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		if resp.StatusCode != 200 {
+			t.Fatalf("directory asked as %s: %d %q", host, resp.StatusCode, body)
+		}
+		if err := identitytest.VerifyDirectory(resp.Header, []byte(body), "bot.example", time.Now()); err != nil {
+			t.Errorf("directory asked as %s: for bot.example: %v", host, err)
+		}
+		if err := identitytest.VerifyDirectory(resp.Header, []byte(body), host, time.Now()); host != "bot.example" && err == nil {
+			t.Errorf("directory asked as %s: verifies for %s; want for the signature agent's authority only", host, host)
+		}
+	}
+}

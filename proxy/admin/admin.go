@@ -390,7 +390,8 @@ const DirectoryPath = "/.well-known/http-message-signatures-directory"
 
 // serveDirectory answers the Web Bot Auth key directory: the signing key
 // and the retired ones still listed, signed with the signing key for the
-// authority it was asked at, as the draft asks. Anyone may read it: it
+// signature agent's authority, where it is published, whatever Host it
+// was asked with (identity.Signer.SignDirectory). Anyone may read it: it
 // holds public keys only, for publishing.
 func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request) {
 	var ring *identity.KeyRing
@@ -404,6 +405,6 @@ func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", identity.DirectoryType)
 	w.Header().Set("Cache-Control", "max-age=300")
-	signer.SignDirectory(w.Header(), r.Host)
+	signer.SignDirectory(w.Header())
 	w.Write(identity.Directory(ring.Keys()))
 }

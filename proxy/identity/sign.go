@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,9 +52,12 @@ type Signer struct {
 	key      *Key
 	agent    []string // Signature-Agent's value, sig1="<agent>", shared by every request
 	agentVal string   // the covered member's value: "<agent>", an sf-string
-	validity time.Duration
-	reuse    time.Duration
-	now      func() time.Time
+	// directory is the authority of agent's URL, where the key directory
+	// is published: the one authority a directory is signed for.
+	directory string
+	validity  time.Duration
+	reuse     time.Duration
+	now       func() time.Time
 
 	mu    sync.RWMutex
 	cache map[string]*signed // by authority
@@ -85,11 +89,15 @@ func NewSigner(key *Key, agent string, validity time.Duration, now func() time.T
 	if err != nil {
 		return nil, fmt.Errorf("signature agent: %w", err)
 	}
+	u, err := url.Parse(agent)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("signature agent %q: not a URL with a host", agent)
+	}
 	if now == nil {
 		now = time.Now
 	}
 	return &Signer{
-		key: key, agent: []string{label + "=" + val}, agentVal: val, validity: validity,
+		key: key, agent: []string{label + "=" + val}, agentVal: val, directory: urlAuthority(u), validity: validity,
 		reuse: min(validity/10, time.Minute), now: now, cache: map[string]*signed{},
 	}, nil
 }
@@ -174,19 +182,42 @@ func (s *Signer) make(authority string, now int64, extra [][2]string) *signed {
 	}
 }
 
-// SignDirectory puts in h the signature of a key directory served to a
-// request for authority: label sig1 covering ("@authority";req), tag
-// http-message-signatures-directory, as the draft asks of a directory.
-func (s *Signer) SignDirectory(h http.Header, authority string) {
+// SignDirectory puts in h the signature of the key directory: label sig1
+// covering ("@authority";req), tag http-message-signatures-directory, as
+// the draft asks of a directory, for the authority of the signature
+// agent's URL only, where the directory is published, whatever authority
+// it was asked at: a directory signed for any authority a client named
+// would let anyone serve this bot's keys, signed, as their own domain's.
+// A verifier that fetched it elsewhere finds a signature for another
+// authority, which does not verify there.
+func (s *Signer) SignDirectory(h http.Header) {
 	now := s.now().Unix()
 	const covered = `"@authority";req`
 	params := "(" + covered + ")" +
 		";created=" + strconv.FormatInt(now, 10) +
 		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
 		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + TagDirectory + `"`
-	base := Base([][2]string{{covered, canonicalAuthority(authority)}}, params)
+	base := Base([][2]string{{covered, s.directory}}, params)
 	h.Set(FieldSignatureInput, label+"="+params)
 	h.Set(FieldSignature, label+"=:"+base64.StdEncoding.EncodeToString(ed25519.Sign(s.key.Private, base))+":")
+}
+
+// DirectoryAuthority returns the authority the key directory is signed
+// for: the signature agent URL's host[:port], lower case, without its
+// scheme's default port (RFC 9421 section 2.2.3).
+func (s *Signer) DirectoryAuthority() string { return s.directory }
+
+// urlAuthority is u's authority as RFC 9421 section 2.2.3 writes
+// "@authority": lower case, without the scheme's default port.
+func urlAuthority(u *url.URL) string {
+	host, port := u.Hostname(), u.Port()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port == "" || port == map[string]string{"https": "443", "http": "80"}[strings.ToLower(u.Scheme)] {
+		return strings.ToLower(host)
+	}
+	return strings.ToLower(host) + ":" + port
 }
 
 // Base returns the signature base (RFC 9421 section 2.5) of the covered

@@ -168,3 +168,67 @@ func findKey(directory []byte, keyid string) (ed25519.PublicKey, error) {
 	}
 	return nil, fmt.Errorf("no key %s in the directory", keyid)
 }
+
+// VerifyDirectory checks the signature of a key directory as a verifier
+// that fetched it at authority would: Signature-Input and Signature in
+// h (the response's header) with one label, covering ("@authority";req)
+// only, tag http-message-signatures-directory, alg ed25519, valid at now,
+// signed by the key of directory (the response's body) that keyid names.
+func VerifyDirectory(h http.Header, directory []byte, authority string, now time.Time) error {
+	inputs, err := httpsfv.UnmarshalDictionary(h.Values("Signature-Input"))
+	if err != nil {
+		return fmt.Errorf("Signature-Input: %w", err)
+	}
+	sigs, err := httpsfv.UnmarshalDictionary(h.Values("Signature"))
+	if err != nil {
+		return fmt.Errorf("Signature: %w", err)
+	}
+	if len(inputs.Names()) != 1 {
+		return fmt.Errorf("%d signatures: want 1", len(inputs.Names()))
+	}
+	lbl := inputs.Names()[0]
+	m, _ := inputs.Get(lbl)
+	il, ok := m.(httpsfv.InnerList)
+	sm, _ := sigs.Get(lbl)
+	sigItem, isItem := sm.(httpsfv.Item)
+	sig, isBytes := sigItem.Value.([]byte)
+	if !ok || !isItem || !isBytes {
+		return fmt.Errorf("signature %s: not an inner list and a byte sequence", lbl)
+	}
+	if len(il.Items) != 1 {
+		return fmt.Errorf("covers %d components: want (\"@authority\";req)", len(il.Items))
+	}
+	id, err := httpsfv.Marshal(il.Items[0])
+	if err != nil || id != `"@authority";req` {
+		return fmt.Errorf("covers %s (%v): want \"@authority\";req", id, err)
+	}
+	created, _ := il.Params.Get("created")
+	expires, _ := il.Params.Get("expires")
+	keyid, _ := il.Params.Get("keyid")
+	alg, _ := il.Params.Get("alg")
+	tag, _ := il.Params.Get("tag")
+	c, _ := created.(int64)
+	e, _ := expires.(int64)
+	switch {
+	case alg != "ed25519":
+		return fmt.Errorf("alg %v", alg)
+	case tag != "http-message-signatures-directory":
+		return fmt.Errorf("tag %v", tag)
+	case now.Before(time.Unix(c, 0).Add(-time.Minute)) || !now.Before(time.Unix(e, 0)):
+		return fmt.Errorf("not valid at %v: created %d, expires %d", now, c, e)
+	}
+	kid, _ := keyid.(string)
+	key, err := findKey(directory, kid)
+	if err != nil {
+		return err
+	}
+	params, err := httpsfv.Marshal(il)
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("%s: %s\n\"@signature-params\": %s", id, strings.ToLower(authority), params)
+	if !ed25519.Verify(key, []byte(base), sig) {
+		return fmt.Errorf("the signature does not verify over:\n%s", base)
+	}
+	return nil
+}
