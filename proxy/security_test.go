@@ -518,11 +518,20 @@ func TestWebSocketEndsBothSides(t *testing.T) {
 		}
 		wsEcho(w, r) // echoes one line, then closes
 	})
+	// Two proxies: /ws on the default tunnel_idle_timeout, so that a slow
+	// machine's pause between the 101 and "hello" is not taken for
+	// idleness; /idle on one short enough to be reached before the
+	// client's deadline.
+	busy := startProxy(t, loopbackConfig())
 	cfg := loopbackConfig()
 	cfg.Limits.TunnelIdleTimeout = 300 * time.Millisecond
-	p := startProxy(t, cfg)
+	idle := startProxy(t, cfg)
 	host := strings.TrimPrefix(o.URL, "http://")
 	for _, path := range []string{"/ws", "/idle"} {
+		p := busy
+		if path == "/idle" {
+			p = idle
+		}
 		c, err := net.DialTimeout("tcp", p.url.Host, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -544,8 +553,8 @@ func TestWebSocketEndsBothSides(t *testing.T) {
 		if _, err := io.Copy(io.Discard, br); err != nil { // EOF is nil; the 5 s deadline is not
 			t.Errorf("%s: client side still open after the origin ended or went idle: %v", path, err)
 		}
+		waitForConns(t, p, 0)
 	}
-	waitForConns(t, p, 0)
 }
 
 // TestTunnelModePlainHTTPDecided: tunnel mode decides only whole origins
