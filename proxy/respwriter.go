@@ -96,10 +96,9 @@ func (w *respWriter) Flush() {
 // took) are in the server's reader. The connection returned reads them
 // first, then the socket (goproxy's CONNECT handling drops the reader);
 // the reader returned holds none of them and reads that same connection.
-// A caller may read either; one that relays what
-// the reader holds and then the connection, as goproxy's WebSocket relay
-// does, relays each byte once. (When both held the bytes, that relay sent
-// them twice: issue 34.)
+// A caller may read either; one that relays what the reader holds and then
+// the connection, as goproxy's WebSocket relay does, relays each byte
+// once. (When both held the bytes, that relay sent them twice: issue 34.)
 func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	h, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {
