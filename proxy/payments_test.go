@@ -7,10 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -306,5 +309,62 @@ func TestPayOnceWhenTheAnswerIsLost(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0099 || got > 0.0101 {
 		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.01", got)
+	}
+}
+
+// TestPayBudgetFileIsAStateFile: pay-budget.json is read as the other
+// state files are: a FIFO in its place stops the start at once (it is not
+// waited on), and so does a symbolic link, even to a budget file, which
+// is not followed (nor is a 300 MiB file it names read).
+func TestPayBudgetFileIsAStateFile(t *testing.T) {
+	t.Parallel()
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 300<<20); err != nil { // sparse: costs no disk
+		t.Fatal(err)
+	}
+	valid := filepath.Join(t.TempDir(), "elsewhere.json")
+	if err := os.WriteFile(valid, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o600) }, "not a regular file"},
+		{"symlink to a budget", func(path string) error { return os.Symlink(valid, path) }, "symbolic link"},
+		{"symlink to 300 MiB", func(path string) error { return os.Symlink(big, path) }, "symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := loopbackConfig()
+			c.TLS.StateDir = t.TempDir()
+			c.Identity.SignatureAgent = testAgent
+			c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+			if err := tc.make(filepath.Join(c.TLS.StateDir, "pay-budget.json")); err != nil {
+				t.Skip(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				srv, err := NewServer(c, Options{Logger: testLogger(io.Discard), AuditOut: io.Discard})
+				if err == nil {
+					ctx, cancel := contextWithTimeout(5 * time.Second)
+					srv.Shutdown(ctx)
+					cancel()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "pay-per-crawl budget") || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("NewServer with pay-budget.json a %s: %v; want an error naming the budget, %q", tc.name, err, tc.want)
+				}
+			case <-time.After(20 * time.Second): // a bound on a hang, not a measure of speed
+				t.Fatalf("NewServer with pay-budget.json a %s: still starting after 20 s (waiting on it)", tc.name)
+			}
+		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/statefile"
 )
 
 // A Budget holds what was spent each UTC day, in each currency, against a
@@ -57,20 +59,23 @@ const keptDays = 2
 
 // NewLocal returns the Local budget kept at path ("" keeps it in memory
 // only), reading what it holds. A file that does not read as one is an
-// error: spending that cannot be known is not started from nothing.
+// error: spending that cannot be known is not started from nothing. So
+// is what is not a regular file within maxBudgetFile (statefile.ReadFile:
+// a symbolic link, which is not followed, a FIFO, which is not waited
+// on, a device or a larger file, which is not read).
 func NewLocal(path string) (*Local, error) {
 	l := &Local{path: path, spent: map[string]map[string]int64{}}
 	if path == "" {
 		return l, nil
 	}
-	b, err := os.ReadFile(path)
+	// As the other state files are read: a symbolic link is not followed,
+	// a FIFO not waited on, nothing read past the bound.
+	b, err := statefile.ReadFile(path, maxBudgetFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return l, nil
 	case err != nil:
-		return nil, fmt.Errorf("read the pay-per-crawl budget: %w", err)
-	case len(b) > maxBudgetFile:
-		return nil, fmt.Errorf("read the pay-per-crawl budget %s: more than %d bytes", path, maxBudgetFile)
+		return nil, fmt.Errorf("read the pay-per-crawl budget: %w: remove it to start the day at nothing", err)
 	}
 	if err := json.Unmarshal(b, &l.spent); err != nil || l.spent == nil {
 		return nil, fmt.Errorf("read the pay-per-crawl budget %s: not a budget file (%v): remove it to start the day at nothing", path, err)
