@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -75,19 +76,23 @@ func newHeadReader(timeout time.Duration) *headReader {
 	return &headReader{timeout: timeout, zstd: make(chan struct{}, zstdHeads)}
 }
 
-// readHead reads the head of resp's HTML page, at most MaxHead bytes of it
-// decoded, until it ends, and returns what its <meta> elements say for
-// d's tokens. What was read goes back in front of the body, byte for byte
-// as the origin sent it, to be sent on. A head robotsgate cannot read (a
-// coding it does not know, or several, a 206's part, a UTF-16 page, one
-// that does not arrive within the timeout) refuses every declared
+// readHead reads the head of resp's HTML page as browsers build it (the
+// HTML standard's tree construction, golang.org/x/net/html, over the page
+// decoded as its encoding sniffing says: byte order mark, the charset of
+// the last Content-Type, a <meta charset> in the first 1024 bytes,
+// windows-1252), at most MaxHead bytes of it, decoded from its coding,
+// until the head is complete, and returns what the <meta> elements of
+// the head say for d's tokens. What was read goes back in front of the
+// body, byte for byte as the origin sent it, to be sent on. A head
+// robotsgate cannot know (still open when the bound is reached, in a
+// coding it does not read or several, a 206's part, the replacement
+// encoding, not arrived within the timeout) refuses every declared
 // purpose: a statement no one can read must not open the gate for them.
 func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.Usage {
-	raw := &recorder{r: resp.Body, max: 2 * MaxHead} // room for a compressed head's first block
+	raw := &recorder{r: resp.Body, max: maxHeadRaw}
 	// A body that stalls is closed when the time is up: its read returns.
 	stop := time.AfterFunc(hr.timeout, func() { resp.Body.Close() })
-	tokens := d.Agents.Slice()
-	page, head, err := hr.decodeHead(resp, raw, tokens)
+	u, err := hr.judgeHead(resp, raw, d.Agents.Slice())
 	timedOut := !stop.Stop()
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(raw.buf), resp.Body), Closer: resp.Body}
 	switch {
@@ -95,28 +100,37 @@ func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.U
 		err = fmt.Errorf("not read within %v", hr.timeout)
 	case err == nil && resp.StatusCode == http.StatusPartialContent:
 		err = errors.New("a part of the page (206)")
-	case err == nil && (bytes.HasPrefix(page, []byte{0xFE, 0xFF}) || bytes.HasPrefix(page, []byte{0xFF, 0xFE})):
-		err = errors.New("UTF-16")
 	}
 	if err != nil {
-		var u robots.Usage
-		v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + err.Error() + ")"}
-		for _, p := range robots.Purposes() {
-			u[p] = v
-		}
-		return u
+		return unreadableHead(err)
 	}
-	if head != nil { // read already, to see that the head had ended
-		return *head
-	}
-	u, _ := robots.HeadUsage(page, tokens)
 	return u
 }
 
-// decodeHead reads the decoded head of resp from raw, through the one
-// coding its Content-Encoding field lines name (if any), and what its meta
-// elements say for tokens when that was read already (readUntilHeadEnds).
-func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader, tokens []string) ([]byte, *robots.Usage, error) {
+// maxHeadRaw is how much of a page's body, as sent (compressed), is read
+// for its head: room for a compressed head's first block. A coding that
+// yields less than the head within it leaves the head unknown.
+const maxHeadRaw = 2 * MaxHead
+
+// errHeadBound ends the page's bytes where robotsgate stops reading: not
+// the page's end (whatever follows may still be the head's).
+var errHeadBound = errors.New("the head did not end within the first 64 KiB")
+
+// unreadableHead is the answer for a head that cannot be known: every
+// purpose refused, the statement saying why.
+func unreadableHead(err error) robots.Usage {
+	var u robots.Usage
+	v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + err.Error() + ")"}
+	for _, p := range robots.Purposes() {
+		u[p] = v
+	}
+	return u
+}
+
+// judgeHead reads the head of resp from raw, through the one coding its
+// Content-Encoding field lines name (if any), and returns what its meta
+// elements say for tokens, or why the head cannot be known.
+func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []string) (robots.Usage, error) {
 	var codings []string
 	for _, v := range resp.Header.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
@@ -126,7 +140,7 @@ func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader, tokens []st
 		}
 	}
 	if len(codings) > 1 {
-		return nil, nil, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
+		return robots.Usage{}, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
 	}
 	coding := ""
 	if len(codings) == 1 {
@@ -137,17 +151,18 @@ func (hr *headReader) decodeHead(resp *http.Response, raw io.Reader, tokens []st
 		case hr.zstd <- struct{}{}:
 			defer func() { <-hr.zstd }()
 		case <-time.After(hr.timeout):
-			return nil, nil, errors.New("too many zstd pages read at once")
+			return robots.Usage{}, errors.New("too many zstd pages read at once")
 		}
 	}
 	dec, err := decoder(coding, raw)
 	if err != nil {
-		return nil, nil, err
+		return robots.Usage{}, err
 	}
 	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a decoder's, not the body's
 	}
-	return readUntilHeadEnds(dec, tokens)
+	_, label := header.ContentType(resp.Header)
+	return readHeadOf(&boundedReader{r: dec, raw: raw, left: MaxHead}, label, tokens)
 }
 
 // decoder returns a reader of r's bytes decoded from coding (a
@@ -178,60 +193,8 @@ func decoder(coding string, r io.Reader) (io.Reader, error) {
 	}
 }
 
-// readUntilHeadEnds reads r until MaxHead bytes, its end, or the end of
-// the page's head: where "</head" or "<body" (either case) appears and
-// robots.HeadUsage agrees that the head has ended (the first few times:
-// such text in a script does not end it); then with what HeadUsage said
-// for tokens. An error other than the end of r is returned with what was
-// read.
-func readUntilHeadEnds(r io.Reader, tokens []string) ([]byte, *robots.Usage, error) {
-	buf := make([]byte, 0, 4<<10)
-	checks := 0
-	for len(buf) < MaxHead {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow
-		}
-		end := min(cap(buf), MaxHead)
-		n, err := r.Read(buf[len(buf):end])
-		from := max(0, len(buf)-len("</head"))
-		buf = buf[:len(buf)+n]
-		if checks < maxHeadChecks && headEnds(buf[from:]) {
-			checks++
-			if u, done := robots.HeadUsage(buf, tokens); done {
-				return buf, &u, nil
-			}
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF && len(buf) > 0 {
-			return buf, nil, nil
-		}
-		if err != nil {
-			return buf, nil, err
-		}
-	}
-	return buf, nil, nil
-}
-
-// maxHeadChecks bounds how often readUntilHeadEnds reads the head so far
-// to see whether it has ended: past it, it reads MaxHead bytes.
-const maxHeadChecks = 8
-
-// headEnds reports whether b holds "</head" or "<body", in either case.
-func headEnds(b []byte) bool {
-	for i := bytes.IndexByte(b, '<'); i >= 0; {
-		rest := b[i:]
-		if len(rest) >= 6 && (bytes.EqualFold(rest[:6], []byte("</head")) || bytes.EqualFold(rest[:5], []byte("<body"))) {
-			return true
-		}
-		j := bytes.IndexByte(rest[1:], '<')
-		if j < 0 {
-			return false
-		}
-		i += j + 1
-	}
-	return false
-}
-
-// recorder reads r, keeping what it read, up to max bytes (then it ends).
+// recorder reads r, keeping what it read, up to max bytes: then it
+// fails with errHeadBound, which is not the page's end.
 type recorder struct {
 	r   io.Reader
 	buf []byte
@@ -240,7 +203,7 @@ type recorder struct {
 
 func (rc *recorder) Read(p []byte) (int, error) {
 	if len(rc.buf) >= rc.max {
-		return 0, io.EOF
+		return 0, errHeadBound
 	}
 	p = p[:min(len(p), rc.max-len(rc.buf))]
 	n, err := rc.r.Read(p)

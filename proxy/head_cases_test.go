@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf16"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
+)
+
+// headPage is a page a test origin serves: its fields and its body as
+// sent.
+type headPage struct {
+	header http.Header
+	body   []byte
+}
+
+// readHeadPage reads testdata/head/name.
+func readHeadPage(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "head", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// utf16LE encodes s as UTF-16LE, without a byte order mark.
+func utf16LE(s string) []byte {
+	var b []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u), byte(u>>8))
+	}
+	return b
+}
+
+// gzipSlow gzip-encodes page after prefix and flushes empty blocks in
+// between, flushes times: the encoded body grows by some 5 bytes a flush
+// while its decoded bytes do not.
+func gzipSlow(prefix, page string, flushes int) []byte {
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte(prefix))
+	for range flushes {
+		zw.Flush()
+	}
+	zw.Write([]byte(page))
+	zw.Close()
+	return zb.Bytes()
+}
+
+// htmlPage is a text/html page served as UTF-8, with fields (name,
+// value, …) replacing its own (a name repeated adds a field line).
+func htmlPage(body []byte, fields ...string) headPage {
+	h := http.Header{"Content-Type": {"text/html; charset=utf-8"}}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if i == 0 || fields[i] != fields[i-2] {
+			delete(h, fields[i])
+		}
+		h.Add(fields[i], fields[i+1])
+	}
+	return headPage{header: h, body: body}
+}
+
+// headCases are the pages of the issue whose meta elements a browser
+// puts in the head (and a few it does not), with robotsgate's answer to a
+// request that declares ai-train: 403 with the rule, or 200.
+func headCases(t testing.TB) map[string]struct {
+	page   headPage
+	status int
+	rule   string
+} {
+	noai := `<!DOCTYPE html><html><head><title>t</title><meta name="robots" content="noai"></head><body>secret</body></html>`
+	utf16Page := string(readHeadPage(t, "utf16.html"))
+	type c = struct {
+		page   headPage
+		status int
+		rule   string
+	}
+	return map[string]c{
+		// A meta after </head>, before <body>: the tree builder puts it in the head.
+		"after-head": {htmlPage(readHeadPage(t, "after-head.html")), 403, "meta robots: noai"},
+		// Elements the head holds, before the meta.
+		"basefont": {htmlPage(readHeadPage(t, "basefont.html")), 403, "meta robots: noai"},
+		"bgsound":  {htmlPage(readHeadPage(t, "bgsound.html")), 403, "meta tdm-reservation: 1"},
+		"noframes": {htmlPage(readHeadPage(t, "noframes.html")), 403, "meta robots: noai"},
+		// Whitespace written as character references.
+		"charref": {htmlPage(readHeadPage(t, "charref.html")), 403, "meta robots: noai"},
+		// A meta in a <noscript> in the head: the head's for a reader
+		// without scripts (see TestHeadInChromium for Chromium's).
+		"noscript": {htmlPage(readHeadPage(t, "noscript.html")), 403, "meta robots: noai"},
+		// UTF-16 named by Content-Type alone, no byte order mark.
+		"utf16": {htmlPage(utf16LE(utf16Page), "Content-Type", "text/html; charset=utf-16"), 403, "meta robots: noai"},
+		// Two Content-Type fields: browsers read the last.
+		"two-types": {htmlPage([]byte(noai), "Content-Type", "text/plain", "Content-Type", "text/html"), 403, "meta robots: noai"},
+		"two-charsets": {htmlPage(utf16LE(utf16Page), "Content-Type", "text/html; charset=utf-8", "Content-Type", "text/html; charset=utf-16"),
+			403, "meta robots: noai"},
+		// A gzip body whose first 128 KiB decode to a doctype: the head is
+		// not known where robotsgate stops reading.
+		"gzip-slow": {htmlPage(gzipSlow("<!DOCTYPE html>", noai, 30_000), "Content-Encoding", "gzip"),
+			403, "html head: unreadable (the head did not end within the first 128 KiB sent)"},
+		// The same under the bound is read through.
+		"gzip-slow-short": {htmlPage(gzipSlow("<!DOCTYPE html>", noai, 10_000), "Content-Encoding", "gzip"), 403, "meta robots: noai"},
+		// A head longer than robotsgate reads: not known, refused.
+		"long-head": {htmlPage([]byte("<html><head><script>" + strings.Repeat("var x = 1;\n", 7000) + "</script>" + noai[len("<!DOCTYPE html><html><head>"):])),
+			403, "html head: unreadable (the head did not end within the first 64 KiB)"},
+		// A page that ends in its head: all of it read.
+		"ends-in-head": {htmlPage([]byte(`<html><head><meta name="robots" content="noai">`)), 403, "meta robots: noai"},
+		// A label no encoding has is passed over; the replacement
+		// encoding decodes to nothing anyone can read.
+		"unknown-charset": {htmlPage([]byte(noai), "Content-Type", "text/html; charset=x-nonsense"), 403, "meta robots: noai"},
+		"replacement":     {htmlPage([]byte(noai), "Content-Type", "text/html; charset=iso-2022-kr"), 403, "html head: unreadable (the replacement encoding)"},
+		// Raw text that says </head> or <body> does not end the head.
+		"raw-text":       {htmlPage(readHeadPage(t, "raw-text.html")), 403, "meta robots: noai"},
+		"after-template": {htmlPage(readHeadPage(t, "after-template.html")), 403, "meta robots: noai"},
+		// Not the head's: a template's content, the body's, after text.
+		"template":            {htmlPage(readHeadPage(t, "template.html")), 200, ""},
+		"body-meta":           {htmlPage(readHeadPage(t, "body-meta.html")), 200, ""},
+		"nbsp":                {htmlPage(readHeadPage(t, "nbsp.html")), 200, ""},
+		"noscript-after-head": {htmlPage(readHeadPage(t, "noscript-after-head.html")), 200, ""},
+	}
+}
+
+// TestHeadAsBrowsersRead: through the proxy, a request that declares
+// ai-train is refused for every page whose head, as a browser builds it,
+// holds a meta element that refuses it, and for every page whose head
+// cannot be known within robotsgate's bounds; the pages whose head holds
+// none are delivered whole.
+func TestHeadAsBrowsersRead(t *testing.T) {
+	t.Parallel()
+	cases := headCases(t)
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /private\n", func(w http.ResponseWriter, r *http.Request) {
+		c, ok := cases[strings.TrimPrefix(r.URL.Path, "/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		for k, v := range c.page.header {
+			w.Header()[k] = v
+		}
+		w.Write(c.page.body)
+	})
+	p := startProxy(t, loopbackConfig())
+	c := p.client()
+	for _, name := range slices.Sorted(maps.Keys(cases)) {
+		tt := cases[name]
+		t.Run(name, func(t *testing.T) {
+			resp, body := get(t, c, o.URL+"/"+name, policy.PurposeHeader, "ai-train", "Accept-Encoding", "gzip")
+			if resp.StatusCode != tt.status || resp.Header.Get("X-Robots-Gate-Rule") != tt.rule {
+				t.Errorf("%s for ai-train: %d %q; want %d %q", name, resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), tt.status, tt.rule)
+			}
+			if tt.status == 403 && strings.Contains(body, "secret") {
+				t.Errorf("%s: the withheld body reached the client", name)
+			}
+			if tt.status == 200 && body != string(tt.page.body) {
+				t.Errorf("%s: %d bytes delivered; want the %d sent, byte for byte", name, len(body), len(tt.page.body))
+			}
+			// With no purpose declared the head is not read: the page passes.
+			if resp, body := get(t, c, o.URL+"/"+name, "Accept-Encoding", "gzip"); resp.StatusCode != 200 || body != string(tt.page.body) {
+				t.Errorf("%s with no purpose: %d, %d bytes; want 200 and the page", name, resp.StatusCode, len(body))
+			}
+		})
+	}
+}
