@@ -766,6 +766,9 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 		f.LastError, f.LastStatus, f.LastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
 		f.RetryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
 		c.setFailure(st, &f)
+		if ownFailure(f.LastKind) {
+			return c.failed(st, now), nil // this process's, for retry_after: see ownFailure
+		}
 		return c.failed(st, now), c.saveFailure(o, st)
 	}
 	ttl := c.opts.TTL
@@ -807,6 +810,18 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 func (c *Cache) set(o Origin, e *Entry) {
 	c.rc.Set(c.key(o), e, int64(e.Size)+hotOverhead)
 }
+
+// ownFailure reports whether a failure of kind (as ErrorKind names it)
+// says more about robotsgate's own configuration than about the origin: a
+// certificate the roots it was given (the system's and upstream.ca) do
+// not verify ("tls-verify"), or an address block_private refuses
+// ("private-address"). Such a failure is kept by this process only, for
+// retry_after as any other, and never written to the Store nor adopted
+// from it: the operator who adds the site's CA to upstream.ca and
+// restarts gets a fetch at once, not a minute of the same answer
+// persisted from before (in state_dir, or by an instance of the fleet
+// still running the old configuration).
+func ownFailure(kind string) bool { return kind == "tls-verify" || kind == "private-address" }
 
 func describeFailure(res *Result) string {
 	if res.Err == nil {

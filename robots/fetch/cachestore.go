@@ -103,6 +103,10 @@ func (c *Cache) adopt(o Origin, rec Record) {
 		}
 	case g != nil && st.good == g && !f.UnreachableSince.After(e.FetchedAt):
 		// A failure older than the copy it sits beside cannot be.
+	case ownFailure(f.LastKind):
+		// Made under a configuration that may not be this one's (a
+		// process before a restart, a peer not yet changed; older
+		// versions stored them): never adopted, the origin is fetched.
 	case f.RetryAt.After(st.failure().RetryAt):
 		nf := Failure{UnreachableSince: f.UnreachableSince, RetryAt: f.RetryAt, LastError: f.LastError, LastKind: f.LastKind, LastStatus: f.LastStatus}
 		if !nf.UnreachableSince.IsZero() && st.good != nil && st.good.fetched().After(nf.UnreachableSince) {
