@@ -20,6 +20,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 )
 
 // runServe runs the proxy until a signal stops it; SIGHUP reloads its
@@ -96,9 +97,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Info("identity: every request sent is signed (Web Bot Auth); publish the key directory at signature_agent (robotsgate keys prints it)",
 			"signature_agent", cfg.Identity.SignatureAgent, "keyid", keyID)
 	}
-	if cfg.Payments.MaxPrice != "" {
-		logger.Info("pay-per-crawl: sites' 402 prices are paid within max_price, and the day's budget (UTC)", "max_price", cfg.Payments.MaxPrice, "budget", cfg.Payments.Budget)
-	}
+	logPayments(logger, cfg)
 	if cc := &cfg.Cluster; cc.Enabled() {
 		const fleet = "fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)"
 		switch {
@@ -149,6 +148,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Info("shutdown complete", "drained", err == nil)
 			return nil
 		}
+	}
+}
+
+// logPayments says at startup what pay-per-crawl pays ([payments]), and
+// warns of a budget below max_price: valid, but then no price above the
+// budget is paid.
+func logPayments(logger *slog.Logger, cfg *config.Config) {
+	pc := cfg.Payments
+	if pc.MaxPrice == "" {
+		return
+	}
+	logger.Info("pay-per-crawl: sites' 402 prices are paid within max_price, and the day's budget (UTC)", "max_price", pc.MaxPrice, "budget", pc.Budget)
+	maxPrice, err1 := pay.ParseAmount(pc.MaxPrice)
+	budget, err2 := pay.ParseAmount(pc.Budget)
+	if err1 == nil && err2 == nil && budget.Nanos < maxPrice.Nanos {
+		logger.Warn("pay-per-crawl: the budget is less than max_price: no price above the budget is paid", "max_price", maxPrice.String(), "budget", budget.String())
 	}
 }
 

@@ -44,6 +44,33 @@ func TestLogPacing(t *testing.T) {
 	}
 }
 
+// TestLogPayments: the start-up log says what pay-per-crawl pays, and
+// warns when the budget is below max_price (valid: it caps each price).
+func TestLogPayments(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		maxPrice, budget string
+		want, wantAbsent string
+	}{
+		{"off", "", "", "", "pay-per-crawl"},
+		{"budget above", "USD 0.01", "USD 25", "level=INFO msg=\"pay-per-crawl: sites'", "level=WARN"},
+		{"budget below", "USD 0.05", "USD 0.03", "level=WARN msg=\"pay-per-crawl: the budget is less than max_price: no price above the budget is paid\" max_price=\"USD 0.05\" budget=\"USD 0.03\"", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Payments.MaxPrice, cfg.Payments.Budget = tt.maxPrice, tt.budget
+			var buf bytes.Buffer
+			logPayments(slog.New(slog.NewTextHandler(&buf, nil)), cfg)
+			if !strings.Contains(buf.String(), tt.want) {
+				t.Errorf("%q lacks %q", buf.String(), tt.want)
+			}
+			if tt.wantAbsent != "" && strings.Contains(buf.String(), tt.wantAbsent) {
+				t.Errorf("%q has %q", buf.String(), tt.wantAbsent)
+			}
+		})
+	}
+}
+
 func TestRedisAddr(t *testing.T) {
 	for in, want := range map[string]string{
 		"redis://127.0.0.1:6379/0":             "redis://127.0.0.1:6379/0",

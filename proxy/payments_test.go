@@ -27,7 +27,7 @@ import (
 
 // pricedOrigin is a pay-per-crawl site: /priced costs USD 0.01, paid by
 // a signed request that accepts that price exactly, then charged;
-// /expensive costs USD 5; /greedy asks again whatever is accepted;
+// /expensive costs USD 5, /dear USD 0.04; /greedy asks again whatever is accepted;
 // /free charges nothing once the price is accepted. dir returns the key
 // directory its signatures are checked against.
 func pricedOrigin(t *testing.T, dir func() []byte) (*httptest.Server, *atomic.Int64) {
@@ -38,7 +38,7 @@ func pricedOrigin(t *testing.T, dir func() []byte) (*httptest.Server, *atomic.In
 			io.WriteString(w, "User-agent: *\nAllow: /\n")
 			return
 		}
-		price := map[string]string{"/priced": "USD 0.01", "/expensive": "USD 5", "/greedy": "USD 0.01", "/free": "USD 0.01", "/overcharge": "USD 0.01"}[r.URL.Path]
+		price := map[string]string{"/priced": "USD 0.01", "/expensive": "USD 5", "/greedy": "USD 0.01", "/free": "USD 0.01", "/overcharge": "USD 0.01", "/dear": "USD 0.04"}[r.URL.Path]
 		sig, err := identitytest.Verify(r, dir(), time.Now())
 		// The price accepted must be covered by the signature: it cannot
 		// then be replayed with another.
@@ -135,6 +135,31 @@ func TestPayPerCrawl(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0299 || got > 0.0301 {
 		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.03", got)
+	}
+}
+
+// TestPayBudgetBelowMaxPrice: a budget below max_price is valid, and caps
+// each price: with budget USD 0.03 and max_price USD 0.05, a USD 0.01
+// price is paid and a USD 0.04 one refused as over the budget.
+func TestPayBudgetBelowMaxPrice(t *testing.T) {
+	t.Parallel()
+	var dir atomic.Value
+	dir.Store([]byte(nil))
+	o, _ := pricedOrigin(t, func() []byte { return dir.Load().([]byte) })
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.05", "USD 0.03"
+		return c
+	}())
+	dir.Store(directoryOf(t, p))
+	c := p.client()
+	if resp, body := get(t, c, o.URL+"/priced"); resp.StatusCode != 200 || body != "content /priced\n" {
+		t.Errorf("/priced (USD 0.01): %d %q; want paid content", resp.StatusCode, body)
+	}
+	resp, body := get(t, c, o.URL+"/dear")
+	if resp.StatusCode != 402 || !strings.Contains(body, "USD 0.04 would take today's spending past the budget (USD 0.01 spent)") {
+		t.Errorf("/dear (USD 0.04): %d %q; want 402 over the budget", resp.StatusCode, body)
 	}
 }
 

@@ -206,7 +206,7 @@ func compileIdentity(c *config.Config, pb *config.Problems) {
 }
 
 // compilePayments checks [payments]: max_price and budget amounts in one
-// currency, a budget of at least max_price, and [identity] (sites offer a
+// currency, a budget above zero, and [identity] (sites offer a
 // price to signed crawlers only). A budget is required: it is what bounds
 // the spending of a crawl of many priced pages.
 func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pay.Amount) {
@@ -228,9 +228,12 @@ func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pa
 		pb.Addf("payments.budget", "%v", err)
 	case maxPrice.Currency != "" && budget.Currency != maxPrice.Currency:
 		pb.Addf("payments.budget", "%s is not max_price's currency (%s)", budget.Currency, maxPrice.Currency)
-	case budget.Nanos < maxPrice.Nanos:
-		pb.Addf("payments.budget", "%s is less than max_price (%s): nothing could be paid", budget, maxPrice)
+	case budget.Nanos == 0:
+		pb.Addf("payments.budget", "%s: nothing could be paid (leave max_price empty to pay nothing)", budget)
 	}
+	// A budget below max_price is valid: it caps each price too (a USD
+	// 0.01 price is paid with budget = "USD 0.03", max_price = "USD
+	// 0.05"); the start-up log says so.
 	if c.Identity.SignatureAgent == "" {
 		pb.Addf("payments.max_price", "needs [identity] signature_agent: sites offer prices to signed crawlers only")
 	}

@@ -243,7 +243,8 @@ func TestConfigIdentityPayments(t *testing.T) {
 		{id + "[payments]\nmax_price = \"USD 0.01\"\n", "payments.budget: required with max_price"},
 		{id + "[payments]\nmax_price = \"0.01 USD\"\nbudget = \"USD 1\"\n", `x.toml:4: payments.max_price: "0.01 USD": want "<currency> <amount>"`},
 		{id + "[payments]\nmax_price = \"USD 0.01\"\nbudget = \"EUR 1\"\n", "x.toml:5: payments.budget: EUR is not max_price's currency (USD)"},
-		{id + "[payments]\nmax_price = \"USD 2\"\nbudget = \"USD 1\"\n", "x.toml:5: payments.budget: USD 1.00 is less than max_price (USD 2.00)"},
+		{id + "[payments]\nmax_price = \"USD 0.05\"\nbudget = \"USD 0.03\"\n", ""}, // the budget caps each price too
+		{id + "[payments]\nmax_price = \"USD 2\"\nbudget = \"USD 0\"\n", "x.toml:5: payments.budget: USD 0.00: nothing could be paid"},
 		{id + "[payments]\nmax_price = \"USD 0.0000000001\"\nbudget = \"USD 1\"\n", "at most 9 digits after the point"},
 		{"[payments]\nbudget = \"USD 1\"\n", "x.toml:2: payments.budget: set without payments.max_price"},
 		{id + "[payments]\nmax_price = \"USD 0.01\"\nbudget = \"USD 1\"\nkey_prefix = \"rg{x}:\"\n", "payments.key_prefix: \"rg{x}:\": must not be empty, and holds no { or }"},
