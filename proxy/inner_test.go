@@ -327,7 +327,7 @@ func TestInnerHeadLimits(t *testing.T) {
 	_, port := innerOrigin(t, pki, nil)
 	p := startMITM(t, pki, func(c *config.Config) {
 		c.Limits.MaxHeaderBytes = 4 << 10
-		c.Limits.ReadHeaderTimeout = 500 * time.Millisecond
+		c.Limits.ReadHeaderTimeout = time.Second // also the TLS handshake's bound: room for a busy machine's
 		c.Limits.TunnelIdleTimeout = 2 * time.Second
 	})
 	authority := "127.0.0.1:" + port

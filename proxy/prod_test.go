@@ -240,7 +240,11 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	if resp, _ := get(t, c, busy.URL+"/first"); resp.StatusCode != 429 { // the origin's 429 backs it off for 60 s
 		t.Fatalf("busy origin: %d", resp.StatusCode)
 	}
-	const n = 6 // 0.3 s apart: the first three or so start within the drain time
+	// 0.3 s apart, with a drain time of 1.5 s: the second's turn comes at
+	// most 0.3 s into it, leaving a busy machine 1.2 s to serve it, and
+	// a turn never comes early, so no more than 7 start and at least 3
+	// are left to be answered shutting-down.
+	const n = 10
 	answers := make(chan heldAnswer, n+1)
 	for i := range n {
 		go sendHeld(c, fmt.Sprintf("%s/page/%d", paced.URL, i), answers)
@@ -254,7 +258,7 @@ func TestShutdownAnswersHeld(t *testing.T) {
 				p.srv.pacer.Waiting("127.0.0.1"), p.srv.backoffs.Held("127.0.0.2"), n-1)
 		}
 	}
-	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
+	ctx, cancel := contextWithTimeout(1500 * time.Millisecond)
 	defer cancel()
 	p.srv.Shutdown(ctx)
 	served, stopped := tallyHeld(t, answers, n+1)
@@ -335,7 +339,10 @@ func TestShutdownAnswersHeldInTunnels(t *testing.T) {
 	if resp, _ := get(t, c, base+"/warm"); resp.StatusCode != 200 { // robots.txt fetched, the first start taken
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
-	const n = 6 // 0.3 s apart: two or so start within the drain time
+	// 0.3 s apart, with a drain time of 1.5 s: the first turn comes at
+	// most 0.3 s into it, and no more than 7 start (see
+	// TestShutdownAnswersHeld).
+	const n = 10
 	answers := make(chan heldAnswer, n)
 	for i := range n {
 		go sendHeld(c, fmt.Sprintf("%s/page/%d", base, i), answers)
@@ -347,7 +354,7 @@ func TestShutdownAnswersHeldInTunnels(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	ctx, cancel := contextWithTimeout(700 * time.Millisecond)
+	ctx, cancel := contextWithTimeout(1500 * time.Millisecond)
 	defer cancel()
 	p.srv.Shutdown(ctx)
 	served, stopped := tallyHeld(t, answers, n)
