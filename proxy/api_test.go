@@ -3,7 +3,9 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
@@ -199,8 +201,17 @@ func TestDecideAPIOneLookupPerOrigin(t *testing.T) {
 // retry at once, not queued behind their fetches.
 func TestDecideAPIBusy(t *testing.T) {
 	t.Parallel()
-	slow := newTestOrigin(t, testRobots, nil)
-	slow.robotsDelay.Store(int64(2 * time.Second))
+	// The calls' robots.txt is held until the test is done with them
+	// (not for a time a busy machine might outlast).
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, testRobots)
+	}))
+	t.Cleanup(slow.Close)
 	p := startProxy(t, loopbackConfig())
 	body := fmt.Sprintf(`{"urls": [%q]}`, slow.URL+"/x")
 	var wg sync.WaitGroup
@@ -211,10 +222,14 @@ func TestDecideAPIBusy(t *testing.T) {
 			postDecide(t, p, body)
 		}()
 	}
-	defer wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for p.srv.admin.Running() < admin.MaxDecideCalls && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	defer func() {
+		close(release)
+		wg.Wait()
+	}()
+	for deadline := time.Now().Add(10 * time.Second); p.srv.admin.Running() < admin.MaxDecideCalls; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls running; want %d", p.srv.admin.Running(), admin.MaxDecideCalls)
+		}
 	}
 	code, out := postDecide(t, p, body)
 	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "retry") {
