@@ -147,11 +147,20 @@ func startBehindNextHop(t *testing.T, next *nextHop, mutate func(*config.Config)
 	if mutate != nil {
 		mutate(cfg)
 	}
+	p, _ := startWithLookup(t, cfg, publicLookup)
+	return p
+}
+
+// startWithLookup runs robotsgate for cfg on a loopback port, resolving
+// with lookup; stop shuts it down and waits for it (a restart's first
+// half), and is called at the end of the test anyway.
+func startWithLookup(t *testing.T, cfg *config.Config, lookup func(context.Context, string, string) ([]netip.Addr, error)) (p *testProxy, stop func()) {
+	t.Helper()
 	if _, err := policy.Compile(cfg); err != nil {
 		t.Fatal(err)
 	}
-	p := &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
-	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, Version: "test", LookupNetIP: publicLookup})
+	p = &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
+	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, Version: "test", LookupNetIP: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,15 +168,23 @@ func startBehindNextHop(t *testing.T, next *nextHop, mutate func(*config.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := contextWithTimeout(5 * time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			ctx, cancel := contextWithTimeout(5 * time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	p.srv = srv
 	p.url = mustURL("http://" + ln.Addr().String())
-	return p
+	return p, stop
 }
 
 // TestOwnFetchesGuardedThroughNextHop: with upstream.proxy and

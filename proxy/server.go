@@ -116,6 +116,9 @@ type Server struct {
 	maxFetches    int
 	clusterConfig config.ClusterConfig
 	retryAfter    time.Duration // the cache's, for the log of failed fetches
+	// upstream0 is the [upstream] the transports, the dialer and the
+	// fetches' guard were built from: a reload does not change them.
+	upstream0 config.UpstreamConfig
 }
 
 // snapshot is one config in force: its policy, the authenticator of its
@@ -160,7 +163,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
-		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
+		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster, upstream0: cfg.Upstream,
 		upstream: upstream.NewConns(),
 		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    pace.NewPacer(o.Now),
@@ -634,6 +637,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	if !cfg.Cluster.Equal(&s.clusterConfig) {
 		s.log.Warn("[cluster] changed: restart to apply")
+	}
+	if cfg.Upstream != s.upstream0 {
+		s.log.Warn("[upstream] changed: restart to apply (a restart fetches again at once the robots.txt that failed on tls-verify)")
 	}
 	// The audit log moves (or reopens, after rotation) under its own lock:
 	// each line goes whole to the old file or to the new one.
