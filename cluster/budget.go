@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,59 +14,207 @@ import (
 )
 
 // The fleet's pay-per-crawl budget: what the fleet spent each UTC day in
-// each currency, an integer of billionths under
-// "<payments key_prefix>spent:{<currency>:<day>}" (hash-tagged: one slot
-// in a Redis Cluster), kept two days. Reserving is one script, atomic for
-// the fleet: no two instances can both take the last of a budget.
+// each currency, under "<payments key_prefix>spent:{<currency>:<day>}"
+// (hash-tagged: one slot in a Redis Cluster), kept two days. It is a hash
+// of two integers of billionths that only grow: "reserved" (every
+// reservation) and "refunded" (every reservation given back, never more
+// than reserved); what is spent is their difference. Reserving is one
+// script, atomic for the fleet: no two instances can both take the last
+// of a budget.
+//
+// The counter is not sealed as the fleet's other values are (a script
+// adds to it), so each instance checks it against what it saw: each
+// field it read stays at least as high as it was, and a counter it saw
+// does not vanish. A counter that went backwards — a Redis writer reset
+// it, or a failover to a replica lost its last writes — would have the
+// fleet pay again what it already paid, so the instance that sees it
+// pays nothing more that day in that currency (ErrCounterRewound), logs
+// it and counts it as a cluster error. A restart clears that: the
+// operator's decision, once the counter is known good.
 
-// reserveSpendSource adds ARGV[1] to KEYS[1] if the sum stays within
-// ARGV[2]; it returns {1, spent after} or {0, spent before}.
-const reserveSpendSource = `
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-if spent == nil or spent < 0 or spent ~= math.floor(spent) then
-	return redis.error_reply('the spending counter holds what no instance writes')
+// counterSource is the prelude of the budget's scripts: it reads KEYS[1]
+// into res (reserved) and ref (refunded), rewriting a plain integer (as
+// an instance before the hash wrote it) as a hash, and returns from the
+// script {-2, 0, 0} for a value no instance writes, or {-1, res, ref}
+// when either field is below what the instance saw (ARGV[1] reserved,
+// ARGV[2] refunded): a counter that went backwards, or vanished (read as
+// 0, 0).
+const counterSource = `
+local function whole(n) return n ~= nil and n >= 0 and n == math.floor(n) end
+local res, ref = 0, 0
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'string' then
+	res = tonumber(redis.call('GET', KEYS[1]))
+	if not whole(res) then
+		return {-2, 0, 0}
+	end
+	local ttl = redis.call('PTTL', KEYS[1])
+	redis.call('DEL', KEYS[1])
+	redis.call('HSET', KEYS[1], 'reserved', res, 'refunded', 0)
+	if ttl > 0 then
+		redis.call('PEXPIRE', KEYS[1], ttl)
+	end
+elseif kind == 'hash' then
+	res = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
+	ref = tonumber(redis.call('HGET', KEYS[1], 'refunded') or '0')
+	if not whole(res) or not whole(ref) or ref > res then
+		return {-2, 0, 0}
+	end
+elseif kind ~= 'none' then
+	return {-2, 0, 0}
 end
-local amount, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-if spent + amount > limit then
-	return {0, spent}
+if res < tonumber(ARGV[1]) or ref < tonumber(ARGV[2]) then
+	return {-1, res, ref}
 end
-spent = redis.call('INCRBY', KEYS[1], amount)
-redis.call('EXPIRE', KEYS[1], 172800)
-return {1, spent}
 `
 
-// refundSpendSource takes ARGV[1] back from KEYS[1], never below 0.
-const refundSpendSource = `
-if redis.call('EXISTS', KEYS[1]) == 0 then
-	return 0
+// reserveSpendSource adds ARGV[3] to what KEYS[1] reserved if the
+// spending stays within ARGV[4]; it returns {1, reserved, refunded} after
+// or {0, reserved, refunded} as they were.
+const reserveSpendSource = counterSource + `
+local amount, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+if res - ref + amount > limit then
+	return {0, res, ref}
 end
-local left = redis.call('DECRBY', KEYS[1], ARGV[1])
-if left < 0 then
-	redis.call('SET', KEYS[1], '0', 'KEEPTTL')
-	left = 0
+res = redis.call('HINCRBY', KEYS[1], 'reserved', amount)
+redis.call('EXPIRE', KEYS[1], 172800)
+return {1, res, ref}
+`
+
+// refundSpendSource gives ARGV[3] back to KEYS[1], never more than is
+// spent; it returns {1, reserved, refunded} after.
+const refundSpendSource = counterSource + `
+local back = math.min(tonumber(ARGV[3]), res - ref)
+if back > 0 then
+	ref = redis.call('HINCRBY', KEYS[1], 'refunded', back)
 end
-return left
+return {1, res, ref}
+`
+
+// readSpendSource returns {1, reserved, refunded}.
+const readSpendSource = counterSource + `
+return {1, res, ref}
 `
 
 // Budget returns the fleet's pay-per-crawl budget, under keys that start
 // with prefix ([payments] key_prefix). A Redis that does not answer
 // reserves nothing: no payment is made on a budget that cannot be
-// checked. The counter is a plain integer, not sealed as the fleet's
-// other values are: one that no instance writes (negative, not an
-// integer) refuses every reservation, but whoever can write to Redis can
-// reset a day's spending; max_price still bounds each payment.
+// checked. A counter that holds what no instance writes refuses every
+// reservation; one that went backwards or vanished while this instance
+// used it stops this instance's payments in its currency for the day
+// (pay.ErrCounterRewound): whoever can write to Redis cannot make the
+// fleet pay the same budget twice over unseen. max_price still bounds
+// each payment.
 func (c *Client) Budget(prefix string) pay.Budget {
-	return &fleetBudget{c: c, prefix: prefix, reserve: redis.NewScript(reserveSpendSource), refund: redis.NewScript(refundSpendSource)}
+	return &fleetBudget{
+		c: c, prefix: prefix, seen: map[string]*counterSeen{},
+		reserve: redis.NewScript(reserveSpendSource), refund: redis.NewScript(refundSpendSource), read: redis.NewScript(readSpendSource),
+	}
 }
 
 type fleetBudget struct {
-	c               *Client
-	prefix          string
-	reserve, refund *redis.Script
+	c                     *Client
+	prefix                string
+	reserve, refund, read *redis.Script
+
+	mu   sync.Mutex
+	seen map[string]*counterSeen // by day, then currency: "2026-11-27 USD"
 }
+
+// counterSeen is what an instance saw of a day's counter: the highest
+// value of each field, and why it no longer trusts it ("" while it does).
+type counterSeen struct {
+	reserved, refunded int64
+	rewound            string
+}
+
+// keptCounterDays is how many days' counters an instance remembers (a
+// request that began before midnight UTC may settle after it).
+const keptCounterDays = 2
 
 func (b *fleetBudget) key(day, currency string) string {
 	return b.prefix + "spent:{" + currency + ":" + day + "}"
+}
+
+// before returns what this instance saw of day's counter in currency,
+// before a call that reads it; the error of a counter it no longer
+// trusts.
+func (b *fleetBudget) before(day, currency string) (counterSeen, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.seen[day+" "+currency]
+	if s == nil {
+		s = &counterSeen{}
+		b.seen[day+" "+currency] = s
+		days := map[string]bool{}
+		for k := range b.seen {
+			days[k[:strings.IndexByte(k, ' ')]] = true
+		}
+		if sorted := slices.Sorted(maps.Keys(days)); len(sorted) > keptCounterDays {
+			for k := range b.seen {
+				if k[:strings.IndexByte(k, ' ')] < sorted[len(sorted)-keptCounterDays] {
+					delete(b.seen, k)
+				}
+			}
+		}
+	}
+	if s.rewound != "" {
+		return counterSeen{}, fmt.Errorf("%w: %s", pay.ErrCounterRewound, s.rewound)
+	}
+	return *s, nil
+}
+
+// run runs script for day's counter in currency with args after what
+// this instance saw, and returns its status and the counter's fields. A
+// counter that went backwards is remembered, logged once and counted; a
+// foreign one is counted and logged as other foreign values are.
+func (b *fleetBudget) run(ctx context.Context, script *redis.Script, day, currency string, args ...any) (status, reserved, refunded int64, err error) {
+	seen, err := b.before(day, currency)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	key := b.key(day, currency)
+	var res []any
+	err = b.c.do(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = script.Run(ctx, b.c.rdb, []string{key}, append([]any{seen.reserved, seen.refunded}, args...)...).Slice()
+		return err
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if len(res) != 3 {
+		return 0, 0, 0, fmt.Errorf("%d values from the script", len(res))
+	}
+	status, _ = res[0].(int64)
+	reserved, _ = res[1].(int64)
+	refunded, _ = res[2].(int64)
+	switch status {
+	case -2:
+		err := fmt.Errorf("the spending counter %s holds what no instance writes", key)
+		b.c.foreign(key, err)
+		return 0, 0, 0, err
+	case -1:
+		why := fmt.Sprintf("the spending counter %s went backwards or vanished: reserved %d, refunded %d, where this instance saw %d and %d (billionths)", key, reserved, refunded, seen.reserved, seen.refunded)
+		b.mu.Lock()
+		s := b.seen[day+" "+currency]
+		first := s != nil && s.rewound == ""
+		if s != nil {
+			s.rewound = why
+		}
+		b.mu.Unlock()
+		if first {
+			b.c.opts.Logger.Error("fleet budget: "+why+": this instance pays nothing more today in "+currency+" (a restart resumes payments, once the counter is known good)", "key", key)
+			b.c.foreign(key, fmt.Errorf("%w: %s", pay.ErrCounterRewound, why))
+		}
+		return 0, 0, 0, fmt.Errorf("%w: %s", pay.ErrCounterRewound, why)
+	}
+	b.mu.Lock()
+	if s := b.seen[day+" "+currency]; s != nil {
+		s.reserved, s.refunded = max(s.reserved, reserved), max(s.refunded, refunded)
+	}
+	b.mu.Unlock()
+	return status, reserved, refunded, nil
 }
 
 // Reserve implements pay.Budget.
@@ -72,29 +222,16 @@ func (b *fleetBudget) Reserve(ctx context.Context, day string, a, limit pay.Amou
 	if a.Currency != limit.Currency {
 		return pay.Amount{}, false, fmt.Errorf("reserve %s against a limit in %s: %w", a, limit.Currency, pay.ErrCurrency)
 	}
-	var res []any
-	err := b.c.do(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = b.reserve.Run(ctx, b.c.rdb, []string{b.key(day, a.Currency)}, a.Nanos, limit.Nanos).Slice()
-		return err
-	})
+	status, reserved, refunded, err := b.run(ctx, b.reserve, day, a.Currency, a.Nanos, limit.Nanos)
 	if err != nil {
 		return pay.Amount{}, false, fmt.Errorf("reserve %s in the fleet's budget: %w", a, err)
 	}
-	if len(res) != 2 {
-		return pay.Amount{}, false, fmt.Errorf("reserve %s in the fleet's budget: %d values from the script", a, len(res))
-	}
-	ok, _ := res[0].(int64)
-	spent, _ := res[1].(int64)
-	return pay.Amount{Currency: a.Currency, Nanos: spent}, ok == 1, nil
+	return pay.Amount{Currency: a.Currency, Nanos: reserved - refunded}, status == 1, nil
 }
 
 // Refund implements pay.Budget.
 func (b *fleetBudget) Refund(ctx context.Context, day string, a pay.Amount) error {
-	err := b.c.do(ctx, func(ctx context.Context) error {
-		return b.refund.Run(ctx, b.c.rdb, []string{b.key(day, a.Currency)}, strconv.FormatInt(a.Nanos, 10)).Err()
-	})
-	if err != nil {
+	if _, _, _, err := b.run(ctx, b.refund, day, a.Currency, a.Nanos); err != nil {
 		return fmt.Errorf("refund %s to the fleet's budget: %w", a, err)
 	}
 	return nil
@@ -102,14 +239,9 @@ func (b *fleetBudget) Refund(ctx context.Context, day string, a pay.Amount) erro
 
 // Spent implements pay.Budget.
 func (b *fleetBudget) Spent(ctx context.Context, day, currency string) (pay.Amount, error) {
-	var n int64
-	err := b.c.do(ctx, func(ctx context.Context) error {
-		var err error
-		n, err = b.c.rdb.Get(ctx, b.key(day, currency)).Int64()
-		return err
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	_, reserved, refunded, err := b.run(ctx, b.read, day, currency)
+	if err != nil {
 		return pay.Amount{}, fmt.Errorf("read the fleet's spending: %w", err)
 	}
-	return pay.Amount{Currency: currency, Nanos: n}, nil
+	return pay.Amount{Currency: currency, Nanos: reserved - refunded}, nil
 }

@@ -41,6 +41,9 @@ const (
 	payOverPrice  = "over-price"
 	payOverBudget = "over-budget"
 	payFailed     = "failed"
+	// payRewound: the day's spending went backwards or vanished (a fleet's
+	// counter reset in Redis): nothing more is paid that day.
+	payRewound = "counter-rewound"
 )
 
 // budgetTimeout bounds a call to the budget (the fleet's, in Redis).
@@ -103,6 +106,10 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 	spent, ok, err := s.budget.Reserve(ctx, day, price, budget)
 	cancel()
 	switch {
+	case errors.Is(err, pay.ErrCounterRewound):
+		// Logged once, when it was found (cluster.Client.Budget); each
+		// refusal is counted and says why.
+		return refuse(payRewound, "the day's spending counter went backwards or vanished, so what was paid today cannot be known: nothing more is paid today ("+err.Error()+")")
 	case err != nil:
 		s.log.Warn("pay-per-crawl: the budget cannot be checked: paying nothing", "err", err)
 		return refuse(payFailed, "the budget cannot be checked now: "+err.Error())
@@ -227,14 +234,14 @@ func paidTransport(tr *http.Transport) *http.Transport {
 func newPaymentMetrics(reg *prometheus.Registry) (payments, spent *prometheus.CounterVec) {
 	payments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_payments_total",
-		Help: "Sites' 402s with a price, by result: paid, over-price, over-budget, failed (a second 402, a request with content, a budget that cannot be checked).",
+		Help: "Sites' 402s with a price, by result: paid, over-price, over-budget, failed (a second 402, a request with content, a budget that cannot be checked, an answer lost), counter-rewound (the day's spending went backwards or vanished: nothing more paid that day).",
 	}, []string{"result"})
 	spent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_spent_total",
 		Help: "What sites charged for requests (pay-per-crawl), by currency: the currency of [payments] max_price only.",
 	}, []string{"currency"})
 	reg.MustRegister(payments, spent)
-	for _, r := range []string{payPaid, payOverPrice, payOverBudget, payFailed} {
+	for _, r := range []string{payPaid, payOverPrice, payOverBudget, payFailed, payRewound} {
 		payments.WithLabelValues(r)
 	}
 	return payments, spent

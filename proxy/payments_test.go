@@ -288,6 +288,70 @@ func (o *lossyPricedOrigin) paidRequests() []string {
 	return slices.Clone(o.paid)
 }
 
+// TestPayFleetCounterRewound: a Redis writer that resets the fleet's
+// spending counter (deletes it, or writes a lower value, as a failover
+// that lost its last writes would) does not have the fleet pay again:
+// the instance that saw the counter pays nothing more that day, says why
+// in its refusal, logs it and counts it.
+func TestPayFleetCounterRewound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		reset []string // the writer's command; "KEY" is the counter's key
+	}{
+		{"vanished", []string{"DEL", "KEY"}},
+		{"reset to zero", []string{"SET", "KEY", "0"}},
+		{"written lower", []string{"HSET", "KEY", "reserved", "10000000", "refunded", "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := redistest.Start(t)
+			var dir atomic.Value
+			dir.Store([]byte(nil))
+			o, _ := pricedOrigin(t, func() []byte { return dir.Load().([]byte) })
+			prefix := "rgtest:" + strings.ReplaceAll(t.Name(), " ", "_") + ":"
+			p := startFleet(t, r, 1, func(c *config.Config) {
+				c.Identity.SignatureAgent = testAgent
+				c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 0.02"
+				c.Payments.KeyPrefix = prefix
+			})[0]
+			dir.Store(directoryOf(t, p))
+			c := p.client()
+			for i := range 2 {
+				if resp, body := get(t, c, o.URL+"/priced"); resp.StatusCode != 200 {
+					t.Fatalf("payment %d: %d %q; want paid", i+1, resp.StatusCode, body)
+				}
+			}
+			key := prefix + "spent:{USD:" + pay.Day(time.Now()) + "}"
+			cmd := slices.Clone(tc.reset)
+			cmd[1] = key
+			if _, err := r.Do(cmd...); err != nil {
+				t.Fatalf("%v: %v", cmd, err)
+			}
+			resp, body := get(t, c, o.URL+"/priced")
+			if resp.StatusCode != 402 || resp.Header.Get("X-Robots-Gate") != "price-refused" || !strings.Contains(body, "spending counter went backwards or vanished") {
+				t.Errorf("after the counter was reset: %d %q; want 402 price-refused, the counter named", resp.StatusCode, body)
+			}
+			if got := testutil.ToFloat64(p.srv.metrics.payments.WithLabelValues("counter-rewound")); got != 1 {
+				t.Errorf("robotsgate_payments_total{result=\"counter-rewound\"} = %v; want 1", got)
+			}
+			if got := testutil.ToFloat64(p.srv.metrics.clusterErrors); got < 1 {
+				t.Errorf("robotsgate_cluster_errors_total = %v; want the counter counted", got)
+			}
+			if log := p.log.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "went backwards or vanished") {
+				t.Errorf("the log does not say the counter went backwards:\n%s", log)
+			}
+			// It stays stopped for the day, though the counter looks fine now.
+			if resp, _ := get(t, c, o.URL+"/priced"); resp.StatusCode != 402 {
+				t.Errorf("a later request: %d; want 402 (no payment for the rest of the day)", resp.StatusCode)
+			}
+			if rec := p.lastAudit(t); !strings.Contains(rec["reason"].(string), "went backwards") {
+				t.Errorf("audit reason = %q; want the counter named", rec["reason"])
+			}
+		})
+	}
+}
+
 // TestPayOnceWhenTheAnswerIsLost: a paid request whose connection the
 // site closes after reading it reaches the site exactly once, though the
 // proxy holds idle connections to it that net/http's Transport would

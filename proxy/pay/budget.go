@@ -30,6 +30,13 @@ type Budget interface {
 	Spent(ctx context.Context, day, currency string) (Amount, error)
 }
 
+// ErrCounterRewound is wrapped by a Budget's errors once the spending it
+// keeps was found lower than it had been, or gone, within its day (a
+// fleet's counter reset by whoever can write to Redis, or a failover
+// that lost its last writes): spending that may have been paid already
+// is not paid again, so nothing more is paid that day.
+var ErrCounterRewound = errors.New("the day's spending went backwards")
+
 // Unbounded is a limit no spending reaches: for a charge that must be
 // counted whatever the budget says (a site that charged more than the
 // price accepted).

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/proxy/pay"
+)
+
+// TestPayBudgetCounter: the fleet's spending counter only grows in each
+// of its fields, so that refunds are never mistaken for a reset; a plain
+// integer (as an instance before the hash wrote it) is read as what was
+// reserved; and once an instance saw it, a counter that vanishes or goes
+// lower stops that instance's payments for the day (ErrCounterRewound),
+// while an instance that never saw it cannot tell.
+func TestPayBudgetCounter(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	ctx := t.Context()
+	const day = "2026-11-27"
+	usd := func(n int64) pay.Amount { return pay.Amount{Currency: "USD", Nanos: n} }
+	limit := usd(100)
+	var log syncBuffer
+	a := newClient(t, r, &log, time.Second).Budget("rgtest:budget:")
+	b := newClient(t, r, nil, time.Second).Budget("rgtest:budget:")
+	key := "rgtest:budget:spent:{USD:" + day + "}"
+
+	if _, err := r.Do("SET", key, "5"); err != nil { // an older instance's
+		t.Fatal(err)
+	}
+	if spent, ok, err := a.Reserve(ctx, day, usd(3), limit); err != nil || !ok || spent.Nanos != 8 {
+		t.Fatalf("a.Reserve(3) = %v, %v, %v; want 8 spent", spent, ok, err)
+	}
+	if spent, ok, err := b.Reserve(ctx, day, usd(2), limit); err != nil || !ok || spent.Nanos != 10 {
+		t.Fatalf("b.Reserve(2) = %v, %v, %v; want 10 spent", spent, ok, err)
+	}
+	for range 2 { // refunds lower what is spent, never a field
+		if err := a.Refund(ctx, day, usd(4)); err != nil {
+			t.Fatalf("a.Refund(4): %v", err)
+		}
+	}
+	if err := b.Refund(ctx, day, usd(50)); err != nil { // never below nothing
+		t.Fatalf("b.Refund(50): %v", err)
+	}
+	if spent, err := b.Spent(ctx, day, "USD"); err != nil || spent.Nanos != 0 {
+		t.Fatalf("b.Spent = %v, %v; want 0", spent, err)
+	}
+	if spent, ok, err := b.Reserve(ctx, day, usd(7), limit); err != nil || !ok || spent.Nanos != 7 {
+		t.Fatalf("b.Reserve(7) = %v, %v, %v; want 7 spent", spent, ok, err)
+	}
+
+	if _, err := r.Do("DEL", key); err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range map[string]pay.Budget{"a": a, "b": b} {
+		if _, _, err := x.Reserve(ctx, day, usd(1), limit); !errors.Is(err, pay.ErrCounterRewound) {
+			t.Errorf("%s.Reserve after the counter vanished: %v; want ErrCounterRewound", name, err)
+		}
+	}
+	// Stopped for the day, in that currency: another day is another counter.
+	if _, _, err := a.Reserve(ctx, day, usd(1), limit); !errors.Is(err, pay.ErrCounterRewound) {
+		t.Errorf("a.Reserve later that day: %v; want ErrCounterRewound", err)
+	}
+	if _, ok, err := a.Reserve(ctx, "2026-11-28", usd(1), limit); err != nil || !ok {
+		t.Errorf("a.Reserve the next day: %v, %v; want reserved", ok, err)
+	}
+	fresh := newClient(t, r, nil, time.Second).Budget("rgtest:budget:")
+	if _, ok, err := fresh.Reserve(ctx, day, usd(1), limit); err != nil || !ok {
+		t.Errorf("a new instance's Reserve: %v, %v; want reserved (it saw nothing before)", ok, err)
+	}
+	if _, err := r.Do("SET", key, "-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fresh.Reserve(ctx, day, usd(1), limit); err == nil || errors.Is(err, pay.ErrCounterRewound) {
+		t.Errorf("Reserve on a negative counter: %v; want refused as foreign", err)
+	}
+}
