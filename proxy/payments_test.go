@@ -457,3 +457,34 @@ func TestPayBudgetFileIsAStateFile(t *testing.T) {
 		})
 	}
 }
+
+// TestPayPerCrawlMITM: inside a MITM tunnel the paid request goes to the
+// HTTPS site once, over HTTP/1.1 on a connection of its own, and its
+// answer reaches the client.
+func TestPayPerCrawlMITM(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, "User-agent: *\nAllow: /\n", "shop.example")
+	var paid atomic.Int64
+	o.handler = func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Crawler-Exact-Price") != "USD 0.01" {
+			w.Header().Set("Crawler-Price", "USD 0.01")
+			w.WriteHeader(http.StatusPaymentRequired)
+			return
+		}
+		paid.Add(1)
+		w.Header().Set("Crawler-Charged", "USD 0.01")
+		io.WriteString(w, "paid "+r.Proto+"\n")
+	}
+	p := startMITM(t, pki, func(c *config.Config) {
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+	})
+	resp, body := get(t, p.mitmClient(t, nil, false), "https://shop.example:"+port+"/article")
+	if resp.StatusCode != 200 || body != "paid HTTP/1.1\n" || paid.Load() != 1 {
+		t.Errorf("GET /article: %d %q, %d paid requests; want the paid answer, one paid request over HTTP/1.1", resp.StatusCode, body, paid.Load())
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" {
+		t.Errorf("audit = %v; want charged USD 0.01", rec)
+	}
+}
