@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -669,7 +671,17 @@ func TestRobotsFetchesBounded(t *testing.T) {
 	_, port, _ := net.SplitHostPort(silent.Addr().String())
 	p := startMITM(t, nil, func(c *config.Config) { c.Robots.MaxFetches = 4 }) // every name resolves to 127.0.0.1
 	client := p.client()
-	client.Timeout = 300 * time.Millisecond
+	// get asks for u until ctx ends (its client leaves), and reports
+	// whether the answer was 503 overloaded.
+	get := func(ctx context.Context, u string) bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false // this client left
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 503 && resp.Header.Get("X-Robots-Gate") == "overloaded"
+	}
 	// The cache's own count of fetches in flight, sampled throughout (the
 	// listener sees a given-up fetch's close a little after its slot is
 	// free).
@@ -686,37 +698,67 @@ func TestRobotsFetchesBounded(t *testing.T) {
 			}
 		}
 	}()
-	overloaded := 0
+	// 30 cold origins: 4 fetches start and wait on the silent origin;
+	// the other 26 are answered while those wait, however long a busy
+	// machine takes. Then their clients leave.
+	const n, slots = 30, 4
+	first, leave := context.WithCancel(t.Context())
+	var answered, overloaded atomic.Int64
 	var wg sync.WaitGroup
-	var omu sync.Mutex
-	for i := range 30 {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := client.Get(fmt.Sprintf("http://cold%d.test:%s/x", i, port))
-			if err != nil {
-				return // this client left
+			if get(first, fmt.Sprintf("http://cold%d.test:%s/x", i, port)) {
+				overloaded.Add(1)
 			}
-			resp.Body.Close()
-			if resp.StatusCode == 503 && resp.Header.Get("X-Robots-Gate") == "overloaded" {
-				omu.Lock()
-				overloaded++
-				omu.Unlock()
+			if first.Err() == nil {
+				answered.Add(1)
 			}
 		}()
 	}
+	for deadline := time.Now().Add(10 * time.Second); answered.Load() < n-slots; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			leave()
+			t.Fatalf("%d of %d requests answered while %d fetches wait; want %d", answered.Load(), n, slots, n-slots)
+		}
+	}
+	leave()
 	wg.Wait()
-	if overloaded == 0 {
+	if overloaded.Load() == 0 {
 		t.Error("no request was answered 503 overloaded past max_fetches = 4")
 	}
-	// Every client has left: the next cold origin gives up their fetches.
-	for i := range 3 {
-		client.Get(fmt.Sprintf("http://later%d.test:%s/x", i, port))
+	// Every client has left: a request for the next cold origin gives up
+	// one of their fetches for its own, seen at the silent origin. Until
+	// the proxy has noticed they left, such a request is answered
+	// overloaded: then the next origin is asked, a bounded number of
+	// times. These clients leave at the end.
+	dialled := func() int { // connections the silent origin has accepted
+		mu.Lock()
+		defer mu.Unlock()
+		return accepted
 	}
-	close(stop)
-	<-sampled
-	if peak > 4 {
-		t.Errorf("%d robots.txt fetches in flight at once; want at most max_fetches = 4", peak)
+	later, leaveLater := context.WithCancel(t.Context())
+	defer func() {
+		leaveLater()
+		wg.Wait()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; dialled() <= slots; i++ {
+		if i == 100 || time.Now().After(deadline) {
+			t.Fatalf("%d requests for new cold origins, none given a fetch nobody waits for", i)
+		}
+		answered := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			get(later, fmt.Sprintf("http://later%d.test:%s/x", i, port))
+			close(answered)
+		}()
+		// Until its fetch reaches the silent origin, or it is answered.
+		for dialled() <= slots && !chanClosed(answered) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
@@ -728,5 +770,20 @@ func TestRobotsFetchesBounded(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections open at the silent origin, %d ever; want at most max_fetches = 4 open, and fetches nobody waited for given up for new ones", o, a)
 		}
+	}
+	close(stop)
+	<-sampled
+	if peak > 4 {
+		t.Errorf("%d robots.txt fetches in flight at once; want at most max_fetches = 4", peak)
+	}
+}
+
+// chanClosed reports whether ch is closed.
+func chanClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
