@@ -120,20 +120,38 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 		p.buf, p.end = p.buf[:0], nil
 	}
 
+	// A token that ends where the bytes read end may be cut (the
+	// tokenizer reads "<" at its input's end as text): it completes the
+	// head only at the page's real end.
+	complete := func(t *headTracker) bool {
+		if !t.run() {
+			return false
+		}
+		for t.read == len(p.buf) && p.end == nil { // is there more?
+			p.more()
+		}
+		return t.read < len(p.buf) || p.end == io.EOF
+	}
 	on := newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), true)
-	done := on.run()
+	done := complete(on)
 	read := on.read
 	var off *headTracker
 	if on.noscript {
 		off = newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), false)
-		done = off.run() && done
+		done = complete(off) && done
 		read = max(read, off.read)
 	}
-	if !done {
-		if p.end != io.EOF {
-			return robots.Usage{}, p.end
+	if !done { // a tracker stops short only at the end of what could be read
+		switch err := p.end; {
+		case err == io.EOF:
+			read = len(p.buf) // the page's end: all of it is read
+		case err == nil:
+			return robots.Usage{}, errors.New("the tokenizer stopped before the page's end")
+		case errors.Is(err, errHeadBound), errors.Is(err, errRawBound):
+			return robots.Usage{}, err
+		default:
+			return robots.Usage{}, fmt.Errorf("read the page: %w", err)
 		}
-		read = len(p.buf) // the page's end: all of it is read
 	}
 	u, err := parsedHeadUsage(p.buf[:read], true, tokens)
 	if err == nil && off != nil {
