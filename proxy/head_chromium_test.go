@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"maps"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/robots"
+)
+
+// chromiumHeadPage collects, once every frame has loaded, the name and
+// content of each meta element under each frame's document.head (a
+// template's content is not under it), as JSON in #out.
+const chromiumHeadPage = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>heads</title></head><body>
+%s<pre id="out"></pre>
+<script>
+window.addEventListener("load", function () {
+	var out = {};
+	for (var f of document.querySelectorAll("iframe")) {
+		var metas = [];
+		for (var m of f.contentDocument.head.querySelectorAll("meta")) {
+			metas.push([m.getAttribute("name") || "", m.getAttribute("content") || ""]);
+		}
+		out[f.dataset.name] = metas;
+	}
+	document.getElementById("out").textContent = JSON.stringify(out);
+});
+</script></body></html>
+`
+
+// TestHeadInChromium loads a sample of the tricky pages (those of
+// TestHeadAsBrowsersRead that a browser reads whole) in headless Chromium
+// and compares what the meta elements of its document.head say with
+// robotsgate's head reader: the same for every page, but for a <noscript>
+// in the head, whose meta elements Chromium (scripting on) keeps as text
+// and robotsgate reads as a reader without scripts does (the difference
+// is asserted here, and documented in docs/data-teams.md).
+func TestHeadInChromium(t *testing.T) {
+	t.Parallel()
+	browser := findBrowser()
+	if browser == "" {
+		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
+	}
+	cases := headCases(t)
+	for _, name := range []string{"gzip-slow", "long-head", "replacement"} {
+		delete(cases, name) // about robotsgate's bounds, not a browser's reading
+	}
+	for i, page := range []string{ // a few of TestHeadDifferential's
+		"<html><frameset><meta name=robots content=noai>",
+		"<head><title>&lt;/title&gt;<meta name=robots content=noai></title>",
+		"<head><script><!--<script></script><meta name=robots content=noai>--></script><meta name=tdm-reservation content=1>",
+		"<head><template><body><meta name=robots content=noai></template><meta name=tdm-reservation content=1>",
+		"<head></head> <meta name=GPTBot content=noai><body><meta name=robots content=noindex>",
+		"<head><meta name=robots content=noindex name=x><meta content=noai name=robots/>",
+	} {
+		cases[fmt.Sprintf("table-%d", i)] = struct {
+			page   headPage
+			status int
+			rule   string
+		}{page: htmlPage([]byte(page))}
+	}
+	names := slices.Sorted(maps.Keys(cases))
+	var frames strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&frames, "<iframe data-name=%q src=\"/page/%s\"></iframe>\n", name, name)
+	}
+	o := newTestOrigin(t, "User-agent: *\n", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, chromiumHeadPage, frames.String())
+			return
+		}
+		c, ok := cases[strings.TrimPrefix(r.URL.Path, "/page/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		for k, v := range c.page.header {
+			w.Header()[k] = v
+		}
+		w.Write(c.page.body)
+	})
+	seen := chromiumHeads(t, browser, o.URL+"/")
+	tokens := []string{"GPTBot"}
+	for _, name := range names {
+		metas, ok := seen[name]
+		if !ok {
+			t.Errorf("%s: Chromium loaded no head", name)
+			continue
+		}
+		var browser robots.Usage
+		for _, m := range metas {
+			v := robots.MetaUsage(m[0], m[1], tokens)
+			browser.Combine(&v)
+		}
+		page := cases[name].page
+		resp := &http.Response{StatusCode: 200, Header: page.header.Clone(), Body: io.NopCloser(bytes.NewReader(page.body))}
+		got := newHeadReader(10*time.Second).readHeadFor(resp, tokens)
+		if strings.HasPrefix(name, "noscript") && !strings.Contains(name, "after-head") {
+			if browser != (robots.Usage{}) || got[robots.AITrain].State != robots.Refused {
+				t.Errorf("%s: Chromium %s, robotsgate %s; want Chromium none (scripting on: text) and robotsgate refusing", name, usageString(browser), usageString(got))
+			}
+			continue
+		}
+		if got != browser {
+			t.Errorf("%s: robotsgate %s; Chromium's document.head %s (%q)", name, usageString(got), usageString(browser), metas)
+		}
+	}
+}
+
+// chromiumHeads loads url in headless Chromium and returns what its
+// chromiumHeadPage collected: each frame's head's (name, content) pairs.
+func chromiumHeads(t *testing.T, browser, url string) map[string][][2]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", url)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s --dump-dom: %v\n%.2000s", browser, err, stderr.String())
+	}
+	m := regexp.MustCompile(`(?s)<pre id="out">(.*?)</pre>`).FindSubmatch(out)
+	if m == nil || len(m[1]) == 0 {
+		t.Fatalf("Chromium's page collected nothing:\n%.3000s", out)
+	}
+	var seen map[string][][2]string
+	if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &seen); err != nil {
+		t.Fatalf("decode %q: %v", m[1], err)
+	}
+	return seen
+}
