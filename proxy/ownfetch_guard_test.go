@@ -237,6 +237,8 @@ func TestOwnFetchesGuardedThroughNextHop(t *testing.T) {
 			status: 503, gate: "unreachable", reason: "private-address"},
 		{name: "robots.txt redirect to a name resolving inward", host: "rebind.example", port: origin(redirect("http://inward.example/robots.txt"), "", nil),
 			status: 503, gate: "unreachable", reason: "private-address"},
+		{name: "robots.txt redirect to https on the metadata service (a CONNECT)", host: "tls.example", port: origin(redirect("https://169.254.169.254/latest/api/token"), "", nil),
+			status: 503, gate: "unreachable", reason: "private-address"},
 		{name: "robots.txt redirect to 127.1", host: "short.example", port: origin(redirect("http://127.1:6379/"), "", nil),
 			status: 503, gate: "unreachable", reason: "private-address"},
 		{name: "License at the metadata service", host: "meta.example", port: origin(nil, open+"License: http://169.254.169.254/latest/meta-data/iam/security-credentials/\n", nil),
