@@ -538,19 +538,36 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		return tc, bufio.NewReader(tc)
 	}
 	busy, busyR := open()
-	idle, idleR := open()
-	start := time.Now()
-	for i := 0; time.Since(start) < 3*time.Second && i < 100; i++ { // three timeouts' worth of traffic
+	_, idleR := open()
+	idleEnded := make(chan error, 1)
+	go func() {
+		_, err := idleR.ReadByte() // EOF when the proxy closes it; the 10 s deadline otherwise
+		idleEnded <- err
+	}()
+	// Traffic on the busy tunnel until the idle one, opened after it, is
+	// closed, and 5 pings more: the busy one has then lived past the
+	// timeout, whatever the machine's speed.
+	after := -1
+	for i := 0; after < 0 || i <= after+5; i++ {
+		if after < 0 && i == 40 { // 4 s and more: within the connections' 10 s deadline
+			t.Fatal("the idle tunnel was not closed within 40 pings of the busy one")
+		}
 		fmt.Fprintf(busy, "ping %d\n", i)
 		if line, err := busyR.ReadString('\n'); err != nil || line != fmt.Sprintf("ping %d\n", i) {
-			t.Fatalf("busy tunnel cut after %v: %q %v", time.Since(start), line, err)
+			t.Fatalf("busy tunnel cut at ping %d: %q %v", i, line, err)
+		}
+		if after < 0 {
+			select {
+			case err := <-idleEnded:
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("idle tunnel still open after its timeout: %v", err)
+				}
+				after = i
+			default:
+			}
 		}
 		time.Sleep(100 * time.Millisecond) // pacing the traffic, not waiting for state
 	}
-	if _, err := idleR.ReadByte(); err == nil {
-		t.Error("idle tunnel still open after its timeout")
-	}
-	_ = idle
 }
 
 func TestMITMWebSocket(t *testing.T) {
