@@ -238,3 +238,32 @@ func BenchmarkSign(b *testing.B) {
 		}
 	})
 }
+
+// TestSignDirectoryAuthority: the directory is signed for the signature
+// agent URL's authority as RFC 9421 writes "@authority": lower case,
+// without the scheme's default port.
+func TestSignDirectoryAuthority(t *testing.T) {
+	t.Parallel()
+	k, err := identity.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for agent, want := range map[string]string{
+		"https://Bot.Example/.well-known/http-message-signatures-directory": "bot.example",
+		"https://bot.example:443/d":                                         "bot.example",
+		"https://bot.example:8443/d":                                        "bot.example:8443",
+		"https://[::1]:443/d":                                               "[::1]",
+		"https://[::1]:8443":                                                "[::1]:8443",
+	} {
+		s, err := identity.NewSigner(k, agent, time.Minute, nil)
+		if err != nil {
+			t.Fatalf("NewSigner(%q): %v", agent, err)
+		}
+		if got := s.DirectoryAuthority(); got != want {
+			t.Errorf("DirectoryAuthority() for %q = %q; want %q", agent, got, want)
+		}
+	}
+	if _, err := identity.NewSigner(k, "bot.example", time.Minute, nil); err == nil {
+		t.Error("NewSigner with an agent that is no URL with a host: no error")
+	}
+}
