@@ -316,3 +316,41 @@ func contains(list []string, sub string) bool {
 	}
 	return false
 }
+
+// TestOwnFetchRebindingWithoutNextHop: with no next hop the dialer still
+// checks the address it dials, whatever the guard was told: a name that
+// resolved to a public address at step 2 (and for the fetch's guard,
+// which asks the same remembered lookup) but to loopback when its
+// robots.txt is dialled reaches nothing, and the page is refused.
+func TestOwnFetchRebindingWithoutNextHop(t *testing.T) {
+	t.Parallel()
+	o := newTestOrigin(t, "User-agent: *\nAllow: /\n", nil)
+	_, port, _ := net.SplitHostPort(o.Listener.Addr().String())
+	var mu sync.Mutex
+	lookups := 0
+	rebinding := func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups++
+		if lookups == 1 {
+			return []netip.Addr{netip.MustParseAddr("203.0.113.7")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	cfg := config.Default() // block_private on, no next hop
+	cfg.Listen = "127.0.0.1:0"
+	cfg.TLS.StateDir = t.TempDir()
+	p, _ := startWithLookup(t, cfg, rebinding)
+	resp, err := p.client().Get("http://rebind.example:" + port + "/page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "private-address") {
+		t.Errorf("a name rebound to loopback after step 2: %d %q; want 503, robots.txt refused as private-address", resp.StatusCode, body)
+	}
+	if n := o.count("/robots.txt") + o.count("/page"); n != 0 {
+		t.Errorf("the origin was reached %d times; want never", n)
+	}
+}
