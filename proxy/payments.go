@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
@@ -125,8 +126,13 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 	}
 	resp.Body.Close() // unread: nothing of it is needed, and a trickle holds nothing
 
-	// Sent once: on a connection of its own (see paidTransport).
-	again := r.Clone(context.WithValue(r.Context(), sendOnceKey{}, new(atomic.Bool)))
+	// Sent once: on a connection of its own (see paidTransport). Whether
+	// a connection was had tells a request that may have reached the site
+	// from one that never left.
+	var connected atomic.Bool
+	sendCtx := httptrace.WithClientTrace(context.WithValue(r.Context(), sendOnceKey{}, new(atomic.Bool)),
+		&httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+	again := r.Clone(sendCtx)
 	again.Header.Set(fieldExactPrice, stated)
 	if signer := s.signer(); signer != nil {
 		// A fresh signature that covers the price accepted too: it cannot
@@ -135,6 +141,13 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 		s.metrics.signed.Inc()
 	}
 	paid, err := s.paid.RoundTrip(again)
+	if err != nil && !connected.Load() {
+		// It never left (no connection: refused, a private address, a
+		// TLS or next-hop failure): nothing can have been charged.
+		refund(price)
+		s.metrics.payments.WithLabelValues(payFailed).Inc()
+		return s.upstreamFailure(p, r, d.Origin.HostPort(), err, d), true
+	}
 	if err != nil {
 		// The site may have charged for a request whose answer was lost:
 		// the price is counted as spent (the budget keeps the

@@ -199,6 +199,10 @@ func TestPayPerCrawlFleet(t *testing.T) {
 type lossyPricedOrigin struct {
 	addr string
 	warm int
+	ln   net.Listener
+	// refuse, when set, closes the listener once a 402 is sent: the paid
+	// request's connection is refused.
+	refuse bool
 
 	mu      sync.Mutex
 	paid    []string // the request heads that accepted the price, as received
@@ -212,7 +216,7 @@ func newLossyPricedOrigin(t *testing.T, warm int) *lossyPricedOrigin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &lossyPricedOrigin{addr: ln.Addr().String(), warm: warm, all: make(chan struct{})}
+	o := &lossyPricedOrigin{addr: ln.Addr().String(), warm: warm, ln: ln, all: make(chan struct{})}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]bool{}
@@ -277,6 +281,9 @@ func (o *lossyPricedOrigin) serve(c net.Conn) {
 			o.mu.Unlock()
 			return // read, then dropped unanswered
 		default:
+			if o.refuse {
+				o.ln.Close()
+			}
 			io.WriteString(c, "HTTP/1.1 402 Payment Required\r\nCrawler-Price: USD 0.01\r\nContent-Length: 0\r\n\r\n")
 		}
 	}
@@ -455,6 +462,34 @@ func TestPayBudgetFileIsAStateFile(t *testing.T) {
 				t.Fatalf("NewServer with pay-budget.json a %s: still starting after 20 s (waiting on it)", tc.name)
 			}
 		})
+	}
+}
+
+// TestPayNotCountedWhenNeverSent: a paid request that never left (its
+// connection refused) cannot have been charged: the client gets 502, and
+// the reservation is given back.
+func TestPayNotCountedWhenNeverSent(t *testing.T) {
+	t.Parallel()
+	o := newLossyPricedOrigin(t, 0)
+	o.refuse = true
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+		return c
+	}())
+	if resp, body := get(t, p.client(), "http://"+o.addr+"/paid"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("GET /paid: %d %q; want 502 (the paid request's connection was refused)", resp.StatusCode, body)
+	}
+	if got := o.paidRequests(); len(got) != 0 {
+		t.Errorf("the site received %d paid requests; want none", len(got))
+	}
+	spent, err := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
+	if err != nil || spent.Nanos != 0 {
+		t.Errorf("budget spent = %v, %v; want nothing (the request never left)", spent, err)
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "" {
+		t.Errorf("audit = %v; want nothing charged", rec)
 	}
 }
 
