@@ -38,7 +38,9 @@ import (
 // script {-2, 0, 0} for a value no instance writes, or {-1, res, ref}
 // when either field is below what the instance saw (ARGV[1] reserved,
 // ARGV[2] refunded): a counter that went backwards, or vanished (read as
-// 0, 0).
+// 0, 0). Lua compares doubles: exact while a day's reservations stay
+// below 2^53 billionths (nine million of a currency a day, refunded ones
+// included).
 const counterSource = `
 local function whole(n) return n ~= nil and n >= 0 and n == math.floor(n) end
 local res, ref = 0, 0
