@@ -8,12 +8,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
-	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
@@ -112,8 +113,11 @@ func FuzzInnerStream(f *testing.F) {
 
 // FuzzReadHead reads any body, in any of the codings robotsgate reads a
 // head through (or another), as a page whose head it must judge: no panic,
-// the body then reads back exactly as sent, and a head that could not be
-// read refuses ai-train and ai-input with a statement that says so.
+// the body then reads back exactly as sent, a head that could not be read
+// refuses every purpose with a statement that says so, and a page sent
+// as it is, UTF-8 and whole within the bound, is decided as html.Parse of
+// the whole page decides it (TestHeadDifferential's oracle). Seeded from
+// robots/testdata/usage and testdata/head.
 func FuzzReadHead(f *testing.F) {
 	page, err := os.ReadFile("../robots/testdata/usage/head.html")
 	if err != nil {
@@ -129,17 +133,40 @@ func FuzzReadHead(f *testing.F) {
 	f.Add([]byte("\x78\x9c\x01\x00\x00\xff\xff"), "deflate")
 	f.Add([]byte("\x28\xb5\x2f\xfd"), "zstd")
 	f.Add(page, "br")
+	heads, err := filepath.Glob(filepath.Join("testdata", "head", "*.html"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range heads {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, "")
+	}
 	f.Fuzz(func(t *testing.T, body []byte, coding string) {
 		resp := &http.Response{Header: http.Header{"Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
-		d := &policy.Decision{}
-		u := newHeadReader(time.Second).readHead(resp, d)
+		tokens := []string{"GPTBot"}
+		u := newHeadReader(time.Second).readHeadFor(resp, tokens)
 		back, err := io.ReadAll(resp.Body)
 		if err != nil || !bytes.Equal(back, body) {
 			t.Fatalf("the body after readHead: %d bytes, %v; want the %d sent", len(back), err, len(body))
 		}
+		unreadable := strings.HasPrefix(u[robots.AITrain].Statement, "html head: unreadable (")
 		for p, v := range u {
-			if v.State != robots.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") {
+			if v.State != robots.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
+				unreadable && v.State != robots.Refused {
 				t.Fatalf("readHead: %s = %+v", robots.Purpose(p), v)
+			}
+		}
+		if strings.TrimSpace(coding) != "" || len(body) >= MaxHead || !utf8.Valid(body) ||
+			bytes.Contains(bytes.ToLower(body), []byte("charset")) || bytes.HasPrefix(body, []byte("\xEF\xBB\xBF")) {
+			return // decoded otherwise than html.Parse reads bytes, or not whole
+		}
+		want := headOracle(t, body, tokens)
+		for p := range u {
+			if u[p].State != want[p].State {
+				t.Fatalf("readHead(%q) = %s; html.Parse says %s", body, usageString(u), usageString(want))
 			}
 		}
 	})
