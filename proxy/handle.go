@@ -206,6 +206,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		s.finish(p, r, d, resp.StatusCode, "")
 		return resp
 	}
+	s.watchTrailer(p, r, d, resp) // a usage statement in the trailer comes too late to withhold: logged
 	if d.Action == policy.ActionWouldBlock {
 		resp.Header["X-Robots-Gate"] = []string{policy.ActionWouldBlock.String()}
 		if rule := d.RuleHeader(); rule != "" {

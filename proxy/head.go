@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -63,6 +64,9 @@ func readableAcceptEncoding(h http.Header) {
 type headReader struct {
 	timeout time.Duration
 	zstd    chan struct{} // a token per zstd decode under way
+	// trailerStatements counts trailers that refused a declared purpose
+	// after the body was sent (watchTrailer).
+	trailerStatements prometheus.Counter
 }
 
 // zstdHeads is how many zstd-encoded heads are decoded at once: a frame
@@ -73,7 +77,7 @@ const (
 )
 
 func newHeadReader(timeout time.Duration) *headReader {
-	return &headReader{timeout: timeout, zstd: make(chan struct{}, zstdHeads)}
+	return &headReader{timeout: timeout, zstd: make(chan struct{}, zstdHeads), trailerStatements: newTrailerCounter()}
 }
 
 // readHead reads the head of resp's HTML page as browsers build it (the
@@ -89,10 +93,15 @@ func newHeadReader(timeout time.Duration) *headReader {
 // encoding, not arrived within the timeout) refuses every declared
 // purpose: a statement no one can read must not open the gate for them.
 func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.Usage {
+	return hr.readHeadFor(resp, d.Agents.Slice())
+}
+
+// readHeadFor is readHead for a request that obeys tokens.
+func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) robots.Usage {
 	raw := &recorder{r: resp.Body, max: maxHeadRaw}
 	// A body that stalls is closed when the time is up: its read returns.
 	stop := time.AfterFunc(hr.timeout, func() { resp.Body.Close() })
-	u, err := hr.judgeHead(resp, raw, d.Agents.Slice())
+	u, err := hr.judgeHead(resp, raw, tokens)
 	timedOut := !stop.Stop()
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(raw.buf), resp.Body), Closer: resp.Body}
 	switch {

@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/robotsgate/robotsgate/proxy/policy"
+)
+
+// trailerUsageFields are the response fields that state usage
+// preferences (policy.JudgeResponse reads them in the header section).
+var trailerUsageFields = [...]string{"X-Robots-Tag", "Content-Usage", "Content-Signal", "Tdm-Reservation"}
+
+// newTrailerCounter is robotsgate_usage_trailer_statements_total.
+func newTrailerCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "robotsgate_usage_trailer_statements_total",
+		Help: "Responses to requests that declare purposes whose trailer, arriving after the body was sent, refused one (logged, not enforced).",
+	})
+}
+
+// watchTrailer has the end of resp's body judged for usage statements
+// in its trailer, when d declares purposes. A trailer arrives with the
+// body's end, after every byte of it went to the client: it cannot
+// withhold them, and RFC 9110 (§6.5.1) lets no field move from a trailer
+// into the header section unless its definition allows it, which
+// X-Robots-Tag's does not. So a statement there that would have refused
+// a declared purpose is logged (a warning naming the URL and the
+// statement) and counted (robotsgate_usage_trailer_statements_total), for
+// the operator to drop what was received; the trailer itself reaches the
+// client as the origin sent it.
+func (s *Server) watchTrailer(p *policy.Policy, r *http.Request, d *policy.Decision, resp *http.Response) {
+	if d.Purposes == 0 || resp.StatusCode == http.StatusSwitchingProtocols || r.Method == http.MethodHead {
+		return
+	}
+	dc := *d // judged once the body ends, on a copy: d was audited already
+	url := r.URL.String()
+	resp.Body = &trailerWatch{ReadCloser: resp.Body, resp: resp, judge: func(trailer http.Header) {
+		h := http.Header{}
+		for _, name := range trailerUsageFields {
+			if v := trailer[name]; len(v) > 0 {
+				h[name] = v
+			}
+		}
+		if len(h) == 0 {
+			return
+		}
+		h["Content-Type"] = resp.Header["Content-Type"]
+		if len(h["Tdm-Reservation"]) == 0 {
+			// The reservation of tdmrep.json was judged with the header
+			// section: the trailer's own statements only are judged here.
+			h["Tdm-Reservation"] = []string{"0"}
+		}
+		if !p.JudgeResponse(&dc, h, nil) {
+			return
+		}
+		s.heads.trailerStatements.Inc()
+		s.log.Warn("usage statement in a trailer, after the body was sent: not enforced",
+			"url", url, "purpose", dc.Refusal.Purpose.String(), "rule", dc.RuleHeader())
+	}}
+}
+
+// trailerWatch calls judge with resp's trailer once its body has ended
+// (io.EOF), when the trailer has been read into resp.Trailer.
+type trailerWatch struct {
+	io.ReadCloser
+	resp  *http.Response
+	judge func(http.Header)
+	once  sync.Once
+}
+
+func (w *trailerWatch) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if err == io.EOF && w.resp.Trailer != nil {
+		w.once.Do(func() { w.judge(w.resp.Trailer) })
+	}
+	return n, err
+}
