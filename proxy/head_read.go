@@ -94,8 +94,9 @@ func (c *pageCursor) Read(b []byte) (int, error) {
 //
 // The page is decoded as the HTML standard's encoding sniffing says; the
 // tree builder's insertion modes (headTracker) tell when the head is
-// complete, and html.Parse of the bytes read by then builds the head, as
-// it would from the whole page. With scripting on, as in browsers, a
+// complete and which meta elements it holds (or, where the tracker cannot
+// follow a template, html.Parse of the bytes read by then builds the
+// head), as the tree of the whole page would. With scripting on, as in browsers, a
 // <noscript> in the head is text; with it off (a reader that runs no
 // scripts) its meta elements are the head's: when a page has one, both
 // readings are made, and a refusal in either refuses.
@@ -132,14 +133,15 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 		}
 		return t.read < len(p.buf) || p.end == io.EOF
 	}
-	on := newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), true)
+	on := newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), true, tokens)
 	done := complete(on)
 	read := on.read
-	var off *headTracker
+	readings := []*headTracker{on}
 	if on.noscript {
-		off = newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), false)
+		off := newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), false, tokens)
 		done = complete(off) && done
 		read = max(read, off.read)
+		readings = append(readings, off)
 	}
 	if !done { // a tracker stops short only at the end of what could be read
 		switch err := p.end; {
@@ -153,13 +155,18 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 			return robots.Usage{}, fmt.Errorf("read the page: %w", err)
 		}
 	}
-	u, err := parsedHeadUsage(p.buf[:read], true, tokens)
-	if err == nil && off != nil {
-		var v robots.Usage
-		v, err = parsedHeadUsage(p.buf[:read], false, tokens)
+	var u robots.Usage
+	for _, t := range readings {
+		v := t.u
+		if t.lost { // the tree builder's own reading of the bytes read
+			var err error
+			if v, err = parsedHeadUsage(p.buf[:read], t.scripting, tokens); err != nil {
+				return robots.Usage{}, err
+			}
+		}
 		u.Combine(&v)
 	}
-	return u, err
+	return u, nil
 }
 
 // parsedHeadUsage builds the tree of page with html.Parse, scripting on

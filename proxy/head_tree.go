@@ -25,15 +25,22 @@ const (
 )
 
 // headTracker follows the tokens of an HTML page through the insertion
-// modes that build its head, to tell when the head is complete: once the
-// tree builder has left them (a <body>, text or an element only a body
-// holds), no later token can add to it. It builds no tree: the head itself
-// is read from html.Parse's tree (headUsage) of the bytes read by then. It
-// must never say the head is complete before the tree builder would; it
-// may say so later (it reads on, to the page's end or the bound).
+// modes that build its head (§13.2.6.4.1-6), to tell when the head is
+// complete: once the tree builder has left them (a <body>, text or an
+// element only a body holds), no later token can add to it. It builds no
+// tree, but reads the meta elements the tree builder puts in the head
+// element as it meets them (u); in a template whose end it cannot follow
+// without the whole tree builder (lost), the head is read from
+// html.Parse's tree of the bytes read instead (headUsage). It must never
+// say the head is complete before the tree builder would; it may say so
+// later (it reads on, to the page's end or the bound). TestHeadDifferential
+// and FuzzReadHead hold it to html.Parse of the whole page.
 type headTracker struct {
 	z         *html.Tokenizer
-	scripting bool     // the scripting flag: with it, <noscript> is raw text
+	tokens    []string     // the tokens a request obeys, for meta elements named after one
+	u         robots.Usage // what the head's meta elements read so far say
+	hasAttr   bool         // the current tag has attributes
+	scripting bool         // the scripting flag: with it, <noscript> is raw text
 	mode      headMode // where the tree builder is
 	back      headMode // the mode a text or template element returns to
 	templates int      // templates open (nested ones too)
@@ -42,8 +49,8 @@ type headTracker struct {
 	read      int      // bytes of the page tokenized up to the current token's end
 }
 
-func newHeadTracker(z *html.Tokenizer, scripting bool) *headTracker {
-	return &headTracker{z: z, scripting: scripting}
+func newHeadTracker(z *html.Tokenizer, scripting bool, tokens []string) *headTracker {
+	return &headTracker{z: z, scripting: scripting, tokens: tokens}
 }
 
 // run reads tokens until the head is complete (true) or the tokenizer's
@@ -80,7 +87,8 @@ func (t *headTracker) step(tt html.TokenType) {
 		}
 		return
 	}
-	name, _ := t.z.TagName()
+	name, hasAttr := t.z.TagName()
+	t.hasAttr = hasAttr
 	t.tag(tt == html.StartTagToken || tt == html.SelfClosingTagToken, atom.Lookup(name)) // "<script/>" opens one too
 }
 
@@ -145,7 +153,9 @@ func (t *headTracker) inHead(start bool, a atom.Atom) {
 		return // </template> with none open, and any other end tag: ignored
 	}
 	switch a {
-	case atom.Html, atom.Head, atom.Base, atom.Basefont, atom.Bgsound, atom.Link, atom.Meta:
+	case atom.Meta: // into the head element (after </head> too), or a noscript in it
+		t.meta()
+	case atom.Html, atom.Head, atom.Base, atom.Basefont, atom.Bgsound, atom.Link:
 	case atom.Title, atom.Style, atom.Script, atom.Noframes:
 		t.back, t.mode = t.mode, modeText
 	case atom.Noscript:
@@ -168,6 +178,29 @@ func (t *headTracker) inHead(start bool, a atom.Atom) {
 	default:
 		t.mode = modeHeadDone // <body>, <frameset>, or an element only a body holds
 	}
+}
+
+// meta reads the name and content of the meta element the tokenizer is
+// at (the first of duplicate attributes: the tokenizer drops the others,
+// as browsers do) into t.u.
+func (t *headTracker) meta() {
+	var name, content string
+	for more := t.hasAttr; more; {
+		var k, v []byte
+		k, v, more = t.z.TagAttr()
+		switch string(k) { // lower-case
+		case "name":
+			name = string(v)
+		case "content":
+			content = string(v)
+		}
+	}
+	t.hasAttr = false
+	if name == "" {
+		return
+	}
+	v := robots.MetaUsage(name, content, t.tokens)
+	t.u.Combine(&v)
 }
 
 // inTemplate follows a template's content for the template's end tag
