@@ -41,12 +41,12 @@ type headTracker struct {
 	u         robots.Usage // what the head's meta elements read so far say
 	hasAttr   bool         // the current tag has attributes
 	scripting bool         // the scripting flag: with it, <noscript> is raw text
-	mode      headMode // where the tree builder is
-	back      headMode // the mode a text or template element returns to
-	templates int      // templates open (nested ones too)
-	lost      bool     // template content it does not follow (foreign content, select): never done
-	noscript  bool     // saw a <noscript> start tag while the head was open
-	read      int      // bytes of the page tokenized up to the current token's end
+	mode      headMode     // where the tree builder is
+	back      headMode     // the mode a text or template element returns to
+	templates int          // templates open (nested ones too)
+	lost      bool         // template content it does not follow (foreign content, select): never done
+	noscript  bool         // saw a <noscript> start tag while the head was open
+	read      int          // bytes of the page tokenized up to the current token's end
 }
 
 func newHeadTracker(z *html.Tokenizer, scripting bool, tokens []string) *headTracker {
