@@ -10,10 +10,6 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
-// trailerUsageFields are the response fields that state usage
-// preferences (policy.JudgeResponse reads them in the header section).
-var trailerUsageFields = [...]string{"X-Robots-Tag", "Content-Usage", "Content-Signal", "Tdm-Reservation"}
-
 // newTrailerCounter is robotsgate_usage_trailer_statements_total.
 func newTrailerCounter() prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{
@@ -40,7 +36,9 @@ func (s *Server) watchTrailer(p *policy.Policy, r *http.Request, d *policy.Decis
 	url := r.URL.String()
 	resp.Body = &trailerWatch{ReadCloser: resp.Body, resp: resp, judge: func(trailer http.Header) {
 		h := http.Header{}
-		for _, name := range trailerUsageFields {
+		// The fields that state usage preferences, as JudgeResponse reads
+		// them in the header section.
+		for _, name := range [...]string{"X-Robots-Tag", "Content-Usage", "Content-Signal", "Tdm-Reservation"} {
 			if v := trailer[name]; len(v) > 0 {
 				h[name] = v
 			}
