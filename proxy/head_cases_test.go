@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf16"
 
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -167,5 +168,57 @@ func TestHeadAsBrowsersRead(t *testing.T) {
 				t.Errorf("%s with no purpose: %d, %d bytes; want 200 and the page", name, resp.StatusCode, len(body))
 			}
 		})
+	}
+}
+
+// TestHeadHostileOrigin: an origin cannot make the head reader read
+// without end or wait without end: a gzip bomb whose head never ends is
+// refused once 64 KiB are decoded, the origin's writes then failing (the
+// proxy read no further); a page that stalls in its head is refused when
+// upstream.timeout is up.
+func TestHeadHostileOrigin(t *testing.T) {
+	t.Parallel()
+	bombEnded := make(chan error, 1)
+	o := newTestOrigin(t, "User-agent: *\n", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/bomb": // 1 GiB of a title, some 1 MiB gzip-encoded
+			w.Header().Set("Content-Encoding", "gzip")
+			zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+			zw.Write([]byte("<html><head><title>"))
+			chunk := bytes.Repeat([]byte("a"), 1<<20)
+			var err error
+			for i := 0; i < 1<<10 && err == nil; i++ {
+				_, err = zw.Write(chunk)
+			}
+			if err == nil {
+				err = zw.Close()
+			}
+			bombEnded <- err
+		case "/stall":
+			w.Write([]byte("<html><head><title>a title"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // until the proxy gives up on it
+		}
+	})
+	cfg := loopbackConfig()
+	cfg.Upstream.Timeout = time.Second
+	p := startProxy(t, cfg)
+	c := p.client()
+	resp, _ := get(t, c, o.URL+"/bomb", policy.PurposeHeader, "ai-train", "Accept-Encoding", "gzip")
+	if want := "html head: unreadable (the head did not end within the first 64 KiB)"; resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
+		t.Errorf("gzip bomb: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
+	}
+	select {
+	case err := <-bombEnded:
+		if err == nil {
+			t.Error("the origin wrote its whole gzip bomb: the proxy read it to the end")
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the origin is still writing its gzip bomb 30 s after the answer")
+	}
+	resp, _ = get(t, c, o.URL+"/stall", policy.PurposeHeader, "ai-train")
+	if want := "html head: unreadable (not read within 1s)"; resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
+		t.Errorf("a stalled head: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
 	}
 }

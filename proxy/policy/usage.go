@@ -133,7 +133,7 @@ func (p *Policy) judgesResponse(d *Decision) bool {
 }
 
 // NeedsHead reports whether a forwarded response must have its HTML head
-// read (robots.HeadUsage) before JudgeResponse: a page with content, for
+// read (the proxy's head reader) before JudgeResponse: a page with content, for
 // a request its statements could refuse, that says it is HTML or, saying
 // nothing of its type, may be (as browsers sniff it).
 func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
