@@ -175,7 +175,7 @@ func TestHeadAsBrowsersRead(t *testing.T) {
 // without end or wait without end: a gzip bomb whose head never ends is
 // refused once 64 KiB are decoded, the origin's writes then failing (the
 // proxy read no further); a page that stalls in its head is refused when
-// upstream.timeout is up.
+// upstream.timeout is up, and one that stalls after it is judged on it.
 func TestHeadHostileOrigin(t *testing.T) {
 	t.Parallel()
 	bombEnded := make(chan error, 1)
@@ -199,6 +199,11 @@ func TestHeadHostileOrigin(t *testing.T) {
 			w.Write([]byte("<html><head><title>a title"))
 			w.(http.Flusher).Flush()
 			<-r.Context().Done() // until the proxy gives up on it
+		case "/stall-after-head": // its charset named: no prescan waits for 1024 bytes
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write([]byte(`<html><head><meta name="robots" content="noai"></head><body>`))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		}
 	})
 	cfg := loopbackConfig()
@@ -220,5 +225,10 @@ func TestHeadHostileOrigin(t *testing.T) {
 	resp, _ = get(t, c, o.URL+"/stall", policy.PurposeHeader, "ai-train")
 	if want := "html head: unreadable (not read within 1s)"; resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
 		t.Errorf("a stalled head: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
+	}
+	// A page that stalls after its head is judged on its head.
+	resp, _ = get(t, c, o.URL+"/stall-after-head", policy.PurposeHeader, "ai-train")
+	if want := "meta robots: noai"; resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
+		t.Errorf("a page stalled after its head: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
 	}
 }

@@ -102,8 +102,13 @@ func (c *pageCursor) Read(b []byte) (int, error) {
 // readings are made, and a refusal in either refuses.
 func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error) {
 	p := &pageStart{r: r, buf: make([]byte, 0, 4<<10)}
-	for len(p.buf) < 1024 && p.end == nil {
+	for len(p.buf) < 3 && p.end == nil { // room for a byte order mark
 		p.more()
+	}
+	if !certainEncoding(p.buf, label) {
+		for len(p.buf) < 1024 && p.end == nil { // what the prescan reads
+			p.more()
+		}
 	}
 	enc, name, bom := sniffEncoding(p.buf, label)
 	switch name {
@@ -121,17 +126,13 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 		p.buf, p.end = p.buf[:0], nil
 	}
 
-	// A token that ends where the bytes read end may be cut (the
-	// tokenizer reads "<" at its input's end as text): it completes the
-	// head only at the page's real end.
+	// A token that ends where the bytes read end, once they are all that
+	// can be read, may be cut (the tokenizer reads "<" at its input's end
+	// as text): it completes the head only at the page's real end. One
+	// the tokenizer ended before its input did (a tag's ">") is whole: the
+	// head is judged without waiting for more of the page.
 	complete := func(t *headTracker) bool {
-		if !t.run() {
-			return false
-		}
-		for t.read == len(p.buf) && p.end == nil { // is there more?
-			p.more()
-		}
-		return t.read < len(p.buf) || p.end == io.EOF
+		return t.run() && (t.read < len(p.buf) || p.end == nil || p.end == io.EOF)
 	}
 	on := newHeadTracker(html.NewTokenizer(&pageCursor{p: p}), true, tokens)
 	done := complete(on)
@@ -201,6 +202,18 @@ func sniffEncoding(first []byte, label string) (enc encoding.Encoding, name stri
 	}
 	enc, name, _ = charset.DetermineEncoding(first, "")
 	return enc, name, 0
+}
+
+// certainEncoding reports whether a byte order mark at the start of first
+// (at least 3 bytes of the page, unless it is shorter) or label, the
+// Content-Type's charset, names the encoding: then no prescan is made,
+// and robotsgate waits for no more of the page than its head.
+func certainEncoding(first []byte, label string) bool {
+	if bytes.HasPrefix(first, []byte("\xEF\xBB\xBF")) || bytes.HasPrefix(first, []byte("\xFE\xFF")) || bytes.HasPrefix(first, []byte("\xFF\xFE")) {
+		return true
+	}
+	enc, _ := charset.Lookup(label)
+	return label != "" && enc != nil
 }
 
 // failing is a reader that fails with err.
