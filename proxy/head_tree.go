@@ -172,9 +172,6 @@ func (t *headTracker) inHead(start bool, a atom.Atom) {
 		}
 	case atom.Template:
 		t.back, t.mode, t.templates = t.mode, modeInTemplate, 1
-		if t.back == modeInHeadNoscript {
-			t.back = modeInHead // cannot happen: noscript holds no template
-		}
 	default:
 		t.mode = modeHeadDone // <body>, <frameset>, or an element only a body holds
 	}
