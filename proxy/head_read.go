@@ -96,10 +96,10 @@ func (c *pageCursor) Read(b []byte) (int, error) {
 // tree builder's insertion modes (headTracker) tell when the head is
 // complete and which meta elements it holds (or, where the tracker cannot
 // follow a template, html.Parse of the bytes read by then builds the
-// head), as the tree of the whole page would. With scripting on, as in browsers, a
-// <noscript> in the head is text; with it off (a reader that runs no
-// scripts) its meta elements are the head's: when a page has one, both
-// readings are made, and a refusal in either refuses.
+// head), as the tree of the whole page would. With scripting on, as in
+// browsers, a <noscript> in the head is text; with it off (a reader that
+// runs no scripts) its meta elements are the head's: when a page has
+// one, both readings are made, and a refusal in either refuses.
 func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error) {
 	p := &pageStart{r: r, buf: make([]byte, 0, 4<<10)}
 	for len(p.buf) < 3 && p.end == nil { // room for a byte order mark
