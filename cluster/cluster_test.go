@@ -152,27 +152,58 @@ func TestReserve(t *testing.T) {
 	r := redistest.Start(t)
 	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
 	gap, maxWait := 300*time.Millisecond, 700*time.Millisecond
-	var waits []time.Duration
+	var waits, since []time.Duration
+	first := time.Now()
 	for i, c := range []*Client{a, b, a} {
-		w, ok, err := c.Reserve(t.Context(), "site.example", gap, maxWait)
+		w, ok, err := c.Reserve(t.Context(), "site.example", gap, maxWait, 0)
 		if err != nil || !ok {
 			t.Fatalf("reserve %d: %v %v %v", i, w, ok, err)
 		}
-		waits = append(waits, w)
+		waits, since = append(waits, w), append(since, time.Since(first))
 	}
 	// Each start gap after the one before, whichever instance asked: the
-	// waits are about 0, gap and 2 gaps (less the time between calls).
+	// waits are 0, gap and 2 gaps, less the time between the calls (at
+	// most what this test measured around them, however slow the machine).
 	for i, w := range waits {
-		if want := time.Duration(i) * gap; w > want || w < want-150*time.Millisecond {
-			t.Errorf("wait %d = %v; want about %v", i, w, want)
+		if want := time.Duration(i) * gap; w > want || w < want-since[i]-time.Millisecond {
+			t.Errorf("wait %d = %v; want %v less at most %v", i, w, want, since[i])
 		}
 	}
-	w, ok, err := b.Reserve(t.Context(), "site.example", gap, maxWait)
+	w, ok, err := b.Reserve(t.Context(), "site.example", gap, maxWait, 0)
 	if err != nil || ok || w < 700*time.Millisecond {
 		t.Errorf("past max_wait: %v %v %v; want refused with the wait", w, ok, err)
 	}
-	if w, ok, _ := b.Reserve(t.Context(), "other.example", gap, maxWait); !ok || w != 0 {
+	if w, ok, _ := b.Reserve(t.Context(), "other.example", gap, maxWait, 0); !ok || w != 0 {
 		t.Errorf("another host: %v %v; want at once", w, ok)
+	}
+}
+
+// TestReserveLocalWait: a reservation starts no sooner than the
+// instance's own pacing would (what it started while Redis was away),
+// nor sooner than gap after the fleet's last start: the later wins.
+func TestReserveLocalWait(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	c := newClient(t, r, nil, 0)
+	gap, maxWait := 200*time.Millisecond, 5*time.Second
+	// A host Redis knows nothing of (a primary that lost its writes):
+	// the instance's own last start holds the request.
+	start := time.Now()
+	if w, ok, err := c.Reserve(t.Context(), "a.example", gap, maxWait, 1500*time.Microsecond+time.Second); err != nil || !ok || w != 1002*time.Millisecond {
+		t.Errorf("local wait 1.0015 s, nothing in Redis: %v %v %v; want 1.002 s (whole milliseconds, rounded up)", w, ok, err)
+	}
+	// The next start is gap after that one, which a smaller local wait
+	// cannot bring forward.
+	w, ok, err := c.Reserve(t.Context(), "a.example", gap, maxWait, 10*time.Millisecond)
+	if want := 1202 * time.Millisecond; err != nil || !ok || w > want || w < want-time.Since(start)-time.Millisecond {
+		t.Errorf("after a reserved start 1.002 s ahead: %v %v %v; want about %v", w, ok, err, want)
+	}
+	// A local wait past max_wait is refused, and nothing reserved.
+	if w, ok, err := c.Reserve(t.Context(), "b.example", gap, maxWait, 6*time.Second); err != nil || ok || w != 6*time.Second {
+		t.Errorf("local wait past max_wait: %v %v %v; want refused, 6 s", w, ok, err)
+	}
+	if w, ok, err := c.Reserve(t.Context(), "b.example", gap, maxWait, 0); err != nil || !ok || w != 0 {
+		t.Errorf("after a refusal: %v %v %v; want at once", w, ok, err)
 	}
 }
 

@@ -264,7 +264,7 @@ func TestForeignPacingStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := c.errorsNow(t)
-		w, ok, err := c.Reserve(ctx, "site.example", gap, maxWait)
+		w, ok, err := c.Reserve(ctx, "site.example", gap, maxWait, 0)
 		if err != nil || !ok || w != 0 {
 			t.Errorf("Reserve over a stored %q = %v, %v, %v; want at once", v, w, ok, err)
 		}
@@ -281,7 +281,7 @@ func TestForeignPacingStart(t *testing.T) {
 	}
 	// Starts the fleet reserved itself: held, not counted.
 	before := c.errorsNow(t)
-	if w, ok, err := c.Reserve(ctx, "site.example", gap, maxWait); err != nil || !ok || w < gap/2 {
+	if w, ok, err := c.Reserve(ctx, "site.example", gap, maxWait, 0); err != nil || !ok || w < gap/2 {
 		t.Errorf("second Reserve = %v, %v, %v; want a wait of about %v", w, ok, err, gap)
 	}
 	if n := c.errorsNow(t) - before; n != 0 {

@@ -16,14 +16,17 @@ import (
 
 // reserveSource reserves a request's start on a host for the whole fleet:
 // gap after the last start reserved, on Redis's own clock (instances'
-// clocks may differ), unless that is more than max_wait away. It returns
+// clocks may differ), and no sooner than the instance's own pacing allows
+// (local wait: after a Redis outage, or a failover to a replica that
+// lost the last writes, the later of the two last starts wins), unless
+// that is more than max_wait away. It returns
 // {wait in milliseconds, or -1 - wait when refused (nothing reserved);
 // 1 if the start stored was foreign, else 0}. An instance never stores a
 // start more than gap + max_wait ahead of Redis's clock, so a stored value
 // beyond that (with a second to spare), or one that is not a positive
 // number, was not written by one: it is reserved over as if absent, and
-// reported. KEYS[1]: the host's key; ARGV: gap, max wait, TTL, all in
-// milliseconds.
+// reported. KEYS[1]: the host's key; ARGV: gap, max wait, TTL, local
+// wait, all in milliseconds.
 const reserveSource = `
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -36,8 +39,8 @@ if raw then
 		last, foreign = 0, 1
 	end
 end
-local start = now
-if last > 0 and last + gap > now then start = last + gap end
+local start = now + math.max(tonumber(ARGV[4]) or 0, 0)
+if last > 0 and last + gap > start then start = last + gap end
 local wait = start - now
 if wait > maxwait then return {-1 - wait, foreign} end
 redis.call("SET", KEYS[1], start, "PX", tonumber(ARGV[3]))
@@ -47,18 +50,20 @@ return {wait, foreign}`
 var errForeignStart = errors.New("a start no instance reserves (not a number, or further ahead than gap + max_wait): reserved over")
 
 // Reserve reserves the next start on host, gap after the fleet's previous
-// one, and returns how long to wait for it; ok is false, with the wait
+// one and at least local from now (how long the instance's own pacing
+// would hold the request: what it started while Redis was away counts),
+// and returns how long to wait for it; ok is false, with the wait
 // that would have been needed, when that is longer than maxWait (nothing
 // is reserved then). A reserved start is kept even if its request is
 // abandoned: the fleet may leave a gap unused. A stored start no instance
 // could have reserved is counted as foreign and reserved over.
-func (c *Client) Reserve(ctx context.Context, host string, gap, maxWait time.Duration) (time.Duration, bool, error) {
+func (c *Client) Reserve(ctx context.Context, host string, gap, maxWait, local time.Duration) (time.Duration, bool, error) {
 	key := c.key("pace", host)
 	ttl := gap + maxWait + time.Second
 	var res []int64
 	err := c.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = c.reserve.Run(ctx, c.rdb, []string{key}, gap.Milliseconds(), maxWait.Milliseconds(), ttl.Milliseconds()).Int64Slice()
+		res, err = c.reserve.Run(ctx, c.rdb, []string{key}, gap.Milliseconds(), maxWait.Milliseconds(), ttl.Milliseconds(), ceilMillis(local)).Int64Slice()
 		if err == nil && len(res) != 2 {
 			err = fmt.Errorf("pacing script: %d results; want 2", len(res))
 		}
@@ -74,6 +79,12 @@ func (c *Client) Reserve(ctx context.Context, host string, gap, maxWait time.Dur
 		return time.Duration(-1-n) * time.Millisecond, false, nil
 	}
 	return time.Duration(res[0]) * time.Millisecond, true, nil
+}
+
+// ceilMillis is d in whole milliseconds, rounded up: a wait sent to Redis
+// never shortens the one it stands for.
+func ceilMillis(d time.Duration) int64 {
+	return int64((max(d, 0) + time.Millisecond - 1) / time.Millisecond)
 }
 
 // backoffMessage announces an origin's back-off to the fleet.

@@ -53,7 +53,7 @@ func exercise(ctx context.Context, c *Client, o fetch.Origin) error {
 		return fmt.Errorf("LockFetch = %v, %v", ok, err)
 	}
 	unlock()
-	if _, ok, err := c.Reserve(ctx, o.Host, 0, time.Second); err != nil || !ok {
+	if _, ok, err := c.Reserve(ctx, o.Host, 0, time.Second, 0); err != nil || !ok {
 		return fmt.Errorf("Reserve = %v, %v", ok, err)
 	}
 	if err := c.Delete(ctx, o); err != nil {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -115,4 +116,87 @@ func TestBackoffReleasedOneAtATime(t *testing.T) {
 	if got := o.count("/held") + o.count("/after"); got != n+m {
 		t.Errorf("the origin got %d requests; want %d", got, n+m)
 	}
+}
+
+// backoffOrigin is an origin that answers its first /busy with a 429 and
+// Retry-After, and records when each path arrived and when it refused.
+type backoffOrigin struct {
+	*testOrigin
+	retryAfter time.Duration
+	mu         sync.Mutex
+	refusedAt  time.Time
+	arrived    map[string]time.Time
+}
+
+func newBackoffOrigin(t *testing.T, robotsTxt string, retryAfter time.Duration) *backoffOrigin {
+	o := &backoffOrigin{retryAfter: retryAfter, arrived: map[string]time.Time{}}
+	o.testOrigin = newTestOrigin(t, robotsTxt, func(w http.ResponseWriter, r *http.Request) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.arrived[r.URL.Path] = time.Now()
+		if r.URL.Path == "/busy" && o.refusedAt.IsZero() {
+			// Before the answer is written: robotsgate's hold begins
+			// when it reads it, later.
+			o.refusedAt = time.Now()
+			w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	return o
+}
+
+// checkHeld asserts that the origin received none of paths within its
+// back-off: each arrived no sooner than retryAfter after the 429.
+func (o *backoffOrigin) checkHeld(t *testing.T, paths ...string) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.refusedAt.IsZero() {
+		t.Fatal("the origin never answered 429")
+	}
+	for _, path := range paths {
+		at, ok := o.arrived[path]
+		switch {
+		case !ok:
+			t.Errorf("%s never reached the origin", path)
+		case at.Sub(o.refusedAt) < o.retryAfter:
+			t.Errorf("%s reached the origin %v after its 429 with Retry-After: %d; want nothing inside it", path, at.Sub(o.refusedAt).Round(time.Millisecond), int(o.retryAfter/time.Second))
+		}
+	}
+}
+
+// TestBackoffHoldsQueued: a 429 holds the requests already waiting for
+// their pacing slot (Scrapy keeps 8 in flight per site), not only those
+// that arrive after it; once it ends they leave one per interval.
+func TestBackoffHoldsQueued(t *testing.T) {
+	t.Parallel()
+	const gap = time.Second
+	o := newBackoffOrigin(t, "User-agent: *\nCrawl-delay: 1\n", 2*time.Second)
+	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) {
+		pc.CrawlDelay, pc.MaxWait, pc.MaxDelay = true, 20*time.Second, 5*time.Second
+	}))
+	starts := logStarts(p)
+	if resp, _ := get(t, p.client(), o.URL+"/warm"); resp.StatusCode != 200 {
+		t.Fatalf("/warm: %d", resp.StatusCode)
+	}
+	// /busy waits for its turn, then the others queue behind it, in order.
+	paths := []string{"/busy", "/r1", "/r2", "/r3"}
+	codes := make(chan int, len(paths))
+	for i, path := range paths {
+		go func() { resp, _ := get(t, p.client(), o.URL+path); codes <- resp.StatusCode }()
+		waitQueued(t, p.srv.pacer, "127.0.0.1", i+1)
+	}
+	got := map[int]int{}
+	for range paths {
+		got[<-codes]++
+	}
+	if got[429] != 1 || got[200] != len(paths)-1 {
+		t.Errorf("statuses %v; want one 429 (the origin's) and %d 200", got, len(paths)-1)
+	}
+	o.checkHeld(t, paths[1:]...)
+	// Each request's last start is the one that left; those the pacer gave
+	// while the back-off held them did not. The last three are one
+	// interval apart at least.
+	g := starts.gaps(t, o.URL)
+	checkGaps(t, g[len(g)-(len(paths)-2):], len(paths)-2, gap, 30*time.Second)
 }

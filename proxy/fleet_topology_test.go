@@ -127,6 +127,65 @@ func (p *pacedOrigin) gapsBelow(min time.Duration, from, to time.Time) (n, of in
 	return n, of
 }
 
+// crowded counts the times more than n requests reached the origin
+// within window, among its starts in [from, to): with n instances each
+// pacing alone (Redis away) at most n come within one gap, one each.
+func (p *pacedOrigin) crowded(n int, window time.Duration, from, to time.Time) (crowds, of int) {
+	p.mu.Lock()
+	starts := slices.Clone(p.starts)
+	p.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 0; i+n < len(starts); i++ {
+		if starts[i].Before(from) || !starts[i+n].Before(to) {
+			continue
+		}
+		of++
+		if starts[i+n].Sub(starts[i]) < window {
+			crowds++
+		}
+	}
+	return crowds, of
+}
+
+// checkInstanceGaps fails t if an instance of the fleet (whose pacers'
+// starts logs holds) gave two requests to host starts closer than gap,
+// at any time: with Redis, without it, and as it came back. These are
+// the instances' own start times: the fleet's reservations as each
+// recorded them, to the millisecond Redis counts in, and the starts it
+// gave alone, each as late as its timer fired (a few milliseconds at
+// most, which the next start, on its own timer, does not make up).
+func checkInstanceGaps(t testing.TB, logs []*startLog, host string, gap time.Duration) {
+	t.Helper()
+	for i, l := range logs {
+		l.mu.Lock()
+		st := slices.Clone(l.starts[host])
+		l.mu.Unlock()
+		slices.SortFunc(st, func(a, b time.Time) int { return a.Compare(b) })
+		short := 0
+		for j := 1; j < len(st); j++ {
+			if g := st[j].Sub(st[j-1]); g < gap-5*time.Millisecond { // a timer's lateness
+				short++
+				if short <= 3 {
+					t.Errorf("instance %d: starts %d and %d %v apart; want the %v Crawl-delay", i, j-1, j, g, gap)
+				}
+			}
+		}
+		if short > 0 || len(st) < 3 {
+			t.Errorf("instance %d: %d of %d gaps shorter than the Crawl-delay; want none, of at least 2", i, short, len(st)-1)
+		}
+	}
+}
+
+// since returns each of ts after t0, sorted, to the millisecond.
+func since(t0 time.Time, ts []time.Time) []time.Duration {
+	out := make([]time.Duration, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Sub(t0).Round(time.Millisecond))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // waitShared waits until every instance shares through Redis again (a
 // pacing reservation through its own client succeeds, past the breaker
 // that opened when the fault was seen) and returns when; it fails the
@@ -138,7 +197,7 @@ func waitShared(t testing.TB, fleet []*testProxy, limit time.Duration) time.Time
 		all := true
 		for i, p := range fleet {
 			if !shared[i] {
-				_, ok, err := p.srv.cluster.Reserve(t.Context(), "probe.invalid", 0, time.Second)
+				_, ok, err := p.srv.cluster.Reserve(t.Context(), "probe.invalid", 0, time.Second, 0)
 				shared[i] = err == nil && ok
 			}
 			all = all && shared[i]
@@ -155,18 +214,21 @@ func waitShared(t testing.TB, fleet []*testProxy, limit time.Duration) time.Time
 // sentinelFleetUnderLoad runs n instances on a Sentinel-managed Redis
 // and a paced origin asking for gap, and starts a mixed load of workers
 // clients through them; loaded stops the load and returns what it saw.
-func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int) (st *redistest.Sentinel, o *pacedOrigin, fleet []*testProxy, loaded func() loadResult) {
+func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int) (st *redistest.Sentinel, o *pacedOrigin, fleet []*testProxy, logs []*startLog, loaded func() loadResult) {
 	st = redistest.StartSentinel(t)
 	o = newPacedOrigin(t, gap)
 	fleet = startTopologyFleet(t, n, func(cc *config.ClusterConfig) {
 		cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
 	})
+	for _, p := range fleet {
+		logs = append(logs, logStarts(p))
+	}
 	get(t, fleet[0].client(), o.URL+"/warm")
 	stop := make(chan struct{})
 	var res loadResult
 	done := make(chan struct{})
 	go func() { res = mixedLoad(t, fleet, o, workers, stop); close(done) }()
-	return st, o, fleet, func() loadResult {
+	return st, o, fleet, logs, func() loadResult {
 		close(stop)
 		<-done
 		return res
@@ -177,11 +239,15 @@ func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int)
 // under a mixed load, while the primary is killed: no disallowed request
 // reaches the origin, every client gets an answer, the instances follow
 // the failover without a restart, and once they have, Crawl-delay holds
-// across them again.
+// across them again. Throughout, no instance gives two starts less than
+// the Crawl-delay apart (each paces with what it knows while Redis is
+// away, and merges that with Redis's last start as it comes back), so
+// the fleet as a whole sends at most one request per interval per
+// instance during the outage.
 func TestFleetSentinelFailover(t *testing.T) {
 	t.Parallel()
-	const gap = 300 * time.Millisecond
-	st, o, fleet, loaded := sentinelFleetUnderLoad(t, 2, gap, 6)
+	const n, gap = 2, 300 * time.Millisecond
+	st, o, fleet, logs, loaded := sentinelFleetUnderLoad(t, n, gap, 6)
 	time.Sleep(1500 * time.Millisecond) // load before the fault
 	killed := time.Now()
 	st.Primary.Stop()
@@ -200,6 +266,29 @@ func TestFleetSentinelFailover(t *testing.T) {
 	// slots it gave them: they leave within workers x gap of the rejoin.
 	if n, of := o.gapsBelow(gap*8/10, rejoined.Add(6*gap), time.Now()); n > 0 || of < 3 {
 		t.Errorf("after the failover, %d of %d request starts closer than the Crawl-delay; want none, of at least 3", n, of)
+	}
+	checkInstanceGaps(t, logs, "127.0.0.1", gap)
+	defer func() {
+		if t.Failed() { // what each instance and the origin saw, from the kill
+			for i, l := range logs {
+				l.mu.Lock()
+				t.Logf("instance %d starts: %v", i, since(killed, l.starts["127.0.0.1"]))
+				l.mu.Unlock()
+				for line := range strings.Lines(fleet[i].log.String()) {
+					if strings.Contains(line, "redis") {
+						t.Logf("instance %d: %s", i, strings.TrimSpace(line))
+					}
+				}
+			}
+			o.mu.Lock()
+			t.Logf("origin arrivals: %v; rejoined %v", since(killed, o.starts), rejoined.Sub(killed).Round(time.Millisecond))
+			o.mu.Unlock()
+		}
+	}()
+	// The origin's own clock, with forwarding's jitter (a tenth of the
+	// gap): never more than one request per instance within a gap.
+	if crowds, of := o.crowded(n, gap*9/10, killed.Add(-time.Hour), time.Now()); crowds > 0 {
+		t.Errorf("%d times of %d, %d requests reached the origin within %v; want at most %d (one per instance)", crowds, of, n+1, gap*9/10, n)
 	}
 }
 
@@ -254,7 +343,7 @@ func TestFleetRedisCluster(t *testing.T) {
 func BenchmarkFleetFaults(b *testing.B) {
 	for b.Loop() {
 		const gap = 250 * time.Millisecond
-		st, o, fleet, loaded := sentinelFleetUnderLoad(b, 3, gap, 9)
+		st, o, fleet, logs, loaded := sentinelFleetUnderLoad(b, 3, gap, 9)
 		type window struct{ from, to time.Time }
 		var faults []window
 		var converge []time.Duration
@@ -306,12 +395,15 @@ func BenchmarkFleetFaults(b *testing.B) {
 		}
 		n, of := o.gapsBelow(gap*8/10, last, time.Now())
 		out, outOf = out+n, outOf+of
+		crowds, _ := o.crowded(len(fleet), gap*9/10, time.Unix(0, 0), time.Now())
+		checkInstanceGaps(b, logs, "127.0.0.1", gap)
 		b.ReportMetric(float64(res.sent), "requests")
 		b.ReportMetric(float64(res.sent-res.answered), "unanswered")
 		b.ReportMetric(float64(res.privateReached), "disallowed-reached")
 		b.ReportMetric(res.slowest.Seconds(), "slowest-answer-s")
 		b.ReportMetric(float64(out), "delay-violations-outside")
 		b.ReportMetric(float64(in), "delay-violations-in-faults")
+		b.ReportMetric(float64(crowds), "more-than-one-per-instance-per-gap")
 		for i, name := range []string{"pause", "failover", "kill"} {
 			b.ReportMetric(converge[i].Seconds(), name+"-converge-s")
 		}

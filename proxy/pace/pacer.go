@@ -7,6 +7,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -71,11 +72,30 @@ type paceQueue struct {
 	waiters   []*paceWaiter // in arrival order; waiters[0] is next
 	tail      time.Time     // projected start of the last waiter (lastStart when none)
 	timer     *time.Timer   // wakes waiters[0]
+	// turn is held by the request reserving a start with the fleet
+	// (Reserve): one at a time per host, so that each is recorded
+	// before the next asks, and each is gap after the one before.
+	turn chan struct{}
 }
 
 type paceWaiter struct {
 	gap   time.Duration
-	ready chan struct{} // closed when the request may start
+	ready chan struct{} // closed when the request may start; nil for a fleet's start
+	// fixed is the time of a start the fleet reserved (Record): it keeps
+	// its place, the queue's requests keep their gap around it, and
+	// nothing here waits for it.
+	fixed time.Time
+}
+
+// after returns when x may start after a start at t (zero: none).
+func (x *paceWaiter) after(t, now time.Time) time.Time {
+	switch {
+	case !x.fixed.IsZero():
+		return x.fixed
+	case t.IsZero():
+		return now
+	}
+	return later(now, t.Add(x.gap))
 }
 
 // paceSweepEvery is how many acquisitions pass between sweeps of idle
@@ -101,21 +121,10 @@ func NewPacer(now func() time.Time) *Pacer {
 func (p *Pacer) Wait(ctx context.Context, host string, gap time.Duration, lim Limits) (time.Duration, error) {
 	now := p.now()
 	p.mu.Lock()
-	// Sweep before the lookup: a sweep must never drop the queue this
-	// request is about to join.
-	if p.ops++; p.ops >= paceSweepEvery {
-		p.sweep(now, lim.MaxDelay)
-	}
-	q := p.hosts[host]
+	q, wait := p.queue(host, now, lim.MaxDelay)
 	if q == nil {
-		if len(p.hosts) >= p.MaxHosts {
-			if wait, ok := p.makeRoom(now, lim.MaxDelay); !ok {
-				p.mu.Unlock()
-				return 0, &WaitError{Wait: wait, Full: true}
-			}
-		}
-		q = &paceQueue{}
-		p.hosts[host] = q
+		p.mu.Unlock()
+		return 0, &WaitError{Wait: wait, Full: true}
 	}
 	base := q.tail
 	if len(q.waiters) == 0 {
@@ -162,6 +171,27 @@ func (p *Pacer) Wait(ctx context.Context, host string, gap time.Duration, lim Li
 	}
 }
 
+// queue returns host's queue, made if need be; nil, with how long until
+// there is room, when the Pacer is full. p.mu is held.
+func (p *Pacer) queue(host string, now time.Time, maxDelay time.Duration) (*paceQueue, time.Duration) {
+	// Sweep before the lookup: a sweep must never drop the queue this
+	// request is about to join.
+	if p.ops++; p.ops >= paceSweepEvery {
+		p.sweep(now, maxDelay)
+	}
+	q := p.hosts[host]
+	if q == nil {
+		if len(p.hosts) >= p.MaxHosts {
+			if wait, ok := p.makeRoom(now, maxDelay); !ok {
+				return nil, wait
+			}
+		}
+		q = &paceQueue{}
+		p.hosts[host] = q
+	}
+	return q, 0
+}
+
 // schedule arms the timer for the head of q. p.mu is held.
 func (p *Pacer) schedule(host string, q *paceQueue, now time.Time) {
 	if q.timer != nil {
@@ -172,10 +202,7 @@ func (p *Pacer) schedule(host string, q *paceQueue, now time.Time) {
 		return
 	}
 	head := q.waiters[0]
-	start := now
-	if !q.lastStart.IsZero() {
-		start = later(now, q.lastStart.Add(head.gap))
-	}
+	start := head.after(q.lastStart, now)
 	q.timer = time.AfterFunc(start.Sub(now), func() { p.release(host, q, head) })
 }
 
@@ -187,16 +214,20 @@ func (p *Pacer) release(host string, q *paceQueue, head *paceWaiter) {
 		return // left, or released already
 	}
 	now := p.now()
-	q.lastStart = now
-	if p.Started != nil {
-		p.Started(host, now)
+	if head.ready == nil { // the fleet's start: its request has its own timer
+		q.lastStart = later(q.lastStart, head.fixed)
+	} else {
+		q.lastStart = now
+		if p.Started != nil {
+			p.Started(host, now)
+		}
+		close(head.ready)
 	}
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
-	close(head.ready)
 	q.timer = nil
 	if len(q.waiters) == 0 {
-		q.tail = now
+		q.tail = q.lastStart
 	}
 	p.schedule(host, q, now)
 }
@@ -209,19 +240,7 @@ func (p *Pacer) leave(host string, q *paceQueue, w *paceWaiter) {
 		}
 		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 		now := p.now()
-		// The projected tail is recomputed from the last start.
-		t := q.lastStart
-		for _, x := range q.waiters {
-			if t.IsZero() {
-				t = now
-			} else {
-				t = later(now, t.Add(x.gap))
-			}
-		}
-		if len(q.waiters) == 0 {
-			t = q.lastStart
-		}
-		q.tail = t
+		q.retail(now)
 		if i == 0 {
 			p.schedule(host, q, now)
 		}
@@ -229,12 +248,119 @@ func (p *Pacer) leave(host string, q *paceQueue, w *paceWaiter) {
 	}
 }
 
+// retail recomputes q's projected tail from its last start.
+func (q *paceQueue) retail(now time.Time) {
+	t := q.lastStart
+	for _, x := range q.waiters {
+		t = x.after(t, now)
+	}
+	q.tail = t
+}
+
+// Next returns how long a request to host with gap, arriving now, would
+// wait for its turn here: behind this Pacer's last start to host and
+// the requests queued for it. A fleet reserves no start earlier than
+// that, so that an instance's own starts keep their gap whether Redis
+// reserved them or, while Redis was away, this Pacer did.
+func (p *Pacer) Next(host string, gap time.Duration) time.Duration {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.hosts[host]
+	if q == nil {
+		return 0
+	}
+	base := q.tail
+	if len(q.waiters) == 0 {
+		base = q.lastStart
+	}
+	if base.IsZero() {
+		return 0
+	}
+	return max(base.Add(gap).Sub(now), 0)
+}
+
+// Record notes a start to host, with gap before it, that the fleet
+// reserved for at (no sooner than Next said): should this Pacer pace
+// alone (Redis away), its requests to host keep their gap around it.
+// It returns when the start may be: at, unless a request this Pacer
+// started meanwhile (paced alone as Redis went away) is less than gap
+// before it, then gap after that one. Requests queued here that would
+// start within gap before it move behind it. maxDelay is as in Limits.
+// When the Pacer is full, nothing is recorded.
+func (p *Pacer) Record(host string, at time.Time, gap, maxDelay time.Duration) time.Time {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, _ := p.queue(host, now, maxDelay)
+	if q == nil {
+		return at
+	}
+	if !q.lastStart.IsZero() {
+		at = later(at, q.lastStart.Add(gap))
+	}
+	if p.Started != nil {
+		p.Started(host, at)
+	}
+	if !at.After(now) {
+		q.lastStart = at
+		q.retail(now)
+		if len(q.waiters) > 0 {
+			p.schedule(host, q, now)
+		}
+		return at
+	}
+	// Its place: behind the queued requests that start gap before it.
+	i, t := 0, q.lastStart
+	for ; i < len(q.waiters); i++ {
+		if t = q.waiters[i].after(t, now); t.After(at.Add(-gap)) {
+			break
+		}
+	}
+	q.waiters = slices.Insert(q.waiters, i, &paceWaiter{gap: gap, fixed: at})
+	q.retail(now)
+	if i == 0 {
+		p.schedule(host, q, now)
+	}
+	return at
+}
+
+// Reserve holds the turn to reserve a start to host with the fleet:
+// reserve runs with Next's wait for gap, and returns the start the fleet
+// reserved (ok), which is recorded (Record) before the next request to
+// host may ask. It returns when the request may start, and reserve's
+// error, or ctx's if the client left while another reserved.
+func (p *Pacer) Reserve(ctx context.Context, host string, gap, maxDelay time.Duration, reserve func(local time.Duration) (time.Time, bool, error)) (time.Time, bool, error) {
+	p.mu.Lock()
+	q, _ := p.queue(host, p.now(), maxDelay)
+	if q == nil { // full: no turn to keep, nor starts to record
+		p.mu.Unlock()
+		return reserve(0)
+	}
+	if q.turn == nil {
+		q.turn = make(chan struct{}, 1)
+	}
+	turn := q.turn
+	p.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return time.Time{}, false, context.Cause(ctx)
+	}
+	defer func() { <-turn }()
+	at, ok, err := reserve(p.Next(host, gap))
+	if err != nil || !ok {
+		return at, ok, err
+	}
+	return p.Record(host, at, gap, maxDelay), true, nil
+}
+
 // sweep forgets hosts with no waiters whose last start can no longer
 // delay a request. p.mu is held.
 func (p *Pacer) sweep(now time.Time, maxDelay time.Duration) {
 	p.ops = 0
 	for host, q := range p.hosts {
-		if len(q.waiters) == 0 && now.Sub(q.lastStart) > maxDelay {
+		if len(q.waiters) == 0 && now.Sub(q.lastStart) > maxDelay && len(q.turn) == 0 {
 			delete(p.hosts, host)
 		}
 	}
@@ -269,7 +395,7 @@ func (p *Pacer) Waiting(host string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if q := p.hosts[host]; q != nil {
-		return len(q.waiters)
+		return q.waiting()
 	}
 	return 0
 }
@@ -281,8 +407,8 @@ func (p *Pacer) WaitingHosts() map[string]int {
 	defer p.mu.Unlock()
 	out := map[string]int{}
 	for h, q := range p.hosts {
-		if len(q.waiters) > 0 {
-			out[h] = len(q.waiters)
+		if n := q.waiting(); n > 0 {
+			out[h] = n
 		}
 	}
 	return out
@@ -293,6 +419,18 @@ func (p *Pacer) Hosts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.hosts)
+}
+
+// waiting returns how many requests wait in q (the fleet's starts are
+// not requests of this Pacer's).
+func (q *paceQueue) waiting() int {
+	n := 0
+	for _, x := range q.waiters {
+		if x.ready != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func later(a, b time.Time) time.Time {

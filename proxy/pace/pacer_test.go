@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +202,61 @@ func TestPacerBoundsHosts(t *testing.T) {
 		}
 		if n := pc.Hosts(); n > pc.MaxHosts {
 			t.Errorf("%d hosts remembered; want at most %d", n, pc.MaxHosts)
+		}
+	})
+}
+
+// TestPacerRecordsFleetStarts: starts the fleet reserved (Record) keep
+// their time, and this Pacer's own requests (paced alone while Redis is
+// away) keep their gap around them: those queued before a fleet start
+// keep their slots, those that would start within gap of it move behind
+// it, and Next accounts for all of them (virtual clock: exact).
+func TestPacerRecordsFleetStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		const o, gap = "a.example", time.Second
+		lim := Limits{MaxWait: time.Minute, MaxDelay: time.Minute}
+		var starts []time.Duration
+		t0 := time.Now()
+		pc.Started = func(_ string, at time.Time) { starts = append(starts, at.Sub(t0)) }
+		if w := pc.Next(o, gap); w != 0 {
+			t.Errorf("Next for an unknown host = %v; want 0", w)
+		}
+		// The fleet reserved a start 3 s ahead: a request paced here
+		// alone waits for gap after it, and Next says so.
+		pc.Record(o, t0.Add(3*time.Second), gap, lim.MaxDelay)
+		if w := pc.Next(o, gap); w != 4*time.Second {
+			t.Errorf("Next after a fleet start 3 s ahead = %v; want 4s", w)
+		}
+		if n := pc.Waiting(o); n != 0 {
+			t.Errorf("Waiting counts the fleet's start: %d; want 0", n)
+		}
+		done := make(chan time.Duration, 3)
+		wait := func() { w, _ := pc.Wait(context.Background(), o, gap, lim); done <- w }
+		go wait() // +4 s
+		synctest.Wait()
+		go wait() // +5 s
+		synctest.Wait()
+		// A fleet start recorded at +5.5 s is within gap of the second
+		// request's slot: that request moves behind it, to +6.5 s; the
+		// first keeps +4 s.
+		pc.Record(o, t0.Add(5500*time.Millisecond), gap, lim.MaxDelay)
+		if w := pc.Next(o, gap); w != 7500*time.Millisecond {
+			t.Errorf("Next = %v; want 7.5s", w)
+		}
+		// A fleet start already past moves the last start forward.
+		time.Sleep(8 * time.Second)
+		for range 2 {
+			<-done
+		}
+		pc.Record(o, time.Now().Add(-100*time.Millisecond), gap, lim.MaxDelay)
+		if w := pc.Next(o, gap); w != 900*time.Millisecond {
+			t.Errorf("Next after a fleet start 100 ms ago = %v; want 900ms", w)
+		}
+		slices.Sort(starts) // a fleet start is told when it is recorded
+		want := []time.Duration{3 * time.Second, 4 * time.Second, 5500 * time.Millisecond, 6500 * time.Millisecond, 7900 * time.Millisecond}
+		if fmt.Sprint(starts) != fmt.Sprint(want) {
+			t.Errorf("starts %v; want %v", starts, want)
 		}
 	})
 }

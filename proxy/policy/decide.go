@@ -90,6 +90,10 @@ type Authenticator interface {
 // Pacer holds a request for its turn on a host (pace.Pacer).
 type Pacer interface {
 	Wait(ctx context.Context, host string, gap time.Duration, lim pace.Limits) (time.Duration, error)
+	// Reserve runs reserve (the fleet's reservation, no sooner than
+	// local from now) for one request to host at a time, and records the
+	// start it returns; it returns when the request may start.
+	Reserve(ctx context.Context, host string, gap, maxDelay time.Duration, reserve func(local time.Duration) (time.Time, bool, error)) (time.Time, bool, error)
 }
 
 // Backoffs say until when a host is to be sent nothing, and why
@@ -104,10 +108,10 @@ type Backoffs interface {
 }
 
 // FleetPacer reserves request starts for a whole fleet of instances
-// (cluster.Client.Reserve): how long to wait, or false with the wait that
-// would be needed past maxWait.
+// (cluster.Client.Reserve), no sooner than local from now: how long to
+// wait, or false with the wait that would be needed past maxWait.
 type FleetPacer interface {
-	Reserve(ctx context.Context, host string, gap, maxWait time.Duration) (time.Duration, bool, error)
+	Reserve(ctx context.Context, host string, gap, maxWait, local time.Duration) (time.Duration, bool, error)
 }
 
 // SelfCheck reports whether an origin names robotsgate's own listener
@@ -377,17 +381,46 @@ func (p *Policy) report(d *Decision) {
 
 // pace holds a request that goes through (step 8): first until the time
 // its host's origin asked for with a 429 or 503 (origin back-off, pacing on
-// or off), then until its turn when [politeness] is active. One that would
-// wait longer than max_wait, or whose client gave up, becomes "paced".
+// or off), then until its turn when [politeness] is active. A back-off
+// that began while it waited for its turn (this instance's or, in a
+// fleet, another's) holds it again: nothing leaves for a host that asked
+// for a pause, whether it was queued before or after the answer that
+// began it. One that would wait longer than max_wait in all, or whose
+// client gave up, becomes "paced".
 func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
-	if p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil && !p.holdForOrigin(ctx, w, d) {
-		return
+	backoff := p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil
+	for range maxHolds {
+		if backoff && !p.holdForOrigin(ctx, w, d) {
+			return
+		}
+		if !p.takeTurn(ctx, w, d, backoff) {
+			return
+		}
+		if !backoff {
+			return
+		}
+		if until, _ := w.Backoffs.Hold(d.Origin.Host); until.IsZero() {
+			return
+		}
 	}
+	d.Action, d.Reason = ActionPaced, fmt.Sprintf("paced: its host's back-off began again each of the %d times its turn came", maxHolds)
+}
+
+// maxHolds bounds the times a request goes back to wait for a back-off
+// that began while it waited for its turn (each such wait counts toward
+// max_wait too).
+const maxHolds = 8
+
+// takeTurn holds d until its turn when [politeness] is active (or it was
+// held by a back-off): with the fleet's shared slots, or this instance's
+// pacer. It reports whether d goes on; if not, d is "paced" or
+// "shutting-down".
+func (p *Policy) takeTurn(ctx context.Context, w *Env, d *Decision, backoff bool) bool {
 	// Held by the origin's back-off, or sent while what it held is being
 	// released: either way one at a time.
-	held := d.Paced || p.cfg.Politeness.HonourRetryAfter && w.Backoffs != nil && w.Backoffs.Releasing(d.Origin.Host, BackoffRelease)
+	held := d.Paced || backoff && w.Backoffs.Releasing(d.Origin.Host, BackoffRelease)
 	if !p.pacing && !held || w.Pacer == nil {
-		return
+		return true
 	}
 	gap := paceGap(&p.cfg, d)
 	if gap == 0 && !held && !d.rules.HasCrawlDelay() {
@@ -396,7 +429,7 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 		// waits for this one's start, which is not remembered (a broad
 		// crawl of such origins holds no state per host, and a fleet
 		// makes no Redis call for them).
-		return
+		return true
 	}
 	if held {
 		// The back-off has just ended for every request it held: they,
@@ -405,16 +438,20 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 		gap = max(gap, BackoffRelease)
 	}
 	d.Gap = gap
-	if w.Fleet != nil && p.paceFleet(ctx, w, d, gap) {
-		return
+	maxDelay := max(p.cfg.Politeness.MaxDelay, gap)
+	if w.Fleet != nil {
+		if done, ok := p.paceFleet(ctx, w, d, gap, maxDelay); done {
+			return ok
+		}
 	}
 	heldFor := d.Waited
-	lim := pace.Limits{MaxWait: p.cfg.Politeness.MaxWait - heldFor, MaxDelay: max(p.cfg.Politeness.MaxDelay, gap)}
+	lim := pace.Limits{MaxWait: p.cfg.Politeness.MaxWait - heldFor, MaxDelay: maxDelay}
 	waited, err := w.Pacer.Wait(ctx, d.Origin.Host, gap, lim)
 	var pe *pace.WaitError
 	switch {
 	case err == nil:
 		d.Paced, d.Waited = true, heldFor+waited
+		return true
 	case errors.As(err, &pe) && pe.Full:
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: pacing as many hosts as it remembers; room in %v", pe.Wait.Round(time.Millisecond)), pe.Wait
 	case errors.As(err, &pe):
@@ -424,6 +461,7 @@ func (p *Policy) pace(ctx context.Context, w *Env, d *Decision) {
 	default: // the client gave up waiting
 		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
 	}
+	return false
 }
 
 // BackoffRelease is the least gap between the starts of the requests an
@@ -433,31 +471,55 @@ const BackoffRelease = time.Second
 
 // paceFleet paces d with the fleet's shared slots ([cluster]): every
 // instance's requests to a host keep one gap between them. It reports
-// whether it did; with Redis unavailable, the caller paces locally.
-func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap time.Duration) bool {
-	wait, ok, err := w.Fleet.Reserve(ctx, d.Origin.Host, gap, p.cfg.Politeness.MaxWait-d.Waited) // less what a back-off held it
+// whether it did, and if so whether d goes on; with Redis unavailable,
+// the caller paces locally. A slot is never earlier than this instance's
+// own pacer would give (what it started while Redis was away), and is
+// recorded there: should Redis go away, the instance paces on from the
+// starts it knows, never afresh.
+func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap, maxDelay time.Duration) (done, ok bool) {
+	maxWait := p.cfg.Politeness.MaxWait - d.Waited // less what a back-off held it
+	var refused time.Duration
+	at, ok, err := w.Pacer.Reserve(ctx, d.Origin.Host, gap, maxDelay, func(local time.Duration) (time.Time, bool, error) {
+		wait, ok, err := w.Fleet.Reserve(ctx, d.Origin.Host, gap, maxWait, local)
+		if err == nil && !ok {
+			refused = wait
+		}
+		return w.Now().Add(wait), ok, err
+	})
 	switch {
+	case err != nil && ctx.Err() == nil: // Redis: pace locally
+		return false, false
 	case err != nil:
-		return false
+		leftFleetTurn(ctx, d)
+		return true, false
 	case !ok:
-		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn in the fleet (gap %v)", wait.Round(time.Millisecond), gap), wait
-		return true
-	case wait <= 0:
+		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf("paced: would wait %v for its turn in the fleet (gap %v)", refused.Round(time.Millisecond), gap), refused
+		return true, false
+	}
+	wait := at.Sub(w.Now())
+	if wait <= 0 {
 		d.Paced = true
-		return true
+		return true, true
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		d.Paced, d.Waited = true, d.Waited+wait
+		return true, true
 	case <-ctx.Done():
-		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
-		if stopped(ctx) {
-			d.Action, d.Reason = ActionShuttingDown, "shutting down while it waited for its turn in the fleet"
-		}
+		leftFleetTurn(ctx, d)
+		return true, false
 	}
-	return true
+}
+
+// leftFleetTurn makes d "paced", its client having left while it waited
+// for its turn in the fleet, or "shutting-down".
+func leftFleetTurn(ctx context.Context, d *Decision) {
+	d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+	if stopped(ctx) {
+		d.Action, d.Reason = ActionShuttingDown, "shutting down while it waited for its turn in the fleet"
+	}
 }
 
 // invalidTargetByte returns the index of the first byte of target that a
@@ -514,7 +576,7 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 		return true
 	}
 	wait := until.Sub(w.Now())
-	if wait > p.cfg.Politeness.MaxWait {
+	if wait > p.cfg.Politeness.MaxWait-d.Waited { // less what it waited before
 		d.Action, d.Reason, d.Waited = ActionPaced, fmt.Sprintf(reasonBackoff, why, wait.Round(time.Millisecond)), wait
 		return false
 	}
@@ -524,7 +586,7 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		d.Paced, d.Waited = true, wait
+		d.Paced, d.Waited = true, d.Waited+wait
 		return true
 	case <-ctx.Done():
 		d.Action, d.Reason = ActionPaced, fmt.Sprintf("client left while the origin's back-off (%s) held it", why)
