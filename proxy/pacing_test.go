@@ -33,6 +33,13 @@ func logStarts(p *testProxy) *startLog {
 	return l
 }
 
+// count returns how many starts were given to requests for host.
+func (l *startLog) count(host string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.starts[host])
+}
+
 // gaps returns the gaps between the starts given to requests for the
 // host of rawURL.
 func (l *startLog) gaps(t *testing.T, rawURL string) []time.Duration {
