@@ -237,9 +237,7 @@ func RemovePurposeHeaders(h http.Header, other bool) {
 }
 
 // isPurposeSpelling reports whether a header name is PurposeHeader's,
-// ignoring case and reading "_" as "-".
+// in any spelling a server may read as it (header.SameName).
 func isPurposeSpelling(k string) bool {
-	// ReplaceAll returns k itself when it holds no "_": no allocation for
-	// the spellings that matter.
-	return len(k) == len(PurposeHeader) && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), PurposeHeader)
+	return header.SameName(k, "x-robots-gate-purpose")
 }
