@@ -152,8 +152,9 @@ func (p *pacedOrigin) crowded(n int, window time.Duration, from, to time.Time) (
 // at any time: with Redis, without it, and as it came back. These are
 // the instances' own start times: the fleet's reservations as each
 // recorded them, to the millisecond Redis counts in, and the starts it
-// gave alone, each as late as its timer fired (a few milliseconds at
-// most, which the next start, on its own timer, does not make up).
+// gave alone, each as late as its timer fired (milliseconds, which the
+// next start, a fleet slot at its own fixed time, does not make up: 10
+// ms are allowed, as much as a loaded 2-core machine has shown).
 func checkInstanceGaps(t testing.TB, logs []*startLog, host string, gap time.Duration) {
 	t.Helper()
 	for i, l := range logs {
@@ -163,7 +164,7 @@ func checkInstanceGaps(t testing.TB, logs []*startLog, host string, gap time.Dur
 		slices.SortFunc(st, func(a, b time.Time) int { return a.Compare(b) })
 		short := 0
 		for j := 1; j < len(st); j++ {
-			if g := st[j].Sub(st[j-1]); g < gap-5*time.Millisecond { // a timer's lateness
+			if g := st[j].Sub(st[j-1]); g < gap-10*time.Millisecond { // a timer's lateness
 				short++
 				if short <= 3 {
 					t.Errorf("instance %d: starts %d and %d %v apart; want the %v Crawl-delay", i, j-1, j, g, gap)
