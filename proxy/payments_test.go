@@ -217,37 +217,7 @@ func newLossyPricedOrigin(t *testing.T, warm int) *lossyPricedOrigin {
 		t.Fatal(err)
 	}
 	o := &lossyPricedOrigin{addr: ln.Addr().String(), warm: warm, ln: ln, all: make(chan struct{})}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				o.serve(c)
-			}()
-		}
-	}()
+	serveConns(t, ln, o.serve)
 	return o
 }
 

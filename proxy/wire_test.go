@@ -80,12 +80,19 @@ func startWireOrigin(t testing.TB, ln net.Listener, pki *testPKI, names ...strin
 	if pki != nil {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, names...)}})
 	}
+	serveConns(t, ln, o.serve)
+	return o
+}
+
+// serveConns hands each connection ln accepts to serve, on a goroutine of
+// its own, until the test ends; then it closes ln and every connection
+// still open (the proxy may keep one to the origin in its pool: closed
+// here, not waited for until its deadline), and waits for them.
+func serveConns(t testing.TB, ln net.Listener, serve func(net.Conn)) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]bool{}
 	t.Cleanup(func() {
-		// The proxy may keep a connection to the origin in its pool:
-		// closed here, not waited for until its deadline.
 		ln.Close()
 		mu.Lock()
 		for c := range conns {
@@ -109,11 +116,10 @@ func startWireOrigin(t testing.TB, ln net.Listener, pki *testPKI, names ...strin
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				o.serve(c)
+				serve(c)
 			}()
 		}
 	}()
-	return o
 }
 
 // port is the origin's port.
