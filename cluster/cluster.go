@@ -75,6 +75,13 @@ type Options struct {
 	// expires later than now + MaxTTL (give or take fetch.MaxClockSkew)
 	// was not written by an instance, and is ignored. 0: fetch.DefaultTTL.
 	MaxTTL time.Duration
+	// MaxWait is [politeness] max_wait, the furthest ahead an instance
+	// reserves a pacing start: a stored start further ahead than that
+	// (and the gap, and a second) was written by none, and is reserved
+	// over. A request with less of its own max_wait left (a back-off held
+	// it) still reads a start this far ahead as the fleet's. Zero: each
+	// call's own max wait.
+	MaxWait time.Duration
 	// MaxDocBytes bounds the body of a stored usage file
 	// (fetch.StoredDoc): [robots] max_bytes. 0: fetch.DefaultMaxBytes.
 	MaxDocBytes int

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -332,5 +333,27 @@ func TestStatusJSON(t *testing.T) {
 		if b, err := json.Marshal(tt.st); err != nil || string(b) != tt.want {
 			t.Errorf("json.Marshal(%+v) = %s, %v; want %s", tt.st, b, err, tt.want)
 		}
+	}
+}
+
+// TestReserveLessWaitLeft: a request with little of its max_wait left (a
+// back-off held it) is refused a start the fleet reserved far ahead, as
+// the fleet's own: not reserved over as foreign, not counted.
+func TestReserveLessWaitLeft(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	n := new(atomic.Int64)
+	c := counted{newClientWith(t, r, nil, Options{Secret: testSecret, MaxWait: 30 * time.Second, OnError: func() { n.Add(1) }}), n}
+	const gap = time.Second
+	if w, ok, err := c.Reserve(t.Context(), "a.example", gap, 30*time.Second, 20*time.Second); err != nil || !ok || w != 20*time.Second {
+		t.Fatalf("a start 20 s ahead: %v %v %v", w, ok, err)
+	}
+	before := c.errorsNow(t)
+	w, ok, err := c.Reserve(t.Context(), "a.example", gap, 2*time.Second, 0)
+	if err != nil || ok || w < 20*time.Second {
+		t.Errorf("with 2 s of max_wait left: %v %v %v; want refused, about 21 s", w, ok, err)
+	}
+	if n := c.errorsNow(t) - before; n != 0 {
+		t.Errorf("counted %d foreign starts; want none", n)
 	}
 }

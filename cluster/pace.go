@@ -26,16 +26,17 @@ import (
 // beyond that (with a second to spare), or one that is not a positive
 // number, was not written by one: it is reserved over as if absent, and
 // reported. KEYS[1]: the host's key; ARGV: gap, max wait, TTL, local
-// wait, all in milliseconds.
+// wait, the furthest ahead any instance reserves (Options.MaxWait), all
+// in milliseconds.
 const reserveSource = `
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local gap, maxwait = tonumber(ARGV[1]), tonumber(ARGV[2])
+local gap, maxwait, ahead = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[5])
 local raw = redis.call("GET", KEYS[1])
 local last, foreign = 0, 0
 if raw then
 	last = tonumber(raw)
-	if not last or last ~= last or last <= 0 or last > now + gap + maxwait + 1000 then
+	if not last or last ~= last or last <= 0 or last > now + gap + ahead + 1000 then
 		last, foreign = 0, 1
 	end
 end
@@ -63,7 +64,7 @@ func (c *Client) Reserve(ctx context.Context, host string, gap, maxWait, local t
 	var res []int64
 	err := c.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = c.reserve.Run(ctx, c.rdb, []string{key}, gap.Milliseconds(), maxWait.Milliseconds(), ttl.Milliseconds(), ceilMillis(local)).Int64Slice()
+		res, err = c.reserve.Run(ctx, c.rdb, []string{key}, gap.Milliseconds(), maxWait.Milliseconds(), ttl.Milliseconds(), ceilMillis(local), max(maxWait, c.opts.MaxWait).Milliseconds()).Int64Slice()
 		if err == nil && len(res) != 2 {
 			err = fmt.Errorf("pacing script: %d results; want 2", len(res))
 		}

@@ -372,6 +372,7 @@ func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
 			Secret:       secret,
 			MaxTTL:       cfg.Robots.CacheTTL,
 			MaxDocBytes:  cfg.Robots.MaxBytes,
+			MaxWait:      cfg.Politeness.MaxWait,
 			KeepFor:      cfg.Robots.UnreachableLimit + cfg.Robots.CacheTTL,
 			Logger:       s.log,
 			OnError:      s.metrics.clusterErrors.Inc,
