@@ -119,6 +119,27 @@ func NewPacer(now func() time.Time) *Pacer {
 // waited, a *WaitError (wrapping ErrTooLong) if the wait would exceed
 // lim.MaxWait, or ctx's error if the client gave up.
 func (p *Pacer) Wait(ctx context.Context, host string, gap time.Duration, lim Limits) (time.Duration, error) {
+	// A host the fleet paces (Reserve) takes its start here in turn with
+	// the fleet's reservations, so that each knows of the other: one paced
+	// here while Redis fails is never placed beside a slot Redis is giving.
+	p.mu.Lock()
+	var turn chan struct{}
+	if q := p.hosts[host]; q != nil {
+		turn = q.turn
+	}
+	p.mu.Unlock()
+	if turn != nil {
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+		defer func() {
+			if turn != nil {
+				<-turn
+			}
+		}()
+	}
 	now := p.now()
 	p.mu.Lock()
 	q, wait := p.queue(host, now, lim.MaxDelay)
@@ -153,6 +174,10 @@ func (p *Pacer) Wait(ctx context.Context, host string, gap time.Duration, lim Li
 		p.schedule(host, q, now)
 	}
 	p.mu.Unlock()
+	if turn != nil { // its place is taken: the fleet's next may ask
+		<-turn
+		turn = nil
+	}
 
 	select {
 	case <-w.ready:

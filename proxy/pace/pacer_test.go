@@ -260,3 +260,39 @@ func TestPacerRecordsFleetStarts(t *testing.T) {
 		}
 	})
 }
+
+// TestPacerWaitTakesTurnWithFleet: a request paced here alone (its
+// Redis call failed) while the fleet reserves a start for another takes
+// its place after that reservation is recorded, gap after it, never
+// beside a start Redis is giving (virtual clock: exact).
+func TestPacerWaitTakesTurnWithFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pc := NewPacer(time.Now)
+		const o, gap = "a.example", time.Second
+		lim := Limits{MaxWait: time.Minute, MaxDelay: time.Minute}
+		t0 := time.Now()
+		answer := make(chan struct{})
+		reserved := make(chan time.Time)
+		go func() {
+			at, _, _ := pc.Reserve(context.Background(), o, gap, lim.MaxDelay, func(local time.Duration) (time.Time, bool, error) {
+				<-answer // Redis answers late
+				return t0.Add(local), true, nil
+			})
+			reserved <- at
+		}()
+		synctest.Wait()
+		waited := make(chan time.Duration)
+		go func() { w, _ := pc.Wait(context.Background(), o, gap, lim); waited <- w }()
+		synctest.Wait()
+		if n := pc.Waiting(o); n != 0 {
+			t.Fatalf("%d waiting while the fleet reserves; want the local request to wait for its turn to queue", n)
+		}
+		close(answer)
+		if at := <-reserved; !at.Equal(t0) {
+			t.Errorf("the fleet's start at %v; want at once", at.Sub(t0))
+		}
+		if w := <-waited; w != gap {
+			t.Errorf("the local request waited %v; want the gap after the fleet's start, %v", w, gap)
+		}
+	})
+}
