@@ -231,7 +231,11 @@ type Cache struct {
 	// waiters have their answer already: a purge waits for them, or the
 	// copy it purged would be written back after it.
 	saving map[Origin][]chan struct{}
-	closed bool
+	// ownEpoch counts RetryOwnFailures calls: a fetch that began before
+	// the latest may have been sent the old configuration's way, and its
+	// failure of the configuration's kind is not kept for retry_after.
+	ownEpoch uint64
+	closed   bool
 
 	hits, coldHits, misses, evictions, fetches, abandoned, overloads atomic.Int64
 }
@@ -246,6 +250,8 @@ type flight struct {
 	err    error
 
 	waiters int // Gets waiting on it; c.mu is held
+	// epoch is the Cache's ownEpoch when the flight began.
+	epoch uint64
 }
 
 // originState is what the cache holds for an origin, one per origin it
@@ -452,7 +458,7 @@ func (c *Cache) join(ctx context.Context, o Origin) (*flight, error) {
 		f.waiters++
 		return f, nil
 	}
-	f := &flight{origin: o, done: make(chan struct{}), waiters: 1}
+	f := &flight{origin: o, done: make(chan struct{}), waiters: 1, epoch: c.ownEpoch}
 	f.ctx, f.cancel = context.WithCancelCause(c.ctx)
 	c.flights[o] = f
 	c.wg.Add(1)
@@ -734,7 +740,7 @@ func (c *Cache) refresh(f *flight) (a Answer, save func(context.Context), err er
 		}
 		return Answer{}, nil, fmt.Errorf("fetch robots.txt for %s: %w", o, context.Cause(f.ctx))
 	}
-	a, save = c.record(o, res)
+	a, save = c.record(o, res, f.epoch)
 	if unlock != nil {
 		saveFirst := save
 		save = func(ctx context.Context) {
@@ -749,8 +755,9 @@ func (c *Cache) refresh(f *flight) (a Answer, save func(context.Context), err er
 }
 
 // record keeps what a fetch found in the state (and the rules cache), and
-// returns the answer and the write of it to the Store (nil without one).
-func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
+// returns the answer and the write of it to the Store (nil without one);
+// epoch is the ownEpoch the fetch began in.
+func (c *Cache) record(o Origin, res *Result, epoch uint64) (Answer, func(context.Context)) {
 	if c.opts.OnFetch != nil {
 		c.opts.OnFetch(o, res)
 	}
@@ -765,8 +772,12 @@ func (c *Cache) record(o Origin, res *Result) (Answer, func(context.Context)) {
 		}
 		f.LastError, f.LastStatus, f.LastKind = describeFailure(res), res.Status, ErrorKind(res.Err)
 		f.RetryAt = now.Add(max(c.opts.RetryAfter, res.RetryAfter))
+		own := ownFailure(f.LastKind)
+		if own && epoch != c.ownEpoch {
+			f.RetryAt = time.Time{} // the configuration it met may be gone: see RetryOwnFailures
+		}
 		c.setFailure(st, &f)
-		if ownFailure(f.LastKind) {
+		if own {
 			return c.failed(st, now), nil // this process's, for retry_after: see ownFailure
 		}
 		return c.failed(st, now), c.saveFailure(o, st)
@@ -822,6 +833,32 @@ func (c *Cache) set(o Origin, e *Entry) {
 // persisted from before (in state_dir, or by an instance of the fleet
 // still running the old configuration).
 func ownFailure(kind string) bool { return kind == "tls-verify" || kind == "private-address" }
+
+// RetryOwnFailures makes every origin whose latest fetch failed for a
+// reason of robotsgate's own configuration (see ownFailure) due for a
+// fetch at its next Get, rather than after retry_after: for a reload
+// that changed that configuration (upstream.ca, block_private). A fetch
+// in flight, which may have been sent the old way, does not keep such a
+// failure for retry_after either. The rest of each failure (since when
+// the origin has been unreachable, its last copy) is kept. It returns how
+// many origins it made due.
+func (c *Cache) RetryOwnFailures() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ownEpoch++
+	n := 0
+	for _, st := range c.states {
+		for ; st != nil; st = st.sameKey {
+			if f := st.fail; f != nil && ownFailure(f.LastKind) && !f.RetryAt.IsZero() {
+				due := *f // failure marks are replaced whole, never changed in place
+				due.RetryAt = time.Time{}
+				c.setFailure(st, &due)
+				n++
+			}
+		}
+	}
+	return n
+}
 
 func describeFailure(res *Result) string {
 	if res.Err == nil {

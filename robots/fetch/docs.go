@@ -31,6 +31,8 @@ type DocCache[T any] struct {
 	bytes   int64                    // the entries' sizes
 	flights map[string]*docFlight[T]
 	slots   chan struct{} // the fetches in flight: a fetch holds one
+	// ownEpoch counts RetryOwnFailures calls (see Cache.ownEpoch).
+	ownEpoch uint64
 }
 
 // DocCacheOptions configure a DocCache. Each zero value means the default
@@ -102,11 +104,13 @@ type docEntry[T any] struct {
 	expires time.Time
 	failed  *Doc[T] // the last failure, while retryAt is ahead; nil if none
 	retryAt time.Time
+	own     bool // failed for a reason of robotsgate's own configuration (ownFailure)
 }
 
 type docFlight[T any] struct {
-	done chan struct{}
-	doc  Doc[T]
+	done  chan struct{}
+	doc   Doc[T]
+	epoch uint64 // the DocCache's ownEpoch when the flight began
 }
 
 // NewDocCache returns an empty DocCache with opts, defaults filled in.
@@ -166,7 +170,7 @@ func (c *DocCache[T]) Get(ctx context.Context, url string) (Doc[T], error) {
 		case held || f != nil:
 			<-c.slots // answered, or being fetched, while the slot was awaited
 		default:
-			f = &docFlight[T]{done: make(chan struct{})}
+			f = &docFlight[T]{done: make(chan struct{}), epoch: c.ownEpoch}
 			c.flights[url] = f
 			go c.fetch(url, f) // which frees the slot
 		}
@@ -241,7 +245,7 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 		if sd.Outcome == Fetched {
 			d.Value, d.ParseErr = c.opts.Parse(url, sd.Body)
 		}
-		c.record(url, d, len(sd.Body), sd.Expires, time.Time{})
+		c.record(url, f, d, len(sd.Body), sd.Expires, time.Time{}, false)
 		close(f.done)
 		return
 	}
@@ -264,7 +268,7 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 		}
 		expires = now.Add(ttl)
 	}
-	d = c.record(url, d, len(res.Body), expires, retry)
+	d = c.record(url, f, d, len(res.Body), expires, retry, res.Outcome == Unreachable && ownFailure(ErrorKind(res.Err)))
 	close(f.done)
 	if res.Outcome != Unreachable && c.opts.Store != nil {
 		sd := &StoredDoc{URL: url, Outcome: res.Outcome, Status: res.Status, Truncated: res.Truncated, FetchedAt: res.At, Expires: expires}
@@ -296,12 +300,17 @@ func (c *DocCache[T]) loadStored(url string, now time.Time) *StoredDoc {
 }
 
 // record keeps d, of a body of n bytes, as url's answer, and takes its
-// flight out of flights; it returns the answer to give. A failure (retry
+// flight f out of flights; it returns the answer to give. A failure (retry
 // not zero) keeps the last answer that was not one, stale; another answer
-// is kept until expires.
-func (c *DocCache[T]) record(url string, d Doc[T], n int, expires, retry time.Time) Doc[T] {
+// is kept until expires. own says the failure is of robotsgate's own
+// configuration (ownFailure): one met by a fetch that began before the
+// latest RetryOwnFailures is not kept for retry_after.
+func (c *DocCache[T]) record(url string, f *docFlight[T], d Doc[T], n int, expires, retry time.Time, own bool) Doc[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if own && f.epoch != c.ownEpoch {
+		retry = c.opts.Now() // due at the next Get: the configuration it met may be gone
+	}
 	e := c.entry(url)
 	if retry.IsZero() {
 		size := 2*int64(n) + 512
@@ -322,13 +331,32 @@ func (c *DocCache[T]) record(url string, d Doc[T], n int, expires, retry time.Ti
 		} else {
 			d.RetryAt = retry
 		}
-		e.failed, e.retryAt = &d, retry
+		e.failed, e.retryAt, e.own = &d, retry, own
 	} else {
 		e.good, e.expires, e.failed = &d, expires, nil
 	}
-	c.flights[url].doc = d
+	f.doc = d
 	delete(c.flights, url)
 	return d
+}
+
+// RetryOwnFailures makes every URL whose latest fetch failed for a
+// reason of robotsgate's own configuration (see ownFailure) due for a
+// fetch at its next Get, rather than after RetryAfter, as
+// Cache.RetryOwnFailures does for robots.txt. It returns how many URLs it
+// made due.
+func (c *DocCache[T]) RetryOwnFailures() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ownEpoch++
+	n := 0
+	for _, el := range c.entries {
+		if e := el.Value.(*docEntry[T]); e.failed != nil && e.own && !e.retryAt.IsZero() {
+			e.retryAt = time.Time{}
+			n++
+		}
+	}
+	return n
 }
 
 // entry returns url's entry, making it, and forgetting the least recently

@@ -97,3 +97,8 @@ func (f *Files) Purge(o Origin, licenses ...string) {
 		f.rsl.Purge(l)
 	}
 }
+
+// RetryOwnFailures makes every file whose latest fetch failed for a
+// reason of robotsgate's own configuration due for a fetch at its next
+// request (DocCache.RetryOwnFailures); it returns how many.
+func (f *Files) RetryOwnFailures() int { return f.tdm.RetryOwnFailures() + f.rsl.RetryOwnFailures() }
