@@ -42,7 +42,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 		s.finish(sn.pol, r, &d, resp.StatusCode, "")
 		return r, resp
 	}
-	return r, s.forward(sn.pol, r, &req, ci, &d)
+	return r, s.forward(sn, r, &req, ci, &d)
 }
 
 // onConnect is goproxy's CONNECT hook (DESIGN step 9). An allowed CONNECT
@@ -62,7 +62,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	}
 	ci := &connectInfo{tunnel: policy.Tunnel{Authority: host, User: req.User, Purposes: d.Purposes}}
 	if s.mitm == nil {
-		up, err := s.dialTunnel(r.Context(), d.Origin.HostPort()) // the host decided, not its spelling (2130706433, "host.")
+		up, err := sn.out.dialTunnel(r.Context(), d.Origin.HostPort()) // the host decided, not its spelling (2130706433, "host.")
 		if err != nil {
 			ctx.Resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, &d)
 			s.finish(p, r, &d, ctx.Resp.StatusCode, host)
@@ -98,10 +98,11 @@ func requestOf(r *http.Request, kind policy.Kind, scheme, authority, target stri
 	return req
 }
 
-// forward sends a request that goes through upstream, exactly as decided,
-// and returns the origin's answer for the client, or robotsgate's own when
-// the upstream failed.
-func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
+// forward sends a request that goes through upstream, exactly as decided
+// under sn (its policy, signer and egress), and returns the origin's
+// answer for the client, or robotsgate's own when the upstream failed.
+func (s *Server) forward(sn *snapshot, r *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
+	p := sn.pol
 	if ci != nil {
 		r.URL.Host = ci.tunnel.Authority // to the CONNECT authority only
 	}
@@ -131,7 +132,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		delete(r.Header, "Range")
 		delete(r.Header, "If-Range")
 	}
-	signer := s.signer() // nil unless [identity]: one atomic load
+	signer := sn.signer // nil unless [identity]
 	if _, _, on := p.Payments(); on || signer != nil {
 		// A price offer signed with robotsgate's identity is the
 		// operator's: every payment goes through the budget, never a
@@ -145,7 +146,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 	if _, ok := r.Header["User-Agent"]; !ok {
 		r.Header["User-Agent"] = []string{""} // send none, not Go's default
 	}
-	sendAsDecided(r, req.Target, d.Origin, s.tr.Proxy != nil)
+	sendAsDecided(r, req.Target, d.Origin, sn.out.tr.Proxy != nil)
 	r.RequestURI = "" // it is a client's request now
 	if signer != nil {
 		// Signed for the authority decided, which the request names
@@ -155,7 +156,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		s.metrics.signed.Inc()
 	}
 	start := time.Now()
-	resp, err := s.send.RoundTrip(r)
+	resp, err := sn.out.send.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {
 		// A 101 to a request that asked for no upgrade (its Upgrade is
 		// removed unless it is a WebSocket's): no protocol to relay.
@@ -173,7 +174,7 @@ func (s *Server) forward(p *policy.Policy, r *http.Request, req *policy.Request,
 		// Pay-per-crawl: a price within bounds is paid, the request sent
 		// once more; otherwise robotsgate answers 402 price-refused.
 		var own bool
-		if resp, own = s.payFor(client, p, r, req, d, resp); own {
+		if resp, own = s.payFor(client, sn, r, req, d, resp); own {
 			s.finish(p, r, d, resp.StatusCode, "")
 			return resp
 		}

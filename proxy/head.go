@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -62,8 +63,8 @@ func readableAcceptEncoding(h http.Header) {
 // hostile origin cannot stretch: at most zstdHeads zstd frames decoded at
 // once, each with a bounded window, and every head read within timeout.
 type headReader struct {
-	timeout time.Duration
-	zstd    chan struct{} // a token per zstd decode under way
+	timeoutNanos atomic.Int64  // upstream.timeout's, set again by a reload
+	zstd         chan struct{} // a token per zstd decode under way
 	// trailerStatements counts trailers that refused a declared purpose
 	// after the body was sent (watchTrailer).
 	trailerStatements prometheus.Counter
@@ -77,8 +78,16 @@ const (
 )
 
 func newHeadReader(timeout time.Duration) *headReader {
-	return &headReader{timeout: timeout, zstd: make(chan struct{}, zstdHeads), trailerStatements: newTrailerCounter()}
+	hr := &headReader{zstd: make(chan struct{}, zstdHeads), trailerStatements: newTrailerCounter()}
+	hr.setTimeout(timeout)
+	return hr
 }
+
+// setTimeout makes timeout the bound of each head read from now on.
+func (hr *headReader) setTimeout(timeout time.Duration) { hr.timeoutNanos.Store(int64(timeout)) }
+
+// timeout is the bound of a head read.
+func (hr *headReader) timeout() time.Duration { return time.Duration(hr.timeoutNanos.Load()) }
 
 // readHead reads the head of resp's HTML page as browsers build it (the
 // HTML standard's tree construction, golang.org/x/net/html, over the page
@@ -100,13 +109,14 @@ func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.U
 func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) robots.Usage {
 	raw := &recorder{r: resp.Body, max: maxHeadRaw}
 	// A body that stalls is closed when the time is up: its read returns.
-	stop := time.AfterFunc(hr.timeout, func() { resp.Body.Close() })
+	timeout := hr.timeout()
+	stop := time.AfterFunc(timeout, func() { resp.Body.Close() })
 	u, err := hr.judgeHead(resp, raw, tokens)
 	timedOut := !stop.Stop()
 	resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(raw.buf), resp.Body), Closer: resp.Body}
 	switch {
 	case timedOut:
-		err = fmt.Errorf("not read within %v", hr.timeout)
+		err = fmt.Errorf("not read within %v", timeout)
 	case err == nil && resp.StatusCode == http.StatusPartialContent:
 		err = errors.New("a part of the page (206)")
 	}
@@ -159,7 +169,7 @@ func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []str
 		select {
 		case hr.zstd <- struct{}{}:
 			defer func() { <-hr.zstd }()
-		case <-time.After(hr.timeout):
+		case <-time.After(hr.timeout()):
 			return robots.Usage{}, errors.New("too many zstd pages read at once")
 		}
 	}

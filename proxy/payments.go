@@ -60,7 +60,8 @@ const budgetTimeout = 2 * time.Second
 // answered by robotsgate: 402 price-refused, nothing paid. A 402 that
 // names no price is the site's own answer, passed on. It returns the
 // response for the client and whether it is robotsgate's own (refused).
-func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Request, req *policy.Request, d *policy.Decision, resp *http.Response) (*http.Response, bool) {
+func (s *Server) payFor(client context.Context, sn *snapshot, r *http.Request, req *policy.Request, d *policy.Decision, resp *http.Response) (*http.Response, bool) {
+	p := sn.pol
 	maxPrice, budget, on := p.Payments()
 	stated := resp.Header.Get(fieldPrice)
 	if !on || stated == "" {
@@ -134,13 +135,13 @@ func (s *Server) payFor(client context.Context, p *policy.Policy, r *http.Reques
 		&httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	again := r.Clone(sendCtx)
 	again.Header.Set(fieldExactPrice, stated)
-	if signer := s.signer(); signer != nil {
+	if signer := sn.signer; signer != nil {
 		// A fresh signature that covers the price accepted too: it cannot
 		// be replayed with another.
 		signer.SignWith(again.Header, again.Host, fieldExactPrice)
 		s.metrics.signed.Inc()
 	}
-	paid, err := s.paid.RoundTrip(again)
+	paid, err := sn.out.paid.RoundTrip(again)
 	if err != nil && !connected.Load() {
 		// It never left (no connection: refused, a private address, a
 		// TLS or next-hop failure): nothing can have been charged.

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/robotsgate/robotsgate/cluster"
-	"github.com/robotsgate/robotsgate/internal/rotate"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/audit"
@@ -62,11 +61,9 @@ type Server struct {
 	opts  Options
 	cache *fetch.Cache
 	gp    *goproxy.ProxyHttpServer
-	tr    *http.Transport
-	send  *rotate.Transport // sends forwarded requests: clones of tr, rotated (see package rotate)
-	paid  *http.Transport   // sends paid requests, each once on a connection of its own (paidTransport)
 	audit *audit.Log
-	// snap is the policy in force, swapped whole by a reload.
+	// snap is the policy in force, and the egress it sends through,
+	// swapped whole by a reload.
 	snap  atomic.Pointer[snapshot]
 	conns *connTracker
 	// private remembers which hosts resolve to private addresses.
@@ -87,7 +84,8 @@ type Server struct {
 	files *fetch.Files
 	// heads reads HTML answers' heads for requests that declare purposes.
 	heads *headReader
-	// upstream holds the connections to origins, closed at shutdown.
+	// upstream holds the connections to origins, of every egress, closed
+	// at shutdown.
 	upstream *upstream.Conns
 	// pacer spaces request starts per origin ([politeness]).
 	pacer *pace.Pacer
@@ -116,9 +114,6 @@ type Server struct {
 	maxFetches    int
 	clusterConfig config.ClusterConfig
 	retryAfter    time.Duration // the cache's, for the log of failed fetches
-	// upstream0 is the [upstream] the transports, the dialer and the
-	// fetches' guard were built from: a reload does not change them.
-	upstream0 config.UpstreamConfig
 }
 
 // snapshot is one config in force: its policy, the authenticator of its
@@ -131,6 +126,9 @@ type snapshot struct {
 	// request sent; nil when it is off.
 	ring   *identity.KeyRing
 	signer *identity.Signer
+	// out is how requests and robotsgate's own fetches reach origins
+	// under this config's [upstream].
+	out *egress
 }
 
 // newSnapshot makes the snapshot of s for pol, a compiled cfg.
@@ -163,7 +161,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
-		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster, upstream0: cfg.Upstream,
+		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
 		upstream: upstream.NewConns(),
 		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    pace.NewPacer(o.Now),
@@ -177,13 +175,10 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.conns.overloaded = s.overloaded
-	uo := upstream.OptionsFor(pol.Config(), pol.UpstreamProxy())
-	uo.Lookup, uo.Conns, uo.Self = o.LookupNetIP, s.upstream, &s.self
-	if s.tr, err = upstream.NewTransport(uo); err != nil {
+	out, _, err := s.egressFor(pol, nil)
+	if err != nil {
 		return nil, err
 	}
-	s.send = rotate.New(s.tr, 0)
-	s.paid = paidTransport(s.tr)
 	if pol.TLSMode() == policy.TLSMITM {
 		if s.mitm, err = loadMITM(cfg, o.Now); err != nil {
 			return nil, err
@@ -198,9 +193,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	ro := upstream.RobotsOptions{
-		Transport: s.tr, Proxy: pol.UpstreamProxy(), Version: o.Version, Now: o.Now,
-		Guard:  &upstream.Guard{Block: cfg.Upstream.BlockPrivate, Private: s.private, Self: &s.self, Timeout: cfg.Upstream.Timeout},
-		Signer: s.signer, OnSign: s.metrics.signed.Inc,
+		Transport: fetchTransport{s}, Version: o.Version, Now: o.Now, // out's, or a reload's
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
 	if s.cluster != nil {
@@ -235,7 +228,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	sn := s.newSnapshot(cfg, pol)
-	sn.ring, sn.signer = ring, signer
+	sn.ring, sn.signer, sn.out = ring, signer, out
 	s.snap.Store(sn)
 	if s.cluster != nil {
 		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
@@ -248,7 +241,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 			s.cache.Forget(o)
 		})
 	}
-	s.gp = s.newGoproxy(pol.UpstreamProxy())
+	s.gp = s.newGoproxy()
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
 }
@@ -426,11 +419,18 @@ func loadMITM(cfg *config.Config, now func() time.Time) (*mitm.Terminator, error
 
 // newGoproxy sets goproxy up with robotsgate's hooks, and against each of
 // its defaults that would let something through undecided or leak.
-func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
+func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = log.New(slogWriter{s.log}, "", 0)
-	gp.Tr = s.tr
-	// Never the environment's HTTPS_PROXY: dial through the guarded dialer.
+	// goproxy sends nothing itself: every request is forwarded, and every
+	// CONNECT hijacked, by robotsgate's hooks, through the snapshot's
+	// egress. Should a path of goproxy's ever send, it fails rather than
+	// go out undecided, or a way a reload has replaced.
+	gp.Tr = &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("robotsgate sends through its own transports, never goproxy's")
+	}}
+	// Never the environment's HTTPS_PROXY: tunnels dial through the
+	// egress (egress.dialTunnel).
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
 	gp.KeepAcceptEncoding = true // bodies pass as the origin encoded them
 	gp.KeepHeader = false        // Proxy-Authorization never reaches the origin
@@ -462,17 +462,6 @@ func (s *Server) newGoproxy(next *url.URL) *goproxy.ProxyHttpServer {
 	gp.NonproxyHandler = s.admin
 	gp.OnRequest().DoFunc(s.onRequest)
 	gp.OnRequest().HandleConnectFunc(s.onConnect)
-	if next != nil {
-		// Tunnels go through the next hop too, with its credentials.
-		gp.ConnectDial = gp.NewConnectDialToProxyWithHandler(next.String(), func(req *http.Request) {
-			if next.User != nil {
-				pw, _ := next.User.Password()
-				req.SetBasicAuth(next.User.Username(), pw)
-				req.Header.Set("Proxy-Authorization", req.Header.Get("Authorization"))
-				req.Header.Del("Authorization")
-			}
-		})
-	}
 	return gp
 }
 
@@ -583,7 +572,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.cluster != nil {
 		s.cluster.Close()
 	}
-	s.send.CloseIdleConnections()
+	s.snap.Load().out.closeIdle()
 	if cerr := s.audit.Close(); err == nil {
 		err = cerr
 	}
@@ -606,9 +595,16 @@ func (s *Server) drainTunnels(ctx context.Context) error {
 	return nil
 }
 
-// Reload applies a new config: everything but listen, [tls] and
-// robots.cache_max_bytes, which need a restart (logged). Cached rules are
-// kept. The audit file is reopened.
+// Reload applies a new config: everything but listen, [tls],
+// robots.cache_max_bytes, robots.max_fetches and [cluster], which need a
+// restart (logged). A new [upstream] (or a renewed upstream.ca file) is
+// applied at once: new transports, dialer and guard, which requests
+// decided from then on use, while those in flight end on the old ones;
+// and the robots.txt and usage files whose latest fetch failed for
+// robotsgate's own configuration (tls-verify, private-address) are
+// fetched again at their next request. Cached rules are kept. The audit
+// file is reopened. A config that cannot be applied whole is refused,
+// and the running one kept.
 func (s *Server) Reload(cfg *config.Config) error {
 	pol, err := policy.Compile(cfg)
 	if err != nil {
@@ -622,7 +618,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 		s.ReloadFailed()
 		return err
 	}
-	if old := s.snap.Load().signer; sn.signer != nil && (old == nil || old.KeyID() != sn.signer.KeyID()) {
+	old := s.snap.Load()
+	var newEgress bool
+	if sn.out, newEgress, err = s.egressFor(pol, old.out); err != nil {
+		s.ReloadFailed()
+		return err
+	}
+	if prev := old.signer; sn.signer != nil && (prev == nil || prev.KeyID() != sn.signer.KeyID()) {
 		s.log.Info("identity: signing with key "+sn.signer.KeyID(), "key_file", sn.ring.Path)
 	}
 	if cfg.Listen != s.listen {
@@ -640,16 +642,25 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if !cfg.Cluster.Equal(&s.clusterConfig) {
 		s.log.Warn("[cluster] changed: restart to apply")
 	}
-	if cfg.Upstream != s.upstream0 {
-		s.log.Warn("[upstream] changed: restart to apply (a restart fetches again at once the robots.txt that failed on tls-verify)")
-	}
 	// The audit log moves (or reopens, after rotation) under its own lock:
 	// each line goes whole to the old file or to the new one.
 	if err := s.audit.Reopen(cfg.Audit.File); err != nil {
 		s.ReloadFailed()
 		return err
 	}
-	s.snap.Store(sn) // one snapshot: [politeness] limits and [auth] users come with it
+	s.snap.Store(sn) // one snapshot: [politeness] limits, [auth] users and [upstream] come with it
+	s.heads.setTimeout(cfg.Upstream.Timeout)
+	if newEgress {
+		// Requests that loaded the old snapshot end on the old egress; its
+		// connections close as they go idle.
+		old.out.closeIdle()
+		robots, files := s.cache.RetryOwnFailures(), 0
+		if s.files != nil {
+			files = s.files.RetryOwnFailures()
+		}
+		s.log.Info("[upstream] applied: new connections to origins; robots.txt and usage files that failed on robotsgate's configuration (tls-verify, private-address) are fetched again at their next request",
+			"robots_txt", robots, "usage_files", files)
+	}
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	return nil
 }

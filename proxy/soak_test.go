@@ -142,7 +142,7 @@ func TestSoak(t *testing.T) {
 	var after runtime.MemStats
 	goroutinesAfter := 0
 	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
-		p.srv.tr.CloseIdleConnections()
+		p.srv.snap.Load().out.closeIdle()
 		p.srv.cache.CloseIdleConnections()
 		runtime.GC()
 		goroutinesAfter = runtime.NumGoroutine()

@@ -213,12 +213,3 @@ func relay(a, b net.Conn) {
 	b.Close()
 	<-done
 }
-
-// dialTunnel connects to a tunnel's target: through upstream.proxy's own
-// CONNECT when there is one, else with the guarded dialer.
-func (s *Server) dialTunnel(ctx context.Context, hostport string) (net.Conn, error) {
-	if s.gp.ConnectDial != nil {
-		return s.gp.ConnectDial("tcp", hostport)
-	}
-	return s.tr.DialContext(ctx, "tcp", hostport)
-}

@@ -90,7 +90,8 @@ func Cache(cfg *config.Config, version string, exact bool) (*fetch.Cache, *fetch
 	if !exact {
 		parse = append(parse, robots.WithNormalization())
 	}
-	ro := upstream.RobotsOptions{Transport: tr, Proxy: p.UpstreamProxy(), Version: version, Now: time.Now, Parse: parse}
+	ft := upstream.NewFetchTransport(upstream.FetchOptions{Transport: tr, Proxy: p.UpstreamProxy()})
+	ro := upstream.RobotsOptions{Transport: ft, Version: version, Now: time.Now, Parse: parse}
 	cache, err := upstream.NewRobotsCache(&p.Config().Robots, ro)
 	if err != nil {
 		return nil, nil, err

@@ -27,8 +27,9 @@ func OptionsFor(cfg *config.Config, next *url.URL) Options {
 	}
 }
 
-// RobotsOptions are what NewRobotsCache needs besides [robots].
-type RobotsOptions struct {
+// FetchOptions are how robotsgate's own fetches (robots.txt, the usage
+// files, each redirect hop of either) reach origins: NewFetchTransport's.
+type FetchOptions struct {
 	// Transport is the proxy's: robots.txt is fetched with its dialer
 	// (block_private, upstream.proxy) and trusts the same roots.
 	Transport *http.Transport
@@ -41,10 +42,55 @@ type RobotsOptions struct {
 	// ([identity]); nil from it: unsigned.
 	Signer func() *identity.Signer
 	// OnSign, if set, counts each signed fetch.
-	OnSign  func()
-	Version string // replaces "VERSION" in fetch_user_agent
-	Now     func() time.Time
-	Parse   []robots.Option // how fetched files are parsed
+	OnSign func()
+}
+
+// FetchTransport sends robotsgate's own fetches: each request is checked
+// by the guard first (one refused is neither signed nor sent), then
+// signed, then sent on a transport of fetch's (fetch.NewTransport) with
+// the proxy's dialer, roots and next hop, rotated as the proxy's own
+// transport is (a fetch from each of a crawl's many origins would
+// otherwise leave a kilobyte behind). It is safe for concurrent use.
+type FetchTransport struct {
+	rt      http.RoundTripper
+	rotated *rotate.Transport
+}
+
+// NewFetchTransport returns the FetchTransport of o.
+func NewFetchTransport(o FetchOptions) *FetchTransport {
+	rotated := rotate.New(fetch.NewTransport(fetch.TransportOptions{
+		Proxy:       o.Proxy,
+		RootCAs:     o.Transport.TLSClientConfig.RootCAs,
+		DialContext: o.Transport.DialContext,
+	}), 0)
+	var tr http.RoundTripper = rotated
+	if o.Signer != nil { // every fetch and redirect hop signed, as forwarded requests are
+		tr = &identity.Transport{Base: tr, Signer: o.Signer, OnSign: o.OnSign}
+	}
+	// Outermost: a hop refused is neither signed nor sent. The fetcher
+	// follows redirects itself, one request each, so every hop is checked.
+	return &FetchTransport{rt: o.Guard.Transport(tr), rotated: rotated}
+}
+
+// RoundTrip checks, signs and sends req.
+func (t *FetchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.rt.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the transport
+// under it, and those that go idle later.
+func (t *FetchTransport) CloseIdleConnections() { t.rotated.CloseIdleConnections() }
+
+// RobotsOptions are what NewRobotsCache and NewUsageFiles need besides
+// [robots].
+type RobotsOptions struct {
+	// Transport sends every fetch and redirect hop: a FetchTransport, or
+	// a RoundTripper that hands each request to the one in force (the
+	// server's, whose [upstream] a reload may replace). Required.
+	Transport http.RoundTripper
+	Version   string // replaces "VERSION" in fetch_user_agent
+	Now       func() time.Time
+	Parse     []robots.Option // how fetched files are parsed
 	// OnFetch, Store and OnBadRecord are fetch.CacheOptions'; each may be
 	// nil.
 	OnFetch     func(fetch.Origin, *fetch.Result)
@@ -97,21 +143,8 @@ func robotsFetcher(rc *config.RobotsConfig, o RobotsOptions) *fetch.Fetcher {
 	if redirects == 0 {
 		redirects = -1 // FetcherOptions: 0 is the default, negative is none
 	}
-	// Rotated, as the proxy's own: a fetch from each of a crawl's many
-	// origins would otherwise leave a kilobyte behind.
-	var tr http.RoundTripper = rotate.New(fetch.NewTransport(fetch.TransportOptions{
-		Proxy:       o.Proxy,
-		RootCAs:     o.Transport.TLSClientConfig.RootCAs,
-		DialContext: o.Transport.DialContext,
-	}), 0)
-	if o.Signer != nil { // every fetch and redirect hop signed, as forwarded requests are
-		tr = &identity.Transport{Base: tr, Signer: o.Signer, OnSign: o.OnSign}
-	}
-	// Outermost: a hop refused is neither signed nor sent. The fetcher
-	// follows redirects itself, one request each, so every hop is checked.
-	tr = o.Guard.Transport(tr)
 	return fetch.NewFetcher(fetch.FetcherOptions{
-		Transport:          tr,
+		Transport:          o.Transport,
 		UserAgent:          strings.ReplaceAll(rc.FetchUserAgent, "VERSION", o.Version),
 		MaxBytes:           rc.MaxBytes,
 		MaxRedirects:       redirects,

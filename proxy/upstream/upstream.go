@@ -289,15 +289,19 @@ func ReadPool(path string) (*x509.CertPool, error) {
 
 // Options configure a Transport.
 type Options struct {
-	Timeout        time.Duration // dial, TLS handshake and response headers
-	BlockPrivate   bool          // refuse private addresses (block_private)
-	Proxy          *url.URL      // the next hop (upstream.proxy); nil: direct
-	CA             string        // a PEM file of extra roots (upstream.ca); "": the system's only
-	MaxIdle        int           // idle connections kept in all
-	MaxHeaderBytes int           // a response's header block, at least 64 KiB
-	Lookup         LookupFunc    // resolves names
-	Conns          *Conns        // tracks every connection dialled; nil: none
-	Self           *Self         // robotsgate's own listener, never dialled; nil: unknown
+	Timeout      time.Duration // dial, TLS handshake and response headers
+	BlockPrivate bool          // refuse private addresses (block_private)
+	Proxy        *url.URL      // the next hop (upstream.proxy); nil: direct
+	CA           string        // a PEM file of extra roots (upstream.ca); "": the system's only
+	// Roots, if set, are the roots TLS is verified with, as ReadPool
+	// returned them for CA (so that what was read once is what is
+	// trusted); nil: ReadPool(CA).
+	Roots          *x509.CertPool
+	MaxIdle        int        // idle connections kept in all
+	MaxHeaderBytes int        // a response's header block, at least 64 KiB
+	Lookup         LookupFunc // resolves names
+	Conns          *Conns     // tracks every connection dialled; nil: none
+	Self           *Self      // robotsgate's own listener, never dialled; nil: unknown
 }
 
 // NewTransport returns the transport for proxied requests, tuned for a
@@ -307,9 +311,12 @@ type Options struct {
 // connection, and never the environment's proxy variables, which would
 // point back at robotsgate. Compression is left to the client and origin.
 func NewTransport(o Options) (*http.Transport, error) {
-	pool, err := ReadPool(o.CA)
-	if err != nil {
-		return nil, err
+	pool := o.Roots
+	if pool == nil {
+		var err error
+		if pool, err = ReadPool(o.CA); err != nil {
+			return nil, err
+		}
 	}
 	exempt := ""
 	if u := o.Proxy; u != nil {
