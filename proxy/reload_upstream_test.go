@@ -205,3 +205,28 @@ func TestReloadChangesNextHop(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadSaysRobotsNeedsRestart: the robots.txt cache and its fetchers
+// are built at start, so a reload that changes [robots] says a restart
+// applies it, and one that changes only [upstream] does not.
+func TestReloadSaysRobotsNeedsRestart(t *testing.T) {
+	t.Parallel()
+	cfg := loopbackConfig()
+	cfg.TLS.StateDir = t.TempDir()
+	p, _ := startWithLookup(t, cfg, loopbackLookup)
+	next := *cfg
+	next.Upstream.Timeout = 10 * time.Second
+	if err := p.srv.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	if log := p.log.String(); strings.Contains(log, "restart to apply") || !strings.Contains(log, "[upstream] applied") {
+		t.Errorf("a reload changing upstream.timeout logged:\n%s\nwant [upstream] applied, no restart", log)
+	}
+	next.Robots.FetchTimeout = 5 * time.Second
+	if err := p.srv.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	if log := p.log.String(); !strings.Contains(log, "[robots] changed: restart to apply") {
+		t.Errorf("a reload changing robots.fetch_timeout logged:\n%s\nwant [robots] changed: restart to apply", log)
+	}
+}

@@ -112,6 +112,7 @@ type Server struct {
 	tlsConfig     config.TLSConfig
 	cacheMaxBytes int64
 	maxFetches    int
+	robots        config.RobotsConfig // the cache and fetchers are built from it
 	clusterConfig config.ClusterConfig
 	retryAfter    time.Duration // the cache's, for the log of failed fetches
 }
@@ -160,7 +161,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	stop := func() { cancel(policy.ErrShuttingDown) }
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o,
-		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches,
+		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches, robots: cfg.Robots,
 		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
 		upstream: upstream.NewConns(),
 		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
@@ -595,9 +596,8 @@ func (s *Server) drainTunnels(ctx context.Context) error {
 	return nil
 }
 
-// Reload applies a new config: everything but listen, [tls],
-// robots.cache_max_bytes, robots.max_fetches and [cluster], which need a
-// restart (logged). A new [upstream] (or a renewed upstream.ca file) is
+// Reload applies a new config: everything but listen, [tls], [robots]
+// and [cluster], which need a restart (logged). A new [upstream] (or a renewed upstream.ca file) is
 // applied at once: new transports, dialer and guard, which requests
 // decided from then on use, while those in flight end on the old ones;
 // and the robots.txt and usage files whose latest fetch failed for
@@ -638,6 +638,11 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	if cfg.Robots.MaxFetches != s.maxFetches {
 		s.log.Warn("robots.max_fetches changed: restart to apply")
+	}
+	rc := cfg.Robots
+	rc.CacheMaxBytes, rc.MaxFetches = s.robots.CacheMaxBytes, s.robots.MaxFetches // said above
+	if rc != s.robots {
+		s.log.Warn("[robots] changed: restart to apply (the robots.txt and usage-file caches and their fetchers are built at start)")
 	}
 	if !cfg.Cluster.Equal(&s.clusterConfig) {
 		s.log.Warn("[cluster] changed: restart to apply")
