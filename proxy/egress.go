@@ -47,19 +47,24 @@ type egressKey struct {
 	maxIdle, maxHeaderBytes int
 }
 
+// egressKeyOf returns the key of the egress cfg builds.
+func egressKeyOf(cfg *config.Config) egressKey {
+	return egressKey{upstream: cfg.Upstream, maxIdle: cfg.Limits.MaxConnections, maxHeaderBytes: cfg.Limits.MaxHeaderBytes}
+}
+
 // newEgress builds the egress of pol's [upstream], trusting roots (the
 // system's and upstream.ca's, as upstream.ReadPool read them).
 func (s *Server) newEgress(pol *policy.Policy, roots *x509.CertPool) (*egress, error) {
 	cfg := pol.Config()
 	next := pol.UpstreamProxy()
-	uo := upstream.OptionsFor(cfg, next)
+	uo := upstream.OptionsFor(cfg, next) // MaxIdle and MaxHeaderBytes as egressKeyOf has them
 	uo.Lookup, uo.Conns, uo.Self, uo.Roots = s.opts.LookupNetIP, s.upstream, &s.self, roots
 	tr, err := upstream.NewTransport(uo)
 	if err != nil {
 		return nil, fmt.Errorf("build the upstream transport: %w", err)
 	}
 	e := &egress{
-		key:  egressKey{upstream: cfg.Upstream, maxIdle: uo.MaxIdle, maxHeaderBytes: uo.MaxHeaderBytes},
+		key:  egressKeyOf(cfg),
 		tr:   tr,
 		send: rotate.New(tr, 0),
 		paid: paidTransport(tr),
@@ -118,8 +123,7 @@ func (s *Server) egressFor(pol *policy.Policy, e *egress) (out *egress, changed 
 		pb.Addf("upstream.ca", "%v", err)
 		return nil, false, pb.Err()
 	}
-	key := egressKey{upstream: cfg.Upstream, maxIdle: cfg.Limits.MaxConnections, maxHeaderBytes: cfg.Limits.MaxHeaderBytes}
-	if e != nil && e.key == key && e.tr.TLSClientConfig.RootCAs.Equal(roots) {
+	if e != nil && e.key == egressKeyOf(cfg) && e.tr.TLSClientConfig.RootCAs.Equal(roots) {
 		return e, false, nil
 	}
 	out, err = s.newEgress(pol, roots)

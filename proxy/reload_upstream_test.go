@@ -208,7 +208,9 @@ func TestReloadChangesNextHop(t *testing.T) {
 
 // TestReloadSaysRobotsNeedsRestart: the robots.txt cache and its fetchers
 // are built at start, so a reload that changes [robots] says a restart
-// applies it, and one that changes only [upstream] does not.
+// applies it, and one that changes only [upstream] does not. A reload
+// that leaves [upstream] and upstream.ca's file as they were (a SIGHUP
+// to reopen the audit file) keeps the connections to origins.
 func TestReloadSaysRobotsNeedsRestart(t *testing.T) {
 	t.Parallel()
 	cfg := loopbackConfig()
@@ -222,9 +224,13 @@ func TestReloadSaysRobotsNeedsRestart(t *testing.T) {
 	if log := p.log.String(); strings.Contains(log, "restart to apply") || !strings.Contains(log, "[upstream] applied") {
 		t.Errorf("a reload changing upstream.timeout logged:\n%s\nwant [upstream] applied, no restart", log)
 	}
+	out := p.srv.snap.Load().out
 	next.Robots.FetchTimeout = 5 * time.Second
 	if err := p.srv.Reload(&next); err != nil {
 		t.Fatal(err)
+	}
+	if p.srv.snap.Load().out != out {
+		t.Error("a reload that left [upstream] as it was replaced the egress; want it kept, with its connections")
 	}
 	if log := p.log.String(); !strings.Contains(log, "[robots] changed: restart to apply") {
 		t.Errorf("a reload changing robots.fetch_timeout logged:\n%s\nwant [robots] changed: restart to apply", log)
