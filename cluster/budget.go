@@ -24,8 +24,10 @@ import (
 //
 // The counter is not sealed as the fleet's other values are (a script
 // adds to it), so each instance checks it against what it saw: each
-// field it read stays at least as high as it was, and a counter it saw
-// does not vanish. A counter that went backwards — a Redis writer reset
+// field it read stays at least as high as it was, a counter it saw does
+// not vanish, and what it says was spent is never less than this
+// instance alone has spent that day (a writer raising "refunded" makes
+// both fields grow). A counter that went backwards — a Redis writer reset
 // it, or a failover to a replica lost its last writes — would have the
 // fleet pay again what it already paid, so the instance that sees it
 // pays nothing more that day in that currency (ErrCounterRewound), logs
@@ -37,7 +39,8 @@ import (
 // an instance before the hash wrote it) as a hash, and returns from the
 // script {-2, 0, 0} for a value no instance writes, or {-1, res, ref}
 // when either field is below what the instance saw (ARGV[1] reserved,
-// ARGV[2] refunded): a counter that went backwards, or vanished (read as
+// ARGV[2] refunded), or the spending below what the instance itself
+// spent (ARGV[3]): a counter that went backwards, or vanished (read as
 // 0, 0). Lua compares doubles: exact while a day's reservations stay
 // below 2^53 billionths (nine million of a currency a day, refunded ones
 // included).
@@ -65,16 +68,16 @@ elseif kind == 'hash' then
 elseif kind ~= 'none' then
 	return {-2, 0, 0}
 end
-if res < tonumber(ARGV[1]) or ref < tonumber(ARGV[2]) then
+if res < tonumber(ARGV[1]) or ref < tonumber(ARGV[2]) or res - ref < tonumber(ARGV[3]) then
 	return {-1, res, ref}
 end
 `
 
-// reserveSpendSource adds ARGV[3] to what KEYS[1] reserved if the
-// spending stays within ARGV[4]; it returns {1, reserved, refunded} after
+// reserveSpendSource adds ARGV[4] to what KEYS[1] reserved if the
+// spending stays within ARGV[5]; it returns {1, reserved, refunded} after
 // or {0, reserved, refunded} as they were.
 const reserveSpendSource = counterSource + `
-local amount, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local amount, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 if res - ref + amount > limit then
 	return {0, res, ref}
 end
@@ -83,10 +86,10 @@ redis.call('EXPIRE', KEYS[1], 172800)
 return {1, res, ref}
 `
 
-// refundSpendSource gives ARGV[3] back to KEYS[1], never more than is
+// refundSpendSource gives ARGV[4] back to KEYS[1], never more than is
 // spent; it returns {1, reserved, refunded} after.
 const refundSpendSource = counterSource + `
-local back = math.min(tonumber(ARGV[3]), res - ref)
+local back = math.min(tonumber(ARGV[4]), res - ref)
 if back > 0 then
 	ref = redis.call('HINCRBY', KEYS[1], 'refunded', back)
 end
@@ -124,9 +127,13 @@ type fleetBudget struct {
 }
 
 // counterSeen is what an instance saw of a day's counter: the highest
-// value of each field, and why it no longer trusts it ("" while it does).
+// value of each field, what the instance itself reserved and has not
+// given back (never more than it did: it is raised once a reservation is
+// made, and lowered before a refund is asked), and why it no longer
+// trusts the counter ("" while it does).
 type counterSeen struct {
 	reserved, refunded int64
+	own                int64
 	rewound            string
 }
 
@@ -179,7 +186,7 @@ func (b *fleetBudget) run(ctx context.Context, script *redis.Script, day, curren
 	var res []any
 	err = b.c.do(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = script.Run(ctx, b.c.rdb, []string{key}, append([]any{seen.reserved, seen.refunded}, args...)...).Slice()
+		res, err = script.Run(ctx, b.c.rdb, []string{key}, append([]any{seen.reserved, seen.refunded, seen.own}, args...)...).Slice()
 		return err
 	})
 	if err != nil {
@@ -197,7 +204,7 @@ func (b *fleetBudget) run(ctx context.Context, script *redis.Script, day, curren
 		b.c.foreign(key, err)
 		return 0, 0, 0, err
 	case -1:
-		why := fmt.Sprintf("the spending counter %s went backwards or vanished: reserved %d, refunded %d, where this instance saw %d and %d (billionths)", key, reserved, refunded, seen.reserved, seen.refunded)
+		why := fmt.Sprintf("the spending counter %s went backwards or vanished: reserved %d, refunded %d, where this instance saw %d and %d and itself spent %d (billionths)", key, reserved, refunded, seen.reserved, seen.refunded, seen.own)
 		b.mu.Lock()
 		s := b.seen[day+" "+currency]
 		first := s != nil && s.rewound == ""
@@ -228,15 +235,29 @@ func (b *fleetBudget) Reserve(ctx context.Context, day string, a, limit pay.Amou
 	if err != nil {
 		return pay.Amount{}, false, fmt.Errorf("reserve %s in the fleet's budget: %w", a, err)
 	}
+	if status == 1 {
+		b.addOwn(day, a.Currency, a.Nanos)
+	}
 	return pay.Amount{Currency: a.Currency, Nanos: reserved - refunded}, status == 1, nil
 }
 
 // Refund implements pay.Budget.
 func (b *fleetBudget) Refund(ctx context.Context, day string, a pay.Amount) error {
+	b.addOwn(day, a.Currency, -a.Nanos) // before: the counter may show it given back first
 	if _, _, _, err := b.run(ctx, b.refund, day, a.Currency, a.Nanos); err != nil {
 		return fmt.Errorf("refund %s to the fleet's budget: %w", a, err)
 	}
 	return nil
+}
+
+// addOwn adds n (less than 0 for a refund) to what this instance itself
+// has spent of day's budget in currency.
+func (b *fleetBudget) addOwn(day, currency string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.seen[day+" "+currency]; s != nil {
+		s.own = max(s.own+n, 0)
+	}
 }
 
 // Spent implements pay.Budget.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,5 +76,42 @@ func TestPayBudgetCounter(t *testing.T) {
 	}
 	if _, _, err := fresh.Reserve(ctx, day, usd(1), limit); err == nil || errors.Is(err, pay.ErrCounterRewound) {
 		t.Errorf("Reserve on a negative counter: %v; want refused as foreign", err)
+	}
+}
+
+// TestPayBudgetRefundedRaised: a writer that raises "refunded" (both
+// fields only grow, yet the spending falls to nothing) is caught by an
+// instance that spent more than the counter then says; an instance's own
+// concurrent reservations and refunds never look like that.
+func TestPayBudgetRefundedRaised(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	ctx := t.Context()
+	const day = "2026-11-27"
+	usd := func(n int64) pay.Amount { return pay.Amount{Currency: "USD", Nanos: n} }
+	limit := usd(100)
+	a := newClient(t, r, nil, time.Second).Budget("rgtest:raised:")
+	var wg sync.WaitGroup
+	for range 20 { // reservations and refunds at once: no false alarm
+		wg.Go(func() {
+			if _, ok, err := a.Reserve(ctx, day, usd(1), limit); err != nil || !ok {
+				t.Errorf("Reserve(1): %v, %v", ok, err)
+				return
+			}
+			if err := a.Refund(ctx, day, usd(1)); err != nil {
+				t.Errorf("Refund(1): %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if _, ok, err := a.Reserve(ctx, day, usd(100), limit); err != nil || !ok {
+		t.Fatalf("Reserve(100) = %v, %v; want the whole budget", ok, err)
+	}
+	key := "rgtest:raised:spent:{USD:" + day + "}"
+	if _, err := r.Do("HSET", key, "refunded", "120"); err != nil { // reserved is 120
+		t.Fatal(err)
+	}
+	if _, _, err := a.Reserve(ctx, day, usd(100), limit); !errors.Is(err, pay.ErrCounterRewound) {
+		t.Errorf("Reserve after refunded was raised to reserved: %v; want ErrCounterRewound", err)
 	}
 }
