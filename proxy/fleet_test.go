@@ -51,7 +51,14 @@ func TestFleetOneFetch(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
 	o := newTestOrigin(t, testRobots, nil)
-	o.robotsDelay.Store(int64(300 * time.Millisecond)) // every instance asks while the first fetch runs
+	// robots.txt is answered once every instance has asked (one fetching
+	// it, the others waiting for its result), not after a time that a
+	// busy machine's instances might take to ask.
+	hold := make(chan struct{})
+	o.robotsHold.Store(&hold)
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // before o.Close, which waits for the handler
 	fleet := startFleet(t, r, 3, nil)
 	var wg sync.WaitGroup
 	codes := make([]int, 9)
@@ -67,6 +74,23 @@ func TestFleetOneFetch(t *testing.T) {
 			codes[i] = resp.StatusCode
 		}()
 	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		asked := 0
+		for _, p := range fleet {
+			if p.srv.cache.Stats().FetchesInFlight > 0 {
+				asked++
+			}
+		}
+		if asked == len(fleet) {
+			break
+		}
+		if time.Now().After(deadline) {
+			release()
+			wg.Wait()
+			t.Fatalf("%d of %d instances asked for robots.txt within 30 s", asked, len(fleet))
+		}
+	}
+	release()
 	wg.Wait()
 	for i, c := range codes {
 		if want := map[bool]int{true: 403, false: 200}[i%3 == 0]; c != want {
@@ -78,7 +102,6 @@ func TestFleetOneFetch(t *testing.T) {
 	}
 
 	// A purge on one instance is a purge for the fleet.
-	o.robotsDelay.Store(0)
 	resp, err := http.Post(fleet[0].url.String()+"/robots/purge?origin="+url.QueryEscape(o.URL), "", nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("purge: %v %v", resp, err)

@@ -51,6 +51,9 @@ type testOrigin struct {
 	robotsDelay  atomic.Int64 // if set, robots.txt answers after this long (ns)
 	hits         sync.Map     // path → *atomic.Int64
 	handler      http.HandlerFunc
+	// robotsHold, if set, holds robots.txt until the channel is closed
+	// (or the fetch gives up): a test decides when it is answered.
+	robotsHold atomic.Pointer[chan struct{}]
 }
 
 func newTestOrigin(t testing.TB, robotsTxt string, handler http.HandlerFunc) *testOrigin {
@@ -61,7 +64,7 @@ func newTestOrigin(t testing.TB, robotsTxt string, handler http.HandlerFunc) *te
 		n, _ := o.hits.LoadOrStore(r.URL.EscapedPath(), new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
 		if r.URL.Path == "/robots.txt" {
-			o.serveRobots(w)
+			o.serveRobots(w, r)
 			return
 		}
 		if o.handler != nil {
@@ -74,10 +77,16 @@ func newTestOrigin(t testing.TB, robotsTxt string, handler http.HandlerFunc) *te
 	return o
 }
 
-// serveRobots answers /robots.txt: the file, after robotsDelay, or
-// robotsStatus.
-func (o *testOrigin) serveRobots(w http.ResponseWriter) {
+// serveRobots answers /robots.txt: the file, after robotsDelay and
+// robotsHold, or robotsStatus.
+func (o *testOrigin) serveRobots(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(time.Duration(o.robotsDelay.Load()))
+	if hold := o.robotsHold.Load(); hold != nil {
+		select {
+		case <-*hold:
+		case <-r.Context().Done():
+		}
+	}
 	if code := o.robotsStatus.Load(); code != 0 {
 		w.WriteHeader(int(code))
 		return
