@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -184,19 +185,20 @@ func TestFleetPurgeUsageFiles(t *testing.T) {
 }
 
 // TestFleetCrawlDelay: requests to one site through three instances at
-// once start Crawl-delay apart, as through one.
+// once start Crawl-delay apart, as through one. It asserts on the starts
+// the instances decided (their pacers' start logs), not on when requests
+// reached the origin, which carries the jitter of a busy machine.
 func TestFleetCrawlDelay(t *testing.T) {
 	t.Parallel()
+	const gap = 400 * time.Millisecond
 	r := redistest.Start(t)
-	var mu sync.Mutex
-	var starts []time.Time
-	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.4\n", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		starts = append(starts, time.Now())
-		mu.Unlock()
-		w.Write([]byte("ok"))
-	})
+	o := newTestOrigin(t, "User-agent: *\nCrawl-delay: 0.4\n", nil)
 	fleet := startFleet(t, r, 3, func(c *config.Config) { c.Politeness.CrawlDelay = true })
+	logs := make([]*startLog, len(fleet))
+	reservations := make([]*reservationLog, len(fleet))
+	for i, p := range fleet {
+		logs[i], reservations[i] = logStarts(p), logReservations(p)
+	}
 	get(t, fleet[0].client(), o.URL+"/warm") // robots.txt cached by the fleet
 	for round := range 2 {
 		var wg sync.WaitGroup
@@ -211,16 +213,92 @@ func TestFleetCrawlDelay(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	for i := 1; i < len(starts); i++ {
-		// Redis's clock reserves the slots; the origin sees them a little
-		// apart either way.
-		if gap := starts[i].Sub(starts[i-1]); gap < 350*time.Millisecond {
-			t.Errorf("requests %d and %d started %v apart; want the 0.4 s Crawl-delay across the fleet", i-1, i, gap)
+
+	// Each start, as its instance decided it (the time it waited for,
+	// recorded by its pacer), beside the earliest its slot in the fleet
+	// could be. Redis reserves slots gap apart on its own clock (the
+	// machine's, here), in whole milliseconds: a slot is the wait it
+	// returned after Redis read its clock, which it did after the call
+	// was sent (less a millisecond, truncated), and the instance starts
+	// no sooner than that wait from when the answer came. So of any two
+	// starts, one is at least gap after the earliest the other's slot
+	// could be, however slow the machine (which only delays answers);
+	// an instance pacing alone would start beside another.
+	type start struct {
+		instance int
+		at       time.Time // decided
+		earliest time.Time // its slot's
+	}
+	host := mustOrigin(t, o.URL).Host
+	var starts []start
+	for i := range fleet {
+		logs[i].mu.Lock()
+		at := slices.Clone(logs[i].starts[host])
+		logs[i].mu.Unlock()
+		res := reservations[i].all()
+		if len(at) != len(res) {
+			t.Fatalf("instance %d recorded %d starts and made %d reservations; want one for each", i, len(at), len(res))
+		}
+		// An instance reserves its starts to a host one at a time, and
+		// records each before the next: in the same order.
+		for j, rs := range res {
+			if rs.err != nil || !rs.ok {
+				t.Fatalf("instance %d, reservation %d: %v %v; want a slot (the test's requests fit within max_wait)", i, j, rs.ok, rs.err)
+			}
+			starts = append(starts, start{i, at[j], rs.sent.Add(rs.wait - time.Millisecond)})
 		}
 	}
+	if len(starts) != 7 {
+		t.Fatalf("%d starts; want 7", len(starts))
+	}
+	for i, a := range starts {
+		for _, b := range starts[i+1:] {
+			if b.at.Sub(a.earliest) < gap && a.at.Sub(b.earliest) < gap {
+				t.Errorf("a start on instance %d at %s and one on instance %d at %s (slots no sooner than %s and %s): neither %v after the other's slot",
+					a.instance, a.at.Format(".000"), b.instance, b.at.Format(".000"), a.earliest.Format(".000"), b.earliest.Format(".000"), gap)
+			}
+		}
+	}
+}
+
+// reservationLog records the reservations an instance asks the fleet
+// for: when each was sent, and what the fleet answered.
+type reservationLog struct {
+	policy.FleetPacer
+	mu   sync.Mutex
+	made []reservation
+}
+
+type reservation struct {
+	sent time.Time
+	wait time.Duration
+	ok   bool
+	err  error
+}
+
+// logReservations records p's reservations with its fleet, before any
+// request.
+func logReservations(p *testProxy) *reservationLog {
+	sn := *p.srv.snap.Load()
+	l := &reservationLog{FleetPacer: sn.env.Fleet}
+	sn.env.Fleet = l
+	p.srv.snap.Store(&sn)
+	return l
+}
+
+func (l *reservationLog) Reserve(ctx context.Context, host string, gap, maxWait, local time.Duration) (time.Duration, bool, error) {
+	sent := time.Now()
+	wait, ok, err := l.FleetPacer.Reserve(ctx, host, gap, maxWait, local)
+	l.mu.Lock()
+	l.made = append(l.made, reservation{sent, wait, ok, err})
+	l.mu.Unlock()
+	return wait, ok, err
+}
+
+func (l *reservationLog) all() []reservation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.made)
 }
 
 // TestFleetBackoffShared: an origin's 429 to one instance holds its host
