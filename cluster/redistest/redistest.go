@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -163,6 +164,21 @@ func (s *Server) Stop() {
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause stops the server's process (SIGSTOP) without closing its
+// connections or its port: it hangs, as a server that answers nothing.
+func (s *Server) Pause() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume lets a paused server run on (SIGCONT).
+func (s *Server) Resume() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 // Restart starts the server again on the same port, empty.
