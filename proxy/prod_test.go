@@ -265,13 +265,6 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	if served < 2 || stopped < 3 {
 		t.Errorf("%d served while draining, %d answered shutting-down; want at least 2 and 3", served, stopped)
 	}
-	sent := int64(0)
-	for i := range n {
-		sent += paced.count(fmt.Sprintf("/page/%d", i))
-	}
-	if sent != int64(served) {
-		t.Errorf("%d pages reached the origin; want the %d served", sent, served)
-	}
 	if busyHits.Load() != 1 {
 		t.Error("a request held by the origin's back-off reached it")
 	}
@@ -284,9 +277,24 @@ func TestShutdownAnswersHeld(t *testing.T) {
 			}
 		}
 	}
-	if reasons["shutting down while it waited for its turn"] != stopped-1 ||
+	// A turn that comes as the drain time runs out sends its request,
+	// which the end of the drain then cuts: it reached the origin once,
+	// and is answered shutting-down, never sent again.
+	cut := reasons["shutting down before the origin answered"]
+	sent := int64(0)
+	for i := range n {
+		hits := paced.count(fmt.Sprintf("/page/%d", i))
+		if hits > 1 {
+			t.Errorf("/page/%d reached the origin %d times; want once at most (a request cut by the shutdown sent again)", i, hits)
+		}
+		sent += hits
+	}
+	if sent != int64(served+cut) {
+		t.Errorf("%d pages reached the origin; want the %d served and the %d cut by the end of the drain", sent, served, cut)
+	}
+	if cut > 1 || reasons["shutting down while it waited for its turn"] != stopped-1-cut ||
 		reasons["shutting down while the origin's back-off ("+busy.URL+" answered 429 with Retry-After: 60) held it"] != 1 {
-		t.Errorf("audited reasons %v; want %d held for their turn, 1 by the back-off", reasons, stopped-1)
+		t.Errorf("audited reasons %v; want %d held for their turn, 1 by the back-off, at most one cut", reasons, stopped-1)
 	}
 }
 

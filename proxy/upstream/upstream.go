@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -213,7 +214,7 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup Look
 			if err != nil {
 				return nil, err
 			}
-			return set.add(c), nil
+			return set.add(c)
 		}
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -237,7 +238,7 @@ func guardedDialer(timeout time.Duration, block bool, exempt string, lookup Look
 		for _, ip := range ips {
 			c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
 			if err == nil {
-				return set.add(c), nil
+				return set.add(c)
 			}
 			if firstErr == nil {
 				firstErr = err
@@ -347,9 +348,16 @@ func NewTransport(o Options) (*http.Transport, error) {
 // Conns tracks open connections so that they can all be closed at once
 // (a shutdown's drain time is up). A nil *Conns tracks nothing.
 type Conns struct {
-	mu sync.Mutex
-	m  map[*setConn]struct{}
+	mu     sync.Mutex
+	m      map[*setConn]struct{}
+	closed bool // CloseAll was called: no connection is made after it
 }
+
+// ErrClosed is why a connection is refused once CloseAll was called:
+// net/http's Transport resends a GET whose kept-alive connection closed
+// before its answer, and a request cut by a shutdown must not be sent
+// again on a new one.
+var ErrClosed = errors.New("shutting down: no new upstream connection")
 
 // NewConns returns an empty set.
 func NewConns() *Conns { return &Conns{m: map[*setConn]struct{}{}} }
@@ -360,15 +368,20 @@ type setConn struct {
 	once sync.Once
 }
 
-func (s *Conns) add(c net.Conn) net.Conn {
+func (s *Conns) add(c net.Conn) (net.Conn, error) {
 	if s == nil {
-		return c
+		return c, nil
 	}
 	sc := &setConn{Conn: c, set: s}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return nil, ErrClosed
+	}
 	s.m[sc] = struct{}{}
 	s.mu.Unlock()
-	return sc
+	return sc, nil
 }
 
 func (c *setConn) Close() error {
@@ -380,13 +393,15 @@ func (c *setConn) Close() error {
 	return c.Conn.Close()
 }
 
-// CloseAll closes every connection in the set. The set is copied first:
-// each Close removes itself from it.
+// CloseAll closes every connection in the set, and refuses every
+// connection dialled after it (ErrClosed). The set is copied first: each
+// Close removes itself from it.
 func (s *Conns) CloseAll() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
+	s.closed = true
 	conns := make([]*setConn, 0, len(s.m))
 	for c := range s.m {
 		conns = append(conns, c)
