@@ -93,7 +93,8 @@ func (hr *headReader) timeout() time.Duration { return time.Duration(hr.timeoutN
 // HTML standard's tree construction, golang.org/x/net/html, over the page
 // decoded as its encoding sniffing says: byte order mark, the charset of
 // the last Content-Type, a <meta charset> in the first 1024 bytes,
-// windows-1252), at most MaxHead bytes of it, decoded from its coding,
+// windows-1252; for application/xhtml+xml, an XML parser: readXHTMLHeadOf),
+// at most MaxHead bytes of it, decoded from its coding,
 // until the head is complete, and returns what the <meta> elements of
 // the head say for d's tokens. What was read goes back in front of the
 // body, byte for byte as the origin sent it, to be sent on. A head
@@ -180,8 +181,12 @@ func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []str
 	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a decoder's, not the body's
 	}
-	_, label := header.ContentType(resp.Header)
-	return readHeadOf(&boundedReader{r: dec, raw: raw, left: MaxHead}, label, tokens)
+	ct, label := header.ContentType(resp.Header)
+	page := &boundedReader{r: dec, raw: raw, left: MaxHead}
+	if ct == xhtmlType { // browsers parse it as XML
+		return readXHTMLHeadOf(page, label, tokens)
+	}
+	return readHeadOf(page, label, tokens)
 }
 
 // decoder returns a reader of r's bytes decoded from coding (a

@@ -70,6 +70,16 @@ func htmlPage(body []byte, fields ...string) headPage {
 	return headPage{header: h, body: body}
 }
 
+// xhtmlPage is an application/xhtml+xml page, with fields (name, value,
+// …) replacing its own, as htmlPage's.
+func xhtmlPage(body []byte, fields ...string) headPage {
+	p := htmlPage(body, fields...)
+	if len(fields) == 0 || fields[0] != "Content-Type" {
+		p.header.Set("Content-Type", "application/xhtml+xml")
+	}
+	return p
+}
+
 // headCases are the pages of the issue whose meta elements a browser
 // puts in the head (and a few it does not), with robotsgate's answer to a
 // request that declares ai-train: 403 with the rule, or 200.
@@ -126,6 +136,56 @@ func headCases(t testing.TB) map[string]struct {
 		"body-meta":           {htmlPage(readHeadPage(t, "body-meta.html")), 200, ""},
 		"nbsp":                {htmlPage(readHeadPage(t, "nbsp.html")), 200, ""},
 		"noscript-after-head": {htmlPage(readHeadPage(t, "noscript-after-head.html")), 200, ""},
+
+		// application/xhtml+xml is parsed as XML: a <title/> ends itself,
+		// text does not end the head, nothing but </head> does.
+		"xhtml-title":         {xhtmlPage(readHeadPage(t, "xhtml-title.xhtml")), 403, "meta robots: noai"},
+		"xhtml-text":          {xhtmlPage(readHeadPage(t, "xhtml-text.xhtml")), 403, "meta robots: noai"},
+		"xhtml-self-closing":  {xhtmlPage(readHeadPage(t, "xhtml-self-closing.xhtml")), 403, "meta robots: noai"},
+		"xhtml-nested":        {xhtmlPage(readHeadPage(t, "xhtml-nested.xhtml")), 403, "meta robots: noai"},
+		"xhtml-prefixed":      {xhtmlPage(readHeadPage(t, "xhtml-prefixed.xhtml")), 403, "meta tdm-reservation: 1"},
+		"xhtml-body-first":    {xhtmlPage(readHeadPage(t, "xhtml-body-first.xhtml")), 403, "meta robots: noai"},
+		"xhtml-nbsp-doctype":  {xhtmlPage(readHeadPage(t, "xhtml-nbsp-doctype.xhtml")), 403, "meta robots: noai"},
+		"xhtml-latin1":        {xhtmlPage(readHeadPage(t, "xhtml-latin1.xhtml")), 403, "meta robots: noai"},
+		"xhtml-charset-label": {xhtmlPage(utf16LE(string(readHeadPage(t, "xhtml-title.xhtml"))), "Content-Type", "application/xhtml+xml; charset=utf-16le"), 403, "meta robots: noai"},
+		"xhtml-gzip": {xhtmlPage(gzipSlow("", string(readHeadPage(t, "xhtml-title.xhtml")), 0), "Content-Encoding", "gzip"),
+			403, "meta robots: noai"},
+		// The head is the root's first head child, whatever the root.
+		"xhtml-svg": {xhtmlPage(readHeadPage(t, "xhtml-svg.xhtml")), 403, "meta robots: noai"},
+		// A page that forgot its xmlns: Chromium finds no head, robotsgate
+		// reads the one its author wrote (see TestHeadInChromium).
+		"xhtml-no-xmlns": {xhtmlPage(readHeadPage(t, "xhtml-no-xmlns.xhtml")), 403, "meta robots: noai"},
+		// Not the head's: after </head>, the body's, a template's content,
+		// another namespace's meta or one whose attribute names are not
+		// name and content.
+		"xhtml-after-head": {xhtmlPage(readHeadPage(t, "xhtml-after-head.xhtml")), 200, ""},
+		"xhtml-body-meta":  {xhtmlPage(readHeadPage(t, "xhtml-body-meta.xhtml")), 200, ""},
+		"xhtml-template":   {xhtmlPage(readHeadPage(t, "xhtml-template.xhtml")), 200, ""},
+		"xhtml-not-meta":   {xhtmlPage(readHeadPage(t, "xhtml-not-meta.xhtml")), 200, ""},
+		// Well-formed up to the head's end: judged on the head.
+		"xhtml-malformed-after-head": {xhtmlPage(readHeadPage(t, "xhtml-malformed-after-head.xhtml")), 403, "meta robots: noai"},
+		// Not well-formed before the head ends (a browser shows an error),
+		// an entity only the DOCTYPE defines, an encoding no one reads, a
+		// head that did not end within the bound: unreadable, refused.
+		"xhtml-malformed": {xhtmlPage(readHeadPage(t, "xhtml-malformed.xhtml")),
+			403, "html head: unreadable (not well-formed XML: line 2: element <p> closed by </div>)"},
+		"xhtml-dup-attr": {xhtmlPage(readHeadPage(t, "xhtml-dup-attr.xhtml")),
+			403, "html head: unreadable (not well-formed XML: attribute name twice)"},
+		"xhtml-nbsp": {xhtmlPage(readHeadPage(t, "xhtml-nbsp.xhtml")),
+			403, "html head: unreadable (not well-formed XML: line 3: invalid character entity &nbsp;)"},
+		"xhtml-entity": {xhtmlPage(readHeadPage(t, "xhtml-entity.xhtml")),
+			403, "html head: unreadable (not well-formed XML: line 3: invalid character entity &robots;)"},
+		"xhtml-ends-in-head": {xhtmlPage([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><meta name="robots" content="noai"/>`)),
+			403, "html head: unreadable (not well-formed XML: line 1: unexpected EOF)"},
+		"xhtml-replacement": {xhtmlPage(readHeadPage(t, "xhtml-title.xhtml"), "Content-Type", "application/xhtml+xml; charset=iso-2022-kr"),
+			403, "html head: unreadable (the replacement encoding)"},
+		"xhtml-long-head": {xhtmlPage([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><script>` + strings.Repeat("var x = 1;\n", 7000) + `</script></head><body>secret</body></html>`)),
+			403, "html head: unreadable (the head did not end within the first 64 KiB)"},
+		// Bounds of a hostile head's cost: tokens, depth.
+		"xhtml-many-tokens": {xhtmlPage([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head>` + strings.Repeat("<link/>", 5000) + `</head><body>secret</body></html>`)),
+			403, "html head: unreadable (the head did not end within 4096 XML tokens)"},
+		"xhtml-deep": {xhtmlPage([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head>` + strings.Repeat("<div>", 1100) + strings.Repeat("</div>", 1100) + `</head><body>secret</body></html>`)),
+			403, "html head: unreadable (elements nested deeper than 1024)"},
 	}
 }
 

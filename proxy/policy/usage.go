@@ -134,8 +134,10 @@ func (p *Policy) judgesResponse(d *Decision) bool {
 
 // NeedsHead reports whether a forwarded response must have its HTML head
 // read (the proxy's head reader) before JudgeResponse: a page with content, for
-// a request its statements could refuse, that says it is HTML or, saying
-// nothing of its type, may be (as browsers sniff it).
+// a request its statements could refuse, that says it is HTML (text/html;
+// application/xhtml+xml, which the head reader reads as XML, as browsers
+// do) or, saying nothing of its type, may be (as browsers sniff it, never
+// as XML).
 func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
 	if !p.judgesResponse(d) || resp.Request != nil && resp.Request.Method == http.MethodHead {
 		return false
