@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/xml"
 	"errors"
 	"io"
 	"net"
@@ -170,4 +171,134 @@ func FuzzReadHead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzReadXHTMLHead reads any body, served as application/xhtml+xml in
+// any coding, as a page whose head it must judge, with FuzzReadHead's
+// checks; and a page sent as it is, UTF-8, whole within the bound and
+// well-formed to its root's end, is decided as xhtmlOracle (a tree of the
+// whole page) decides it. Seeded from testdata/head's XHTML pages.
+func FuzzReadXHTMLHead(f *testing.F) {
+	pages, err := filepath.Glob(filepath.Join("testdata", "head", "*.xhtml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range pages {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, "")
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><title/><meta name="robots" content="noai"/></head></html>`))
+	zw.Close()
+	f.Add(zb.Bytes(), "gzip")
+	f.Add([]byte(`<?xml version="1.0" encoding="`+strings.Repeat("x", 500)+`"?><html/>`), "")
+	f.Add([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><`+strings.Repeat("é", 300)+`></a></head></html>`), "")
+	f.Fuzz(func(t *testing.T, body []byte, coding string) {
+		resp := &http.Response{Header: http.Header{"Content-Type": {xhtmlType}, "Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
+		tokens := []string{"GPTBot"}
+		u := newHeadReader(time.Second).readHeadFor(resp, tokens)
+		back, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(back, body) {
+			t.Fatalf("the body after readHead: %d bytes, %v; want the %d sent", len(back), err, len(body))
+		}
+		unreadable := strings.HasPrefix(u[robots.AITrain].Statement, "html head: unreadable (")
+		for p, v := range u {
+			if v.State != robots.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
+				unreadable && (v.State != robots.Refused || len(v.Statement) > 300) {
+				t.Fatalf("readHead: %s = %+v", robots.Purpose(p), v)
+			}
+		}
+		if strings.TrimSpace(coding) != "" || len(body) >= MaxHead || !utf8.Valid(body) || bytes.HasPrefix(body, []byte("\xEF\xBB\xBF")) {
+			return // decoded otherwise than the oracle reads bytes, or not whole
+		}
+		want, ok := xhtmlOracle(body, tokens)
+		if ok && u != want {
+			t.Fatalf("readHead(%q) = %s; the tree says %s", body, usageString(u), usageString(want))
+		}
+	})
+}
+
+// xhtmlNode is an element of xhtmlOracle's tree.
+type xhtmlNode struct {
+	name xml.Name
+	attr []xml.Attr
+	kids []*xhtmlNode
+}
+
+// xhtmlOracle builds the tree of page's root element with encoding/xml
+// (no named entity but XML's) and returns what the meta elements of its
+// head say for tokens: those under the root's first head child, not in
+// a template, HTML's elements being the XHTML namespace's (and no
+// namespace's under a root html of none). ok is false when page is not
+// well-formed to its root's end, or has more than readXHTMLHeadOf reads.
+func xhtmlOracle(page []byte, tokens []string) (u robots.Usage, ok bool) {
+	d := xml.NewDecoder(bytes.NewReader(page))
+	var stack []*xhtmlNode
+	var root *xhtmlNode
+	for root == nil || len(stack) > 0 {
+		tok, err := d.Token()
+		if err != nil {
+			return u, false
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if len(stack) == maxXHTMLDepth || uniqueAttrs(tok.Attr) != nil {
+				return u, false
+			}
+			n := &xhtmlNode{name: tok.Name, attr: slices.Clone(tok.Attr)}
+			if len(stack) == 0 {
+				root = n
+			} else {
+				top := stack[len(stack)-1]
+				top.kids = append(top.kids, n)
+			}
+			stack = append(stack, n)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if root == nil && len(bytes.Trim(tok, " \t\r\n")) > 0 {
+				return u, false
+			}
+		}
+	}
+	lenient := root.name == xml.Name{Local: "html"}
+	isHTML := func(n *xhtmlNode, local string) bool {
+		return n.name.Local == local && (n.name.Space == xhtmlNS || lenient && n.name.Space == "")
+	}
+	var metas func(n *xhtmlNode)
+	metas = func(n *xhtmlNode) {
+		for _, k := range n.kids {
+			switch {
+			case isHTML(k, "template"):
+			case isHTML(k, "meta"):
+				var name, content string
+				for _, a := range k.attr {
+					switch a.Name {
+					case xml.Name{Local: "name"}:
+						name = a.Value
+					case xml.Name{Local: "content"}:
+						content = a.Value
+					}
+				}
+				if name != "" {
+					v := robots.MetaUsage(name, content, tokens)
+					u.Combine(&v)
+				}
+				metas(k)
+			default:
+				metas(k)
+			}
+		}
+	}
+	for _, k := range root.kids {
+		if isHTML(k, "head") {
+			metas(k)
+			break
+		}
+	}
+	return u, true
 }
