@@ -192,24 +192,32 @@ func TestIdentityStripsEverySpelling(t *testing.T) {
 // TestIdentityDirectoryAuthority: the key directory is signed for the
 // signature agent's authority, where it is published, whatever Host a
 // client names: asked with Host: evil.example, its signature verifies
-// for bot.example and not for evil.example.
+// for bot.example and not for evil.example. The agent's authority is
+// written as every origin's is: an IDNA host in lower-case ASCII, an
+// IPv4 address in dotted decimal.
 func TestIdentityDirectoryAuthority(t *testing.T) {
 	t.Parallel()
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = "https://Bot.Example:443/.well-known/http-message-signatures-directory"
-		return c
-	}())
-	for _, host := range []string{"evil.example", "bot.example", p.url.Host} {
-		resp, body := p.raw(t, "GET /.well-known/http-message-signatures-directory HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
-		if resp.StatusCode != 200 {
-			t.Fatalf("directory asked as %s: %d %q", host, resp.StatusCode, body)
-		}
-		if err := identitytest.VerifyDirectory(resp.Header, []byte(body), "bot.example", time.Now()); err != nil {
-			t.Errorf("directory asked as %s: for bot.example: %v", host, err)
-		}
-		if err := identitytest.VerifyDirectory(resp.Header, []byte(body), host, time.Now()); host != "bot.example" && err == nil {
-			t.Errorf("directory asked as %s: verifies for %s; want for the signature agent's authority only", host, host)
+	for agent, authority := range map[string]string{
+		"https://Bot.Example:443/.well-known/http-message-signatures-directory":       "bot.example",
+		"https://XN--Bcher-KVA.Example/.well-known/http-message-signatures-directory": "xn--bcher-kva.example",
+		"https://127.1:8443/.well-known/http-message-signatures-directory":            "127.0.0.1:8443",
+	} {
+		p := startProxy(t, func() *config.Config {
+			c := loopbackConfig()
+			c.Identity.SignatureAgent = agent
+			return c
+		}())
+		for _, host := range []string{"evil.example", authority, p.url.Host} {
+			resp, body := p.raw(t, "GET /.well-known/http-message-signatures-directory HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+			if resp.StatusCode != 200 {
+				t.Fatalf("directory asked as %s: %d %q", host, resp.StatusCode, body)
+			}
+			if err := identitytest.VerifyDirectory(resp.Header, []byte(body), authority, time.Now()); err != nil {
+				t.Errorf("agent %s, directory asked as %s: for %s: %v", agent, host, authority, err)
+			}
+			if err := identitytest.VerifyDirectory(resp.Header, []byte(body), host, time.Now()); host != authority && err == nil {
+				t.Errorf("agent %s, directory asked as %s: verifies for %s; want for the signature agent's authority only", agent, host, host)
+			}
 		}
 	}
 }

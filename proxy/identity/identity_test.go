@@ -240,8 +240,10 @@ func BenchmarkSign(b *testing.B) {
 }
 
 // TestSignDirectoryAuthority: the directory is signed for the signature
-// agent URL's authority as RFC 9421 writes "@authority": lower case,
-// without the scheme's default port.
+// agent URL's authority as RFC 9421 writes "@authority" and robotsgate
+// writes an origin's: lower case, IDNA's ASCII form, an IP address in its
+// normal form, without the scheme's default port; a host written with a
+// trailing dot, which verifiers read two ways, is refused.
 func TestSignDirectoryAuthority(t *testing.T) {
 	t.Parallel()
 	k, err := identity.NewKey()
@@ -254,6 +256,11 @@ func TestSignDirectoryAuthority(t *testing.T) {
 		"https://bot.example:8443/d":                                        "bot.example:8443",
 		"https://[::1]:443/d":                                               "[::1]",
 		"https://[::1]:8443":                                                "[::1]:8443",
+		"https://XN--Bcher-KVA.Example/d":                                   "xn--bcher-kva.example",
+		"https://bot.example:/d":                                            "bot.example",
+		"https://127.1:8443/d":                                              "127.0.0.1:8443",
+		"https://[0:0::1]/d":                                                "[::1]",
+		"https://user@Bot.Example/d":                                        "bot.example",
 	} {
 		s, err := identity.NewSigner(k, agent, time.Minute, nil)
 		if err != nil {
@@ -263,7 +270,9 @@ func TestSignDirectoryAuthority(t *testing.T) {
 			t.Errorf("DirectoryAuthority() for %q = %q; want %q", agent, got, want)
 		}
 	}
-	if _, err := identity.NewSigner(k, "bot.example", time.Minute, nil); err == nil {
-		t.Error("NewSigner with an agent that is no URL with a host: no error")
+	for _, agent := range []string{"bot.example", "https://bot.example./d", "https://bot.example.:8443/d", "ftp://bot.example/d", "https://999.1.1.1/d"} {
+		if s, err := identity.NewSigner(k, agent, time.Minute, nil); err == nil {
+			t.Errorf("NewSigner(%q): signs the directory for %q; want an error", agent, s.DirectoryAuthority())
+		}
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
 // The fields a signature travels in (RFC 9421 section 4; the draft's
@@ -89,15 +89,15 @@ func NewSigner(key *Key, agent string, validity time.Duration, now func() time.T
 	if err != nil {
 		return nil, fmt.Errorf("signature agent: %w", err)
 	}
-	u, err := url.Parse(agent)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("signature agent %q: not a URL with a host", agent)
+	directory, err := AgentAuthority(agent)
+	if err != nil {
+		return nil, fmt.Errorf("signature agent: %w", err)
 	}
 	if now == nil {
 		now = time.Now
 	}
 	return &Signer{
-		key: key, agent: []string{label + "=" + val}, agentVal: val, directory: urlAuthority(u), validity: validity,
+		key: key, agent: []string{label + "=" + val}, agentVal: val, directory: directory, validity: validity,
 		reuse: min(validity/10, time.Minute), now: now, cache: map[string]*signed{},
 	}, nil
 }
@@ -203,21 +203,46 @@ func (s *Signer) SignDirectory(h http.Header) {
 }
 
 // DirectoryAuthority returns the authority the key directory is signed
-// for: the signature agent URL's host[:port], lower case, without its
-// scheme's default port (RFC 9421 section 2.2.3).
+// for: the signature agent URL's (AgentAuthority).
 func (s *Signer) DirectoryAuthority() string { return s.directory }
 
-// urlAuthority is u's authority as RFC 9421 section 2.2.3 writes
-// "@authority": lower case, without the scheme's default port.
-func urlAuthority(u *url.URL) string {
-	host, port := u.Hostname(), u.Port()
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
+// AgentAuthority returns the authority the key directory published at
+// agent, a signature agent URL, is signed for: its origin's, as robotsgate
+// writes every origin's (fetch.Origin.Authority: the host lower-cased and
+// mapped by IDNA, an IPv4 address in dotted decimal, an IPv6 one in its
+// short form, the scheme's default port left out), which is what a
+// verifier computes as "@authority" (RFC 9421 section 2.2.3) from the URL
+// as browsers parse it. A host written with a trailing dot is an error:
+// the URL Standard keeps the dot, robotsgate's origins drop it, and a
+// directory signed for either would not verify for a verifier that took
+// the other.
+func AgentAuthority(agent string) (string, error) {
+	o, err := fetch.ParseOrigin(agent)
+	if err != nil {
+		return "", err
 	}
-	if port == "" || port == map[string]string{"https": "443", "http": "80"}[strings.ToLower(u.Scheme)] {
-		return strings.ToLower(host)
+	if host := writtenHost(agent); strings.HasSuffix(host, ".") || strings.HasSuffix(host, "\u3002") ||
+		strings.HasSuffix(host, "\uff0e") || strings.HasSuffix(host, "\uff61") {
+		return "", fmt.Errorf("host %q ends in a dot: verifiers differ on its authority (with the dot or without); write it without", host)
 	}
-	return strings.ToLower(host) + ":" + port
+	return o.Authority(), nil
+}
+
+// writtenHost is the host of an absolute URL as written, without its
+// port ("" for an IPv6 literal, which has no trailing dot).
+func writtenHost(rawURL string) string {
+	_, rest, _ := strings.Cut(rawURL, "://")
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	rest = rest[strings.LastIndexByte(rest, '@')+1:]
+	if strings.HasPrefix(rest, "[") {
+		return ""
+	}
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 // Base returns the signature base (RFC 9421 section 2.5) of the covered
