@@ -12,6 +12,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
@@ -183,8 +184,9 @@ func compilePoliteness(c *config.Config, pb *config.Problems) {
 }
 
 // compileIdentity checks [identity]: an https URL for the signature
-// agent (sent in a structured field: printable ASCII only), and a validity
-// from 10 s to a day.
+// agent (sent in a structured field: printable ASCII only) whose authority
+// the key directory can be signed for (identity.AgentAuthority), and a
+// validity from 10 s to a day.
 func compileIdentity(c *config.Config, pb *config.Problems) {
 	ic := &c.Identity
 	if ic.SignatureAgent == "" {
@@ -199,6 +201,10 @@ func compileIdentity(c *config.Config, pb *config.Problems) {
 		pb.Addf("identity.signature_agent", "%q is not an https URL without a fragment or quotes (where your key directory is published: https://bot.example)", ic.SignatureAgent)
 	case strings.ContainsFunc(ic.SignatureAgent, func(r rune) bool { return r < 0x21 || r > 0x7e }):
 		pb.Addf("identity.signature_agent", "%q: only printable ASCII without spaces can be sent (percent-encode the rest)", ic.SignatureAgent)
+	default:
+		if _, err := identity.AgentAuthority(ic.SignatureAgent); err != nil {
+			pb.Addf("identity.signature_agent", "%q: %v", ic.SignatureAgent, err)
+		}
 	}
 	if ic.Validity < 10*time.Second || ic.Validity > 24*time.Hour {
 		pb.Addf("identity.validity", "%v: want from 10s to 24h", ic.Validity)

@@ -236,6 +236,8 @@ func TestConfigIdentityPayments(t *testing.T) {
 		{id, ""},
 		{id + "validity = \"1h\"\n[payments]\nmax_price = \"USD 0.01\"\nbudget = \"USD 25\"\n", ""},
 		{"[identity]\nsignature_agent = \"http://bot.example\"\n", `x.toml:2: identity.signature_agent: "http://bot.example" is not an https URL`},
+		{"[identity]\nsignature_agent = \"https://bot.example./d\"\n", `x.toml:2: identity.signature_agent: "https://bot.example./d": host "bot.example." ends in a dot`},
+		{"[identity]\nsignature_agent = \"https://999.1.1.1/d\"\n", `x.toml:2: identity.signature_agent: "https://999.1.1.1/d": bad origin: host "999.1.1.1": IPv4 part out of range`},
 		{"[identity]\nsignature_agent = \"https://bot.example/a b\"\n", "x.toml:2: identity.signature_agent: " + `"https://bot.example/a b"` + ": only printable ASCII"},
 		{id + "validity = \"1s\"\n", "x.toml:3: identity.validity: 1s: want from 10s to 24h"},
 		{"[identity]\nkey_file = \"/k.pem\"\n", "x.toml:2: identity.key_file: set without identity.signature_agent"},
