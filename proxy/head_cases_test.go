@@ -235,7 +235,8 @@ func TestHeadAsBrowsersRead(t *testing.T) {
 // without end or wait without end: a gzip bomb whose head never ends is
 // refused once 64 KiB are decoded, the origin's writes then failing (the
 // proxy read no further); a page that stalls in its head is refused when
-// upstream.timeout is up, and one that stalls after it is judged on it.
+// upstream.timeout is up, and one that stalls after it (HTML or XHTML)
+// is judged on it.
 func TestHeadHostileOrigin(t *testing.T) {
 	t.Parallel()
 	bombEnded := make(chan error, 1)
@@ -264,6 +265,11 @@ func TestHeadHostileOrigin(t *testing.T) {
 			w.Write([]byte(`<html><head><meta name="robots" content="noai"></head><body>`))
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
+		case "/stall-after-xhtml-head": // the XML reader reads nothing past </head> either
+			w.Header().Set("Content-Type", "application/xhtml+xml")
+			w.Write([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><meta name="robots" content="noai"/></head>`))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		}
 	})
 	cfg := loopbackConfig()
@@ -287,8 +293,10 @@ func TestHeadHostileOrigin(t *testing.T) {
 		t.Errorf("a stalled head: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
 	}
 	// A page that stalls after its head is judged on its head.
-	resp, _ = get(t, c, o.URL+"/stall-after-head", policy.PurposeHeader, "ai-train")
-	if want := "meta robots: noai"; resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
-		t.Errorf("a page stalled after its head: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
+	for _, path := range []string{"/stall-after-head", "/stall-after-xhtml-head"} {
+		resp, _ = get(t, c, o.URL+path, policy.PurposeHeader, "ai-train")
+		if want := "meta robots: noai"; resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
+			t.Errorf("%s, stalled after its head: %d %q; want 403 %q", path, resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
+		}
 	}
 }
