@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -132,15 +133,25 @@ func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) robots.U
 // yields less than the head within it leaves the head unknown.
 const maxHeadRaw = 2 * MaxHead
 
+// maxUnreadable bounds the reason an unreadable head's statement gives.
+const maxUnreadable = 200
+
 // errHeadBound ends the page's bytes where robotsgate stops reading: not
 // the page's end (whatever follows may still be the head's).
 var errHeadBound = errors.New("the head did not end within the first 64 KiB")
 
 // unreadableHead is the answer for a head that cannot be known: every
-// purpose refused, the statement saying why.
+// purpose refused, the statement saying why. What it quotes of the
+// origin's (a content coding, an XML error) is escaped to printable
+// ASCII and clipped to maxUnreadable bytes: the 403's
+// X-Robots-Gate-Rule carries it.
 func unreadableHead(err error) robots.Usage {
 	var u robots.Usage
-	v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + err.Error() + ")"}
+	why := err.Error()
+	if strings.ContainsFunc(why, func(r rune) bool { return r < ' ' || r > '~' }) {
+		why = strings.Trim(strconv.QuoteToASCII(why), `"`)
+	}
+	v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + clip(why, maxUnreadable) + ")"}
 	for _, p := range robots.Purposes() {
 		u[p] = v
 	}
