@@ -211,7 +211,10 @@ func TestUsageFilesFailing(t *testing.T) {
 	c := p.client()
 	// No License line yet: only tdmrep.json counts.
 	o.robots.Store("User-agent: *\nDisallow: /private\n")
-	resp, _ := get(t, c, o.URL+"/a", policy.PurposeHeader, "ai-input")
+	resp, body := get(t, c, o.URL+"/a", policy.PurposeHeader, "ai-input")
+	if first, _, _ := strings.Cut(body, "\n"); !strings.HasSuffix(first, "tdmrep.json could not be fetched and no copy is held") {
+		t.Errorf("tdmrep.json unreachable: the answer begins %q; want it to name tdmrep.json, not robots.txt", first)
+	}
 	if resp.StatusCode != 503 || resp.Header.Get("X-Robots-Gate") != "unreachable" || resp.Header.Get("Retry-After") == "" || o.count("/a") != 0 {
 		t.Errorf("tdmrep.json unreachable: %d %q Retry-After %q, forwarded %d; want 503 unreachable with a Retry-After, not forwarded",
 			resp.StatusCode, resp.Header.Get("X-Robots-Gate"), resp.Header.Get("Retry-After"), o.count("/a"))

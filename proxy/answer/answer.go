@@ -120,7 +120,11 @@ func Text(r *http.Request, code int, gate policy.Action, now time.Time, body str
 func blockBody(r *http.Request, d *policy.Decision) string {
 	var b strings.Builder
 	if d.Action == policy.ActionUnreachable {
-		fmt.Fprintf(&b, "robotsgate: %s is not allowed: robots.txt could not be fetched and no copy is held\n\n", DisplayURL(r))
+		what := "robots.txt"
+		if d.Unfetched != "" {
+			what = d.Unfetched
+		}
+		fmt.Fprintf(&b, "robotsgate: %s is not allowed: %s could not be fetched and no copy is held\n\n", DisplayURL(r), what)
 	} else {
 		fmt.Fprintf(&b, "robotsgate: %s is disallowed by robots.txt\n\n", DisplayURL(r))
 	}

@@ -146,6 +146,10 @@ type Decision struct {
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds, when HasDelay
 	HasDelay   bool           // some group selected has a Crawl-delay
 	Fetch      FetchInfo      // how the rules were obtained; zero when no robots.txt was used
+	// Unfetched names the file besides robots.txt (tdmrep.json, an RSL
+	// licence) that left the decision ActionUnreachable; "" when it was
+	// robots.txt.
+	Unfetched string
 	Site       *Site          // the [[sites]] rule that matched, if any
 	User       string         // the authenticated proxy user; "" if none
 	Paced      bool           // it went through the pacer, which held it for Waited

@@ -224,9 +224,9 @@ func (d *Decision) fileAnswered(ctx context.Context, err error, what string, out
 	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, fmt.Sprintf(reasonFileFetches, what)
 	case err != nil:
-		d.Action, d.Reason = ActionUnreachable, fmt.Sprintf(reasonFileWait, what)
+		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileWait, what), what
 	case outcome == fetch.Unreachable:
-		d.Action, d.Reason = ActionUnreachable, fmt.Sprintf(reasonFileUnreachable, what, why)
+		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileUnreachable, what, why), what
 		d.Fetch.RetryAt = retryAt
 	default:
 		return true
