@@ -150,19 +150,19 @@ type Decision struct {
 	// licence) that left the decision ActionUnreachable; "" when it was
 	// robots.txt.
 	Unfetched string
-	Site       *Site          // the [[sites]] rule that matched, if any
-	User       string         // the authenticated proxy user; "" if none
-	Paced      bool           // it went through the pacer, which held it for Waited
-	Waited     time.Duration  // held for its turn; for ActionPaced, the wait that was refused
-	Answered   int            // the origin's status, when the request was forwarded and it answered (even if robotsgate withheld the answer); 0 otherwise
-	Purposes   Purposes       // the purposes the request declares
-	Usage      robots.Usage   // what robots.txt's usage statements say of the path, when worked out
-	Refusal    Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
-	Charged    pay.Amount     // what the site charged for it (pay-per-crawl); zero when nothing
-	reserved   Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
-	rules      *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
-	explain    bool           // work out Usage even when no purpose is declared (check)
-	work       int64          // the matching work it took, in robots.Budget units
+	Site      *Site          // the [[sites]] rule that matched, if any
+	User      string         // the authenticated proxy user; "" if none
+	Paced     bool           // it went through the pacer, which held it for Waited
+	Waited    time.Duration  // held for its turn; for ActionPaced, the wait that was refused
+	Answered  int            // the origin's status, when the request was forwarded and it answered (even if robotsgate withheld the answer); 0 otherwise
+	Purposes  Purposes       // the purposes the request declares
+	Usage     robots.Usage   // what robots.txt's usage statements say of the path, when worked out
+	Refusal   Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
+	Charged   pay.Amount     // what the site charged for it (pay-per-crawl); zero when nothing
+	reserved  Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
+	rules     *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
+	explain   bool           // work out Usage even when no purpose is declared (check)
+	work      int64          // the matching work it took, in robots.Budget units
 }
 
 // Agents are the tokens a request obeys: the one its User-Agent header
