@@ -134,17 +134,7 @@ func FuzzReadHead(f *testing.F) {
 	f.Add([]byte("\x78\x9c\x01\x00\x00\xff\xff"), "deflate")
 	f.Add([]byte("\x28\xb5\x2f\xfd"), "zstd")
 	f.Add(page, "br")
-	heads, err := filepath.Glob(filepath.Join("testdata", "head", "*.html"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, name := range heads {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, "")
-	}
+	addPages(f, "*.html")
 	f.Fuzz(func(t *testing.T, body []byte, coding string) {
 		resp := &http.Response{Header: http.Header{"Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
 		tokens := []string{"GPTBot"}
@@ -173,13 +163,10 @@ func FuzzReadHead(f *testing.F) {
 	})
 }
 
-// FuzzReadXHTMLHead reads any body, served as application/xhtml+xml in
-// any coding, as a page whose head it must judge, with FuzzReadHead's
-// checks; and a page sent as it is, UTF-8, whole within the bound and
-// well-formed to its root's end, is decided as xhtmlOracle (a tree of the
-// whole page) decides it. Seeded from testdata/head's XHTML pages.
-func FuzzReadXHTMLHead(f *testing.F) {
-	pages, err := filepath.Glob(filepath.Join("testdata", "head", "*.xhtml"))
+// addPages seeds f with each page of testdata/head that pattern matches,
+// sent as it is.
+func addPages(f *testing.F, pattern string) {
+	pages, err := filepath.Glob(filepath.Join("testdata", "head", pattern))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -190,6 +177,15 @@ func FuzzReadXHTMLHead(f *testing.F) {
 		}
 		f.Add(b, "")
 	}
+}
+
+// FuzzReadXHTMLHead reads any body, served as application/xhtml+xml in
+// any coding, as a page whose head it must judge, with FuzzReadHead's
+// checks; and a page sent as it is, UTF-8, whole within the bound and
+// well-formed to its root's end, is decided as xhtmlOracle (a tree of the
+// whole page) decides it. Seeded from testdata/head's XHTML pages.
+func FuzzReadXHTMLHead(f *testing.F) {
+	addPages(f, "*.xhtml")
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)
 	zw.Write([]byte(`<html xmlns="http://www.w3.org/1999/xhtml"><head><title/><meta name="robots" content="noai"/></head></html>`))
