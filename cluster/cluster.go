@@ -1,12 +1,12 @@
 // Package cluster shares robotsgate's state among instances through Redis
-// (DESIGN "Fleet"): robots.txt entries and last good copies, with one
-// fetch per origin for the whole fleet (a lock in Redis); pacing slots per
-// host (reserved atomically by a script, on Redis's clock); and origin
-// back-offs (published to every instance). Redis is never on the path of
-// a decision that can do without it: a call that fails, or takes longer
-// than a short bound, fails at once for a while afterwards (a breaker), and
-// callers go on with their local state. Every key is under a prefix and
-// has a TTL.
+// (docs/operations.md, "Running several instances"): robots.txt entries and
+// last good copies, with one fetch per origin for the whole fleet (a lock in
+// Redis); pacing slots per host (reserved atomically by a script, on Redis's
+// clock); and origin back-offs (published to every instance). Redis is never
+// on the path of a decision that can do without it: a call that fails, or
+// takes longer than a short bound, fails at once for a while afterwards (a
+// breaker), and callers go on with their local state. Every key is under a
+// prefix and has a TTL.
 //
 // Redis is not trusted with the gate: every value an instance writes and
 // every message it publishes is sealed with an HMAC keyed by the fleet's

@@ -11,8 +11,9 @@ import (
 )
 
 // The seal on every value an instance writes to Redis, and on every
-// message it publishes (DESIGN "Fleet"): whoever can write to Redis but
-// lacks [cluster] secret cannot make a value an instance will use.
+// message it publishes (docs/operations.md, "Redis is not trusted"): whoever
+// can write to Redis but lacks [cluster] secret cannot make a value an
+// instance will use.
 //
 // A sealed value is
 //

@@ -8,7 +8,7 @@ import (
 )
 
 // A TLS ClientHello, read far enough to know the site a name-based server
-// will serve (tunnel mode, DESIGN step 9): its server name (SNI), and
+// will serve (tunnel mode, docs/decision.md step 9): its server name (SNI), and
 // whether it carries Encrypted Client Hello, whose inner, real server
 // name cannot be seen.
 

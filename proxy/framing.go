@@ -14,7 +14,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
-// What goes upstream is one request, framed as decided (DESIGN step 0):
+// What goes upstream is one request, framed as decided (docs/decision.md step 0):
 // content only where its method gives it meaning (see frame), a
 // connection that carried content never reused (see forward), trailers
 // under the rules of headers, and a body that stalls ended.

@@ -45,7 +45,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	return r, s.forward(sn, r, &req, ci, &d)
 }
 
-// onConnect is goproxy's CONNECT hook (DESIGN step 9). An allowed CONNECT
+// onConnect is goproxy's CONNECT hook (docs/decision.md step 9). An allowed CONNECT
 // is served by serveTunnel: decrypted in MITM mode, and in tunnel mode
 // relayed to the target, dialled first so that a failure is an answer.
 func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
@@ -119,7 +119,7 @@ func (s *Server) forward(sn *snapshot, r *http.Request, req *policy.Request, ci 
 	// "Connection: close" is the client's word on its own connection
 	// (hop-by-hop): the upstream one stays in the pool, for the next
 	// request and the next tunnel to the origin. But a connection that
-	// carried content is never used again (DESIGN step 0): an origin that
+	// carried content is never used again (docs/decision.md step 0): an origin that
 	// ignored the content may have read it as a request of its own, and
 	// its answer to that must reach nobody.
 	r.Close = req.Content
@@ -323,8 +323,8 @@ func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, s
 	}
 }
 
-// sendAsDecided binds r to what was decided (DESIGN step 7, "what is
-// decided is what is sent"): the raw request-target goes upstream byte
+// sendAsDecided binds r to what was decided (docs/decision.md step 7, "what
+// is decided is what is sent"): the raw request-target goes upstream byte
 // for byte, never rebuilt from the parsed URL (which re-encodes a path
 // holding "|", "{" or bytes >= 0x80 and so turns "%2F" into "/"), and the
 // host dialled is the origin's host as decided ("127.1" is 127.0.0.1, not

@@ -24,8 +24,8 @@ import (
 
 // MaxHead is how much of an HTML page robotsgate reads, for the <meta>
 // elements of its head, before anything of it goes to the client, when a
-// request declares purposes (DESIGN "Usage preferences"); the rest then
-// streams.
+// request declares purposes (docs/data-teams.md, "AI-training and TDM
+// opt-outs"); the rest then streams.
 const MaxHead = 64 << 10
 
 // readableEncodings are the content codings robotsgate can read a page's

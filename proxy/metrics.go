@@ -12,7 +12,7 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// metrics are DESIGN.md's Prometheus metrics, in a registry of the
+// metrics are docs/operations.md's Prometheus metrics ("Metrics"), in a registry of the
 // server's own. Label values are bounded: decisions, schemes, outcomes and
 // results, never a URL, host or token.
 type metrics struct {

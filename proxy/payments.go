@@ -19,7 +19,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
-// The pay-per-crawl fields (DESIGN "Identity and payment"): a site's 402
+// The pay-per-crawl fields (docs/identity.md, "Pay-per-crawl (HTTP 402)"): a site's 402
 // names its price; the request sent again names the price accepted; the
 // site's answer names what it charged.
 const (
@@ -208,10 +208,10 @@ var errSentOnce = errors.New("a paid request is sent once: not again on another 
 type sendOnceKey struct{}
 
 // paidTransport returns the transport a paid request is sent with, so
-// that it reaches the site once (DESIGN "Identity and payment"): tr's
-// settings, but HTTP/1.1 on a connection of its own, closed after the
-// answer, and at most one connection per request. net/http's Transport
-// resends a request itself only on a connection it reused
+// that it reaches the site once (docs/identity.md, "Pay-per-crawl (HTTP
+// 402)"): tr's settings, but HTTP/1.1 on a connection of its own, closed
+// after the answer, and at most one connection per request. net/http's
+// Transport resends a request itself only on a connection it reused
 // (persistConn.shouldRetryRequest in net/http/transport.go: a GET, HEAD,
 // OPTIONS or TRACE, or one with an Idempotency-Key, whose kept-alive
 // connection closed before the answer; and, before it reaches the

@@ -174,9 +174,9 @@ func (s *Server) finishTunnel(r *http.Request, ci *connectInfo, misdirected stri
 // host than the CONNECT (case and a trailing dot aside); it carries
 // Encrypted Client Hello, whose real server name is hidden inside; or it
 // cannot be read. A name-based server at the CONNECT's address would
-// otherwise serve the named site, whose robots.txt was never read (DESIGN
-// step 9). A ClientHello without a server name (a client that dialled an
-// address) goes through.
+// otherwise serve the named site, whose robots.txt was never read
+// (docs/decision.md step 9). A ClientHello without a server name (a client
+// that dialled an address) goes through.
 func (s *Server) checkServerName(conn net.Conn, ci *connectInfo) ([]byte, string) {
 	read, msg, err := readClientHello(conn)
 	var hello helloInfo

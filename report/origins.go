@@ -85,7 +85,8 @@ func ruleKindOf(r string) int {
 }
 
 // Usage sources: where a usage refusal's statement came from, told by how
-// its rule starts (DESIGN "Usage preferences": X-Robots-Gate-Rule).
+// its rule starts (docs/data-teams.md, "AI-training and TDM opt-outs":
+// X-Robots-Gate-Rule).
 var usageSources = [...]struct{ name, prefix string }{
 	{"robots.txt", ""}, // content-usage: …, content-signal: …
 	{"response header", "response header "},

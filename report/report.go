@@ -1,4 +1,4 @@
-// Package report summarises robotsgate audit logs (DESIGN.md "Audit log"):
+// Package report summarises robotsgate audit logs (docs/data-teams.md, "Audit log"):
 // counts by decision, origin, token and rule (allow and disallow rules
 // apart), each origin's records by decision, the origins' own answers by
 // status class, the time range, and decisions over time, as text, JSON or

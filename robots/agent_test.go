@@ -10,7 +10,7 @@ import (
 var userAgentTests = []struct {
 	ua, want string
 }{
-	// The examples of DESIGN.md, "Deciding a request", step 3.
+	// The examples of docs/decision.md, "How a path is decided" (step 3's token).
 	{"FooBot/1.2 (+url)", "FooBot"},
 	{"MJ12bot/v1.4", "MJ"},
 	{"Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.0; +url)", "GPTBot"},

@@ -312,8 +312,7 @@ const maxReadings = 240
 // path did not end with one. A server that keeps ";" as a name while
 // another drops it sees different segments for "..", so one reading cannot
 // speak for all of them; the proxy blocks a request when any reading is
-// disallowed (DESIGN.md, "Deciding a request", step 7: the path is
-// ambiguous).
+// disallowed (docs/decision.md step 7: the path is ambiguous).
 //
 // "$" and "*" are the pattern syntax of robots.txt, so a rule that names a
 // literal "$" or "*" escapes it ("Disallow: /price%24list"), or writes "$"

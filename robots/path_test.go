@@ -40,8 +40,8 @@ func TestPathOf(t *testing.T) {
 	}
 }
 
-// normalizeTests are request targets and their normal form (DESIGN.md,
-// "Deciding a request", step 7).
+// normalizeTests are request targets and their normal form (docs/decision.md
+// step 7).
 var normalizeTests = []struct {
 	in, want string
 }{
@@ -187,8 +187,8 @@ func FuzzNormalize(f *testing.F) {
 }
 
 // lenientTests are request targets, as a client sends them, and the path a
-// lenient server would serve, in Normalize's form (DESIGN.md, "Deciding a
-// request", step 7, lenient reading).
+// lenient server would serve, in Normalize's form (docs/decision.md step 7,
+// lenient reading).
 var lenientTests = []struct {
 	in, want string
 }{

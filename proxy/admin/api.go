@@ -19,7 +19,8 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// Bounds of POST /v1/decide (DESIGN "Operator surface").
+// Bounds of POST /v1/decide (docs/data-teams.md, "The decision API: POST
+// /v1/decide").
 const (
 	// MaxDecideURLs bounds the URLs of one call.
 
@@ -50,8 +51,8 @@ const (
 // its work bound.
 const ReasonDecideWork = "not decided: this call reached its work bound (MaxDecideWork); send the rest in another call"
 
-// decideInput is the body of POST /v1/decide (DESIGN "Operator surface"),
-// read by decodeDecideFields.
+// decideInput is the body of POST /v1/decide (docs/data-teams.md, "The
+// decision API: POST /v1/decide"), read by decodeDecideFields.
 type decideInput struct {
 	UserAgent *string
 	Agent     *string

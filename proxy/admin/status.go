@@ -179,7 +179,8 @@ func (b *Board) snapshot() ([]statusCounts, []audit.Record) {
 	return origins, recent
 }
 
-// Status is GET /status.json (DESIGN "Operator surface").
+// Status is GET /status.json (docs/operations.md, "The status page: GET
+// /status and GET /status.json").
 type Status struct {
 	Started time.Time       `json:"started"`
 	Now     time.Time       `json:"now"`

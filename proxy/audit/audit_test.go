@@ -17,11 +17,11 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// designFields are the audit log's fields, in DESIGN.md's order.
+// designFields are the audit log's fields, in docs/data-teams.md's order ("Audit log").
 var designFields = []string{"time", "level", "msg", "client", "user", "method", "url", "path", "origin", "user_agent",
 	"agent", "token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason", "charged"}
 
-// TestRecordFields: a record has DESIGN's fields, every one always
+// TestRecordFields: a record has docs/data-teams.md's fields, every one always
 // written ("" or 0 or [] when empty), its time in UTC with milliseconds.
 func TestRecordFields(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 )
 
 // Log writes one Record per line, as JSON (the same bytes as log/slog's
-// JSON handler would write: no HTML escaping): DESIGN.md's audit log. It
+// JSON handler would write: no HTML escaping): docs/data-teams.md's audit log. It
 // never shares its stream with operational logs, and a failed write is
 // reported through its OnError, never turning a block into a pass. A Log
 // is safe for concurrent use; each record goes out in one write.

@@ -14,7 +14,7 @@ import (
 	"github.com/robotsgate/robotsgate/robots"
 )
 
-// Record is one line of the audit log (DESIGN "Audit log"). Every field
+// Record is one line of the audit log (docs/data-teams.md, "Audit log"). Every field
 // is always written: "" or 0 when empty, [] for an empty array.
 type Record struct {
 	Time      Time          `json:"time"`
@@ -42,7 +42,7 @@ type Record struct {
 // Msg is a record's msg: what kind of event it is.
 type Msg string
 
-// The msgs of DESIGN's audit log.
+// The msgs of docs/data-teams.md's audit log.
 const (
 	MsgBlocked     Msg = "blocked"
 	MsgWouldBlock  Msg = "would-block"

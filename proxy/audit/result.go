@@ -10,7 +10,7 @@ import (
 )
 
 // Result is one URL's decision as check -json prints it and POST
-// /v1/decide answers it (DESIGN "Commands").
+// /v1/decide answers it (docs/decision.md, "Checking URLs: robotsgate check").
 type Result struct {
 	URL        string        `json:"url"`
 	Origin     *string       `json:"origin"` // null when the URL has none

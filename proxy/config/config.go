@@ -1,5 +1,5 @@
 // Package config is robotsgate's configuration: the Config type of
-// DESIGN.md's keys, its built-in defaults, and the TOML file it is read
+// docs/configuration.md's keys, its built-in defaults, and the TOML file it is read
 // from, with the line of every key. It checks types only (a string where a
 // duration goes, an unknown key); policy.Compile checks values, and is the
 // only way to a config that can decide anything.
@@ -19,7 +19,7 @@ import (
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// Config is robotsgate's configuration: DESIGN.md's keys. Default returns
+// Config is robotsgate's configuration: docs/configuration.md's keys. Default returns
 // the built-in values, which config.toml in the repository documents.
 type Config struct {
 	Listen       string
@@ -125,7 +125,8 @@ type SiteRule struct {
 }
 
 // ClusterConfig is the [cluster] table: state shared by several instances
-// through Redis (DESIGN "Fleet"). A change needs a restart.
+// through Redis (docs/operations.md, "Running several instances"). A change
+// needs a restart.
 type ClusterConfig struct {
 	Redis     string   // redis:// or rediss:// URL of a single server
 	Sentinels []string // or the Sentinels ("host:26379") of a primary named Master
@@ -155,8 +156,8 @@ type ClusterConfig struct {
 	SecretFile string
 }
 
-// IdentityConfig is the [identity] table: Web Bot Auth (DESIGN "Identity
-// and payment"), off when SignatureAgent is empty.
+// IdentityConfig is the [identity] table: Web Bot Auth (docs/identity.md,
+// "Signing every request (Web Bot Auth)"), off when SignatureAgent is empty.
 type IdentityConfig struct {
 	// SignatureAgent is the https URL the key directory is published at,
 	// named in every signed request's Signature-Agent field.
@@ -267,7 +268,7 @@ type PolitenessConfig struct {
 	MaxDelay    time.Duration
 	MaxWait     time.Duration
 	// HonourRetryAfter backs a host off when its origin answers 429, or
-	// 503 with Retry-After (DESIGN step 8), pacing on or off.
+	// 503 with Retry-After (docs/decision.md step 8), pacing on or off.
 	HonourRetryAfter bool
 	MaxBackoff       time.Duration // the longest such back-off
 }

@@ -620,7 +620,7 @@ func (b *innerBody) Read(p []byte) (int, error) {
 	}
 	if idle := b.ic.lim.IdleTimeout; idle > 0 {
 		// A body that makes no progress for idle_timeout ends the request
-		// (DESIGN step 0); the loop's own reads set their deadlines again.
+		// (docs/decision.md step 0); the loop's own reads set their deadlines again.
 		b.ic.conn.SetReadDeadline(time.Now().Add(idle))
 	}
 	n, err := b.rc.Read(p)

@@ -163,7 +163,7 @@ func spelledAs(name, prefix string) bool {
 
 // RemoveGateFields deletes X-Robots-Gate and every X-Robots-Gate-* field
 // from an origin's response header or trailer: a client can trust that
-// those it sees are robotsgate's (DESIGN, "Responses").
+// those it sees are robotsgate's (docs/security.md, "Security model").
 func RemoveGateFields(h http.Header) {
 	for k := range h {
 		if IsGateField(k) {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Back-off defaults (DESIGN step 8): a 429 without Retry-After holds its
+// Back-off defaults (docs/decision.md step 8): a 429 without Retry-After holds its
 // host for backoffFirst, doubling while 429s repeat; at most
 // backoffMaxHosts hosts are remembered.
 const (
@@ -19,7 +19,7 @@ const (
 )
 
 // Backoffs remembers, per host, until when an origin asked to be sent
-// nothing: its 429, or 503 with Retry-After (DESIGN step 8, origin
+// nothing: its 429, or 503 with Retry-After (docs/decision.md step 8, origin
 // back-off). The common case, no host backing off, costs one atomic load.
 type Backoffs struct {
 	now func() time.Time

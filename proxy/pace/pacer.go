@@ -40,16 +40,16 @@ type Limits struct {
 	MaxWait, MaxDelay time.Duration
 }
 
-// A Pacer spaces the starts of requests to each host (DESIGN step 8: scheme
-// and port ignored, the server is what feels the load): one FIFO queue per
-// host, where each request is held until its own gap after the start
-// before it. A request that would wait longer than max_wait is refused at
-// once; one whose client gives up leaves the queue, and those behind it
-// move up. No lock is held while a request waits, and a host with an
-// empty queue and no recent start is forgotten. At most maxHosts hosts are
-// remembered: past that, a request to a host not remembered is refused
-// (paced) until an idle one can be forgotten, never let through without
-// its gap.
+// A Pacer spaces the starts of requests to each host (docs/decision.md step
+// 8: scheme and port ignored, the server is what feels the load): one FIFO
+// queue per host, where each request is held until its own gap after the
+// start before it. A request that would wait longer than max_wait is
+// refused at once; one whose client gives up leaves the queue, and those
+// behind it move up. No lock is held while a request waits, and a host with
+// an empty queue and no recent start is forgotten. At most maxHosts hosts
+// are remembered: past that, a request to a host not remembered is refused
+// (paced) until an idle one can be forgotten, never let through without its
+// gap.
 type Pacer struct {
 	now func() time.Time
 	// MaxHosts bounds the hosts remembered: DefaultMaxHosts, unless set

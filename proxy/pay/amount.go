@@ -1,4 +1,4 @@
-// Package pay is pay-per-crawl (DESIGN "Identity and payment"): prices as
+// Package pay is pay-per-crawl (docs/identity.md, "Pay-per-crawl (HTTP 402)"): prices as
 // sites state them in HTTP 402 answers, and the daily budget they are paid
 // from, in this process or, for a fleet, in Redis. Amounts are decimal,
 // held as integers of a billionth of the currency unit: never floats.

@@ -146,7 +146,7 @@ const (
 	reasonBackoff   = "paced: %s, and its host is held until then; it would wait %v, past max_wait"
 )
 
-// Decide decides r into d, in DESIGN.md's order ("Deciding a request"):
+// Decide decides r into d, in docs/decision.md's order ("How a request is decided"):
 // proxy authentication, the request's origin (and, inside a tunnel, that
 // it is the tunnel's), private targets, then agents, site rules and
 // robots.txt (for a tunnel-mode CONNECT, step 9's whole-origin rule),
@@ -182,7 +182,7 @@ func (p *Policy) Decide(ctx context.Context, w *Env, r *Request, d *Decision) {
 }
 
 // MaxTargetBytes bounds a request-target as received, absolute-form
-// included: past it, 414 (DESIGN step 0). Deciding is bounded by the
+// included: past it, 414 (docs/decision.md step 0). Deciding is bounded by the
 // length of what it reads.
 const MaxTargetBytes = 8 << 10
 
@@ -598,7 +598,7 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 }
 
 // paceGap returns a request's gap after the previous start to its origin
-// (DESIGN step 8): its site's min_interval if set, else min_interval, or
+// (docs/decision.md step 8): its site's min_interval if set, else min_interval, or
 // the largest Crawl-delay of its tokens' groups if larger (with
 // crawl_delay on, and not for a site allow), at most max_delay; 0 when
 // pacing is off.

@@ -69,7 +69,7 @@ func tableEnv(t *testing.T, p *Policy) *Env {
 	return w
 }
 
-// TestDecide is the decision order of DESIGN.md and docs/decision.md, one row
+// TestDecide is the decision order of docs/decision.md, one row
 // per step and per X-Robots-Gate value the decision can give.
 func TestDecide(t *testing.T) {
 	t.Parallel()

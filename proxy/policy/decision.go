@@ -2,7 +2,7 @@
 // Policy (Compile is the only way to one, and the only validator), and
 // Policy.Decide, which every entry point calls (a plain request, a
 // CONNECT, a request inside a tunnel, the check command and the decision
-// API) with a Request value, in DESIGN.md's order (framing, auth, origin
+// API) with a Request value, in docs/decision.md's order (framing, auth, origin
 // and tunnel, private targets, agents, sites, robots.txt, usage, report
 // mode, pacing). The Decision it returns carries the evidence from which
 // the response, the audit record and the metrics are all rendered.
@@ -235,7 +235,7 @@ func FetchInfoOf(a fetch.Answer, now time.Time) FetchInfo {
 }
 
 // decideAnswer decides target, a raw request target, under what the cache
-// answered for the request's origin (DESIGN steps 6 and 7; the caller has
+// answered for the request's origin (docs/decision.md steps 6 and 7; the caller has
 // taken care of step 4, /robots.txt). Deciding stops when ctx ends.
 func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time) {
 	d.Fetch = FetchInfoOf(a, now)
@@ -260,7 +260,7 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 }
 
 // decideWholeOrigin decides a tunnel-mode CONNECT under what the cache
-// answered (DESIGN step 9), where paths cannot be seen: refused when the
+// answered (docs/decision.md step 9), where paths cannot be seen: refused when the
 // rules shut out every path for some obeyed token (or robots.txt is
 // unreachable with no copy, or refused under auth_errors = "disallow"),
 // else opened.
@@ -309,7 +309,7 @@ func (d *Decision) Rules() *robots.Robots { return d.rules }
 func (d *Decision) Work() int64 { return d.work }
 
 // decideRules decides raw, a request target as sent, under rules for every
-// agent token (DESIGN step 7): the request is blocked if any token's
+// agent token (docs/decision.md step 7): the request is blocked if any token's
 // verdict blocks it, and the first blocking token is the evidence. A
 // token's verdict is taken on the exact reading of the target
 // (robots.Normalize, then Google's matching) and, when that allows it, on

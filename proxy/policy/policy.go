@@ -51,7 +51,7 @@ func (p *Policy) UpstreamProxy() *url.URL { return p.upstreamProxy }
 func (p *Policy) HasUsers() bool { return len(p.cfg.Auth.Users) > 0 }
 
 // private reports whether host is, or resolves to, a private address,
-// when block_private applies (DESIGN step 2).
+// when block_private applies (docs/decision.md step 2).
 func (p *Policy) private(ctx context.Context, w *Env, host string) bool {
 	if !p.cfg.Upstream.BlockPrivate || w.Private == nil {
 		return false
@@ -59,7 +59,7 @@ func (p *Policy) private(ctx context.Context, w *Env, host string) bool {
 	return w.Private.Private(ctx, host, p.cfg.Upstream.Timeout)
 }
 
-// Agents returns the tokens a request obeys (DESIGN step 3): the first
+// Agents returns the tokens a request obeys (docs/decision.md step 3): the first
 // matching [[agents]] rule's, else the User-Agent header's product token,
 // else default_agent; and the purposes that rule declares.
 func (p *Policy) Agents(r *Request) (Agents, Purposes) {

@@ -13,7 +13,8 @@ import (
 // fetches for ("ai-train, search"); it never reaches the origin.
 const PurposeHeader = "X-Robots-Gate-Purpose"
 
-// Purposes is a set of declared purposes (DESIGN "Usage preferences").
+// Purposes is a set of declared purposes (docs/data-teams.md, "AI-training and
+// TDM opt-outs").
 type Purposes uint8
 
 // Has reports whether p is in the set.

@@ -17,7 +17,7 @@ import (
 	"github.com/robotsgate/robotsgate/robots"
 )
 
-// Defaults of CacheOptions, as DESIGN.md's [robots] keys.
+// Defaults of CacheOptions, as docs/configuration.md's [robots] keys.
 const (
 	DefaultTTL              = 24 * time.Hour
 	DefaultUnreachableLimit = 30 * 24 * time.Hour

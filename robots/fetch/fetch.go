@@ -36,7 +36,7 @@ const (
 	Unreachable Outcome = "unreachable"
 )
 
-// Defaults of FetcherOptions, as DESIGN.md's [robots] keys.
+// Defaults of FetcherOptions, as docs/configuration.md's [robots] keys.
 const (
 	DefaultMaxBytes     = 512000
 	DefaultMaxRedirects = 5
