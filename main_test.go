@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -463,13 +464,13 @@ func TestServe(t *testing.T) {
 	// SIGHUP: a bad config is refused and the old one stays; a good one applies.
 	writeFile("[upstream]\nblock_private = false\nbogus = 1\n")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	waitFor(t, func() bool { return strings.Contains(stderr.String(), "reload failed") }, "a refused reload")
+	testkit.Eventually(t, "a refused reload", func() bool { return strings.Contains(stderr.String(), "reload failed") })
 	if s := status("/page"); s != 200 {
 		t.Errorf("after a bad reload /page: %d; want 200 (old config kept)", s)
 	}
 	writeFile("[upstream]\nblock_private = false\n[[sites]]\nhost = \"127.0.0.1\"\npolicy = \"deny\"\nreason = \"test\"\n")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	waitFor(t, func() bool { return strings.Contains(stderr.String(), "config reloaded") }, "a reload")
+	testkit.Eventually(t, "a reload", func() bool { return strings.Contains(stderr.String(), "config reloaded") })
 	if !strings.Contains(stderr.String(), `msg="config reloaded" config=`+cfgPath+" changed=sites") {
 		t.Errorf("the reload line does not name the key that changed:\n%s", stderr.String())
 	}
@@ -486,16 +487,6 @@ func TestServe(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not stop")
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestValidate(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 )
 
@@ -23,7 +24,7 @@ func TestPayBudgetCounter(t *testing.T) {
 	const day = "2026-11-27"
 	usd := func(n int64) pay.Amount { return pay.Amount{Currency: "USD", Nanos: n} }
 	limit := usd(100)
-	var log syncBuffer
+	var log testkit.Buffer
 	a := newClient(t, r, &log, time.Second).Budget("rgtest:budget:")
 	b := newClient(t, r, nil, time.Second).Budget("rgtest:budget:")
 	key := "rgtest:budget:spent:{USD:" + day + "}"

@@ -7,37 +7,19 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
-
-// syncBuffer is a log sink safe for the client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testSecret is the fleet's secret in tests.
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
-func newClient(t *testing.T, r *redistest.Server, log *syncBuffer, retry time.Duration) *Client {
+func newClient(t *testing.T, r *redistest.Server, log *testkit.Buffer, retry time.Duration) *Client {
 	t.Helper()
 	return newClientWith(t, r, log, Options{RetryAfter: retry})
 }
@@ -51,7 +33,7 @@ const testOpTimeout = 10 * time.Second
 // newClientWith is newClient with more options: URL, Prefix and Logger are
 // set, Secret unless o has one, and OpTimeout testOpTimeout unless o has
 // one.
-func newClientWith(t *testing.T, r *redistest.Server, log *syncBuffer, o Options) *Client {
+func newClientWith(t *testing.T, r *redistest.Server, log *testkit.Buffer, o Options) *Client {
 	t.Helper()
 	if o.OpTimeout == 0 {
 		o.OpTimeout = testOpTimeout
@@ -77,7 +59,7 @@ var testOrigin = fetch.Origin{Scheme: "https", Host: "example.com", Port: 443}
 func TestStore(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
-	log := &syncBuffer{}
+	log := &testkit.Buffer{}
 	c := newClient(t, r, log, 0)
 	ctx := t.Context()
 	if rec, err := c.Load(ctx, testOrigin); err != nil || rec.Good != nil || rec.Failure != nil {
@@ -228,7 +210,7 @@ func TestReserveLocalWait(t *testing.T) {
 func TestBreaker(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
-	log := &syncBuffer{}
+	log := &testkit.Buffer{}
 	// The breaker's clock stands still while the test looks at it open:
 	// on a busy machine the calls below may take longer than RetryAfter,
 	// after which one would be let through (as it should). Once it runs
@@ -343,7 +325,7 @@ func TestDownAtStart(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
 	r.Stop()
-	log := &syncBuffer{}
+	log := &testkit.Buffer{}
 	c := newClient(t, r, log, 300*time.Millisecond)
 	deadline := time.Now().Add(30 * time.Second) // a bound on the poll, not a claim on its time
 	for c.Status().Up && time.Now().Before(deadline) {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -20,7 +21,7 @@ type counted struct {
 	onError *atomic.Int64
 }
 
-func newCounted(t *testing.T, r *redistest.Server, log *syncBuffer, secret []byte) counted {
+func newCounted(t *testing.T, r *redistest.Server, log *testkit.Buffer, secret []byte) counted {
 	t.Helper()
 	n := new(atomic.Int64)
 	return counted{newClientWith(t, r, log, Options{Secret: secret, OnError: func() { n.Add(1) }}), n}
@@ -60,7 +61,7 @@ func plainRedis(t *testing.T, r *redistest.Server) *redis.Client {
 func TestForeignStoreValues(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
-	log := &syncBuffer{}
+	log := &testkit.Buffer{}
 	c := newCounted(t, r, log, testSecret)
 	rdb := plainRedis(t, r)
 	ctx := t.Context()

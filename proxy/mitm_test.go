@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -128,7 +129,7 @@ func startMITM(t *testing.T, pki *testPKI, mutate func(*config.Config)) *testPro
 	if _, err := policy.Compile(cfg); err != nil {
 		t.Fatal(err)
 	}
-	p := &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
+	p := &testProxy{audit: &testkit.Buffer{}, log: &testkit.Buffer{}}
 	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, LookupNetIP: loopbackLookup})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestMITMGarbageInTunnelIsClosed(t *testing.T) {
 	waitForLog(t, p.log, "neither TLS nor HTTP/1.x: closed")
 }
 
-func waitForLog(t *testing.T, log *syncBuffer, want string) {
+func waitForLog(t *testing.T, log *testkit.Buffer, want string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if strings.Contains(log.String(), want) {

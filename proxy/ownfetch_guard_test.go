@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -159,7 +160,7 @@ func startWithLookup(t *testing.T, cfg *config.Config, lookup func(context.Conte
 	if _, err := policy.Compile(cfg); err != nil {
 		t.Fatal(err)
 	}
-	p = &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
+	p = &testProxy{audit: &testkit.Buffer{}, log: &testkit.Buffer{}}
 	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, Version: "test", LookupNetIP: lookup})
 	if err != nil {
 		t.Fatal(err)

@@ -19,28 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
-
-// syncBuffer is an io.Writer safe for the proxy's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testOrigin is an httptest origin that serves a robots.txt and counts its
 // hits per path.
@@ -106,8 +89,8 @@ func (o *testOrigin) count(path string) int64 {
 type testProxy struct {
 	srv   *Server
 	url   *url.URL
-	audit *syncBuffer
-	log   *syncBuffer
+	audit *testkit.Buffer
+	log   *testkit.Buffer
 }
 
 // loopbackConfig is the default config, with block_private off so that
@@ -127,7 +110,7 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 	if _, err := policy.Compile(cfg); err != nil {
 		t.Fatal(err)
 	}
-	p := &testProxy{audit: &syncBuffer{}, log: &syncBuffer{}}
+	p := &testProxy{audit: &testkit.Buffer{}, log: &testkit.Buffer{}}
 	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, Version: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/robots"
 
 	"context"
@@ -307,16 +308,6 @@ func TestCachePurge(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds, for at most 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after 5s", what)
-		}
-	}
-}
-
 // silentOrigins is a TCP listener on 127.0.0.1 that accepts connections and
 // never answers: every origin that dialTo sends to it hangs.
 type silentOrigins struct {
@@ -420,7 +411,7 @@ func occupy(t *testing.T, c *Cache) (release func() getResult) {
 	})
 	t.Cleanup(func() { once.Do(func() { close(ch) }) })
 	res := getAsync(c, t.Context(), o.origin(t))
-	eventually(t, "fetching the busy origin", func() bool { return o.count("/robots.txt") == 1 })
+	testkit.Eventually(t, "fetching the busy origin", func() bool { return o.count("/robots.txt") == 1 })
 	return func() getResult {
 		once.Do(func() { close(ch) })
 		return <-res
@@ -458,7 +449,7 @@ func TestCacheBoundsFetchesInFlight(t *testing.T) {
 		leave[i] = cancel
 		waiting[i] = getAsync(c, ctx, siteOrigin(i))
 	}
-	eventually(t, "connected to 4 origins", func() bool { return silent.accepted.Load() == bound })
+	testkit.Eventually(t, "connected to 4 origins", func() bool { return silent.accepted.Load() == bound })
 
 	// Past the bound, Gets fail fast, and no fetch starts.
 	var wg sync.WaitGroup
@@ -492,7 +483,7 @@ func TestCacheBoundsFetchesInFlight(t *testing.T) {
 		t.Errorf("after the callers left: %d in flight, %d abandoned; want %d and 0", s.FetchesInFlight, s.FetchesAbandoned, bound)
 	}
 	live := getAsync(c, t.Context(), siteOrigin(bound))
-	eventually(t, "given up the fetches nobody waits for", func() bool {
+	testkit.Eventually(t, "given up the fetches nobody waits for", func() bool {
 		return silent.accepted.Load() == bound+1 && silent.open.Load() == 1 && c.Stats().FetchesInFlight == 1
 	})
 	if n := c.Stats().FetchesAbandoned; n != bound {
@@ -517,7 +508,7 @@ func TestCacheBoundsFetchesInFlight(t *testing.T) {
 	// connection in the transport's idle pool (net/http dials on, detached
 	// from the request's cancellation, so that another request can use
 	// it): the transport's, bounded by its MaxIdleConns, not a fetch.
-	eventually(t, "within the bound", func() bool {
+	testkit.Eventually(t, "within the bound", func() bool {
 		c.CloseIdleConnections()
 		return silent.open.Load() <= bound
 	})
@@ -527,7 +518,7 @@ func TestCacheBoundsFetchesInFlight(t *testing.T) {
 	if r := <-live; !errors.Is(r.err, ErrClosed) {
 		t.Errorf("caller waiting when the cache closed: err %v; want ErrClosed", r.err)
 	}
-	eventually(t, "closed every connection", func() bool { return silent.open.Load() == 0 })
+	testkit.Eventually(t, "closed every connection", func() bool { return silent.open.Load() == 0 })
 	close(stop)
 	if most := <-sampled; most > bound {
 		t.Errorf("%d fetches in flight at once; want at most %d", most, bound)
@@ -676,7 +667,7 @@ func TestCacheAbandonedFetchLeavesNoFailure(t *testing.T) {
 
 	ctx, leave := context.WithCancel(t.Context())
 	waiting := getAsync(c, ctx, slow.origin(t))
-	eventually(t, "fetching", func() bool { return tries.Load() == 1 })
+	testkit.Eventually(t, "fetching", func() bool { return tries.Load() == 1 })
 	leave()
 	if r := <-waiting; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("caller left: err %v; want context.Canceled", r.err)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/testkit"
 )
 
 // TestFileStoreRefusesWhatItDidNotWrite: a FIFO (which would block an
@@ -50,7 +52,7 @@ func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
 				rec Record
 				err error
 			}
-			var log syncBuffer
+			var log testkit.Buffer
 			done := make(chan result, 1)
 			go func() {
 				s, err := OpenFileStore(dir, 1<<20, slog.New(slog.NewTextHandler(&log, nil)))

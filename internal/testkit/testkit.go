@@ -1,0 +1,48 @@
+// Package testkit holds what the tests of several packages share: a log
+// sink safe for concurrent writers, and a bounded wait that fails loudly.
+// Only tests import it.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Buffer is an io.Writer safe for concurrent writers (a logger's, a
+// server's goroutines), read whole with String.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// EventuallyLimit is how long Eventually waits: far longer than anything
+// it waits for takes on a busy machine, so that only a wait that would
+// never end fails.
+const EventuallyLimit = 10 * time.Second
+
+// Eventually polls cond until it holds, and fails t, naming what it
+// waited for, if it still does not after EventuallyLimit.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(EventuallyLimit); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", EventuallyLimit, what)
+		}
+	}
+}
