@@ -278,8 +278,8 @@ func TestShutdownAnswersHeld(t *testing.T) {
 		}
 	}
 	// A turn that comes as the drain time runs out sends its request,
-	// which the end of the drain then cuts: it reached the origin once,
-	// and is answered shutting-down, never sent again.
+	// which the end of the drain then cuts, before or after it reached
+	// the origin: it is answered shutting-down, and never sent again.
 	cut := reasons["shutting down before the origin answered"]
 	sent := int64(0)
 	for i := range n {
@@ -289,8 +289,8 @@ func TestShutdownAnswersHeld(t *testing.T) {
 		}
 		sent += hits
 	}
-	if sent != int64(served+cut) {
-		t.Errorf("%d pages reached the origin; want the %d served and the %d cut by the end of the drain", sent, served, cut)
+	if sent < int64(served) || sent > int64(served+cut) {
+		t.Errorf("%d pages reached the origin; want the %d served, and at most the %d cut by the end of the drain", sent, served, cut)
 	}
 	if cut > 1 || reasons["shutting down while it waited for its turn"] != stopped-1-cut ||
 		reasons["shutting down while the origin's back-off ("+busy.URL+" answered 429 with Retry-After: 60) held it"] != 1 {
