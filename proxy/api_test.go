@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/attack"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -226,11 +227,7 @@ func TestDecideAPIBusy(t *testing.T) {
 		close(release)
 		wg.Wait()
 	}()
-	for deadline := time.Now().Add(10 * time.Second); p.srv.admin.Running() < admin.MaxDecideCalls; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls running; want %d", p.srv.admin.Running(), admin.MaxDecideCalls)
-		}
-	}
+	testkit.Eventually(t, fmt.Sprintf("%d decide calls running", admin.MaxDecideCalls), func() bool { return p.srv.admin.Running() >= admin.MaxDecideCalls })
 	code, out := postDecide(t, p, body)
 	if code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["error"]), "retry") {
 		t.Errorf("call %d: %d %v; want 503", admin.MaxDecideCalls+1, code, out)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
@@ -36,11 +37,7 @@ func TestFleetBackoffHoldsQueued(t *testing.T) {
 	for _, s := range order {
 		n := logs[s.p].count("127.0.0.1")
 		go func() { resp, _ := get(t, fleet[s.p].client(), o.URL+s.path); codes <- resp.StatusCode }()
-		for deadline := time.Now().Add(5 * time.Second); logs[s.p].count("127.0.0.1") == n; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s was never given a start", s.path)
-			}
-		}
+		testkit.Eventually(t, s.path+" given a start", func() bool { return logs[s.p].count("127.0.0.1") > n })
 	}
 	got := map[int]int{}
 	for range order {

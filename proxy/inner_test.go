@@ -392,14 +392,6 @@ func TestInnerClientLeavesWhilePaced(t *testing.T) {
 	})
 	authority := "127.0.0.1:" + port
 	host := "Host: " + authority + "\r\n"
-	queued := func(want int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); p.srv.pacer.Waiting("127.0.0.1") != want; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d requests wait for their turn; want %d", p.srv.pacer.Waiting("127.0.0.1"), want)
-			}
-		}
-	}
 	c1, br1 := p.rawTunnel(t, authority, "127.0.0.1", false)
 	if resp, _ := roundTripRaw(t, c1, br1, "GET /first HTTP/1.1\r\n"+host+"\r\n"); resp.StatusCode != 200 {
 		t.Fatalf("first: %d", resp.StatusCode)
@@ -407,9 +399,9 @@ func TestInnerClientLeavesWhilePaced(t *testing.T) {
 	// The second waits for the crawl delay (3 s); its client leaves.
 	c2, _ := p.rawTunnel(t, authority, "127.0.0.1", false)
 	io.WriteString(c2, "GET /left HTTP/1.1\r\n"+host+"\r\n")
-	queued(1)
+	waitQueued(t, p.srv.pacer, "127.0.0.1", 1)
 	c2.Close()
-	queued(0) // it left the queue: no turn kept
+	waitQueued(t, p.srv.pacer, "127.0.0.1", 0) // it left the queue: no turn kept
 	waitForLog(t, p.audit, "client left while waiting for its turn")
 	// The third waits for the turn the second left, past the head's
 	// deadline, and is served.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -178,12 +179,7 @@ func TestPacing429(t *testing.T) {
 // waitQueued polls, bounded, until n requests wait for host o.
 func waitQueued(t *testing.T, pc *pace.Pacer, o string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if pc.Waiting(o) == n {
-			return
-		}
-	}
-	t.Fatalf("never %d waiting", n)
+	testkit.Eventually(t, fmt.Sprintf("%d requests waiting for their turn on %s", n, o), func() bool { return pc.Waiting(o) == n })
 }
 
 func TestPacingPerSiteOverride(t *testing.T) {
