@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -377,24 +376,6 @@ func TestCheckLive(t *testing.T) {
 	}
 }
 
-// syncBuf is a bytes.Buffer safe for the command's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServe runs "robotsgate serve" as a user would: it starts on a config
 // file, says where it listens, blocks by robots.txt, reloads on SIGHUP and
 // drains on a signal (a cancelled context here).
@@ -418,7 +399,7 @@ func TestServe(t *testing.T) {
 	writeFile("[upstream]\nblock_private = false\n")
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuf
+	var stdout, stderr testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(ctx, []string{"serve", "-config", cfgPath, "-listen", "127.0.0.1:0"}, strings.NewReader(""), &stdout, &stderr)
