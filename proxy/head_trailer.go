@@ -32,6 +32,9 @@ func (s *Server) watchTrailer(p *policy.Policy, r *http.Request, d *policy.Decis
 	if d.Purposes == 0 || resp.StatusCode == http.StatusSwitchingProtocols || r.Method == http.MethodHead {
 		return
 	}
+	if resp.ProtoMajor < 2 && len(resp.TransferEncoding) == 0 {
+		return // HTTP/1 without chunked coding has no trailer: nothing to watch for
+	}
 	dc := *d // judged once the body ends, on a copy: d was audited already
 	url := r.URL.String()
 	resp.Body = &trailerWatch{ReadCloser: resp.Body, resp: resp, judge: func(trailer http.Header) {
