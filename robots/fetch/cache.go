@@ -1065,6 +1065,10 @@ func (c *Cache) Purge(o Origin) bool {
 // a purge another process made (and made in the store already). It reports
 // whether anything was held.
 func (c *Cache) Forget(o Origin) bool {
+	// The hot tier takes offers asynchronously: one made before this
+	// call (a lookup that found o cold) lands first, then the delete,
+	// never after it. Outside c.mu: the hot tier's own goroutine applies it.
+	c.rc.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, held := c.rc.Get(c.key(o))
