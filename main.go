@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -141,7 +142,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // loadConfig reads the config file (or takes the built-in defaults),
 // applies override, if any, and checks the result as the proxy would
-// (policy.Compile): every problem is reported at once, in the order of
+// (policy.Compile, [cluster] by cluster.CheckConfig): every problem is
+// reported at once, in the order of
 // their lines.
 func loadConfig(path string, override func(*config.Config)) (*config.Config, error) {
 	cfg := config.Default()
@@ -154,7 +156,7 @@ func loadConfig(path string, override func(*config.Config)) (*config.Config, err
 	if override != nil {
 		override(cfg)
 	}
-	_, cerr := policy.Compile(cfg)
+	_, cerr := policy.Compile(cfg, cluster.CheckConfig)
 	if err := config.Join(err, cerr); err != nil {
 		return nil, err
 	}

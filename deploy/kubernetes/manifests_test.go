@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -162,7 +163,7 @@ func TestManifests(t *testing.T) {
 	}
 	cfg, err := config.Parse("configmap.yaml config.toml", []byte(text))
 	if err == nil {
-		_, err = policy.Compile(cfg)
+		_, err = policy.Compile(cfg, cluster.CheckConfig) // as serve checks it
 	}
 	if err != nil {
 		t.Fatalf("the ConfigMap's config: %v", err)

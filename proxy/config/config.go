@@ -14,7 +14,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/internal/statefile"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -203,8 +202,11 @@ func (c *ClusterConfig) Equal(o *ClusterConfig) bool {
 // maxSecretFile bounds what is read of [cluster] secret_file.
 const maxSecretFile = 4 << 10
 
-// MinSecretBytes is the shortest [cluster] secret: the fleet client's.
-const MinSecretBytes = cluster.MinSecretBytes
+// MinSecretBytes is the shortest [cluster] secret ReadSecret accepts: 256
+// bits, what the fleet's seals are keyed with. The fleet client refuses a
+// shorter one too (cluster.MinSecretBytes; a cluster test holds the two
+// equal): config does not link the Redis client.
+const MinSecretBytes = 32
 
 // ReadPassword returns the password of Sentinels' primary or of Nodes:
 // Password, or what PasswordFile holds without its trailing line breaks
@@ -282,6 +284,11 @@ type ResponsesConfig struct {
 	BlockStyle string
 }
 
+// DefaultClusterOpTimeout is [cluster] op_timeout's default: the fleet
+// client's own (cluster.DefaultOpTimeout; a cluster test holds the two
+// equal).
+const DefaultClusterOpTimeout = 250 * time.Millisecond
+
 // Default returns the built-in configuration.
 func Default() *Config {
 	return &Config{
@@ -310,7 +317,7 @@ func Default() *Config {
 			MaxConnections:    4096,
 		},
 		Politeness: PolitenessConfig{CrawlDelay: true, MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
-		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:", OpTimeout: cluster.DefaultOpTimeout},
+		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:", OpTimeout: DefaultClusterOpTimeout},
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
 		Identity:   IdentityConfig{Validity: 5 * time.Minute},
 		Payments:   PaymentsConfig{KeyPrefix: "robotsgate:"},

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/pay"
@@ -59,23 +58,34 @@ const (
 	BlockBrowser
 )
 
+// A Check checks one concern's settings of a config into pb, each problem
+// naming its key: the concern's package owns it (cluster.CheckConfig
+// checks [cluster]).
+type Check func(c *config.Config, pb *config.Problems)
+
 // Compile checks c and compiles it into a Policy: the only way to get one,
 // so that no unchecked config can decide a request. Every problem is
 // reported at once: the error joins one *config.Error per problem, each
 // naming its key (and its line, for a config read from a file). The
 // Policy keeps a copy of c: changing c afterwards changes nothing.
-func Compile(c *config.Config) (*Policy, error) {
+//
+// checks are the settings of concerns policy does not link, checked too:
+// the commands that run a fleet pass cluster.CheckConfig, so that [cluster]
+// is checked without this package (nor audit and report, which import it)
+// linking the Redis client. They run after [politeness] is checked and
+// before [identity]: problems on one line keep the order they always had.
+func Compile(c *config.Config, checks ...Check) (*Policy, error) {
 	pb := c.Problems()
-	p := compile(c, pb)
+	p := compile(c, pb, checks)
 	if err := pb.Err(); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// compile checks c's values into pb and builds the Policy (which is only
-// usable when pb holds no problem).
-func compile(c *config.Config, pb *config.Problems) *Policy {
+// compile checks c's values into pb, checks included, and builds the
+// Policy (which is only usable when pb holds no problem).
+func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	p := &Policy{cfg: *c}
 	p.cfg.Agents, p.cfg.Sites = slices.Clone(c.Agents), slices.Clone(c.Sites)
 	p.cfg.Auth.Users = slices.Clone(c.Auth.Users)
@@ -106,7 +116,9 @@ func compile(c *config.Config, pb *config.Problems) *Policy {
 	compileRobots(c, pb)
 	compileLimits(c, pb)
 	compilePoliteness(c, pb)
-	compileCluster(c, pb)
+	for _, check := range checks {
+		check(c, pb)
+	}
 	compileIdentity(c, pb)
 	p.maxPrice, p.budget = compilePayments(c, pb)
 	p.blockStyle = compileBlockStyle(pb, "responses.block_style", c.Responses.BlockStyle)
@@ -249,84 +261,6 @@ func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pa
 	return maxPrice, budget
 }
 
-// compileCluster checks [cluster]: exactly one of redis (a Redis URL),
-// sentinels (with master) and nodes, their addresses, and secret and
-// secret_file (exactly one with a Redis, neither without, and a secret
-// ReadSecret accepts). No message shows the secret or the password.
-func compileCluster(c *config.Config, pb *config.Problems) {
-	cc := &c.Cluster
-	named := 0
-	for _, set := range []bool{cc.Redis != "", len(cc.Sentinels) > 0, len(cc.Nodes) > 0} {
-		if set {
-			named++
-		}
-	}
-	switch {
-	case named > 1:
-		key := "cluster.nodes" // the second of the three set
-		if cc.Redis != "" && len(cc.Sentinels) > 0 {
-			key = "cluster.sentinels"
-		}
-		pb.Addf(key, "redis, sentinels and nodes are exclusive: name the fleet's Redis one way")
-	case cc.Redis != "":
-		if err := cluster.ParseURL(cc.Redis); err != nil {
-			pb.Addf("cluster.redis", "%q is not a Redis URL (redis://host:6379/0): %v", redactURL(cc.Redis), err)
-		}
-		if cc.Password != "" || cc.PasswordFile != "" {
-			pb.Addf("cluster.password", "set with cluster.redis: put the password in the URL (redis://:password@host:6379/0)")
-		}
-	case len(cc.Sentinels) > 0 && cc.Master == "":
-		pb.Addf("cluster.master", "required with cluster.sentinels: the name the Sentinels know the primary by (\"mymaster\")")
-	case len(cc.Sentinels) == 0 && cc.Master != "":
-		pb.Addf("cluster.master", "set without cluster.sentinels")
-	case named == 0 && (cc.Password != "" || cc.PasswordFile != ""):
-		pb.Addf("cluster.password", "set without cluster.sentinels or cluster.nodes")
-	case cc.Enabled():
-		if _, err := cc.ReadPassword(); err != nil {
-			key := "cluster.password"
-			if cc.PasswordFile != "" {
-				key = "cluster.password_file"
-			}
-			pb.Addf(key, "%v", err)
-		}
-	}
-	if strings.ContainsAny(cc.KeyPrefix, "{}") {
-		pb.Addf("cluster.key_prefix", "%q holds { or }: a Redis Cluster hash tag is robotsgate's to place (an origin's keys must share a slot)", cc.KeyPrefix)
-	}
-	if cc.SentinelAuth && len(cc.Sentinels) == 0 {
-		pb.Addf("cluster.sentinel_auth", "set without cluster.sentinels")
-	}
-	if cc.OpTimeout < 10*time.Millisecond || cc.OpTimeout > 10*time.Second {
-		pb.Addf("cluster.op_timeout", "%v: want from 10ms to 10s (a few round trips to Redis: connecting, AUTH, the call)", cc.OpTimeout)
-	}
-	checkAddrs(pb, "cluster.sentinels", cc.Sentinels)
-	checkAddrs(pb, "cluster.nodes", cc.Nodes)
-	key := "cluster.secret"
-	if cc.SecretFile != "" && cc.Secret == "" {
-		key = "cluster.secret_file"
-	}
-	switch {
-	case !cc.Enabled() && (cc.Secret != "" || cc.SecretFile != ""):
-		pb.Addf(key, "set without a [cluster] Redis (redis, sentinels or nodes): there is no fleet to share it with")
-	case !cc.Enabled():
-	case cc.Secret == "" && cc.SecretFile == "":
-		pb.Addf(key, "required with a [cluster] Redis: a secret of at least %d bytes (secret), or a file holding one (secret_file), the same on every instance", config.MinSecretBytes)
-	default:
-		if _, err := cc.ReadSecret(); err != nil {
-			pb.Addf(key, "%v", err)
-		}
-	}
-}
-
-// checkAddrs reports the entries of addrs that are not host:port.
-func checkAddrs(pb *config.Problems, key string, addrs []string) {
-	for i, a := range addrs {
-		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
-			pb.Addf(fmt.Sprintf("%s[%d]", key, i), "%q is not host:port", a)
-		}
-	}
-}
-
 // compileUsers checks [[auth.users]] and returns their names.
 func compileUsers(list []config.AuthUser, pb *config.Problems) map[string]bool {
 	users := map[string]bool{}
@@ -391,12 +325,4 @@ func inRange(pb *config.Problems, key string, v, lo, hi int64) {
 	if v < lo || v > hi {
 		pb.Addf(key, "%d is out of range %d to %d", v, lo, hi)
 	}
-}
-
-// redactURL hides a URL's password, for messages.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable)"
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
@@ -19,7 +20,7 @@ func parse(name string, data []byte) (*config.Config, error) {
 	if cfg == nil {
 		return nil, err
 	}
-	_, cerr := Compile(cfg)
+	_, cerr := Compile(cfg, cluster.CheckConfig)
 	return cfg, config.Join(err, cerr)
 }
 
