@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -112,15 +111,15 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	if (c.TLS.CACert == "") != (c.TLS.CAKey == "") {
 		pb.Addf("tls.ca_cert", "ca_cert and ca_key go together: give both or neither")
 	}
-	compileUpstream(p, c, pb)
+	p.upstreamProxy = upstream.CheckConfig(c, pb)
 	compileRobots(c, pb)
 	compileLimits(c, pb)
 	compilePoliteness(c, pb)
 	for _, check := range checks {
 		check(c, pb)
 	}
-	compileIdentity(c, pb)
-	p.maxPrice, p.budget = compilePayments(c, pb)
+	identity.CheckConfig(c, pb)
+	p.maxPrice, p.budget = pay.CheckConfig(c, pb)
 	p.blockStyle = compileBlockStyle(pb, "responses.block_style", c.Responses.BlockStyle)
 	users := compileUsers(c.Auth.Users, pb)
 	for i := range p.cfg.Agents {
@@ -131,23 +130,6 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	}
 	p.pacing = pacingActive(c)
 	return p
-}
-
-// compileUpstream checks [upstream] and parses its next hop.
-func compileUpstream(p *Policy, c *config.Config, pb *config.Problems) {
-	if c.Upstream.Proxy != "" {
-		u, err := upstream.ProxyURL(c.Upstream.Proxy)
-		if err != nil {
-			pb.Addf("upstream.proxy", "%v", err)
-		}
-		p.upstreamProxy = u
-	}
-	if c.Upstream.CA != "" {
-		if _, err := upstream.ReadPool(c.Upstream.CA); err != nil {
-			pb.Addf("upstream.ca", "%v", err)
-		}
-	}
-	atLeast(pb, "upstream.timeout", c.Upstream.Timeout, time.Millisecond)
 }
 
 // compileRobots checks [robots].
@@ -193,72 +175,6 @@ func compilePoliteness(c *config.Config, pb *config.Problems) {
 	if pc.MaxWait < pc.MaxDelay {
 		pb.Addf("politeness.max_wait", "%v is less than max_delay (%v): a request paced max_delay apart would be refused, never held", pc.MaxWait, pc.MaxDelay)
 	}
-}
-
-// compileIdentity checks [identity]: an https URL for the signature
-// agent (sent in a structured field: printable ASCII only) whose authority
-// the key directory can be signed for (identity.AgentAuthority), and a
-// validity from 10 s to a day.
-func compileIdentity(c *config.Config, pb *config.Problems) {
-	ic := &c.Identity
-	if ic.SignatureAgent == "" {
-		if ic.KeyFile != "" {
-			pb.Addf("identity.key_file", "set without identity.signature_agent: nothing is signed")
-		}
-		return
-	}
-	u, err := url.Parse(ic.SignatureAgent)
-	switch {
-	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(ic.SignatureAgent, `"\#`):
-		pb.Addf("identity.signature_agent", "%q is not an https URL without a fragment or quotes (where your key directory is published: https://bot.example)", ic.SignatureAgent)
-	case strings.ContainsFunc(ic.SignatureAgent, func(r rune) bool { return r < 0x21 || r > 0x7e }):
-		pb.Addf("identity.signature_agent", "%q: only printable ASCII without spaces can be sent (percent-encode the rest)", ic.SignatureAgent)
-	default:
-		if _, err := identity.AgentAuthority(ic.SignatureAgent); err != nil {
-			pb.Addf("identity.signature_agent", "%q: %v", ic.SignatureAgent, err)
-		}
-	}
-	if ic.Validity < 10*time.Second || ic.Validity > 24*time.Hour {
-		pb.Addf("identity.validity", "%v: want from 10s to 24h", ic.Validity)
-	}
-}
-
-// compilePayments checks [payments]: max_price and budget amounts in one
-// currency, a budget above zero, and [identity] (sites offer a
-// price to signed crawlers only). A budget is required: it is what bounds
-// the spending of a crawl of many priced pages.
-func compilePayments(c *config.Config, pb *config.Problems) (maxPrice, budget pay.Amount) {
-	pc := &c.Payments
-	if pc.MaxPrice == "" {
-		if pc.Budget != "" {
-			pb.Addf("payments.budget", "set without payments.max_price: nothing is paid")
-		}
-		return
-	}
-	var err error
-	if maxPrice, err = pay.ParseAmount(pc.MaxPrice); err != nil {
-		pb.Addf("payments.max_price", "%v", err)
-	}
-	switch budget, err = pay.ParseAmount(pc.Budget); {
-	case pc.Budget == "":
-		pb.Addf("payments.budget", "required with max_price: the most spent in a UTC day (\"USD 25\")")
-	case err != nil:
-		pb.Addf("payments.budget", "%v", err)
-	case maxPrice.Currency != "" && budget.Currency != maxPrice.Currency:
-		pb.Addf("payments.budget", "%s is not max_price's currency (%s)", budget.Currency, maxPrice.Currency)
-	case budget.Nanos == 0:
-		pb.Addf("payments.budget", "%s: nothing could be paid (leave max_price empty to pay nothing)", budget)
-	}
-	// A budget below max_price is valid: it caps each price too (a USD
-	// 0.01 price is paid with budget = "USD 0.03", max_price = "USD
-	// 0.05"); the start-up log says so.
-	if c.Identity.SignatureAgent == "" {
-		pb.Addf("payments.max_price", "needs [identity] signature_agent: sites offer prices to signed crawlers only")
-	}
-	if pc.KeyPrefix == "" || strings.ContainsAny(pc.KeyPrefix, "{}") {
-		pb.Addf("payments.key_prefix", "%q: must not be empty, and holds no { or } (a Redis Cluster hash tag is robotsgate's to place)", pc.KeyPrefix)
-	}
-	return maxPrice, budget
 }
 
 // compileUsers checks [[auth.users]] and returns their names.

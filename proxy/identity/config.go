@@ -1,0 +1,37 @@
+package identity
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+)
+
+// CheckConfig checks c's [identity] into pb (policy.Compile calls it): an
+// https URL for the signature agent (sent in a structured field:
+// printable ASCII only) whose authority the key directory can be signed
+// for (AgentAuthority), and a validity from 10 s to a day.
+func CheckConfig(c *config.Config, pb *config.Problems) {
+	ic := &c.Identity
+	if ic.SignatureAgent == "" {
+		if ic.KeyFile != "" {
+			pb.Addf("identity.key_file", "set without identity.signature_agent: nothing is signed")
+		}
+		return
+	}
+	u, err := url.Parse(ic.SignatureAgent)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(ic.SignatureAgent, `"\#`):
+		pb.Addf("identity.signature_agent", "%q is not an https URL without a fragment or quotes (where your key directory is published: https://bot.example)", ic.SignatureAgent)
+	case strings.ContainsFunc(ic.SignatureAgent, func(r rune) bool { return r < 0x21 || r > 0x7e }):
+		pb.Addf("identity.signature_agent", "%q: only printable ASCII without spaces can be sent (percent-encode the rest)", ic.SignatureAgent)
+	default:
+		if _, err := AgentAuthority(ic.SignatureAgent); err != nil {
+			pb.Addf("identity.signature_agent", "%q: %v", ic.SignatureAgent, err)
+		}
+	}
+	if ic.Validity < 10*time.Second || ic.Validity > 24*time.Hour {
+		pb.Addf("identity.validity", "%v: want from 10s to 24h", ic.Validity)
+	}
+}
