@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,12 +10,10 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/robotsgate/robotsgate/proxy/pay"
 )
 
-// The fleet's pay-per-crawl budget: what the fleet spent each UTC day in
-// each currency, under "<payments key_prefix>spent:{<currency>:<day>}"
+// The fleet's pay-per-crawl spending counter: what the fleet spent each
+// UTC day in each currency, under "<payments key_prefix>spent:{<currency>:<day>}"
 // (hash-tagged: one slot in a Redis Cluster), kept two days. It is a hash
 // of two integers of billionths that only grow: "reserved" (every
 // reservation) and "refunded" (every reservation given back, never more
@@ -101,23 +100,32 @@ const readSpendSource = counterSource + `
 return {1, res, ref}
 `
 
-// Budget returns the fleet's pay-per-crawl budget, under keys that start
-// with prefix ([payments] key_prefix). A Redis that does not answer
-// reserves nothing: no payment is made on a budget that cannot be
-// checked. A counter that holds what no instance writes refuses every
-// reservation; one that went backwards or vanished while this instance
-// used it stops this instance's payments in its currency for the day
-// (pay.ErrCounterRewound): whoever can write to Redis cannot make the
-// fleet pay the same budget twice over unseen. max_price still bounds
-// each payment.
-func (c *Client) Budget(prefix string) pay.Budget {
-	return &fleetBudget{
+// ErrCounterRewound is wrapped by a Counter's errors once the counter was
+// found lower than it had been, or gone, within its day: spending that may
+// have been paid already is not paid again, so nothing more is paid that
+// day in that currency. (The proxy's budget reports it as
+// ErrCounterRewound.)
+var ErrCounterRewound = errors.New("the day's spending went backwards")
+
+// Counter returns the fleet's pay-per-crawl spending counter, under keys
+// that start with prefix ([payments] key_prefix): the proxy keeps its
+// pay.Budget in it. A Redis that does not answer reserves nothing: no
+// payment is made on a budget that cannot be checked. A counter that
+// holds what no instance writes refuses every reservation; one that went
+// backwards or vanished while this instance used it stops this instance's
+// reservations in its currency for the day (ErrCounterRewound): whoever
+// can write to Redis cannot make the fleet pay the same budget twice over
+// unseen. max_price still bounds each payment.
+func (c *Client) Counter(prefix string) *Counter {
+	return &Counter{
 		c: c, prefix: prefix, seen: map[string]*counterSeen{},
 		reserve: redis.NewScript(reserveSpendSource), refund: redis.NewScript(refundSpendSource), read: redis.NewScript(readSpendSource),
 	}
 }
 
-type fleetBudget struct {
+// A Counter is the fleet's spending of each UTC day in each currency, in
+// billionths of it (Client.Counter). It is safe for concurrent use.
+type Counter struct {
 	c                     *Client
 	prefix                string
 	reserve, refund, read *redis.Script
@@ -141,14 +149,14 @@ type counterSeen struct {
 // request that began before midnight UTC may settle after it).
 const keptCounterDays = 2
 
-func (b *fleetBudget) key(day, currency string) string {
+func (b *Counter) key(day, currency string) string {
 	return b.prefix + "spent:{" + currency + ":" + day + "}"
 }
 
 // before returns what this instance saw of day's counter in currency,
 // before a call that reads it; the error of a counter it no longer
 // trusts.
-func (b *fleetBudget) before(day, currency string) (counterSeen, error) {
+func (b *Counter) before(day, currency string) (counterSeen, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.seen[day+" "+currency]
@@ -168,7 +176,7 @@ func (b *fleetBudget) before(day, currency string) (counterSeen, error) {
 		}
 	}
 	if s.rewound != "" {
-		return counterSeen{}, fmt.Errorf("%w: %s", pay.ErrCounterRewound, s.rewound)
+		return counterSeen{}, fmt.Errorf("%w: %s", ErrCounterRewound, s.rewound)
 	}
 	return *s, nil
 }
@@ -177,7 +185,7 @@ func (b *fleetBudget) before(day, currency string) (counterSeen, error) {
 // this instance saw, and returns its status and the counter's fields. A
 // counter that went backwards is remembered, logged once and counted; a
 // foreign one is counted and logged as other foreign values are.
-func (b *fleetBudget) run(ctx context.Context, script *redis.Script, day, currency string, args ...any) (status, reserved, refunded int64, err error) {
+func (b *Counter) run(ctx context.Context, script *redis.Script, day, currency string, args ...any) (status, reserved, refunded int64, err error) {
 	seen, err := b.before(day, currency)
 	if err != nil {
 		return 0, 0, 0, err
@@ -214,9 +222,9 @@ func (b *fleetBudget) run(ctx context.Context, script *redis.Script, day, curren
 		b.mu.Unlock()
 		if first {
 			b.c.opts.Logger.Error("fleet budget: "+why+": this instance pays nothing more today in "+currency+" (a restart resumes payments, once the counter is known good)", "key", key)
-			b.c.foreign(key, fmt.Errorf("%w: %s", pay.ErrCounterRewound, why))
+			b.c.foreign(key, fmt.Errorf("%w: %s", ErrCounterRewound, why))
 		}
-		return 0, 0, 0, fmt.Errorf("%w: %s", pay.ErrCounterRewound, why)
+		return 0, 0, 0, fmt.Errorf("%w: %s", ErrCounterRewound, why)
 	}
 	b.mu.Lock()
 	if s := b.seen[day+" "+currency]; s != nil {
@@ -226,33 +234,32 @@ func (b *fleetBudget) run(ctx context.Context, script *redis.Script, day, curren
 	return status, reserved, refunded, nil
 }
 
-// Reserve implements pay.Budget.
-func (b *fleetBudget) Reserve(ctx context.Context, day string, a, limit pay.Amount) (pay.Amount, bool, error) {
-	if a.Currency != limit.Currency {
-		return pay.Amount{}, false, fmt.Errorf("reserve %s against a limit in %s: %w", a, limit.Currency, pay.ErrCurrency)
-	}
-	status, reserved, refunded, err := b.run(ctx, b.reserve, day, a.Currency, a.Nanos, limit.Nanos)
+// Reserve adds n to day's spending in currency if that stays within
+// limit, and reports whether it did, with what is spent after (or
+// before, when it did not).
+func (b *Counter) Reserve(ctx context.Context, day, currency string, n, limit int64) (spent int64, ok bool, err error) {
+	status, reserved, refunded, err := b.run(ctx, b.reserve, day, currency, n, limit)
 	if err != nil {
-		return pay.Amount{}, false, fmt.Errorf("reserve %s in the fleet's budget: %w", a, err)
+		return 0, false, err
 	}
 	if status == 1 {
-		b.addOwn(day, a.Currency, a.Nanos)
+		b.addOwn(day, currency, n)
 	}
-	return pay.Amount{Currency: a.Currency, Nanos: reserved - refunded}, status == 1, nil
+	return reserved - refunded, status == 1, nil
 }
 
-// Refund implements pay.Budget.
-func (b *fleetBudget) Refund(ctx context.Context, day string, a pay.Amount) error {
-	b.addOwn(day, a.Currency, -a.Nanos) // before: the counter may show it given back first
-	if _, _, _, err := b.run(ctx, b.refund, day, a.Currency, a.Nanos); err != nil {
-		return fmt.Errorf("refund %s to the fleet's budget: %w", a, err)
-	}
-	return nil
+// Refund gives n of day's spending in currency back: a reservation that
+// was not charged (or the part of it that was not). What is spent never
+// goes below nothing.
+func (b *Counter) Refund(ctx context.Context, day, currency string, n int64) error {
+	b.addOwn(day, currency, -n) // before: the counter may show it given back first
+	_, _, _, err := b.run(ctx, b.refund, day, currency, n)
+	return err
 }
 
 // addOwn adds n (less than 0 for a refund) to what this instance itself
 // has spent of day's budget in currency.
-func (b *fleetBudget) addOwn(day, currency string, n int64) {
+func (b *Counter) addOwn(day, currency string, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s := b.seen[day+" "+currency]; s != nil {
@@ -260,11 +267,11 @@ func (b *fleetBudget) addOwn(day, currency string, n int64) {
 	}
 }
 
-// Spent implements pay.Budget.
-func (b *fleetBudget) Spent(ctx context.Context, day, currency string) (pay.Amount, error) {
+// Spent returns day's spending in currency.
+func (b *Counter) Spent(ctx context.Context, day, currency string) (int64, error) {
 	_, reserved, refunded, err := b.run(ctx, b.read, day, currency)
 	if err != nil {
-		return pay.Amount{}, fmt.Errorf("read the fleet's spending: %w", err)
+		return 0, err
 	}
-	return pay.Amount{Currency: currency, Nanos: reserved - refunded}, nil
+	return reserved - refunded, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
-	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -84,11 +83,10 @@ func TestRedisCluster(t *testing.T) {
 			t.Errorf("node %s holds %s keys (%v); want some: the origins spread over the slots", n.Addr, keys, err)
 		}
 	}
-	budget := a.Budget("rgtest:")
-	limit := pay.Amount{Currency: "USD", Nanos: 3}
+	budget := a.Counter("rgtest:")
 	paid := 0
 	for range 5 {
-		if _, ok, err := budget.Reserve(ctx, "2026-11-27", pay.Amount{Currency: "USD", Nanos: 1}, limit); err != nil {
+		if _, ok, err := budget.Reserve(ctx, "2026-11-27", "USD", 1, 3); err != nil {
 			t.Fatal(err)
 		} else if ok {
 			paid++

@@ -109,7 +109,7 @@ func (s *Server) payFor(client context.Context, sn *snapshot, r *http.Request, r
 	cancel()
 	switch {
 	case errors.Is(err, pay.ErrCounterRewound):
-		// Logged once, when it was found (cluster.Client.Budget); each
+		// Logged once, when it was found (cluster.Client.Counter); each
 		// refusal is counted and says why.
 		return refuse(payRewound, "the day's spending counter went backwards or vanished, so what was paid today cannot be known: nothing more is paid today ("+err.Error()+")")
 	case err != nil:

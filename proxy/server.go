@@ -198,7 +198,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
 	if s.cluster != nil {
-		s.budget = s.cluster.Budget(cfg.Payments.KeyPrefix) // one budget for the fleet
+		s.budget = fleetBudget{s.cluster.Counter(cfg.Payments.KeyPrefix)} // one budget for the fleet
 	} else if s.budget, err = s.localBudget(cfg); err != nil {
 		if _, _, on := pol.Payments(); on {
 			s.audit.Close()

@@ -17,7 +17,8 @@ import (
 )
 
 // A Budget holds what was spent each UTC day, in each currency, against a
-// daily limit: this process's (Local), or a fleet's (cluster.Client).
+// daily limit: this process's (Local), or a fleet's (the proxy keeps it in
+// a cluster.Counter).
 type Budget interface {
 	// Reserve adds a to day's spending if that stays within limit (of
 	// a's currency), and reports whether it did, with what is spent after
