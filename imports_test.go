@@ -53,6 +53,32 @@ func TestImportTable(t *testing.T) {
 	}
 }
 
+// TestOfflineLinksNoRedis: the offline report command, and the packages
+// it and the config checks stand on, do not link the Redis client: only
+// the fleet's wiring (cluster, proxy, main) does.
+func TestOfflineLinksNoRedis(t *testing.T) {
+	t.Parallel()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH: what report links cannot be listed")
+	}
+	for _, pkg := range []string{"./report", "./proxy/policy", "./proxy/audit", "./proxy/config"} {
+		cmd := exec.CommandContext(t.Context(), goCmd, "list", "-deps", pkg)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, stderr.Bytes())
+		}
+		for dep := range strings.FieldsSeq(string(out)) {
+			if strings.HasPrefix(dep, "github.com/redis/") {
+				t.Errorf("go list -deps %s lists %s: it links the Redis client (a check of [cluster] belongs to cluster.CheckConfig, handed to policy.Compile)", pkg, dep)
+				break
+			}
+		}
+	}
+}
+
 // parseGoList reads go list's lines ("path import import ...") into each
 // package's imports of this module, both named as the table names them
 // (shortName).
