@@ -13,7 +13,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/policy"
-	"github.com/robotsgate/robotsgate/robots"
+	use "github.com/robotsgate/robotsgate/usage" // package main has a const usage
 )
 
 // runCheck decides URLs as the proxy would and prints one line for each:
@@ -117,8 +117,8 @@ func printText(w io.Writer, u string, d *policy.Decision) error {
 	}
 	var stated []string
 	for p, v := range d.Usage {
-		if v.State != robots.Unstated {
-			stated = append(stated, fmt.Sprintf("%s %s by %q line %d", robots.Purpose(p), v.State, v.Statement, v.Line))
+		if v.State != use.Unstated {
+			stated = append(stated, fmt.Sprintf("%s %s by %q line %d", use.Purpose(p), v.State, v.Statement, v.Line))
 		}
 	}
 	if len(stated) > 0 {

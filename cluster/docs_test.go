@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
-	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // TestDocStore: a usage file one instance fetched is shared through Redis:
@@ -27,10 +28,10 @@ func TestDocStore(t *testing.T) {
 	}))
 	defer o.Close()
 	url := o.URL + "/.well-known/tdmrep.json"
-	files := func(c *Client) *fetch.DocCache[*robots.TDMRep] {
-		return fetch.NewDocCache(fetch.DocCacheOptions[*robots.TDMRep]{
+	files := func(c *Client) *fetch.DocCache[*source.TDMRep] {
+		return fetch.NewDocCache(fetch.DocCacheOptions[*source.TDMRep]{
 			Fetcher: fetch.NewFetcher(fetch.FetcherOptions{Timeout: 2 * time.Second}),
-			Parse:   func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+			Parse:   func(_ string, b []byte) (*source.TDMRep, error) { return source.ParseTDMRep(b) },
 			Store:   c,
 		})
 	}
@@ -38,7 +39,7 @@ func TestDocStore(t *testing.T) {
 	ctx := t.Context()
 	for i, c := range []*Client{a, b} {
 		d, err := files(c).Get(ctx, url)
-		if err != nil || !d.Good() || d.Value.Usage("/news/x")[robots.AITrain].State != robots.Refused {
+		if err != nil || !d.Good() || d.Value.Usage("/news/x")[usage.AITrain].State != usage.Refused {
 			t.Fatalf("instance %d: %+v, %v; want the file", i, d, err)
 		}
 		// The answer is stored once its waiters have it.
@@ -100,10 +101,10 @@ func TestDocStorePurge(t *testing.T) {
 	}))
 	defer o.Close()
 	url := o.URL + "/.well-known/tdmrep.json"
-	cache := func(c *Client) *fetch.DocCache[*robots.TDMRep] {
-		return fetch.NewDocCache(fetch.DocCacheOptions[*robots.TDMRep]{
+	cache := func(c *Client) *fetch.DocCache[*source.TDMRep] {
+		return fetch.NewDocCache(fetch.DocCacheOptions[*source.TDMRep]{
 			Fetcher: fetch.NewFetcher(fetch.FetcherOptions{Timeout: 2 * time.Second}),
-			Parse:   func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+			Parse:   func(_ string, b []byte) (*source.TDMRep, error) { return source.ParseTDMRep(b) },
 			Store:   c,
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // fleetSecret is the fleet tests' [cluster] secret.
@@ -168,7 +169,7 @@ func TestFleetPurgeUsageFiles(t *testing.T) {
 	}
 	resp.Body.Close()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, held := fleet[1].srv.files.PeekRSL(o.URL + "/license.xml"); !held {
+		if _, held := fleet[1].srv.files.Peek(source.KindRSL, o.URL+"/license.xml"); !held {
 			break
 		}
 		if time.Now().After(deadline) {

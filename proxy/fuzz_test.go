@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // FuzzProxyTarget sends request-targets through the real proxy to a
@@ -118,9 +118,9 @@ func FuzzInnerStream(f *testing.F) {
 // refuses every purpose with a statement that says so, and a page sent
 // as it is, UTF-8 and whole within the bound, is decided as html.Parse of
 // the whole page decides it (TestHeadDifferential's oracle). Seeded from
-// robots/testdata/usage and testdata/head.
+// usage/source/testdata/usage and testdata/head.
 func FuzzReadHead(f *testing.F) {
-	page, err := os.ReadFile("../robots/testdata/usage/head.html")
+	page, err := os.ReadFile("../usage/source/testdata/usage/head.html")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -143,11 +143,11 @@ func FuzzReadHead(f *testing.F) {
 		if err != nil || !bytes.Equal(back, body) {
 			t.Fatalf("the body after readHead: %d bytes, %v; want the %d sent", len(back), err, len(body))
 		}
-		unreadable := strings.HasPrefix(u[robots.AITrain].Statement, "html head: unreadable (")
+		unreadable := strings.HasPrefix(u[usage.AITrain].Statement, "html head: unreadable (")
 		for p, v := range u {
-			if v.State != robots.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
-				unreadable && v.State != robots.Refused {
-				t.Fatalf("readHead: %s = %+v", robots.Purpose(p), v)
+			if v.State != usage.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
+				unreadable && v.State != usage.Refused {
+				t.Fatalf("readHead: %s = %+v", usage.Purpose(p), v)
 			}
 		}
 		if strings.TrimSpace(coding) != "" || len(body) >= MaxHead || !utf8.Valid(body) ||
@@ -201,11 +201,11 @@ func FuzzReadXHTMLHead(f *testing.F) {
 		if err != nil || !bytes.Equal(back, body) {
 			t.Fatalf("the body after readHead: %d bytes, %v; want the %d sent", len(back), err, len(body))
 		}
-		unreadable := strings.HasPrefix(u[robots.AITrain].Statement, "html head: unreadable (")
+		unreadable := strings.HasPrefix(u[usage.AITrain].Statement, "html head: unreadable (")
 		for p, v := range u {
-			if v.State != robots.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
-				unreadable && (v.State != robots.Refused || len(v.Statement) > 300) {
-				t.Fatalf("readHead: %s = %+v", robots.Purpose(p), v)
+			if v.State != usage.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
+				unreadable && (v.State != usage.Refused || len(v.Statement) > 300) {
+				t.Fatalf("readHead: %s = %+v", usage.Purpose(p), v)
 			}
 		}
 		if strings.TrimSpace(coding) != "" || len(body) >= MaxHead || !utf8.Valid(body) || bytes.HasPrefix(body, []byte("\xEF\xBB\xBF")) {
@@ -231,7 +231,7 @@ type xhtmlNode struct {
 // a template, HTML's elements being the XHTML namespace's (and no
 // namespace's under a root html of none). ok is false when page is not
 // well-formed to its root's end, or has more than readXHTMLHeadOf reads.
-func xhtmlOracle(page []byte, tokens []string) (u robots.Usage, ok bool) {
+func xhtmlOracle(page []byte, tokens []string) (u usage.Usage, ok bool) {
 	d := xml.NewDecoder(bytes.NewReader(page))
 	var stack []*xhtmlNode
 	var root *xhtmlNode
@@ -281,7 +281,7 @@ func xhtmlOracle(page []byte, tokens []string) (u robots.Usage, ok bool) {
 					}
 				}
 				if name != "" {
-					v := robots.MetaUsage(name, content, tokens)
+					v := usage.MetaUsage(name, content, tokens)
 					u.Combine(&v)
 				}
 				metas(k)

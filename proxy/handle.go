@@ -16,8 +16,8 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
-	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // The entry points below are adapters: each builds a request value, has
@@ -194,7 +194,7 @@ func (s *Server) forward(sn *snapshot, r *http.Request, req *policy.Request, ci 
 			s.shareBackoff(d.Origin.Host)
 		}
 	}
-	var head *robots.Usage
+	var head *usage.Usage
 	if p.NeedsHead(d, resp) {
 		u := s.heads.readHead(resp, d)
 		head = &u

@@ -19,7 +19,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // MaxHead is how much of an HTML page robotsgate reads, for the <meta>
@@ -103,12 +103,12 @@ func (hr *headReader) timeout() time.Duration { return time.Duration(hr.timeoutN
 // coding it does not read or several, a 206's part, the replacement
 // encoding, not arrived within the timeout) refuses every declared
 // purpose: a statement no one can read must not open the gate for them.
-func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) robots.Usage {
+func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) usage.Usage {
 	return hr.readHeadFor(resp, d.Agents.Slice())
 }
 
 // readHeadFor is readHead for a request that obeys tokens.
-func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) robots.Usage {
+func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) usage.Usage {
 	raw := &recorder{r: resp.Body, max: maxHeadRaw}
 	// A body that stalls is closed when the time is up: its read returns.
 	timeout := hr.timeout()
@@ -145,14 +145,14 @@ var errHeadBound = errors.New("the head did not end within the first 64 KiB")
 // origin's (a content coding, an XML error) is escaped to printable
 // ASCII and clipped to maxUnreadable bytes: the 403's
 // X-Robots-Gate-Rule carries it.
-func unreadableHead(err error) robots.Usage {
-	var u robots.Usage
+func unreadableHead(err error) usage.Usage {
+	var u usage.Usage
 	why := err.Error()
 	if strings.ContainsFunc(why, func(r rune) bool { return r < ' ' || r > '~' }) {
 		why = strings.Trim(strconv.QuoteToASCII(why), `"`)
 	}
-	v := robots.UsageVerdict{State: robots.Refused, Statement: "html head: unreadable (" + clip(why, maxUnreadable) + ")"}
-	for _, p := range robots.Purposes() {
+	v := usage.Verdict{State: usage.Refused, Statement: "html head: unreadable (" + clip(why, maxUnreadable) + ")", Source: usage.FromMeta}
+	for _, p := range usage.Purposes() {
 		u[p] = v
 	}
 	return u
@@ -161,7 +161,7 @@ func unreadableHead(err error) robots.Usage {
 // judgeHead reads the head of resp from raw, through the one coding its
 // Content-Encoding field lines name (if any), and returns what its meta
 // elements say for tokens, or why the head cannot be known.
-func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []string) (robots.Usage, error) {
+func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []string) (usage.Usage, error) {
 	var codings []string
 	for _, v := range resp.Header.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
@@ -171,7 +171,7 @@ func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []str
 		}
 	}
 	if len(codings) > 1 {
-		return robots.Usage{}, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
+		return usage.Usage{}, fmt.Errorf("content-encoding %s", strings.Join(codings, ", "))
 	}
 	coding := ""
 	if len(codings) == 1 {
@@ -182,12 +182,12 @@ func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []str
 		case hr.zstd <- struct{}{}:
 			defer func() { <-hr.zstd }()
 		case <-time.After(hr.timeout()):
-			return robots.Usage{}, errors.New("too many zstd pages read at once")
+			return usage.Usage{}, errors.New("too many zstd pages read at once")
 		}
 	}
 	dec, err := decoder(coding, raw)
 	if err != nil {
-		return robots.Usage{}, err
+		return usage.Usage{}, err
 	}
 	if c, ok := dec.(io.Closer); ok {
 		defer c.Close() // a decoder's, not the body's

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // benchHeadPage is a typical page: a 2 KB head (a charset, a title, 30
@@ -23,7 +24,7 @@ func benchHeadPage() []byte {
 
 // BenchmarkHeadRead is what reading a typical page's head costs, through
 // readHead (with its bounds, identity and gzip), beside the tokenizer
-// scan it replaced (baselineReadHead: robots.HeadUsage over the bytes
+// scan it replaced (baselineReadHead: source.HeadUsage over the bytes
 // read, up to 8 times) in the same process; "ratio" is the new reader's
 // time over the old one's.
 func BenchmarkHeadRead(b *testing.B) {
@@ -41,8 +42,8 @@ func BenchmarkHeadRead(b *testing.B) {
 		}
 		return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body))}
 	}
-	readNew := func(body []byte, coding string) robots.Usage { return hr.readHeadFor(respOf(body, coding), tokens) }
-	readOld := func(body []byte, coding string) robots.Usage { return baselineReadHead(respOf(body, coding), tokens) }
+	readNew := func(body []byte, coding string) usage.Usage { return hr.readHeadFor(respOf(body, coding), tokens) }
+	readOld := func(body []byte, coding string) usage.Usage { return baselineReadHead(respOf(body, coding), tokens) }
 	for _, enc := range []struct {
 		name, coding string
 		body         []byte
@@ -83,9 +84,9 @@ func BenchmarkHeadRead(b *testing.B) {
 
 // baselineReadHead is the head reader this one replaced (before issue
 // 34), kept to measure against: the page decoded from its coding, read
-// until "</head" or "<body" and robots.HeadUsage over the bytes so far
+// until "</head" or "<body" and source.HeadUsage over the bytes so far
 // agrees the head ended (at most 8 such scans), or MaxHead.
-func baselineReadHead(resp *http.Response, tokens []string) robots.Usage {
+func baselineReadHead(resp *http.Response, tokens []string) usage.Usage {
 	raw := &recorder{r: resp.Body, max: 2 * MaxHead}
 	coding := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
 	dec, err := decoder(coding, raw)
@@ -103,7 +104,7 @@ func baselineReadHead(resp *http.Response, tokens []string) robots.Usage {
 		buf = buf[:len(buf)+n]
 		if checks < 8 && (bytes.Contains(bytes.ToLower(buf[from:]), []byte("</head")) || bytes.Contains(bytes.ToLower(buf[from:]), []byte("<body"))) {
 			checks++
-			if u, done := robots.HeadUsage(buf, tokens); done {
+			if u, done := source.HeadUsage(buf, tokens); done {
 				return u
 			}
 		}
@@ -111,6 +112,6 @@ func baselineReadHead(resp *http.Response, tokens []string) robots.Usage {
 			break
 		}
 	}
-	u, _ := robots.HeadUsage(buf, tokens)
+	u, _ := source.HeadUsage(buf, tokens)
 	return u
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // chromiumHeadPage collects, once every frame has loaded, the name and
@@ -107,16 +107,16 @@ func TestHeadInChromium(t *testing.T) {
 			t.Errorf("%s: Chromium loaded no head", name)
 			continue
 		}
-		var browser robots.Usage
+		var browser usage.Usage
 		for _, m := range metas {
-			v := robots.MetaUsage(m[0], m[1], tokens)
+			v := usage.MetaUsage(m[0], m[1], tokens)
 			browser.Combine(&v)
 		}
 		page := cases[name].page
 		resp := &http.Response{StatusCode: 200, Header: page.header.Clone(), Body: io.NopCloser(bytes.NewReader(page.body))}
 		got := newHeadReader(10*time.Second).readHeadFor(resp, tokens)
 		if why, ok := chromiumDiffers[name]; ok {
-			if browser != (robots.Usage{}) || got[robots.AITrain].State != robots.Refused {
+			if browser != (usage.Usage{}) || got[usage.AITrain].State != usage.Refused {
 				t.Errorf("%s: Chromium %s, robotsgate %s; want Chromium none (%s) and robotsgate refusing", name, usageString(browser), usageString(got), why)
 			}
 			continue

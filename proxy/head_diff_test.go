@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // headFragments are the pieces generated pages are made of: what the
@@ -48,7 +48,7 @@ func genPage(r *rand.Rand) string {
 // headOracle is what x/net/html's html.Parse of the whole page says: the
 // meta elements under its head element, with scripting on and off (as
 // readHeadOf reads a page with a noscript), for tokens.
-func headOracle(t testing.TB, page []byte, tokens []string) robots.Usage {
+func headOracle(t testing.TB, page []byte, tokens []string) usage.Usage {
 	t.Helper()
 	u, err := parsedHeadUsage(page, true, tokens)
 	if err != nil {
@@ -76,16 +76,16 @@ func (c *chunked) Read(p []byte) (int, error) {
 
 // readPageHead is what robotsgate's head reader says of page, sent as
 // a text/html body in pieces.
-func readPageHead(page []byte, tokens []string, rnd *rand.Rand) robots.Usage {
+func readPageHead(page []byte, tokens []string, rnd *rand.Rand) usage.Usage {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/html"}},
 		Body: io.NopCloser(&chunked{r: bytes.NewReader(page), rnd: rnd})}
 	return newHeadReader(10*time.Second).readHeadFor(resp, tokens)
 }
 
 // usageString prints u for a message.
-func usageString(u robots.Usage) string {
+func usageString(u usage.Usage) string {
 	var b strings.Builder
-	for _, p := range robots.Purposes() {
+	for _, p := range usage.Purposes() {
 		fmt.Fprintf(&b, "%s=%v %q; ", p, u[p].State, u[p].Statement)
 	}
 	return b.String()
@@ -139,13 +139,13 @@ func TestHeadDifferential(t *testing.T) {
 	for i, page := range pages {
 		want := headOracle(t, []byte(page), tokens)
 		got := readPageHead([]byte(page), tokens, rnd)
-		if len(page) > MaxHead && strings.HasPrefix(got[robots.AITrain].Statement, "html head: unreadable (the head did not end") {
+		if len(page) > MaxHead && strings.HasPrefix(got[usage.AITrain].Statement, "html head: unreadable (the head did not end") {
 			continue // a head still open at the bound is not known: refused
 		}
 		if got != want {
 			t.Errorf("page %d %q:\nread head = %s\nhtml.Parse = %s", i, page, usageString(got), usageString(want))
 		}
-		if _, _, ok := want.Refuses([]robots.Purpose{robots.AITrain, robots.Search}); ok {
+		if _, _, ok := want.Refuses([]usage.Purpose{usage.AITrain, usage.Search}); ok {
 			refused++
 		}
 	}

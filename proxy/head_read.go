@@ -7,12 +7,11 @@ import (
 	"io"
 	"slices"
 
+	"github.com/robotsgate/robotsgate/usage"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/transform"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // errRawBound ends the body's bytes where robotsgate stops reading them
@@ -100,7 +99,7 @@ func (c *pageCursor) Read(b []byte) (int, error) {
 // browsers, a <noscript> in the head is text; with it off (a reader that
 // runs no scripts) its meta elements are the head's: when a page has
 // one, both readings are made, and a refusal in either refuses.
-func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error) {
+func readHeadOf(r io.Reader, label string, tokens []string) (usage.Usage, error) {
 	p := &pageStart{r: r, buf: make([]byte, 0, 4<<10)}
 	for len(p.buf) < 3 && p.end == nil { // room for a byte order mark
 		p.more()
@@ -113,7 +112,7 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 	enc, name, bom := sniffEncoding(p.buf, label)
 	switch name {
 	case "replacement": // a label browsers decode to nothing but U+FFFD
-		return robots.Usage{}, errors.New("the replacement encoding")
+		return usage.Usage{}, errors.New("the replacement encoding")
 	case "utf-8":
 		p.buf = p.buf[:copy(p.buf, p.buf[bom:])] // a byte order mark is no text
 	default:
@@ -149,20 +148,20 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 		case err == io.EOF:
 			read = len(p.buf) // the page's end: all of it is read
 		case err == nil:
-			return robots.Usage{}, errors.New("the tokenizer stopped before the page's end")
+			return usage.Usage{}, errors.New("the tokenizer stopped before the page's end")
 		case errors.Is(err, errHeadBound), errors.Is(err, errRawBound):
-			return robots.Usage{}, err
+			return usage.Usage{}, err
 		default:
-			return robots.Usage{}, fmt.Errorf("read the page: %w", err)
+			return usage.Usage{}, fmt.Errorf("read the page: %w", err)
 		}
 	}
-	var u robots.Usage
+	var u usage.Usage
 	for _, t := range readings {
 		v := t.u
 		if t.lost { // the tree builder's own reading of the bytes read
 			var err error
 			if v, err = parsedHeadUsage(p.buf[:read], t.scripting, tokens); err != nil {
-				return robots.Usage{}, err
+				return usage.Usage{}, err
 			}
 		}
 		u.Combine(&v)
@@ -172,10 +171,10 @@ func readHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error
 
 // parsedHeadUsage builds the tree of page with html.Parse, scripting on
 // or off, and returns what its head's meta elements say for tokens.
-func parsedHeadUsage(page []byte, scripting bool, tokens []string) (robots.Usage, error) {
+func parsedHeadUsage(page []byte, scripting bool, tokens []string) (usage.Usage, error) {
 	doc, err := html.ParseWithOptions(bytes.NewReader(page), html.ParseOptionEnableScripting(scripting))
 	if err != nil { // html.Parse fails only when it panics inside
-		return robots.Usage{}, fmt.Errorf("parse the page: %w", err)
+		return usage.Usage{}, fmt.Errorf("parse the page: %w", err)
 	}
 	return headUsage(doc, tokens), nil
 }

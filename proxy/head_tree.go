@@ -3,10 +3,9 @@ package proxy
 import (
 	"bytes"
 
+	"github.com/robotsgate/robotsgate/usage"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // headMode is the insertion mode of the HTML standard's tree construction
@@ -37,16 +36,16 @@ const (
 // and FuzzReadHead hold it to html.Parse of the whole page.
 type headTracker struct {
 	z         *html.Tokenizer
-	tokens    []string     // the tokens a request obeys, for meta elements named after one
-	u         robots.Usage // what the head's meta elements read so far say
-	hasAttr   bool         // the current tag has attributes
-	scripting bool         // the scripting flag: with it, <noscript> is raw text
-	mode      headMode     // where the tree builder is
-	back      headMode     // the mode a text or template element returns to
-	templates int          // templates open (nested ones too)
-	lost      bool         // template content it does not follow (foreign content, select): never done
-	noscript  bool         // saw a <noscript> start tag while the head was open
-	read      int          // bytes of the page tokenized up to the current token's end
+	tokens    []string    // the tokens a request obeys, for meta elements named after one
+	u         usage.Usage // what the head's meta elements read so far say
+	hasAttr   bool        // the current tag has attributes
+	scripting bool        // the scripting flag: with it, <noscript> is raw text
+	mode      headMode    // where the tree builder is
+	back      headMode    // the mode a text or template element returns to
+	templates int         // templates open (nested ones too)
+	lost      bool        // template content it does not follow (foreign content, select): never done
+	noscript  bool        // saw a <noscript> start tag while the head was open
+	read      int         // bytes of the page tokenized up to the current token's end
 }
 
 func newHeadTracker(z *html.Tokenizer, scripting bool, tokens []string) *headTracker {
@@ -196,7 +195,7 @@ func (t *headTracker) meta() {
 	if name == "" {
 		return
 	}
-	v := robots.MetaUsage(name, content, t.tokens)
+	v := usage.MetaUsage(name, content, t.tokens)
 	t.u.Combine(&v)
 }
 
@@ -230,8 +229,8 @@ func (t *headTracker) inTemplate(start bool, a atom.Atom) {
 // headUsage returns what the <meta> elements of the head of doc (a tree
 // html.Parse built) say for tokens: every meta element under the head
 // element, but not in a template's content (inert, as in browsers).
-func headUsage(doc *html.Node, tokens []string) robots.Usage {
-	var u robots.Usage
+func headUsage(doc *html.Node, tokens []string) usage.Usage {
+	var u usage.Usage
 	head := child(child(doc, atom.Html), atom.Head)
 	if head == nil {
 		return u
@@ -253,7 +252,7 @@ func headUsage(doc *html.Node, tokens []string) robots.Usage {
 		if name == "" {
 			continue
 		}
-		v := robots.MetaUsage(name, content, tokens)
+		v := usage.MetaUsage(name, content, tokens)
 		u.Combine(&v)
 	}
 	return u

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/robotsgate/robotsgate/usage"
 	"golang.org/x/net/html/charset"
 	"golang.org/x/text/transform"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
 // xhtmlType is the media type browsers parse as XML whose head robotsgate
@@ -82,18 +81,18 @@ var xhtmlEntityDoctypes = [...]string{
 // browser), an encoding that cannot be read, an entity defined in the
 // DOCTYPE, elements nested deeper than maxXHTMLDepth, or a bound (MaxHead
 // bytes, maxXHTMLTokens tokens) reached first: the head cannot be known.
-func readXHTMLHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, error) {
+func readXHTMLHeadOf(r io.Reader, label string, tokens []string) (usage.Usage, error) {
 	page := bufio.NewReader(r)
 	first, err := page.Peek(3) // room for a byte order mark
 	if err != nil && err != io.EOF {
-		return robots.Usage{}, xmlReadError(err)
+		return usage.Usage{}, xmlReadError(err)
 	}
 	in := io.Reader(page)
 	decided := certainEncoding(first, label)
 	if decided { // the byte order mark or the Content-Type's charset, not the XML declaration
 		enc, name, bom := sniffEncoding(first, label)
 		if name == "replacement" {
-			return robots.Usage{}, errors.New("the replacement encoding")
+			return usage.Usage{}, errors.New("the replacement encoding")
 		}
 		page.Discard(bom)
 		if name != "utf-8" {
@@ -119,17 +118,17 @@ func readXHTMLHeadOf(r io.Reader, label string, tokens []string) (robots.Usage, 
 	x := xhtmlHead{tokens: tokens}
 	for n := 0; !x.done; n++ {
 		if n == maxXHTMLTokens {
-			return robots.Usage{}, fmt.Errorf("the head did not end within %d XML tokens", maxXHTMLTokens)
+			return usage.Usage{}, fmt.Errorf("the head did not end within %d XML tokens", maxXHTMLTokens)
 		}
 		tok, err := d.Token()
 		switch {
 		case err == io.EOF && x.depth == 0: // no root element: no head
 			return x.u, nil
 		case err != nil:
-			return robots.Usage{}, xmlReadError(err)
+			return usage.Usage{}, xmlReadError(err)
 		}
 		if err := x.step(d, tok); err != nil {
-			return robots.Usage{}, err
+			return usage.Usage{}, err
 		}
 	}
 	return x.u, nil
@@ -168,13 +167,13 @@ func clip(s string, n int) string {
 // xhtmlHead follows an XHTML page's tokens to the end of its head,
 // reading the meta elements in it (u).
 type xhtmlHead struct {
-	tokens    []string     // the tokens a request obeys, for meta elements named after one
-	u         robots.Usage // what the head's meta elements read so far say
-	depth     int          // elements open
-	lenient   bool         // the root html element has no namespace: nor have HTML's elements
-	inHead    bool         // in the root's first head element child
-	templates int          // template elements open in the head
-	done      bool         // the head has ended, or there is none
+	tokens    []string    // the tokens a request obeys, for meta elements named after one
+	u         usage.Usage // what the head's meta elements read so far say
+	depth     int         // elements open
+	lenient   bool        // the root html element has no namespace: nor have HTML's elements
+	inHead    bool        // in the root's first head element child
+	templates int         // template elements open in the head
+	done      bool        // the head has ended, or there is none
 }
 
 // isHTML reports whether n names the HTML element local.
@@ -240,7 +239,7 @@ func (x *xhtmlHead) meta(attrs []xml.Attr) {
 	if name == "" {
 		return
 	}
-	v := robots.MetaUsage(name, content, x.tokens)
+	v := usage.MetaUsage(name, content, x.tokens)
 	x.u.Combine(&v)
 }
 

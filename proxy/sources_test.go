@@ -31,11 +31,11 @@ type sourcesOrigin struct {
 
 func newSourcesOrigin(t *testing.T) *sourcesOrigin {
 	t.Helper()
-	tdm, err := os.ReadFile("../robots/testdata/usage/tdmrep.json")
+	tdm, err := os.ReadFile("../usage/source/testdata/usage/tdmrep.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	license, err := os.ReadFile("../robots/testdata/usage/license.xml")
+	license, err := os.ReadFile("../usage/source/testdata/usage/license.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func newSourcesOrigin(t *testing.T) *sourcesOrigin {
 	// reserves nothing but PDFs.
 	license = bytes.Replace(license, []byte("</rsl>"),
 		[]byte(`<content url="/open-access/*"><license><permits type="usage">all</permits></license></content></rsl>`), 1)
-	head, err := os.ReadFile("../robots/testdata/usage/head.html") // tdm-reservation 1, GPTBot: noindex
+	head, err := os.ReadFile("../usage/source/testdata/usage/head.html") // tdm-reservation 1, GPTBot: noindex
 	if err != nil {
 		t.Fatal(err)
 	}

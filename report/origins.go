@@ -7,6 +7,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // numClasses is the number of answer classes: the classes of the
@@ -84,35 +85,51 @@ func ruleKindOf(r string) int {
 	return ruleUsage
 }
 
-// Usage sources: where a usage refusal's statement came from, told by how
-// its rule starts (docs/data-teams.md, "AI-training and TDM opt-outs":
-// X-Robots-Gate-Rule).
-var usageSources = [...]struct{ name, prefix string }{
-	{"robots.txt", ""}, // content-usage: …, content-signal: …
-	{"response header", "response header "},
-	{"html meta", "meta "},
-	{"html head unreadable", "html head: "},
-	{"tdmrep.json", "tdmrep.json: "},
-	{"rsl licence", "rsl "},
+// Usage sources: where a usage refusal's statement came from, read from
+// its rule by usage.RuleSource (docs/data-teams.md, "AI-training and TDM
+// opt-outs": X-Robots-Gate-Rule), each source counted under its name, and
+// the HTML heads robotsgate could not read apart, under
+// headUnreadableName, right after the meta source's.
+const (
+	headUnreadableName = "html head unreadable"
+	numUsageSources    = int(usage.NumSources) + 1
+)
+
+// usageSourceIndex returns where in usageSourceNames a usage rule's
+// refusals are counted.
+func usageSourceIndex(rule string) int {
+	src, unreadable := usage.RuleSource(rule)
+	i := int(src)
+	if src > usage.FromMeta || unreadable {
+		i++
+	}
+	return i
 }
 
-// usageSourceOf returns the index in usageSources of a usage rule's source.
-func usageSourceOf(rule string) int {
-	for i := len(usageSources) - 1; i > 0; i-- {
-		if strings.HasPrefix(rule, usageSources[i].prefix) {
-			return i
+// usageSourceNames returns the names usage refusals are counted under,
+// in order: "robots.txt", "response header", "html meta", "html head
+// unreadable", "tdmrep.json", "rsl licence".
+func usageSourceNames() [numUsageSources]string {
+	var out [numUsageSources]string
+	for _, src := range usage.Sources() {
+		i := int(src)
+		if src > usage.FromMeta {
+			i++
 		}
+		out[i] = src.String()
 	}
-	return 0
+	out[usage.FromMeta+1] = headUnreadableName
+	return out
 }
 
 // usageSourceTable returns the usage refusals counted by source, as a
 // table.
 func (s *Summary) usageSourceTable() *table {
 	t := &table{counts: map[string]*row{}}
+	names := usageSourceNames()
 	for i, n := range s.bySource {
 		if n > 0 {
-			t.counts[usageSources[i].name] = &row{n: n}
+			t.counts[names[i]] = &row{n: n}
 		}
 	}
 	return t

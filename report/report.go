@@ -218,11 +218,11 @@ type Summary struct {
 	from, to                           time.Time
 	files                              []string
 
-	decisions, origins, tokens, rules table                    // origins' rows carry an originCounts
-	otherOrigins                      originCounts             // of the records counted under Other in origins
-	answers                           [numClasses]int64        // the origins' answers by class, all origins
-	otherRules                        [numRuleKinds]int64      // the records counted under Other in rules, by kind
-	bySource                          [len(usageSources)]int64 // usage rules, by where their statement came from
+	decisions, origins, tokens, rules table                  // origins' rows carry an originCounts
+	otherOrigins                      originCounts           // of the records counted under Other in origins
+	answers                           [numClasses]int64      // the origins' answers by class, all origins
+	otherRules                        [numRuleKinds]int64    // the records counted under Other in rules, by kind
+	bySource                          [numUsageSources]int64 // usage rules, by where their statement came from (usageSourceIndex)
 	timeline                          timeline
 	scan                              scanner // reused by Read
 }
@@ -270,7 +270,7 @@ func (s *Summary) count(p parsed) {
 		s.otherRules[ruleKindOf(string(p.rule))]++
 	}
 	if len(p.rule) > 0 && ruleKindOf(string(p.rule)) == ruleUsage {
-		s.bySource[usageSourceOf(string(p.rule))]++
+		s.bySource[usageSourceIndex(string(p.rule))]++
 	}
 	s.timeline.add(p.time, decision, s.maxBuckets())
 }

@@ -1,5 +1,7 @@
 package robots
 
+import "github.com/robotsgate/robotsgate/usage"
+
 // A Budget bounds the work of deciding: a robots.txt file is hostile input
 // (up to a fetcher's size cap of rules, any wildcards) and so is a path, and
 // without a bound one decision could cost seconds of CPU. Work is counted in
@@ -36,6 +38,10 @@ func (b *Budget) Left() int64 { return b.left }
 // go on: false once the budget is exhausted, this call included.
 func (b *Budget) Spend(n int) bool { return b.spend(n) }
 
+// SpendPattern takes what visiting one rule or statement of pattern costs,
+// as Spend does: for matchers of other files' patterns (usage/source).
+func (b *Budget) SpendPattern(pattern string) bool { return b.spend(ruleCost + len(pattern)) }
+
 // spend takes n units and reports whether the work may go on: false once
 // the budget is exhausted (this call included). A nil Budget always may.
 func (b *Budget) spend(n int) bool {
@@ -58,7 +64,7 @@ func (g Group) TestWithin(path string, b *Budget) (Verdict, bool) {
 
 // UsageWithin is [Group.Usage] under budget b: it reports false, with an
 // unreliable answer, when b runs out.
-func (g Group) UsageWithin(path string, b *Budget) (Usage, bool) {
+func (g Group) UsageWithin(path string, b *Budget) (usage.Usage, bool) {
 	u := g.usage(path, b)
 	return u, !b.Exhausted()
 }

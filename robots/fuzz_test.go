@@ -1,13 +1,13 @@
 package robots
 
 import (
-	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // randomRobots builds an adversarial robots.txt from the pieces the
@@ -167,14 +167,14 @@ func checkUsage(t *testing.T, r *Robots, agent, path string) {
 	t.Helper()
 	u := r.Group(agent).Usage(path)
 	for p, v := range u {
-		if v.State == Unstated {
-			if v != (UsageVerdict{}) {
-				t.Fatalf("Usage(%q)[%s] = %+v; want the zero verdict", path, Purpose(p), v)
+		if v.State == usage.Unstated {
+			if v != (usage.Verdict{}) {
+				t.Fatalf("Usage(%q)[%s] = %+v; want the zero verdict", path, usage.Purpose(p), v)
 			}
 			continue
 		}
-		if v.Line < 1 || v.Line > int(r.lines) || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
-			t.Fatalf("Usage(%q)[%s] = %+v; want a statement on one of the file's %d lines", path, Purpose(p), v, r.lines)
+		if v.Source != usage.FromRobotsTxt || v.Line < 1 || v.Line > int(r.lines) || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
+			t.Fatalf("Usage(%q)[%s] = %+v; want a statement on one of the file's %d lines", path, usage.Purpose(p), v, r.lines)
 		}
 	}
 	all := r.Statements()
@@ -187,29 +187,6 @@ func checkUsage(t *testing.T, r *Robots, agent, path string) {
 			t.Fatalf("Group(%q).Statements() holds %+v, which Statements() lacks", agent, s)
 		}
 	}
-}
-
-// FuzzHeaderUsage reads response header values as usage preferences: no
-// panic, statements named, and a value that parses still parses with
-// spaces around it.
-func FuzzHeaderUsage(f *testing.F) {
-	for _, v := range []string{"train-ai=n", "train-ai=n, search=y", "ai-train=no, use=reference", "1", "a=(1 2);p=?1, b=:aGk=:",
-		"x=\"s\\\"\", y=%\"%c3%a9\", z=@-12, w=1.5", "train-ai=n,", "A=b"} {
-		f.Add("Content-Usage", v)
-		f.Add("Content-Signal", v)
-	}
-	f.Add("TDM-Reservation", "1")
-	f.Fuzz(func(t *testing.T, name, value string) {
-		u := HeaderUsage(name, []string{value})
-		for p, v := range u {
-			if v.State != Unstated && (v.Line != 0 || !strings.HasSuffix(v.Statement, ": "+value)) {
-				t.Fatalf("HeaderUsage(%q, %q)[%s] = %+v", name, value, Purpose(p), v)
-			}
-		}
-		if parseDictionary(value, func(string, string) {}) && !parseDictionary("  "+value+"  ", func(string, string) {}) {
-			t.Fatalf("parseDictionary(%q) parses, but not with spaces around it", value)
-		}
-	})
 }
 
 // FuzzLenient checks that Lenient, on any request target, gives
@@ -258,136 +235,6 @@ func FuzzLenient(f *testing.F) {
 		}
 		if _, q, ok := strings.Cut(Normalize(n), "?"); ok && !strings.HasSuffix(got, "?"+q) {
 			t.Fatalf("Lenient(%q) = %q; want the query %q, normalised", n, got, q)
-		}
-	})
-}
-
-// readUsageSeed returns the file testdata/usage/name, for a fuzz seed.
-func readUsageSeed(f *testing.F, name string) []byte {
-	f.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "usage", name))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return b
-}
-
-// checkStatements fails t when a verdict of u states something with no
-// statement, or a statement that does not start with prefix.
-func checkStatements(t *testing.T, what string, u Usage, prefix string) {
-	t.Helper()
-	for p, v := range u {
-		if v.State != Unstated && !strings.HasPrefix(v.Statement, prefix) || v.State == Unstated && v.Statement != "" {
-			t.Fatalf("%s[%s] = %+v; want a statement starting %q", what, Purpose(p), v, prefix)
-		}
-	}
-}
-
-// FuzzRobotsTag reads X-Robots-Tag values: no panic; every verdict names
-// its header; a refusal of search needs noindex or none, of AI purposes
-// noai or noimageai, somewhere in the value; and for a value with no
-// crawler named, every crawler gets the same answer.
-func FuzzRobotsTag(f *testing.F) {
-	for _, v := range []string{"noai", "GPTBot: noai, otherbot: noindex", "unavailable_after: 25 Jun 2030 15:00:00 PST, none", "noimageai", "max-snippet: -1, NOINDEX"} {
-		f.Add(v, "GPTBot", true)
-	}
-	f.Fuzz(func(t *testing.T, value, token string, image bool) {
-		u := RobotsTagUsage([]string{value}, []string{token}, image)
-		checkStatements(t, "RobotsTagUsage", u, "x-robots-tag: ")
-		low := strings.ToLower(value)
-		if u[Search].State == Refused && !strings.Contains(low, "noindex") && !strings.Contains(low, "none") ||
-			u[AITrain].State == Refused && !strings.Contains(low, "noai") && !strings.Contains(low, "noimageai") {
-			t.Fatalf("RobotsTagUsage(%q) = %s: a refusal no directive states", value, usageString(u))
-		}
-		if !strings.Contains(value, ":") && usageString(u) != usageString(RobotsTagUsage([]string{value}, nil, image)) {
-			t.Fatalf("RobotsTagUsage(%q) depends on the crawler, with none named", value)
-		}
-	})
-}
-
-// FuzzHeadUsage reads any bytes as an HTML page's head: no panic, every
-// verdict names a meta element, and reading more of a page whose head has
-// ended changes nothing.
-func FuzzHeadUsage(f *testing.F) {
-	f.Add(readUsageSeed(f, "head.html"), "GPTBot")
-	f.Add([]byte(`<meta name=robots content="noai,noindex"><meta name=tdm-reservation content=1>`), "FooBot")
-	f.Add([]byte("<head><title><meta name=robots content=noai></title>"), "")
-	f.Fuzz(func(t *testing.T, page []byte, token string) {
-		u, done := HeadUsage(page, []string{token})
-		checkStatements(t, "HeadUsage", u, "meta ")
-		if !done {
-			return
-		}
-		more, _ := HeadUsage(append(slices.Clip(page), `<meta name="robots" content="noai, noindex">`...), []string{token})
-		if usageString(more) != usageString(u) {
-			t.Fatalf("HeadUsage(%q) = %s, done; with a meta element after: %s", page, usageString(u), usageString(more))
-		}
-	})
-}
-
-// FuzzParseTDMRep reads any bytes as a tdmrep.json file: refused with
-// ErrTDMRep, or a file whose every answer names its entry and refuses or
-// grants ai-train and ai-input together.
-func FuzzParseTDMRep(f *testing.F) {
-	f.Add(readUsageSeed(f, "tdmrep.json"), "/open-access/paper.pdf")
-	f.Add([]byte(`[{"location":"/*a*a*a$","tdm-reservation":"1"}]`), "/aaaa")
-	f.Fuzz(func(t *testing.T, body []byte, path string) {
-		tr, err := ParseTDMRep(body, WithNormalization())
-		if err != nil {
-			if !errors.Is(err, ErrTDMRep) {
-				t.Fatalf("ParseTDMRep: %v; want ErrTDMRep", err)
-			}
-			return
-		}
-		u, ok := tr.UsageWithin(Normalize("/"+path), NewBudget(1<<20))
-		if !ok {
-			return
-		}
-		checkStatements(t, "TDMRep.Usage", u, "tdmrep.json: ")
-		if u[AITrain] != u[AIInput] || u[Search].State != Unstated {
-			t.Fatalf("TDMRep.Usage(%q) = %s", path, usageString(u))
-		}
-		// What is reserved on every path is reserved on this one.
-		if all := tr.UsageEverywhere(); all[AITrain].State == Refused && u[AITrain].State != Refused {
-			t.Fatalf("TDMRep.UsageEverywhere = %s, but Usage(%q) = %s", usageString(all), path, usageString(u))
-		}
-	})
-}
-
-// FuzzParseRSL reads any bytes as an RSL document: refused with ErrRSL, or
-// a document whose every answer names it, and which a licence lifts only
-// the licence server's refusals of.
-func FuzzParseRSL(f *testing.F) {
-	f.Add(readUsageSeed(f, "license.xml"), "/premium/x")
-	f.Add([]byte(`<rsl><content url="*"><license><prohibits type="usage">ai-all</prohibits></license></content></rsl>`), "/")
-	f.Fuzz(func(t *testing.T, body []byte, path string) {
-		const src = "https://publisher.example/license.xml"
-		l, err := ParseRSL(src, body, WithNormalization())
-		if err != nil {
-			if !errors.Is(err, ErrRSL) {
-				t.Fatalf("ParseRSL: %v; want ErrRSL", err)
-			}
-			return
-		}
-		p := Normalize("/" + path)
-		u, ok := l.UsageWithin("https", "publisher.example", p, false, NewBudget(1<<20))
-		lic, ok2 := l.UsageWithin("https", "publisher.example", p, true, NewBudget(1<<20))
-		if !ok || !ok2 {
-			return
-		}
-		checkStatements(t, "RSL.Usage", u, "rsl "+src+": ")
-		// What is refused on every path is refused on this one.
-		if all, ok := l.UsageEverywhere("https", "publisher.example", false, NewBudget(1<<20)); ok {
-			for pur := range all {
-				if all[pur].State == Refused && u[pur].State != Refused {
-					t.Fatalf("RSL.UsageEverywhere = %s, but Usage(%q) = %s", usageString(all), path, usageString(u))
-				}
-			}
-		}
-		for pur := range u {
-			if u[pur] != lic[pur] && !strings.Contains(u[pur].Statement, ": license server ") {
-				t.Fatalf("RSL.Usage(%q)[%s]: %+v unlicensed, %+v licensed", path, Purpose(pur), u[pur], lic[pur])
-			}
 		}
 	})
 }

@@ -2,6 +2,8 @@ package robots
 
 import (
 	"strings"
+
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // Usage preferences: the statements sites make about how their content may
@@ -12,112 +14,20 @@ import (
 //	Content-Usage: /news/ train-ai=n, search=y    IETF aipref (a structured-field dictionary)
 //	Content-Signal: search=yes, ai-train=no       Cloudflare's content signals
 //
-// and responses carry them as headers (Content-Usage, Content-Signal, and
-// TDMRep's tdm-reservation). The reference parser ignores these lines, and
-// so do allow/disallow verdicts here: the statements are read alongside.
-
-// Purpose is what a crawler declares it fetches for, in robotsgate's names.
-type Purpose uint8
-
-// The purposes a statement can refuse.
-const (
-	AITrain Purpose = iota // training AI models: aipref "train-ai", Content-Signal "ai-train"
-	AIInput                // using content as AI input (RAG, grounding): aipref "ai-use", Content-Signal "ai-input"
-	Search                 // building a search index: "search" in both
-	numPurposes
-)
-
-// String returns the purpose's name: "ai-train", "ai-input" or "search".
-func (p Purpose) String() string {
-	switch p {
-	case AITrain:
-		return "ai-train"
-	case AIInput:
-		return "ai-input"
-	case Search:
-		return "search"
-	}
-	return "unknown"
-}
-
-// Purposes returns every purpose, in order.
-func Purposes() []Purpose { return []Purpose{AITrain, AIInput, Search} }
-
-// ParsePurpose returns the purpose a name stands for, ignoring ASCII case
-// and surrounding spaces.
-func ParsePurpose(name string) (Purpose, bool) {
-	name = strings.TrimSpace(name)
-	for p := range numPurposes {
-		if strings.EqualFold(name, p.String()) {
-			return p, true
-		}
-	}
-	return 0, false
-}
-
-// UsageState is what the statements say about one purpose.
-type UsageState uint8
-
-// Usage states.
-const (
-	Unstated UsageState = iota // no statement names the purpose: no restriction
-	Granted                    // the deciding statement allows it ("y", "yes")
-	Refused                    // the deciding statement refuses it ("n", "no")
-)
-
-// String returns "unstated", "allowed" or "refused".
-func (s UsageState) String() string {
-	switch s {
-	case Granted:
-		return "allowed"
-	case Refused:
-		return "refused"
-	}
-	return "unstated"
-}
-
-// UsageVerdict is the answer for one purpose, with the statement that gave
-// it.
-type UsageVerdict struct {
-	State     UsageState
-	Statement string // e.g. "content-usage: /news/ train-ai=n"; "" when unstated
-	Line      int    // its line in robots.txt; 0 for a header or when unstated
-}
-
-// Usage holds the verdict for every purpose; index it with a Purpose.
-type Usage [numPurposes]UsageVerdict
-
-// Refuses returns the first of purposes that u refuses, if any.
-func (u *Usage) Refuses(purposes []Purpose) (Purpose, UsageVerdict, bool) {
-	for _, p := range purposes {
-		if p < numPurposes && u[p].State == Refused {
-			return p, u[p], true
-		}
-	}
-	return 0, UsageVerdict{}, false
-}
-
-// Combine folds v into u, the most restrictive answer winning: a refusal
-// stays (the first one found is kept as evidence), and a grant replaces only
-// silence.
-func (u *Usage) Combine(v *Usage) {
-	for p := range u {
-		if v[p].State > u[p].State {
-			u[p] = v[p]
-		}
-	}
-}
+// read with package usage, which also holds the verdicts (usage.Usage).
+// The reference parser ignores these lines, and so do allow/disallow
+// verdicts here: the statements are read alongside.
 
 // Statement is one Content-Usage or Content-Signal line of a robots.txt
 // file, as read.
 type Statement struct {
-	Field string                  // "content-usage" or "content-signal"
-	Path  string                  // the path pattern it applies to, as matched; "" for every path
-	Value string                  // the preferences as written
-	Line  int                     // line in robots.txt
-	Group int                     // index of its group in [Robots.Groups]; -1 before any group (applies to every group)
-	State [numPurposes]UsageState // what it says of each purpose
-	Use   string                  // Content-Signal's "use=" value, read and not enforced
+	Field string       // "content-usage" or "content-signal"
+	Path  string       // the path pattern it applies to, as matched; "" for every path
+	Value string       // the preferences as written
+	Line  int          // line in robots.txt
+	Group int          // index of its group in [Robots.Groups]; -1 before any group (applies to every group)
+	State usage.States // what it says of each purpose
+	Use   string       // Content-Signal's "use=" value, read and not enforced
 }
 
 // Text returns the statement as the proxy shows it: the field name
@@ -140,7 +50,7 @@ type usageStmt struct {
 	line    int32
 	block   int32 // -1: before any group
 	signal  bool
-	state   [numPurposes]UsageState
+	state   usage.States
 }
 
 const (
@@ -211,9 +121,9 @@ func (r *Robots) finishUsage(spans []usageSpan) {
 			s.pattern = normalize(s.path, true)
 		}
 		if sp.signal {
-			s.state, s.use = parseSignal(s.value)
+			s.state, s.use = usage.ParseContentSignal(s.value)
 		} else {
-			s.state, _ = parseContentUsage(s.value)
+			s.state, _ = usage.ParseContentUsage(s.value)
 		}
 	}
 }
@@ -282,15 +192,15 @@ func (g Group) eachStatement(f func(*usageStmt)) {
 // refusal, from either kind, refuses (the most restrictive answer wins); a
 // grant answers only when nothing refuses. A statement that does not state
 // a purpose leaves it to the shorter ones. Usage does not allocate.
-func (g Group) Usage(path string) Usage { return g.usage(path, nil) }
+func (g Group) Usage(path string) usage.Usage { return g.usage(path, nil) }
 
 // usage is Usage under budget w.
-func (g Group) usage(path string, w *Budget) Usage {
+func (g Group) usage(path string, w *Budget) usage.Usage {
 	type pick struct {
 		prio int
 		s    *usageStmt
 	}
-	var best [2][numPurposes]pick // by kind: [0] Content-Usage, [1] Content-Signal
+	var best [2][usage.NumPurposes]pick // by kind: [0] Content-Usage, [1] Content-Signal
 	for k := range best {
 		for p := range best[k] {
 			best[k][p].prio = -1
@@ -308,21 +218,21 @@ func (g Group) usage(path string, w *Budget) Usage {
 		prio := len(s.pattern)
 		for p, st := range s.state {
 			b := &best[kind][p]
-			if st == Unstated || prio < b.prio {
+			if st == usage.Unstated || prio < b.prio {
 				continue
 			}
-			if prio > b.prio || st == Refused && b.s.state[p] != Refused {
+			if prio > b.prio || st == usage.Refused && b.s.state[p] != usage.Refused {
 				*b = pick{prio, s}
 			}
 		}
 	})
-	var u Usage
+	var u usage.Usage
 	for k := range best {
 		for p, b := range best[k] {
 			if b.s == nil {
 				continue
 			}
-			v := UsageVerdict{State: b.s.state[p], Statement: b.s.text, Line: int(b.s.line)}
+			v := usage.Verdict{State: b.s.state[p], Statement: b.s.text, Line: int(b.s.line), Source: usage.FromRobotsTxt}
 			if v.State > u[p].State {
 				u[p] = v
 			}
@@ -336,13 +246,13 @@ func (g Group) usage(path string, w *Budget) Usage {
 // Refused where, for either kind of statement, one matching every path
 // ("", "/", "/*" or "*") refuses it and no longer statement of that kind
 // grants it; Unstated otherwise.
-func (g Group) UsageEverywhere() Usage {
-	var u Usage
+func (g Group) UsageEverywhere() usage.Usage {
+	var u usage.Usage
 	for p := range u {
 		for _, signal := range [2]bool{false, true} {
 			var refusal *usageStmt
 			g.eachStatement(func(s *usageStmt) {
-				if s.signal == signal && s.state[p] == Refused && matchesEverything(s.pattern) &&
+				if s.signal == signal && s.state[p] == usage.Refused && matchesEverything(s.pattern) &&
 					(refusal == nil || len(s.pattern) > len(refusal.pattern)) {
 					refusal = s
 				}
@@ -352,10 +262,10 @@ func (g Group) UsageEverywhere() Usage {
 			}
 			granted := false
 			g.eachStatement(func(s *usageStmt) {
-				granted = granted || s.signal == signal && s.state[p] == Granted && len(s.pattern) > len(refusal.pattern)
+				granted = granted || s.signal == signal && s.state[p] == usage.Granted && len(s.pattern) > len(refusal.pattern)
 			})
 			if !granted {
-				u[p] = UsageVerdict{State: Refused, Statement: refusal.text, Line: int(refusal.line)}
+				u[p] = usage.Verdict{State: usage.Refused, Statement: refusal.text, Line: int(refusal.line), Source: usage.FromRobotsTxt}
 				break
 			}
 		}
@@ -388,161 +298,39 @@ func (sr *search) patternMatches(pattern string) bool {
 	return strings.HasPrefix(path, prefix) && sr.matchWild(len(prefix), pattern[star+1:], anchored)
 }
 
-// HeaderUsage reads the usage preferences of one response header: name is
-// Content-Usage (an aipref structured-field dictionary), Content-Signal, or
-// TDM-Reservation (TDMRep: "1" refuses ai-train and ai-input, "0" allows
-// them), compared case-insensitively; values are the header's field lines.
-// Each line is read on its own and the answers combine as statements do,
-// most restrictive first: a refusal on any line refuses, whatever another
-// line grants. Any other name, or a line that does not parse, states
-// nothing. Each verdict's Statement is "<name lower-case>: <values joined
-// by ", ">".
-func HeaderUsage(name string, values []string) Usage {
-	var u Usage
-	var field string
-	switch {
-	case len(values) == 0:
-		return u
-	case strings.EqualFold(name, fieldUsage):
-		field = fieldUsage
-	case strings.EqualFold(name, fieldSignal):
-		field = fieldSignal
-	case strings.EqualFold(name, "tdm-reservation"):
-		field = "tdm-reservation"
-	default:
-		return u
+// Pattern returns value, a path pattern written in a file besides
+// robots.txt (a tdmrep.json location, the path of an RSL content url), as
+// robots.txt's own patterns are held: escaped as the parser escapes them,
+// and normalised WithNormalization, as a proxy normalises request paths.
+func Pattern(value string, opts ...Option) string {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	var st [numPurposes]UsageState
-	for _, v := range values {
-		var line [numPurposes]UsageState
-		switch field {
-		case fieldUsage:
-			line, _ = parseContentUsage(v)
-		case fieldSignal:
-			line, _ = parseSignal(v)
-		default:
-			line = parseTDMReservation(v)
-		}
-		for p := range st {
-			st[p] = max(st[p], line[p])
-		}
+	var b strings.Builder
+	writeEscapedPattern(&b, []byte(value))
+	if o.normalize {
+		return normalize(b.String(), true)
 	}
-	text := field + ": " + strings.Join(values, ", ")
-	for p, s := range st {
-		if s != Unstated {
-			u[p] = UsageVerdict{State: s, Statement: text}
-		}
-	}
-	return u
+	return b.String()
 }
 
-// parseTDMReservation reads a tdm-reservation field line: "1" reserves
-// text and data mining rights (refusing ai-train and ai-input), "0" does
-// not. A list ("1, 0") reserves if any member does; a member is read up to
-// its first byte that is not a digit, so "1 ;" reads as "1".
-func parseTDMReservation(v string) (st [numPurposes]UsageState) {
-	for member := range strings.SplitSeq(v, ",") {
-		member = strings.TrimSpace(member)
-		n := 0
-		for n < len(member) && member[n] >= '0' && member[n] <= '9' {
-			n++
-		}
-		var s UsageState
-		switch member[:n] {
-		case "1":
-			s = Refused
-		case "0":
-			s = Granted
-		default:
-			continue
-		}
-		st[AITrain], st[AIInput] = max(st[AITrain], s), max(st[AIInput], s)
-	}
-	return st
+// A PathMatcher matches path patterns, as robots.txt's Content-Usage
+// lines are matched, against one path, under a budget: what the sources
+// of other files need of the matcher (usage/source).
+type PathMatcher struct{ sr search }
+
+// NewPathMatcher returns a PathMatcher for path, spending its work from b
+// (nil: unbounded).
+func NewPathMatcher(path string, b *Budget) *PathMatcher {
+	return &PathMatcher{sr: search{path: path, w: b}}
 }
 
-// parseContentUsage reads an aipref preference list, a structured-field
-// dictionary (RFC 9651): "train-ai=n, search=y". Keys name categories of
-// the IETF aipref vocabulary (draft-ietf-aipref-vocab-07: train-ai and
-// search), and, read leniently, those of its earlier drafts: train-genai
-// (a part of training, read as train-ai: a crawler that trains cannot
-// show it trains no generative model), ai-use (as ai-input), and bots
-// (automated processing, every purpose, which a category of its own
-// overrides, as the vocabulary nests them); other keys are ignored. A
-// value other than the token y or n is ignored; a key given twice keeps
-// its most restrictive value; a dictionary that does not parse states
-// nothing, and ok is false.
-func parseContentUsage(value string) (st [numPurposes]UsageState, ok bool) {
-	var all UsageState // bots=: every purpose, where no category of its own says otherwise
-	ok = parseDictionary(value, func(key string, tok string) {
-		var v UsageState
-		switch tok {
-		case "y":
-			v = Granted
-		case "n":
-			v = Refused
-		default:
-			return
-		}
-		// A key given twice keeps its most restrictive value (where a
-		// structured field would keep the last): a site that writes both
-		// "n" and "y" has refused.
-		switch key {
-		case "train-ai", "train-genai":
-			st[AITrain] = max(st[AITrain], v)
-		case "ai-use":
-			st[AIInput] = max(st[AIInput], v)
-		case "search":
-			st[Search] = max(st[Search], v)
-		case "bots":
-			all = max(all, v)
-		}
-	})
-	if !ok {
-		return [numPurposes]UsageState{}, false
-	}
-	for p := range st {
-		if st[p] == Unstated {
-			st[p] = all
-		}
-	}
-	return st, true
-}
+// Matches reports whether pattern (as Pattern returns it: a prefix, "*"
+// for any run of bytes, "$" at the end for the path's end; "" matches
+// every path) matches the path.
+func (m *PathMatcher) Matches(pattern string) bool { return m.sr.patternMatches(pattern) }
 
-// parseSignal reads Content-Signal preferences: "key=yes|no" separated by
-// commas (or semicolons, as some sites write them), keys search, ai-input
-// and ai-train, names and values compared case-insensitively and values
-// quoted or not; and use=, returned as written. Members that do not read
-// are skipped: Content-Signal is not a structured field. A key given twice
-// keeps its most restrictive value.
-func parseSignal(value string) (st [numPurposes]UsageState, use string) {
-	for member := range strings.FieldsFuncSeq(value, func(r rune) bool { return r == ',' || r == ';' }) {
-		k, v, found := strings.Cut(member, "=")
-		if !found {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
-		if strings.EqualFold(k, "use") {
-			use = v
-			continue
-		}
-		var p Purpose
-		switch {
-		case strings.EqualFold(k, "ai-train"):
-			p = AITrain
-		case strings.EqualFold(k, "ai-input"):
-			p = AIInput
-		case strings.EqualFold(k, "search"):
-			p = Search
-		default:
-			continue
-		}
-		switch {
-		case strings.EqualFold(v, "yes"):
-			st[p] = max(st[p], Granted)
-		case strings.EqualFold(v, "no"):
-			st[p] = Refused
-		}
-	}
-	return st, use
-}
+// MatchesEverything reports whether a path pattern matches every path:
+// "", "/", "/*" or "*".
+func MatchesEverything(pattern string) bool { return matchesEverything(pattern) }

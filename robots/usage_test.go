@@ -6,16 +6,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // want is a compact expected Usage: per purpose "state line" ("refused 3",
 // "allowed 0", "" for unstated).
-type wantUsage [numPurposes]string
+type wantUsage [usage.NumPurposes]string
 
-func (u *Usage) compact() wantUsage {
+func compact(u *usage.Usage) wantUsage {
 	var w wantUsage
 	for p, v := range u {
-		if v.State != Unstated {
+		if v.State != usage.Unstated {
 			w[p] = fmt.Sprintf("%s %d", v.State, v.Line)
 		}
 	}
@@ -90,12 +92,12 @@ func TestUsage(t *testing.T) {
 				path = Normalize(path)
 			}
 			u := r.Group(tt.token).Usage(path)
-			if got := u.compact(); got != tt.want {
+			if got := compact(&u); got != tt.want {
 				t.Errorf("%s (normalised %v): Usage(%q) = %q; want %q\n%s", tt.name, len(opts) > 0, tt.path, got, tt.want, tt.robots)
 			}
 			for p, v := range u {
-				if v.State != Unstated && !strings.HasPrefix(v.Statement, "content-") {
-					t.Errorf("%s: %s statement %q; want a content-usage or content-signal line", tt.name, Purpose(p), v.Statement)
+				if v.State != usage.Unstated && !strings.HasPrefix(v.Statement, "content-") {
+					t.Errorf("%s: %s statement %q; want a content-usage or content-signal line", tt.name, usage.Purpose(p), v.Statement)
 				}
 			}
 		}
@@ -106,7 +108,7 @@ func TestUsageStatementText(t *testing.T) {
 	t.Parallel()
 	r := Parse([]byte("User-agent: *\nContent-Usage:   /a%2fb  train-ai=n,  search=y   # c\nContent-Signal: search=yes, use=reference\n"))
 	u := r.Group("x").Usage("/a%2Fb")
-	if got, want := u[AITrain].Statement, "content-usage: /a%2Fb train-ai=n,  search=y"; got != want {
+	if got, want := u[usage.AITrain].Statement, "content-usage: /a%2Fb train-ai=n,  search=y"; got != want {
 		t.Errorf("statement = %q; want %q", got, want)
 	}
 	st := r.Statements()
@@ -114,16 +116,16 @@ func TestUsageStatementText(t *testing.T) {
 		t.Fatalf("Statements() = %+v; want 2", st)
 	}
 	if st[0].Path != "/a%2Fb" || st[0].Value != "train-ai=n,  search=y" || st[0].Line != 2 || st[0].Group != 0 ||
-		st[0].State != [numPurposes]UsageState{Refused, Unstated, Granted} {
+		st[0].State != (usage.States{usage.Refused, usage.Unstated, usage.Granted}) {
 		t.Errorf("Statements()[0] = %+v", st[0])
 	}
-	if st[1].Field != "content-signal" || st[1].Use != "reference" || st[1].State[Search] != Granted {
+	if st[1].Field != "content-signal" || st[1].Use != "reference" || st[1].State[usage.Search] != usage.Granted {
 		t.Errorf("Statements()[1] = %+v", st[1])
 	}
 	if got := r.Group("x").Statements(); len(got) != 2 {
 		t.Errorf("Group.Statements() = %+v; want both", got)
 	}
-	if got := (Group{}).Usage("/"); got != (Usage{}) {
+	if got := (Group{}).Usage("/"); got != (usage.Usage{}) {
 		t.Errorf("zero Group Usage = %+v", got)
 	}
 	var nilRobots *Robots
@@ -160,89 +162,6 @@ func TestUsageKeepsVerdicts(t *testing.T) {
 	}
 }
 
-func TestHeaderUsage(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		values []string
-		want   wantUsage
-		text   string
-	}{
-		{"Content-Usage", []string{"train-ai=n"}, wantUsage{"refused 0", "", ""}, "content-usage: train-ai=n"},
-		{"content-usage", []string{"train-ai=n", "search=y"}, wantUsage{"refused 0", "", "allowed 0"}, "content-usage: train-ai=n, search=y"},
-		{"Content-Usage", []string{"train-ai=maybe"}, wantUsage{}, ""},
-		{"Content-Usage", []string{"TRAIN-AI=n"}, wantUsage{}, ""},
-		{"Content-Signal", []string{"ai-train=no, ai-input=no, search=yes"}, wantUsage{"refused 0", "refused 0", "allowed 0"}, "content-signal: ai-train=no, ai-input=no, search=yes"},
-		{"TDM-Reservation", []string{"1"}, wantUsage{"refused 0", "refused 0", ""}, "tdm-reservation: 1"},
-		{"tdm-reservation", []string{" 0 "}, wantUsage{"allowed 0", "allowed 0", ""}, "tdm-reservation:  0 "},
-		{"tdm-reservation", []string{"yes"}, wantUsage{}, ""},
-		{"TDM-Reservation", []string{"1", "1"}, wantUsage{"refused 0", "refused 0", ""}, "tdm-reservation: 1, 1"},
-		{"TDM-Reservation", []string{"0", "1"}, wantUsage{"refused 0", "refused 0", ""}, "tdm-reservation: 0, 1"},
-		{"TDM-Reservation", []string{"1 ;"}, wantUsage{"refused 0", "refused 0", ""}, "tdm-reservation: 1 ;"},
-		{"Content-Usage", []string{"train-ai=n", "train-ai=y"}, wantUsage{"refused 0", "", ""}, "content-usage: train-ai=n, train-ai=y"},
-		{"Content-Usage", []string{"train-ai=y", "not a dictionary", "train-ai=n"}, wantUsage{"refused 0", "", ""}, "content-usage: train-ai=y, not a dictionary, train-ai=n"},
-		{"Content-Signal", []string{"ai-train=no", "ai-train=yes"}, wantUsage{"refused 0", "", ""}, "content-signal: ai-train=no, ai-train=yes"},
-		{"X-Robots-Tag", []string{"noai"}, wantUsage{}, ""},
-		{"Content-Usage", nil, wantUsage{}, ""},
-	}
-	for _, tt := range tests {
-		u := HeaderUsage(tt.name, tt.values)
-		if got := u.compact(); got != tt.want {
-			t.Errorf("HeaderUsage(%q, %q) = %q; want %q", tt.name, tt.values, got, tt.want)
-		}
-		if tt.text != "" && u[AITrain].Statement != tt.text && u[Search].Statement != tt.text {
-			t.Errorf("HeaderUsage(%q, %q) statement = %q; want %q", tt.name, tt.values, u[AITrain].Statement, tt.text)
-		}
-	}
-}
-
-// TestParseDictionary checks the structured-field dictionary parser on the
-// shapes RFC 9651 allows and some it does not.
-func TestParseDictionary(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		ok   bool
-		want string // "key=token" members, space-separated
-	}{
-		{"", true, ""},
-		{"   ", true, ""},
-		{"a=b", true, "a=b"},
-		{"a=b, c=d", true, "a=b c=d"},
-		{"a=b,c=d", true, "a=b c=d"},
-		{"a=b ,\tc=d ", true, "a=b c=d"},
-		{"a", true, "a="},
-		{"a;p=1", true, "a="},
-		{"a=1, b=-2.5, c=\"x\\\"y\", d=:aGk=:, e=?1, f=@123, g=%\"caf%c3%a9\", h=*tok/x:y", true, "a= b= c= d= e= f= g= h=*tok/x:y"},
-		{"a=(1 b \"c\");q=2, d=()", true, "a= d="},
-		{"*k=v", true, "*k=v"},
-		{"a=b;c", true, "a=b"},
-		{"A=b", false, ""},
-		{"1a=b", false, ""},
-		{"a=b,", false, ""},
-		{"a=b,,c=d", false, ""},
-		{"a=b c=d", false, ""},
-		{"a=", false, ""},
-		{"a=\"unterminated", false, ""},
-		{"a=\"bad\\q\"", false, ""},
-		{"a=?2", false, ""},
-		{"a=1.2345", false, ""},
-		{"a=1234567890123456", false, ""},
-		{"a=(1 2", false, ""},
-		{"a=:not base64!:", false, ""},
-		{"a=%\"%C3\"", false, ""},
-		{"a=é", false, ""},
-		{"\ta=b", false, ""},
-	}
-	for _, tt := range tests {
-		var got []string
-		ok := parseDictionary(tt.in, func(k, v string) { got = append(got, k+"="+v) })
-		if ok != tt.ok || ok && strings.Join(got, " ") != tt.want {
-			t.Errorf("parseDictionary(%q) = %v %q; want %v %q", tt.in, ok, strings.Join(got, " "), tt.ok, tt.want)
-		}
-	}
-}
-
 // TestUsageCorpus reads the statements of the real files that carry them.
 func TestUsageCorpus(t *testing.T) {
 	t.Parallel()
@@ -265,8 +184,8 @@ func TestUsageCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := Parse(body, WithNormalization())
-		if got := r.Group(tt.token).Usage("/"); got.compact() != tt.want {
-			t.Errorf("%s: Group(%q).Usage(\"/\") = %q; want %q", tt.file, tt.token, got.compact(), tt.want)
+		if got := r.Group(tt.token).Usage("/"); compact(&got) != tt.want {
+			t.Errorf("%s: Group(%q).Usage(\"/\") = %q; want %q", tt.file, tt.token, compact(&got), tt.want)
 		}
 		if st := r.Statements(); len(st) != 1 || st[0].Use != tt.use {
 			t.Errorf("%s: Statements() = %+v; want one, use %q", tt.file, st, tt.use)
@@ -292,7 +211,7 @@ func TestUsageEverywhere(t *testing.T) {
 	}
 	for _, tt := range tests {
 		u := Parse([]byte(tt.robots), WithNormalization()).Group("bot").UsageEverywhere()
-		if got := u.compact(); got != tt.want {
+		if got := compact(&u); got != tt.want {
 			t.Errorf("%s: UsageEverywhere = %q; want %q", tt.name, got, tt.want)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // Options are what a Handler serves from.
@@ -283,8 +284,9 @@ type UsageFile struct {
 	Entries   int        `json:"entries"`
 }
 
-// usageFile describes d, a usage file's answer.
-func usageFile[T interface{ Len() int }](d fetch.Doc[T], held bool, url string) UsageFile {
+// usageFile describes d, a usage file's answer: its entries, when what
+// it parsed to counts them (Len).
+func usageFile(d fetch.Doc[any], held bool, url string) UsageFile {
 	f := UsageFile{URL: url}
 	if !held {
 		return f
@@ -297,8 +299,8 @@ func usageFile[T interface{ Len() int }](d fetch.Doc[T], held bool, url string) 
 	if d.ParseErr != nil {
 		f.Error = d.ParseErr.Error()
 	}
-	if d.Good() {
-		f.Entries = d.Value.Len()
+	if v, ok := d.Value.(interface{ Len() int }); ok && d.Good() {
+		f.Entries = v.Len()
 	}
 	return f
 }
@@ -326,8 +328,8 @@ func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 	e := RobotsEntry{Origin: o.String(), RobotsURL: o.RobotsURL(), Stale: a.Stale, LastError: a.LastError, Groups: []RobotsGroup{}, Sitemaps: []string{},
 		Licenses: []UsageFile{}}
 	if h.o.Files != nil {
-		if d, held := h.o.Files.PeekTDMRep(o); held {
-			f := usageFile(d, held, o.TDMRepURL())
+		if d, held := h.o.Files.Peek(source.KindTDMRep, source.TDMRepURL(o)); held {
+			f := usageFile(d, held, source.TDMRepURL(o))
 			e.TDMRep = &f
 		}
 	}
@@ -346,7 +348,7 @@ func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 				if !ok {
 					f.Error = "not an http or https URL: unread, refusing ai-train and ai-input"
 				} else if l = u; h.o.Files != nil {
-					d, held := h.o.Files.PeekRSL(l)
+					d, held := h.o.Files.Peek(source.KindRSL, l)
 					f = usageFile(d, held, l)
 				}
 				e.Licenses = append(e.Licenses, f)

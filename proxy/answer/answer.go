@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // For returns robotsgate's own answer to r for d, written in style
@@ -164,7 +165,7 @@ func usageBody(r *http.Request, d *policy.Decision) string {
 	}
 	fmt.Fprintf(&b, "purpose:    %s (declared: %s)\n", d.Refusal.Purpose, strings.Join(d.Purposes.Names(), ", "))
 	switch {
-	case d.Refusal.Header:
+	case d.Refusal.Source == usage.FromHeader:
 		fmt.Fprintf(&b, "statement:  %s (a header of the response, whose body was withheld)\n", d.Refusal.Statement)
 	case d.Refusal.Line > 0:
 		fmt.Fprintf(&b, "statement:  %s (line %d of %s)\n", d.Refusal.Statement, d.Refusal.Line, d.RobotsURL())

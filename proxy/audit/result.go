@@ -7,6 +7,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // Result is one URL's decision as check -json prints it and POST
@@ -104,7 +105,7 @@ func usageOf(d *policy.Decision) *Usage {
 	}
 	u := &Usage{Purposes: map[string]UsageVerdict{}, Statements: []Statement{}}
 	for p, v := range d.Usage {
-		u.Purposes[robots.Purpose(p).String()] = UsageVerdict{State: v.State.String(), Statement: v.Statement, Line: v.Line}
+		u.Purposes[usage.Purpose(p).String()] = UsageVerdict{State: v.State.String(), Statement: v.Statement, Line: v.Line}
 	}
 	seen := map[int]bool{}
 	for i := range d.Agents.Len() {
@@ -124,8 +125,8 @@ func usageOf(d *policy.Decision) *Usage {
 func StatementOf(s *robots.Statement) Statement {
 	prefs := map[string]string{}
 	for p, st := range s.State {
-		if st != robots.Unstated {
-			prefs[robots.Purpose(p).String()] = st.String()
+		if st != usage.Unstated {
+			prefs[usage.Purpose(p).String()] = st.String()
 		}
 	}
 	return Statement{Field: s.Field, Path: s.Path, Value: s.Value, Line: s.Line, Prefs: prefs, Use: s.Use}

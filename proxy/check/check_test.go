@@ -10,8 +10,8 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
-	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // TestRun: every URL is decided and printed in order, one that cannot be
@@ -126,7 +126,7 @@ func TestRunUsageFiles(t *testing.T) {
 		}
 	}))
 	defer o.Close()
-	cache, usage, err := Cache(config.Default(), "test", false)
+	cache, usageFiles, err := Cache(config.Default(), "test", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +134,10 @@ func TestRunUsageFiles(t *testing.T) {
 	run := func(purposes []string) map[string]string {
 		t.Helper()
 		got := map[string]string{}
-		c := &Checker{Cache: cache, Files: usage, Purposes: purposes}
+		c := &Checker{Cache: cache, Files: usageFiles, Purposes: purposes}
 		c.Run(t.Context(), []string{o.URL + "/news/a", o.URL + "/books/b", o.URL + "/other"}, func(u string, d *policy.Decision) error {
 			// What check shows of ai-train agrees with its decision.
-			got[strings.TrimPrefix(u, o.URL)] = d.Action.String() + " " + d.Refusal.Rule() + " | " + d.Usage[robots.AITrain].State.String()
+			got[strings.TrimPrefix(u, o.URL)] = d.Action.String() + " " + d.Refusal.Rule() + " | " + d.Usage[usage.AITrain].State.String()
 			return nil
 		}, &strings.Builder{})
 		return got

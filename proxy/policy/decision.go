@@ -21,6 +21,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // An Action is what is done with a request: ActionAllowed (it goes to its
@@ -156,7 +157,7 @@ type Decision struct {
 	Waited    time.Duration  // held for its turn; for ActionPaced, the wait that was refused
 	Answered  int            // the origin's status, when the request was forwarded and it answered (even if robotsgate withheld the answer); 0 otherwise
 	Purposes  Purposes       // the purposes the request declares
-	Usage     robots.Usage   // what robots.txt's usage statements say of the path, when worked out
+	Usage     usage.Usage    // what robots.txt's usage statements say of the path, when worked out
 	Refusal   Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
 	Charged   pay.Amount     // what the site charged for it (pay-per-crawl); zero when nothing
 	reserved  Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
@@ -270,7 +271,7 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
 		return
 	}
 	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
-	d.Usage = robots.Usage{}
+	d.Usage = usage.Usage{}
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := a.Entry.Rules.Group(tok)
@@ -327,13 +328,13 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		readings = append(readings, r)
 	}
 	noGroup, ambiguous := false, ""
-	usage := d.Purposes != 0 || d.explain
+	wantUsage := d.Purposes != 0 || d.explain
 	d.rules = rules
 	left := false
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := rules.Group(tok)
-		if usage {
+		if wantUsage {
 			d.combineUsage(g, target, readings, w)
 		}
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
@@ -364,11 +365,11 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	case w.Exhausted():
 		// A bound of step 0, reached here: the request is refused as a
 		// bad request, not blocked by the site's rules (no rule decided).
-		d.Verdict, d.Usage = robots.Verdict{}, robots.Usage{}
+		d.Verdict, d.Usage = robots.Verdict{}, usage.Usage{}
 		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonTooCostly, rules.Size(), len(raw))
 		return
 	case left:
-		d.Verdict, d.Usage = robots.Verdict{}, robots.Usage{}
+		d.Verdict, d.Usage = robots.Verdict{}, usage.Usage{}
 		d.Action, d.Reason = ActionDisallowed, reasonLeft
 		if stopped(ctx) {
 			d.Action, d.Reason = ActionShuttingDown, reasonStopped

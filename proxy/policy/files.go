@@ -8,15 +8,16 @@ import (
 
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // UsageFiles gives the files besides robots.txt in which a site states how
 // its content may be used, held with robots.txt's cache semantics
-// (fetch.DocCache): its TDMRep file, /.well-known/tdmrep.json, and the RSL
-// licences its robots.txt names on License lines.
+// (fetch.Files): of each kind a usage source reads (source.FileKinds),
+// the file at a URL.
 type UsageFiles interface {
-	TDMRep(ctx context.Context, o fetch.Origin) (fetch.Doc[*robots.TDMRep], error)
-	RSL(ctx context.Context, url string) (fetch.Doc[*robots.RSL], error)
+	Get(ctx context.Context, kind, url string) (fetch.Doc[any], error)
 }
 
 // MaxLicenses is how many of a robots.txt's License lines are read: a
@@ -55,8 +56,8 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 	for r := range robots.LenientReadingsWithin(d.Target, &budget) {
 		paths = append(paths, r)
 	}
-	ok := d.judgeLicenses(ctx, w, &budget, func(l *robots.RSL) (robots.Usage, bool) {
-		var u robots.Usage
+	ok := d.judgeLicenses(ctx, w, &budget, func(l *source.RSL) (usage.Usage, bool) {
+		var u usage.Usage
 		for _, path := range paths {
 			v, ok := l.UsageWithin(d.Origin.Scheme, d.Origin.Authority(), path, false, &budget)
 			if !ok {
@@ -74,7 +75,7 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 		return
 	}
 	if pur, v, refused := cut.Refuses(d.Purposes.List()); refused {
-		d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
+		d.reserved = refusalOf(pur, v)
 	}
 	for _, path := range paths {
 		if d.reserved.Statement != "" {
@@ -86,7 +87,7 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 			return
 		}
 		if pur, v, refused := u.Refuses(d.Purposes.List()); refused {
-			d.reserved = Refusal{Purpose: pur, Statement: v.Statement}
+			d.reserved = refusalOf(pur, v)
 			break
 		}
 	}
@@ -95,7 +96,7 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, d.reserved.Purpose, d.Refusal.HeaderValue())
 		// What check shows of the purpose says what refused it, whatever
 		// another source granted (a refusal wins).
-		d.Usage[d.reserved.Purpose] = robots.UsageVerdict{State: robots.Refused, Statement: d.reserved.Statement}
+		d.Usage[d.reserved.Purpose] = usage.Verdict{State: usage.Refused, Statement: d.reserved.Statement, Source: d.reserved.Source}
 	}
 }
 
@@ -109,7 +110,7 @@ func (p *Policy) judgeFilesEverywhere(ctx context.Context, w *Env, d *Decision) 
 		return
 	}
 	budget := robots.MakeBudget(max(DecideWork-d.work, 0))
-	ok := d.judgeLicenses(ctx, w, &budget, func(l *robots.RSL) (robots.Usage, bool) {
+	ok := d.judgeLicenses(ctx, w, &budget, func(l *source.RSL) (usage.Usage, bool) {
 		return l.UsageEverywhere(d.Origin.Scheme, d.Origin.Authority(), false, &budget)
 	})
 	if !ok || !d.needsTDMRep() {
@@ -123,29 +124,29 @@ func (p *Policy) judgeFilesEverywhere(ctx context.Context, w *Env, d *Decision) 
 	}
 }
 
-// judgeLicenses reads the RSL licences d's robots.txt names with usage
+// judgeLicenses reads the RSL licences d's robots.txt names with judge
 // (what a licence says of the request, within budget), refusing d as
 // judgeUsage does. It reports whether d is still allowed.
-func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Budget, usage func(*robots.RSL) (robots.Usage, bool)) bool {
+func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Budget, judge func(*source.RSL) (usage.Usage, bool)) bool {
 	var licenses []string
 	if d.rules != nil { // no robots.txt (4xx, or unreachable past its limit): no License line
 		licenses = d.rules.Licenses()
 	}
 	for i, lic := range licenses {
-		var u robots.Usage
+		var u usage.Usage
 		url, readable := d.Origin.LicenseURL(lic)
 		switch {
 		case !readable:
 			// A licence robotsgate cannot fetch (RSL names http and
 			// https URLs): terms unread.
-			u = refuseAI("rsl " + lic + ": unread (not an http or https URL)")
+			u = usage.RefuseAI("rsl "+lic+": unread (not an http or https URL)", usage.FromRSL)
 		case i >= MaxLicenses:
 			// More licences than robotsgate reads: terms unread.
-			u = refuseAI("rsl " + lic + ": unread (more than " + fmt.Sprint(MaxLicenses) + " License lines)")
+			u = usage.RefuseAI("rsl "+lic+": unread (more than "+fmt.Sprint(MaxLicenses)+" License lines)", usage.FromRSL)
 		default:
 			lic = url
 			what := "RSL licence " + lic
-			doc, err := w.Files.RSL(ctx, lic)
+			doc, err := w.Files.Get(ctx, source.KindRSL, lic)
 			if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) {
 				return false
 			}
@@ -157,11 +158,11 @@ func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Bud
 				if why == "" {
 					why = fmt.Sprintf("status %d", doc.Status)
 				}
-				u = refuseAI("rsl " + lic + ": unreadable (" + why + ")")
+				u = usage.RefuseAI("rsl "+lic+": unreadable ("+why+")", usage.FromRSL)
 				break
 			}
 			var ok bool
-			if u, ok = usage(doc.Value); !ok {
+			if u, ok = judge(doc.Value.(*source.RSL)); !ok {
 				d.tooCostly("the RSL licence " + lic)
 				return false
 			}
@@ -175,7 +176,7 @@ func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Bud
 // needsTDMRep reports whether d declares a purpose a TDMRep file can
 // refuse: ai-train or ai-input.
 func (d *Decision) needsTDMRep() bool {
-	return d.Purposes.Has(robots.AITrain) || d.Purposes.Has(robots.AIInput)
+	return d.Purposes.Has(usage.AITrain) || d.Purposes.Has(usage.AIInput)
 }
 
 // tdmrep returns d's origin's TDMRep file, if it holds one that parsed
@@ -184,32 +185,24 @@ func (d *Decision) needsTDMRep() bool {
 // it at robots.max_bytes is no protocol error of the site's but a
 // statement robotsgate could not read: cut then reserves every path, for
 // ai-train and ai-input.
-func (d *Decision) tdmrep(ctx context.Context, w *Env) (tdm *robots.TDMRep, cut robots.Usage, ok bool) {
+func (d *Decision) tdmrep(ctx context.Context, w *Env) (tdm *source.TDMRep, cut usage.Usage, ok bool) {
 	const what = "tdmrep.json"
-	doc, err := w.Files.TDMRep(ctx, d.Origin)
+	doc, err := w.Files.Get(ctx, source.KindTDMRep, source.TDMRepURL(d.Origin))
 	switch {
 	case !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt):
 		return nil, cut, false
 	case doc.Outcome == fetch.Fetched && doc.ParseErr != nil && doc.Truncated:
-		return nil, refuseAI("tdmrep.json: unreadable (longer than robots.max_bytes)"), true
+		return nil, usage.RefuseAI("tdmrep.json: unreadable (longer than robots.max_bytes)", usage.FromTDMRep), true
 	case !doc.Good():
 		return nil, cut, false
 	}
-	return doc.Value, cut, true
+	return doc.Value.(*source.TDMRep), cut, true
 }
 
 // tooCostly refuses d: deciding it under what (a file) would take more
 // than the work bound.
 func (d *Decision) tooCostly(what string) {
 	d.Action, d.Reason = ActionBadRequest, fmt.Sprintf("bad request: deciding this path under %s would take more than the work bound; refused rather than let through undecided", what)
-}
-
-// refuseAI is a Usage that refuses ai-train and ai-input by statement.
-func refuseAI(statement string) robots.Usage {
-	var u robots.Usage
-	v := robots.UsageVerdict{State: robots.Refused, Statement: statement}
-	u[robots.AITrain], u[robots.AIInput] = v, v
-	return u
 }
 
 // fileAnswered reports whether a file besides robots.txt was answered for

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
-	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // PurposeHeader is the request header in which a client declares what it
@@ -18,12 +18,12 @@ const PurposeHeader = "X-Robots-Gate-Purpose"
 type Purposes uint8
 
 // Has reports whether p is in the set.
-func (ps Purposes) Has(p robots.Purpose) bool { return ps&(1<<p) != 0 }
+func (ps Purposes) Has(p usage.Purpose) bool { return ps&(1<<p) != 0 }
 
-// List returns the purposes in the set, in robots.Purposes order.
-func (ps Purposes) List() []robots.Purpose {
-	var out []robots.Purpose
-	for _, p := range robots.Purposes() {
+// List returns the purposes in the set, in usage.Purposes order.
+func (ps Purposes) List() []usage.Purpose {
+	var out []usage.Purpose
+	for _, p := range usage.Purposes() {
 		if ps.Has(p) {
 			out = append(out, p)
 		}
@@ -44,7 +44,7 @@ func (ps Purposes) Names() []string {
 // KnownPurposes names every purpose, for error messages.
 func KnownPurposes() string {
 	var names []string
-	for _, p := range robots.Purposes() {
+	for _, p := range usage.Purposes() {
 		names = append(names, p.String())
 	}
 	return strings.Join(names, ", ")
@@ -60,7 +60,7 @@ func ParsePurposes(values []string) (Purposes, error) {
 			if strings.TrimSpace(name) == "" {
 				continue
 			}
-			p, ok := robots.ParsePurpose(name)
+			p, ok := usage.ParsePurpose(name)
 			if !ok {
 				return 0, fmt.Errorf("%q is not a purpose: known purposes are %s", strings.TrimSpace(name), KnownPurposes())
 			}
@@ -70,19 +70,25 @@ func ParsePurposes(values []string) (Purposes, error) {
 	return ps, nil
 }
 
-// Refusal is the evidence of a usage refusal: the purpose refused and the
-// statement that refused it, from robots.txt or from a response header.
+// Refusal is the evidence of a usage refusal: the purpose refused, the
+// statement that refused it, and the source it came from.
 type Refusal struct {
-	Purpose   robots.Purpose
-	Statement string // "content-usage: train-ai=n"
-	Line      int    // its line in robots.txt; 0 for a header
-	Header    bool   // it came from a response header
+	Purpose   usage.Purpose
+	Statement string         // "content-usage: train-ai=n"
+	Line      int            // its line in robots.txt; 0 for any other source
+	Source    usage.SourceID // where the statement came from
+}
+
+// refusalOf is the refusal of purpose p by verdict v.
+func refusalOf(p usage.Purpose, v usage.Verdict) Refusal {
+	return Refusal{Purpose: p, Statement: v.Statement, Line: v.Line, Source: v.Source}
 }
 
 // Rule is the refusal as X-Robots-Gate-Rule and the audit's rule show it:
-// the statement, or "response header " and the header.
+// the statement, or "response header " and the header
+// (usage.RuleSource reads it back).
 func (r *Refusal) Rule() string {
-	if r.Header {
+	if r.Source == usage.FromHeader {
 		return "response header " + r.Statement
 	}
 	return r.Statement
@@ -120,7 +126,7 @@ func (d *Decision) judgeUsage() {
 		return
 	}
 	if p, v, ok := d.Usage.Refuses(d.Purposes.List()); ok {
-		d.Refusal = Refusal{Purpose: p, Statement: v.Statement, Line: v.Line}
+		d.Refusal = refusalOf(p, v)
 		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonUsage, p, d.Refusal.HeaderValue())
 	}
 }
@@ -161,7 +167,7 @@ func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
 // reports whether they refuse one, setting d's action (usage-refused, or
 // would-block in report mode) and evidence. A WebSocket's 101 is judged
 // too: its stream is the site's content.
-func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *robots.Usage) bool {
+func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *usage.Usage) bool {
 	if !p.judgesResponse(d) {
 		return false
 	}
@@ -171,27 +177,27 @@ func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *robots.Usage) b
 		if len(vals) == 0 {
 			continue
 		}
-		var u robots.Usage
+		var u usage.Usage
 		if name == "X-Robots-Tag" {
 			ct, _ := header.ContentType(h)
-			u = robots.RobotsTagUsage(vals, d.Agents.Slice(), strings.HasPrefix(ct, "image/"))
+			u = usage.RobotsTagUsage(vals, d.Agents.Slice(), strings.HasPrefix(ct, "image/"))
 		} else {
-			u = robots.HeaderUsage(name, vals)
+			u = usage.HeaderUsage(name, vals)
 		}
 		if pur, v, ok := u.Refuses(declared); ok {
-			return p.refuseResponse(d, Refusal{Purpose: pur, Statement: v.Statement, Header: true})
+			return p.refuseResponse(d, refusalOf(pur, v))
 		}
 	}
 	if head != nil {
 		if pur, v, ok := head.Refuses(declared); ok {
-			return p.refuseResponse(d, Refusal{Purpose: pur, Statement: v.Statement})
+			return p.refuseResponse(d, refusalOf(pur, v))
 		}
 	}
 	// Only the response's own tdm-reservation overrides the file's
 	// reservation: in a header, or a meta element of its head (which, had
 	// it said 1, refused above).
 	tdmStated := len(h["Tdm-Reservation"]) > 0 ||
-		head != nil && strings.HasPrefix(head[robots.AITrain].Statement, "meta tdm-reservation")
+		head != nil && strings.HasPrefix(head[usage.AITrain].Statement, "meta tdm-reservation")
 	if r := d.reserved; r.Statement != "" && !tdmStated {
 		return p.refuseResponse(d, r)
 	}

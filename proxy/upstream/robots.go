@@ -11,6 +11,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // OptionsFor returns the transport Options of cfg's [upstream] and
@@ -121,11 +122,12 @@ func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, err
 // robots.txt that sites state usage preferences in (tdmrep.json, RSL
 // licences), fetched and kept as robots.txt is under rc, shared through
 // store (nil: this process alone); onFetch, if not nil, hears of each
-// fetch (fetch.FilesOptions).
+// fetch (fetch.FilesOptions). The kinds held are those the usage sources
+// read (source.FileKinds).
 func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, store fetch.DocStore, onFetch func(url string, outcome fetch.Outcome, problem string)) *fetch.Files {
 	return fetch.NewFiles(fetch.FilesOptions{
 		Fetcher:    robotsFetcher(rc, o),
-		Parse:      o.Parse,
+		Kinds:      source.FileKinds(o.Parse...),
 		TTL:        rc.CacheTTL,
 		RetryAfter: rc.RetryAfter,
 		MaxBytes:   max(rc.CacheMaxBytes/32, 4<<20), // of each kind: as the robots.txt cache's hot tier

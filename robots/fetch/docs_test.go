@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,15 +11,35 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
+// testTDMRep stands for a parsed tdmrep.json file in these tests (fetch
+// cannot import its parser, usage/source.ParseTDMRep, which imports
+// fetch): its entries, as decoded JSON.
+type testTDMRep []map[string]any
+
+// errNotTDMRep is wrapped by parseTDMRep's errors.
+var errNotTDMRep = errors.New("not a tdmrep.json file")
+
+// parseTDMRep reads body as a JSON array of objects.
+func parseTDMRep(_ string, body []byte) (*testTDMRep, error) {
+	var t testTDMRep
+	if err := json.Unmarshal(body, &t); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNotTDMRep, err)
+	}
+	return &t, nil
+}
+
+// reservesAll reports whether t's first entry reserves every path.
+func (t *testTDMRep) reservesAll() bool {
+	return t != nil && len(*t) > 0 && (*t)[0]["location"] == "/" && (*t)[0]["tdm-reservation"] == 1.0
+}
+
 // tdmCache is a DocCache of tdmrep.json files on a fake clock.
-func tdmCache(now *atomic.Int64, maxEntries int) *DocCache[*robots.TDMRep] {
-	return NewDocCache(DocCacheOptions[*robots.TDMRep]{
+func tdmCache(now *atomic.Int64, maxEntries int) *DocCache[*testTDMRep] {
+	return NewDocCache(DocCacheOptions[*testTDMRep]{
 		Fetcher:    testFetcher(FetcherOptions{}),
-		Parse:      func(_ string, body []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(body) },
+		Parse:      parseTDMRep,
 		Accept:     "application/json",
 		MaxEntries: maxEntries,
 		Now:        func() time.Time { return time.Unix(now.Load(), 0) },
@@ -57,7 +78,7 @@ func TestDocCache(t *testing.T) {
 	now.Store(1_000_000)
 	c := tdmCache(&now, 0)
 	ctx := t.Context()
-	get := func() Doc[*robots.TDMRep] {
+	get := func() Doc[*testTDMRep] {
 		t.Helper()
 		d, err := c.Get(ctx, url)
 		if err != nil {
@@ -69,7 +90,7 @@ func TestDocCache(t *testing.T) {
 	// Ten callers at once, one fetch.
 	mode.Store("slow")
 	var wg sync.WaitGroup
-	docs := make([]Doc[*robots.TDMRep], 10)
+	docs := make([]Doc[*testTDMRep], 10)
 	for i := range docs {
 		wg.Go(func() { docs[i], _ = c.Get(ctx, url) })
 	}
@@ -81,7 +102,7 @@ func TestDocCache(t *testing.T) {
 	close(release)
 	wg.Wait()
 	for i, d := range docs {
-		if !d.Good() || d.Value.Usage("/x")[robots.AITrain].State != robots.Refused {
+		if !d.Good() || !d.Value.reservesAll() {
 			t.Fatalf("caller %d: %+v; want the file", i, d)
 		}
 	}
@@ -114,7 +135,7 @@ func TestDocCache(t *testing.T) {
 	}
 	c.Forget(url)
 	mode.Store("garbage")
-	if d := get(); d.Outcome != Fetched || d.Good() || !errors.Is(d.ParseErr, robots.ErrTDMRep) {
+	if d := get(); d.Outcome != Fetched || d.Good() || !errors.Is(d.ParseErr, errNotTDMRep) {
 		t.Errorf("garbage: %+v; want fetched, with a ParseErr", d)
 	}
 
@@ -169,9 +190,9 @@ func TestDocCacheBytes(t *testing.T) {
 	t.Parallel()
 	body := `[` + strings.Repeat(`{"location": "/x", "tdm-reservation": 1},`, 2000) + `{"location": "/", "tdm-reservation": 0}]`
 	o := newOrigin(t, serveText(body))
-	c := NewDocCache(DocCacheOptions[*robots.TDMRep]{
+	c := NewDocCache(DocCacheOptions[*testTDMRep]{
 		Fetcher:  testFetcher(FetcherOptions{}),
-		Parse:    func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+		Parse:    parseTDMRep,
 		MaxBytes: 5 * 2 * int64(len(body)), // room for four (each counted 2 x body + 512)
 	})
 	for i := range 10 {
@@ -208,9 +229,9 @@ func TestDocCacheFetches(t *testing.T) {
 	})
 	var now atomic.Int64
 	now.Store(1_000_000)
-	c := NewDocCache(DocCacheOptions[*robots.TDMRep]{
+	c := NewDocCache(DocCacheOptions[*testTDMRep]{
 		Fetcher:    testFetcher(FetcherOptions{}),
-		Parse:      func(_ string, b []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(b) },
+		Parse:      parseTDMRep,
 		MaxFetches: 1,
 		Now:        func() time.Time { return time.Unix(now.Load(), 0) },
 	})

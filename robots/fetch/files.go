@@ -3,23 +3,36 @@ package fetch
 import (
 	"context"
 	"time"
-
-	"github.com/robotsgate/robotsgate/robots"
 )
 
+// A FileKind is one kind of file besides robots.txt in which sites state
+// how their content may be used (TDMRep's tdmrep.json, RSL licences): how
+// it is fetched and parsed, and which of its URLs an origin leads to. The
+// usage sources that read files declare theirs (usage/source.FileKinds);
+// Files holds each kind in a DocCache of its own.
+type FileKind struct {
+	Name   string // names the kind, for Get and Peek: "tdmrep.json", "rsl"
+	Accept string // the Accept header sent; "": "*/*"
+	// Parse reads a body fetched from url. Required.
+	Parse func(url string, body []byte) (any, error)
+	// URLs returns the URLs of files of this kind that origin o leads to,
+	// licenses being the URLs its robots.txt names on License lines: what
+	// Forget and Purge drop for o. Nil: none.
+	URLs func(o Origin, licenses []string) []string
+}
+
 // Files holds, for many sites, the files besides robots.txt in which they
-// state how their content may be used: TDMRep's tdmrep.json and the RSL
-// licences their robots.txt files name, each in a DocCache.
+// state how their content may be used, one DocCache for each kind.
 type Files struct {
-	tdm *DocCache[*robots.TDMRep]
-	rsl *DocCache[*robots.RSL]
+	kinds  []FileKind
+	caches map[string]*DocCache[any]
 }
 
 // FilesOptions configure Files. Each zero value means the default named
 // in DocCacheOptions.
 type FilesOptions struct {
-	Fetcher    *Fetcher        // required
-	Parse      []robots.Option // how files are parsed (WithNormalization, as robots.txt)
+	Fetcher    *Fetcher   // required
+	Kinds      []FileKind // the kinds held
 	TTL        time.Duration
 	RetryAfter time.Duration
 	MaxEntries int   // of each kind
@@ -35,18 +48,15 @@ type FilesOptions struct {
 
 // NewFiles returns empty Files with o.
 func NewFiles(o FilesOptions) *Files {
-	return &Files{
-		tdm: NewDocCache(DocCacheOptions[*robots.TDMRep]{
-			Fetcher: o.Fetcher, Accept: "application/json, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, MaxFetches: o.MaxFetches, Now: o.Now,
-			Parse:   func(_ string, body []byte) (*robots.TDMRep, error) { return robots.ParseTDMRep(body, o.Parse...) },
-			OnFetch: onFetch[*robots.TDMRep](o.OnFetch), Store: o.Store,
-		}),
-		rsl: NewDocCache(DocCacheOptions[*robots.RSL]{
-			Fetcher: o.Fetcher, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5", TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, MaxFetches: o.MaxFetches, Now: o.Now,
-			Parse:   func(url string, body []byte) (*robots.RSL, error) { return robots.ParseRSL(url, body, o.Parse...) },
-			OnFetch: onFetch[*robots.RSL](o.OnFetch), Store: o.Store,
-		}),
+	f := &Files{kinds: o.Kinds, caches: map[string]*DocCache[any]{}}
+	for _, k := range o.Kinds {
+		f.caches[k.Name] = NewDocCache(DocCacheOptions[any]{
+			Fetcher: o.Fetcher, Accept: k.Accept, Parse: k.Parse,
+			TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, MaxFetches: o.MaxFetches, Now: o.Now,
+			OnFetch: onFetch[any](o.OnFetch), Store: o.Store,
+		})
 	}
+	return f
 }
 
 // onFetch adapts a Files' OnFetch to a DocCache's.
@@ -63,42 +73,59 @@ func onFetch[T any](f func(string, Outcome, string)) func(Doc[T]) {
 	}
 }
 
-// TDMRep returns the answer for o's tdmrep.json.
-func (f *Files) TDMRep(ctx context.Context, o Origin) (Doc[*robots.TDMRep], error) {
-	return f.tdm.Get(ctx, o.TDMRepURL())
-}
-
-// RSL returns the answer for the RSL licence at url.
-func (f *Files) RSL(ctx context.Context, url string) (Doc[*robots.RSL], error) {
-	return f.rsl.Get(ctx, url)
-}
-
-// PeekTDMRep returns what is held of o's tdmrep.json, without fetching it.
-func (f *Files) PeekTDMRep(o Origin) (Doc[*robots.TDMRep], bool) { return f.tdm.Peek(o.TDMRepURL()) }
-
-// PeekRSL returns what is held of the licence at url, without fetching it.
-func (f *Files) PeekRSL(url string) (Doc[*robots.RSL], bool) { return f.rsl.Peek(url) }
-
-// Forget drops what is held of o's tdmrep.json, and of the licences at
-// licenses, for a purge another process made (and made in the Store
-// already): the next request that needs them fetches them.
-func (f *Files) Forget(o Origin, licenses ...string) {
-	f.tdm.Forget(o.TDMRepURL())
-	for _, l := range licenses {
-		f.rsl.Forget(l)
+// Get returns the answer for the file of kind at url (DocCache.Get). A
+// kind Files does not hold answers as a file not found.
+func (f *Files) Get(ctx context.Context, kind, url string) (Doc[any], error) {
+	c := f.caches[kind]
+	if c == nil {
+		return Doc[any]{URL: url, Outcome: Unavailable}, nil
 	}
+	return c.Get(ctx, url)
 }
 
-// Purge forgets o's tdmrep.json, and the licences at licenses, here and in
-// the Store: the fleet's next request that needs them fetches them.
+// Peek returns what is held of the file of kind at url, without fetching
+// it.
+func (f *Files) Peek(kind, url string) (Doc[any], bool) {
+	if c := f.caches[kind]; c != nil {
+		return c.Peek(url)
+	}
+	return Doc[any]{}, false
+}
+
+// Forget drops what is held of o's files, licenses being the URLs its
+// robots.txt names on License lines, for a purge another process made
+// (and made in the Store already): the next request that needs them
+// fetches them.
+func (f *Files) Forget(o Origin, licenses ...string) {
+	f.each(o, licenses, (*DocCache[any]).Forget)
+}
+
+// Purge forgets o's files (as Forget), here and in the Store: the fleet's
+// next request that needs them fetches them.
 func (f *Files) Purge(o Origin, licenses ...string) {
-	f.tdm.Purge(o.TDMRepURL())
-	for _, l := range licenses {
-		f.rsl.Purge(l)
+	f.each(o, licenses, (*DocCache[any]).Purge)
+}
+
+// each calls do with each kind's cache and each URL of that kind o leads
+// to.
+func (f *Files) each(o Origin, licenses []string, do func(*DocCache[any], string)) {
+	for _, k := range f.kinds {
+		if k.URLs == nil {
+			continue
+		}
+		for _, u := range k.URLs(o, licenses) {
+			do(f.caches[k.Name], u)
+		}
 	}
 }
 
 // RetryOwnFailures makes every file whose latest fetch failed for a
 // reason of robotsgate's own configuration due for a fetch at its next
 // request (DocCache.RetryOwnFailures); it returns how many.
-func (f *Files) RetryOwnFailures() int { return f.tdm.RetryOwnFailures() + f.rsl.RetryOwnFailures() }
+func (f *Files) RetryOwnFailures() int {
+	n := 0
+	for _, k := range f.kinds {
+		n += f.caches[k.Name].RetryOwnFailures()
+	}
+	return n
+}

@@ -282,10 +282,6 @@ func (o Origin) String() string {
 // port out: "https://example.com/robots.txt".
 func (o Origin) RobotsURL() string { return o.URL("/robots.txt") }
 
-// TDMRepURL returns the URL of o's TDMRep file (TDM Reservation Protocol):
-// its /.well-known/tdmrep.json.
-func (o Origin) TDMRepURL() string { return o.URL("/.well-known/tdmrep.json") }
-
 // LicenseURL returns the URL a License line of o's robots.txt names (RSL
 // 1.0): an absolute http or https URL as written; a path ("/license.xml")
 // or a scheme-relative reference ("//cdn.example/l.xml") resolved against

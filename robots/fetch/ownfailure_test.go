@@ -122,12 +122,13 @@ func TestRetryOwnFailures(t *testing.T) {
 	clock := newFakeClock()
 	fetcher := NewFetcher(FetcherOptions{Transport: tr, Now: clock.Now})
 	c := newTestCache(t, clock, CacheOptions{Fetcher: fetcher})
-	files := NewFiles(FilesOptions{Fetcher: fetcher, Now: clock.Now})
+	tdm := FileKind{Name: "tdmrep.json", Parse: func(_ string, body []byte) (any, error) { return body, nil }}
+	files := NewFiles(FilesOptions{Fetcher: fetcher, Now: clock.Now, Kinds: []FileKind{tdm}})
 
 	if a := mustGet(t, c, o); a.LastKind != "tls-verify" {
 		t.Fatalf("robots.txt without the site's CA: %+v; want tls-verify", a)
 	}
-	if d, err := files.TDMRep(t.Context(), o); err != nil || d.Outcome != Unreachable {
+	if d, err := files.Get(t.Context(), tdm.Name, o.URL("/.well-known/tdmrep.json")); err != nil || d.Outcome != Unreachable {
 		t.Fatalf("tdmrep.json without the site's CA: %+v, %v; want unreachable", d, err)
 	}
 	if a := mustGet(t, c, od); a.LastStatus != http.StatusServiceUnavailable {
@@ -143,7 +144,7 @@ func TestRetryOwnFailures(t *testing.T) {
 	if a := mustGet(t, c, o); a.Entry == nil || a.Entry.Rules.Allowed("Bot", "http://h/private") {
 		t.Errorf("robots.txt after RetryOwnFailures: %+v; want the rules, fetched at once", a)
 	}
-	if d, err := files.TDMRep(t.Context(), o); err != nil || d.Outcome != Fetched {
+	if d, err := files.Get(t.Context(), tdm.Name, o.URL("/.well-known/tdmrep.json")); err != nil || d.Outcome != Fetched {
 		t.Errorf("tdmrep.json after RetryOwnFailures: %+v, %v; want fetched at once", d, err)
 	}
 	fetches := c.Stats().Fetches

@@ -1,4 +1,4 @@
-package robots
+package usage
 
 // A parser of structured-field dictionaries (RFC 9651 section 4.2.2), as
 // much as aipref's Content-Usage needs: members are read whole (inner

@@ -1,4 +1,4 @@
-package robots
+package usage
 
 import "strings"
 
@@ -36,11 +36,11 @@ var valuedDirectives = [...]string{"max-snippet", "max-image-preview", "max-vide
 // noindex"): that run applies only when the crawler is obeyed (ASCII case
 // ignored). Lines combine as statements do, a refusal on any line
 // refusing. Each verdict's Statement is "x-robots-tag: <the line>",
-// lower-cased.
+// lower-cased, and its Source FromHeader.
 func RobotsTagUsage(values []string, tokens []string, image bool) Usage {
 	var u Usage
 	for _, line := range values {
-		var st [numPurposes]UsageState
+		var st States
 		applies := true // no crawler named yet: every crawler
 		for item := range strings.SplitSeq(line, ",") {
 			item = strings.TrimSpace(item)
@@ -52,7 +52,7 @@ func RobotsTagUsage(values []string, tokens []string, image bool) Usage {
 				directiveUsage(item, image, &st)
 			}
 		}
-		setUsage(&u, st, fieldRobotsTag+": "+strings.ToLower(line))
+		setUsage(&u, st, fieldRobotsTag+": "+strings.ToLower(line), FromHeader)
 	}
 	return u
 }
@@ -62,15 +62,15 @@ func RobotsTagUsage(values []string, tokens []string, image bool) Usage {
 // crawler) or one of the tokens (that crawler), whose content lists robots
 // directives, or "tdm-reservation" (TDMRep: "1" refuses ai-train and
 // ai-input). Names are compared ignoring ASCII case. Each verdict's
-// Statement is "meta <name>: <content>", lower-cased. An HTML page is no
-// image: noimageai says nothing of it.
+// Statement is "meta <name>: <content>", lower-cased, and its Source
+// FromMeta. An HTML page is no image: noimageai says nothing of it.
 func MetaUsage(name, content string, tokens []string) Usage {
 	var u Usage
 	name = strings.TrimSpace(name)
-	var st [numPurposes]UsageState
+	var st States
 	switch {
 	case strings.EqualFold(name, "tdm-reservation"):
-		st = parseTDMReservation(content)
+		st = ParseTDMReservation(content)
 	case strings.EqualFold(name, "robots") || obeys(tokens, name):
 		for item := range strings.SplitSeq(content, ",") {
 			directiveUsage(strings.TrimSpace(item), false, &st)
@@ -78,12 +78,12 @@ func MetaUsage(name, content string, tokens []string) Usage {
 	default:
 		return u
 	}
-	setUsage(&u, st, "meta "+strings.ToLower(name)+": "+strings.ToLower(strings.TrimSpace(content)))
+	setUsage(&u, st, "meta "+strings.ToLower(name)+": "+strings.ToLower(strings.TrimSpace(content)), FromMeta)
 	return u
 }
 
 // directiveUsage folds what one robots directive says of usage into st.
-func directiveUsage(d string, image bool, st *[numPurposes]UsageState) {
+func directiveUsage(d string, image bool, st *States) {
 	switch {
 	case strings.EqualFold(d, "noai"):
 		st[AITrain], st[AIInput] = Refused, Refused
@@ -96,12 +96,12 @@ func directiveUsage(d string, image bool, st *[numPurposes]UsageState) {
 	}
 }
 
-// setUsage records st, stated by statement, in u, a refusal winning over
-// what u holds.
-func setUsage(u *Usage, st [numPurposes]UsageState, statement string) {
+// setUsage records st, stated by statement from source, in u, a refusal
+// winning over what u holds.
+func setUsage(u *Usage, st States, statement string, source SourceID) {
 	for p, s := range st {
 		if s > u[p].State {
-			u[p] = UsageVerdict{State: s, Statement: statement}
+			u[p] = Verdict{State: s, Statement: statement, Source: source}
 		}
 	}
 }

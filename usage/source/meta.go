@@ -1,21 +1,22 @@
-package robots
+package source
 
 import (
 	"bytes"
 	"strings"
 
+	"github.com/robotsgate/robotsgate/usage"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 )
 
 // HeadUsage reads the head of an HTML page, page being its first bytes
 // (robotsgate reads at most 64 KiB), and returns the usage preferences of
-// its <meta> elements (see MetaUsage) for a request that obeys tokens.
+// its <meta> elements (see usage.MetaUsage) for a request that obeys tokens.
 // done reports whether the head ended within page (its end tag, a <body>,
 // or anything only a body holds: the rest of the page can state nothing
 // more). The page is read as browsers read it, and never fails: what does
 // not parse is skipped, and a tag cut at the end of page is not read.
-func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
+func HeadUsage(page []byte, tokens []string) (u usage.Usage, done bool) {
 	// A byte order mark is no text: browsers drop it.
 	z := html.NewTokenizer(bytes.NewReader(bytes.TrimPrefix(page, []byte("\xEF\xBB\xBF"))))
 	inText := false // in a title, style, script or the like: its text is the head's
@@ -73,7 +74,7 @@ func HeadUsage(page []byte, tokens []string) (u Usage, done bool) {
 }
 
 // metaUsage reads the name and content of the <meta> element z is at.
-func metaUsage(z *html.Tokenizer, tokens []string) Usage {
+func metaUsage(z *html.Tokenizer, tokens []string) usage.Usage {
 	var name, content string
 	for {
 		k, v, more := z.TagAttr()
@@ -88,7 +89,7 @@ func metaUsage(z *html.Tokenizer, tokens []string) Usage {
 		}
 	}
 	if name == "" {
-		return Usage{}
+		return usage.Usage{}
 	}
-	return MetaUsage(name, content, tokens)
+	return usage.MetaUsage(name, content, tokens)
 }

@@ -1,4 +1,4 @@
-package robots
+package source
 
 import (
 	"encoding/json"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // TDMRep is a site's /.well-known/tdmrep.json (TDM Reservation Protocol,
@@ -39,11 +42,7 @@ const maxTDMRules = 10_000
 // protocol treats an error: as no reservation. A body that is not a JSON
 // array of objects is an error wrapping ErrTDMRep. With WithNormalization,
 // locations are normalised as a proxy normalises request paths.
-func ParseTDMRep(body []byte, opts ...Option) (*TDMRep, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+func ParseTDMRep(body []byte, opts ...robots.Option) (*TDMRep, error) {
 	var raw []map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTDMRep, err)
@@ -63,13 +62,7 @@ func ParseTDMRep(body []byte, opts ...Option) (*TDMRep, error) {
 		}
 		var policy string
 		json.Unmarshal(m["tdm-policy"], &policy) // optional: absent or not a string is none
-		var b strings.Builder
-		writeEscapedPattern(&b, []byte(loc))
-		pattern := b.String()
-		if o.normalize {
-			pattern = normalize(pattern, true)
-		}
-		t.rules = append(t.rules, tdmRule{location: loc, pattern: pattern, reserved: reserved, policy: policy})
+		t.rules = append(t.rules, tdmRule{location: loc, pattern: robots.Pattern(loc, opts...), reserved: reserved, policy: policy})
 	}
 	return t, nil
 }
@@ -96,24 +89,24 @@ func tdmReservation(v json.RawMessage) (reserved, ok bool) {
 // a reservation refuses ai-train and ai-input, and "tdm-reservation": 0
 // grants them. The Statement is "tdmrep.json: <location>
 // tdm-reservation=<0|1>". A nil TDMRep states nothing.
-func (t *TDMRep) Usage(path string) Usage {
+func (t *TDMRep) Usage(path string) usage.Usage {
 	u, _ := t.UsageWithin(path, nil)
 	return u
 }
 
 // UsageWithin is Usage under budget b: it reports false, with an
 // unreliable answer, when b runs out.
-func (t *TDMRep) UsageWithin(path string, b *Budget) (Usage, bool) {
-	var u Usage
+func (t *TDMRep) UsageWithin(path string, b *robots.Budget) (usage.Usage, bool) {
+	var u usage.Usage
 	r := t.decide(path, b)
 	if r == nil {
 		return u, !b.Exhausted()
 	}
-	v := UsageVerdict{State: Granted, Statement: "tdmrep.json: " + r.location + " tdm-reservation=0"}
+	v := usage.Verdict{State: usage.Granted, Statement: "tdmrep.json: " + r.location + " tdm-reservation=0", Source: usage.FromTDMRep}
 	if r.reserved {
-		v.State, v.Statement = Refused, "tdmrep.json: "+r.location+" tdm-reservation=1"
+		v.State, v.Statement = usage.Refused, "tdmrep.json: "+r.location+" tdm-reservation=1"
 	}
-	u[AITrain], u[AIInput] = v, v
+	u[usage.AITrain], u[usage.AIInput] = v, v
 	return u, !b.Exhausted()
 }
 
@@ -122,8 +115,8 @@ func (t *TDMRep) UsageWithin(path string, b *Budget) (Usage, bool) {
 // Refused when an entry's location matches every path ("/", "/*", "*")
 // and every entry reserves (the first whole-site entry's statement is the
 // evidence); Unstated otherwise.
-func (t *TDMRep) UsageEverywhere() Usage {
-	var u Usage
+func (t *TDMRep) UsageEverywhere() usage.Usage {
+	var u usage.Usage
 	if t == nil {
 		return u
 	}
@@ -133,13 +126,13 @@ func (t *TDMRep) UsageEverywhere() Usage {
 		if !r.reserved {
 			return u
 		}
-		if whole == nil && matchesEverything(r.pattern) {
+		if whole == nil && robots.MatchesEverything(r.pattern) {
 			whole = r
 		}
 	}
 	if whole != nil {
-		v := UsageVerdict{State: Refused, Statement: "tdmrep.json: " + whole.location + " tdm-reservation=1"}
-		u[AITrain], u[AIInput] = v, v
+		v := usage.Verdict{State: usage.Refused, Statement: "tdmrep.json: " + whole.location + " tdm-reservation=1", Source: usage.FromTDMRep}
+		u[usage.AITrain], u[usage.AIInput] = v, v
 	}
 	return u
 }
@@ -155,21 +148,21 @@ func (t *TDMRep) Policy(path string) string {
 
 // decide returns the entry that decides for path, under budget b; nil if
 // none matches (or t is nil).
-func (t *TDMRep) decide(path string, b *Budget) *tdmRule {
+func (t *TDMRep) decide(path string, b *robots.Budget) *tdmRule {
 	if t == nil {
 		return nil
 	}
 	var best *tdmRule
-	sr := search{path: path, w: b}
+	sr := robots.NewPathMatcher(path, b)
 	for i := range t.rules {
 		r := &t.rules[i]
 		if best != nil && (len(r.pattern) < len(best.pattern) || len(r.pattern) == len(best.pattern) && !r.reserved) {
 			continue
 		}
-		if !b.spend(ruleCost + len(r.pattern)) {
+		if !b.SpendPattern(r.pattern) {
 			return best
 		}
-		if sr.patternMatches(r.pattern) {
+		if sr.Matches(r.pattern) {
 			best = r
 		}
 	}

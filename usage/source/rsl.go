@@ -1,4 +1,4 @@
-package robots
+package source
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage"
 	"golang.org/x/net/idna"
 )
 
@@ -39,7 +41,7 @@ type rslContent struct {
 type rslLicense struct {
 	permits, prohibits   string
 	hasPermits           bool
-	permitted, forbidden [numPurposes]bool
+	permitted, forbidden [usage.NumPurposes]bool
 }
 
 // ErrRSL is wrapped by ParseRSL's errors: the document is not an RSL
@@ -60,11 +62,7 @@ const (
 // (what that means for a request is the caller's: robotsgate refuses AI
 // purposes under a licence it cannot read). With WithNormalization, content
 // patterns are normalised as a proxy normalises request paths.
-func ParseRSL(url string, body []byte, opts ...Option) (*RSL, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+func ParseRSL(url string, body []byte, opts ...robots.Option) (*RSL, error) {
 	d := xml.NewDecoder(bytes.NewReader(body))
 	d.Strict = true
 	d.Entity = nil // the five predefined entities only: no expansion to blow up
@@ -75,7 +73,7 @@ func ParseRSL(url string, body []byte, opts ...Option) (*RSL, error) {
 		content *rslContent
 		license *rslLicense
 		field   *string // the permits or prohibits list being read
-		purpose *[numPurposes]bool
+		purpose *[usage.NumPurposes]bool
 	)
 	for {
 		tok, err := d.Token()
@@ -106,11 +104,8 @@ func ParseRSL(url string, body []byte, opts ...Option) (*RSL, error) {
 				if c.url == "" {
 					continue
 				}
-				c.origin, c.pattern = splitContentURL(c.url)
+				c.origin, c.pattern = splitContentURL(c.url, opts)
 				c.wildcard = strings.Contains(c.origin, "*")
-				if o.normalize && c.pattern != "" {
-					c.pattern = normalize(c.pattern, true)
-				}
 				l.contents = append(l.contents, c)
 				content = &l.contents[len(l.contents)-1]
 			case depth == 3 && name == "license" && content != nil:
@@ -161,8 +156,9 @@ func attr(t xml.StartElement, name string) string {
 
 // splitContentURL splits a <content> url into the origin it names, if it
 // is absolute ("https://example.com:443/news/*" gives "https://example.com"
-// and "/news/*"), and its path pattern, escaped as robots.txt patterns are.
-func splitContentURL(u string) (origin, pattern string) {
+// and "/news/*"), and its path pattern, as robots.Pattern holds it under
+// opts.
+func splitContentURL(u string, opts []robots.Option) (origin, pattern string) {
 	path := u
 	if scheme, rest, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, "/*") {
 		authority, p, _ := strings.Cut(rest, "/")
@@ -171,9 +167,7 @@ func splitContentURL(u string) (origin, pattern string) {
 		}
 		origin, path = canonicalOrigin(scheme, authority), "/"+p
 	}
-	var b strings.Builder
-	writeEscapedPattern(&b, []byte(path))
-	return origin, b.String()
+	return origin, robots.Pattern(path, opts...)
 }
 
 // canonicalOrigin returns "scheme://host[:port]" as a proxy names the
@@ -225,8 +219,8 @@ func isASCII(s string) bool {
 
 // appliesTo reports whether c applies to origin (matchesOrigin), spending
 // its cost from b; ok is false when b ran out.
-func (c *rslContent) appliesTo(origin string, b *Budget) (applies, ok bool) {
-	if !b.spend(ruleCost + len(c.pattern)) {
+func (c *rslContent) appliesTo(origin string, b *robots.Budget) (applies, ok bool) {
+	if !b.SpendPattern(c.pattern) {
 		return false, false
 	}
 	applies = c.matchesOrigin(origin, b)
@@ -239,14 +233,14 @@ func (c *rslContent) appliesTo(origin string, b *Budget) (applies, ok bool) {
 // to every origin its pattern matches ("https://*.example.com" matches
 // "https://cdn.example.com", not "https://example.com"). The cost is
 // spent from b.
-func (c *rslContent) matchesOrigin(o string, b *Budget) bool {
+func (c *rslContent) matchesOrigin(o string, b *robots.Budget) bool {
 	switch {
 	case c.origin == "":
 		return true
 	case !c.wildcard:
 		return c.origin == o
 	}
-	return b.spend(len(c.origin)*strings.Count(c.origin, "*")+len(o)) && globMatch(c.origin, o)
+	return b.Spend(len(c.origin)*strings.Count(c.origin, "*")+len(o)) && globMatch(c.origin, o)
 }
 
 // globMatch reports whether s matches pattern, in which "*" matches any
@@ -278,18 +272,18 @@ func globMatch(pattern, s string) bool {
 // rslPurposes returns the purposes an RSL usage value names: "all" every
 // one, "ai-all" ai-train and ai-input, "ai-train", "ai-input", "ai-index"
 // (ai-input: an index built for AI answers), and "search".
-func rslPurposes(v string) []Purpose {
+func rslPurposes(v string) []usage.Purpose {
 	switch strings.ToLower(v) {
 	case "all":
-		return []Purpose{AITrain, AIInput, Search}
+		return []usage.Purpose{usage.AITrain, usage.AIInput, usage.Search}
 	case "ai-all":
-		return []Purpose{AITrain, AIInput}
+		return []usage.Purpose{usage.AITrain, usage.AIInput}
 	case "ai-train":
-		return []Purpose{AITrain}
+		return []usage.Purpose{usage.AITrain}
 	case "ai-input", "ai-index":
-		return []Purpose{AIInput}
+		return []usage.Purpose{usage.AIInput}
 	case "search":
-		return []Purpose{Search}
+		return []usage.Purpose{usage.Search}
 	}
 	return nil
 }
@@ -309,21 +303,21 @@ func rslPurposes(v string) []Purpose {
 // "rsl <url>: prohibits usage <values>", "rsl <url>: permits usage
 // <values>" and "rsl <url>: license server <server>". A nil RSL states
 // nothing.
-func (l *RSL) Usage(scheme, host, path string, licensed bool) Usage {
+func (l *RSL) Usage(scheme, host, path string, licensed bool) usage.Usage {
 	u, _ := l.UsageWithin(scheme, host, path, licensed, nil)
 	return u
 }
 
 // UsageWithin is Usage under budget b: it reports false, with an
 // unreliable answer, when b runs out.
-func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (Usage, bool) {
-	var u Usage
+func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *robots.Budget) (usage.Usage, bool) {
+	var u usage.Usage
 	if l == nil {
 		return u, true
 	}
 	origin := scheme + "://" + host
 	var best *rslContent
-	sr := search{path: path, w: b}
+	sr := robots.NewPathMatcher(path, b)
 	for i := range l.contents {
 		c := &l.contents[i]
 		if best != nil && len(c.pattern) <= len(best.pattern) {
@@ -333,7 +327,7 @@ func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (
 		if !ok {
 			return u, false
 		}
-		if applies && sr.patternMatches(c.pattern) {
+		if applies && sr.Matches(c.pattern) {
 			best = c
 		}
 	}
@@ -349,14 +343,14 @@ func (l *RSL) UsageWithin(scheme, host, path string, licensed bool, b *Budget) (
 // origin matches every path ("/", "/*", "*") and every content element of
 // the origin refuses it (the first such element's statement is the
 // evidence); Unstated otherwise. b bounds the work as for UsageWithin.
-func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *Budget) (Usage, bool) {
-	var u Usage
+func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *robots.Budget) (usage.Usage, bool) {
+	var u usage.Usage
 	if l == nil {
 		return u, true
 	}
 	origin := scheme + "://" + host
-	var refused [numPurposes]int // elements of the origin that refuse each purpose
-	var first [numPurposes]UsageVerdict
+	var refused [usage.NumPurposes]int // elements of the origin that refuse each purpose
+	var first [usage.NumPurposes]usage.Verdict
 	all, whole := 0, false
 	for i := range l.contents {
 		c := &l.contents[i]
@@ -368,10 +362,10 @@ func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *Budget) (Us
 			continue
 		}
 		all++
-		whole = whole || matchesEverything(c.pattern)
+		whole = whole || robots.MatchesEverything(c.pattern)
 		cu := l.contentUsage(c, licensed)
-		for p := range numPurposes {
-			if cu[p].State == Refused {
+		for p := range usage.NumPurposes {
+			if cu[p].State == usage.Refused {
 				if refused[p] == 0 {
 					first[p] = cu[p]
 				}
@@ -380,7 +374,7 @@ func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *Budget) (Us
 		}
 	}
 	if whole {
-		for p := range numPurposes {
+		for p := range usage.NumPurposes {
 			if refused[p] == all {
 				u[p] = first[p]
 			}
@@ -390,10 +384,10 @@ func (l *RSL) UsageEverywhere(scheme, host string, licensed bool, b *Budget) (Us
 }
 
 // contentUsage is what content element c says of each purpose (see Usage).
-func (l *RSL) contentUsage(c *rslContent, licensed bool) Usage {
-	var u Usage
+func (l *RSL) contentUsage(c *rslContent, licensed bool) usage.Usage {
+	var u usage.Usage
 	prefix := "rsl " + l.url + ": "
-	for p := range numPurposes {
+	for p := range usage.NumPurposes {
 		var refusal, grant string
 		permitsListed := false
 		for _, lic := range c.licenses {
@@ -410,13 +404,13 @@ func (l *RSL) contentUsage(c *rslContent, licensed bool) Usage {
 		}
 		switch {
 		case refusal != "":
-			u[p] = UsageVerdict{State: Refused, Statement: refusal}
+			u[p] = usage.Verdict{State: usage.Refused, Statement: refusal, Source: usage.FromRSL}
 		case grant == "" && permitsListed:
-			u[p] = UsageVerdict{State: Refused, Statement: prefix + "permits usage " + c.permitsList()}
-		case c.server != "" && !licensed && p != Search:
-			u[p] = UsageVerdict{State: Refused, Statement: prefix + "license server " + c.server}
+			u[p] = usage.Verdict{State: usage.Refused, Statement: prefix + "permits usage " + c.permitsList(), Source: usage.FromRSL}
+		case c.server != "" && !licensed && p != usage.Search:
+			u[p] = usage.Verdict{State: usage.Refused, Statement: prefix + "license server " + c.server, Source: usage.FromRSL}
 		case grant != "":
-			u[p] = UsageVerdict{State: Granted, Statement: grant}
+			u[p] = usage.Verdict{State: usage.Granted, Statement: grant, Source: usage.FromRSL}
 		}
 	}
 	return u

@@ -1,0 +1,165 @@
+package usage
+
+import "strings"
+
+// The values statements are written in, which robots.txt lines and
+// response headers share: Content-Usage (an aipref structured-field
+// dictionary), Content-Signal, and TDMRep's tdm-reservation.
+
+const (
+	fieldUsage  = "content-usage"
+	fieldSignal = "content-signal"
+)
+
+// HeaderUsage reads the usage preferences of one response header: name is
+// Content-Usage (an aipref structured-field dictionary), Content-Signal, or
+// TDM-Reservation (TDMRep: "1" refuses ai-train and ai-input, "0" allows
+// them), compared case-insensitively; values are the header's field lines.
+// Each line is read on its own and the answers combine as statements do,
+// most restrictive first: a refusal on any line refuses, whatever another
+// line grants. Any other name, or a line that does not parse, states
+// nothing. Each verdict's Statement is "<name lower-case>: <values joined
+// by ", ">", and its Source FromHeader.
+func HeaderUsage(name string, values []string) Usage {
+	var u Usage
+	var field string
+	switch {
+	case len(values) == 0:
+		return u
+	case strings.EqualFold(name, fieldUsage):
+		field = fieldUsage
+	case strings.EqualFold(name, fieldSignal):
+		field = fieldSignal
+	case strings.EqualFold(name, "tdm-reservation"):
+		field = "tdm-reservation"
+	default:
+		return u
+	}
+	var st States
+	for _, v := range values {
+		var line States
+		switch field {
+		case fieldUsage:
+			line, _ = ParseContentUsage(v)
+		case fieldSignal:
+			line, _ = ParseContentSignal(v)
+		default:
+			line = ParseTDMReservation(v)
+		}
+		for p := range st {
+			st[p] = max(st[p], line[p])
+		}
+	}
+	return Of(st, field+": "+strings.Join(values, ", "), FromHeader)
+}
+
+// ParseTDMReservation reads a tdm-reservation field line: "1" reserves
+// text and data mining rights (refusing ai-train and ai-input), "0" does
+// not. A list ("1, 0") reserves if any member does; a member is read up to
+// its first byte that is not a digit, so "1 ;" reads as "1".
+func ParseTDMReservation(v string) (st States) {
+	for member := range strings.SplitSeq(v, ",") {
+		member = strings.TrimSpace(member)
+		n := 0
+		for n < len(member) && member[n] >= '0' && member[n] <= '9' {
+			n++
+		}
+		var s State
+		switch member[:n] {
+		case "1":
+			s = Refused
+		case "0":
+			s = Granted
+		default:
+			continue
+		}
+		st[AITrain], st[AIInput] = max(st[AITrain], s), max(st[AIInput], s)
+	}
+	return st
+}
+
+// ParseContentUsage reads an aipref preference list, a structured-field
+// dictionary (RFC 9651): "train-ai=n, search=y". Keys name categories of
+// the IETF aipref vocabulary (draft-ietf-aipref-vocab-07: train-ai and
+// search), and, read leniently, those of its earlier drafts: train-genai
+// (a part of training, read as train-ai: a crawler that trains cannot
+// show it trains no generative model), ai-use (as ai-input), and bots
+// (automated processing, every purpose, which a category of its own
+// overrides, as the vocabulary nests them); other keys are ignored. A
+// value other than the token y or n is ignored; a key given twice keeps
+// its most restrictive value; a dictionary that does not parse states
+// nothing, and ok is false.
+func ParseContentUsage(value string) (st States, ok bool) {
+	var all State // bots=: every purpose, where no category of its own says otherwise
+	ok = parseDictionary(value, func(key string, tok string) {
+		var v State
+		switch tok {
+		case "y":
+			v = Granted
+		case "n":
+			v = Refused
+		default:
+			return
+		}
+		// A key given twice keeps its most restrictive value (where a
+		// structured field would keep the last): a site that writes both
+		// "n" and "y" has refused.
+		switch key {
+		case "train-ai", "train-genai":
+			st[AITrain] = max(st[AITrain], v)
+		case "ai-use":
+			st[AIInput] = max(st[AIInput], v)
+		case "search":
+			st[Search] = max(st[Search], v)
+		case "bots":
+			all = max(all, v)
+		}
+	})
+	if !ok {
+		return States{}, false
+	}
+	for p := range st {
+		if st[p] == Unstated {
+			st[p] = all
+		}
+	}
+	return st, true
+}
+
+// ParseContentSignal reads Content-Signal preferences: "key=yes|no"
+// separated by commas (or semicolons, as some sites write them), keys search, ai-input
+// and ai-train, names and values compared case-insensitively and values
+// quoted or not; and use=, returned as written. Members that do not read
+// are skipped: Content-Signal is not a structured field. A key given twice
+// keeps its most restrictive value.
+func ParseContentSignal(value string) (st States, use string) {
+	for member := range strings.FieldsFuncSeq(value, func(r rune) bool { return r == ',' || r == ';' }) {
+		k, v, found := strings.Cut(member, "=")
+		if !found {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
+		if strings.EqualFold(k, "use") {
+			use = v
+			continue
+		}
+		var p Purpose
+		switch {
+		case strings.EqualFold(k, "ai-train"):
+			p = AITrain
+		case strings.EqualFold(k, "ai-input"):
+			p = AIInput
+		case strings.EqualFold(k, "search"):
+			p = Search
+		default:
+			continue
+		}
+		switch {
+		case strings.EqualFold(v, "yes"):
+			st[p] = max(st[p], Granted)
+		case strings.EqualFold(v, "no"):
+			st[p] = Refused
+		}
+	}
+	return st, use
+}
