@@ -82,9 +82,15 @@ type Phase uint8
 
 // The phases.
 const (
-	// BeforeSend: judged before the request is sent; a refusal refuses it
-	// (robots.txt's statements, RSL licences).
+	// BeforeSend: judged before the request is sent, once robots.txt
+	// allowed it; a refusal refuses it (RSL licences).
 	BeforeSend Phase = iota
+	// WithRules: judged beside robots.txt's rules (docs/decision.md step
+	// 7), token by token under the rules' own work bound, whatever they
+	// decide (the verdicts are the decision's evidence); a refusal refuses
+	// a request the rules allow (robots.txt's Content-Usage and
+	// Content-Signal lines).
+	WithRules
 	// Reserve: judged before the request is sent, and a refusal held for
 	// the response, which may lift it by stating a reservation of its own
 	// (tdmrep.json: a response's tdm-reservation overrides the file's).
@@ -95,11 +101,13 @@ const (
 	OnResponse
 )
 
-// String returns "before-send", "reserve" or "on-response".
+// String returns "before-send", "with-rules", "reserve" or "on-response".
 func (ph Phase) String() string {
 	switch ph {
 	case BeforeSend:
 		return "before-send"
+	case WithRules:
+		return "with-rules"
 	case Reserve:
 		return "reserve"
 	case OnResponse:

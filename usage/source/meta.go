@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"context"
 	"strings"
 
 	"github.com/robotsgate/robotsgate/usage"
@@ -92,4 +93,20 @@ func metaUsage(z *html.Tokenizer, tokens []string) usage.Usage {
 		return usage.Usage{}
 	}
 	return usage.MetaUsage(name, content, tokens)
+}
+
+// metaSource is an HTML page's head: what its <meta> elements say
+// (usage.MetaUsage), as the proxy's head reader found them, or its
+// refusal of a head it could not read (Input.Head).
+type metaSource struct{}
+
+func (metaSource) ID() usage.SourceID { return usage.FromMeta }
+
+func (metaSource) Phase() usage.Phase { return usage.OnResponse }
+
+func (metaSource) Judge(_ context.Context, in *Input) (usage.Usage, error) {
+	if in.Head == nil {
+		return usage.Usage{}, nil
+	}
+	return *in.Head, nil
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
 	"golang.org/x/net/idna"
 )
@@ -441,4 +443,95 @@ func (l *RSL) Len() int {
 		return 0
 	}
 	return len(l.contents)
+}
+
+// MaxLicenses is how many of a robots.txt's License lines are read: a
+// site names one, or a few.
+const MaxLicenses = 4
+
+// rslSource is the RSL licences a site's robots.txt names on License
+// lines, which refuse before the request leaves, as robots.txt's own
+// statements do. A licence that cannot be read refuses ai-train and
+// ai-input: RSL asks crawlers to comply with its terms before they use
+// the content, which no one can do with terms unread.
+type rslSource struct{}
+
+func (rslSource) ID() usage.SourceID { return usage.FromRSL }
+
+func (rslSource) Phase() usage.Phase { return usage.BeforeSend }
+
+func (rslSource) FileKind(opts ...robots.Option) fetch.FileKind {
+	return fetch.FileKind{
+		Name: KindRSL, Accept: "application/rsl+xml, application/xml;q=0.9, */*;q=0.5",
+		Parse: func(url string, body []byte) (any, error) { return ParseRSL(url, body, opts...) },
+		URLs:  func(_ fetch.Origin, licenses []string) []string { return licenses },
+	}
+}
+
+// Judge combines what each licence says of the request: of every path of
+// in.Paths, or, Everywhere, of every path of the origin.
+func (rslSource) Judge(ctx context.Context, in *Input) (usage.Usage, error) {
+	var all usage.Usage
+	if in.Rules == nil || in.Files == nil { // no robots.txt (4xx, or unreachable past its limit): no License line
+		return all, nil
+	}
+	for i, lic := range in.Rules.Licenses() {
+		u, err := judgeLicense(ctx, in, i, lic)
+		if err != nil {
+			return all, err
+		}
+		all.Combine(&u)
+	}
+	return all, nil
+}
+
+// judgeLicense answers for the licence the i-th License line, lic, names.
+func judgeLicense(ctx context.Context, in *Input, i int, lic string) (usage.Usage, error) {
+	url, readable := in.Origin.LicenseURL(lic)
+	switch {
+	case !readable:
+		// A licence robotsgate cannot fetch (RSL names http and https
+		// URLs): terms unread.
+		return usage.RefuseAI("rsl "+lic+": unread (not an http or https URL)", usage.FromRSL), nil
+	case i >= MaxLicenses:
+		// More licences than robotsgate reads: terms unread.
+		return usage.RefuseAI("rsl "+lic+": unread (more than "+fmt.Sprint(MaxLicenses)+" License lines)", usage.FromRSL), nil
+	}
+	doc, err := in.Files.Get(ctx, KindRSL, url)
+	if fe := unanswered("RSL licence "+url, doc, err); fe != nil {
+		return usage.Usage{}, fe
+	}
+	if !doc.Good() {
+		why := doc.Err
+		if doc.ParseErr != nil {
+			why = doc.ParseErr.Error()
+		}
+		if why == "" {
+			why = fmt.Sprintf("status %d", doc.Status)
+		}
+		return usage.RefuseAI("rsl "+url+": unreadable ("+why+")", usage.FromRSL), nil
+	}
+	l := doc.Value.(*RSL)
+	if in.Everywhere {
+		u, ok := l.UsageEverywhere(in.Origin.Scheme, in.Origin.Authority(), false, in.Budget)
+		return u, costly(ok, url)
+	}
+	var u usage.Usage
+	for _, path := range in.Paths {
+		v, ok := l.UsageWithin(in.Origin.Scheme, in.Origin.Authority(), path, false, in.Budget)
+		if !ok {
+			return usage.Usage{}, costly(false, url)
+		}
+		u.Combine(&v)
+	}
+	return u, nil
+}
+
+// costly is the CostError of the licence at url when judging it ran out of
+// budget (!ok); nil otherwise.
+func costly(ok bool, url string) error {
+	if ok {
+		return nil
+	}
+	return &CostError{What: "the RSL licence " + url}
 }

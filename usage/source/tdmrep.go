@@ -1,13 +1,16 @@
 package source
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
 )
 
@@ -175,4 +178,66 @@ func (t *TDMRep) Len() int {
 		return 0
 	}
 	return len(t.rules)
+}
+
+// tdmrepSource is the site's /.well-known/tdmrep.json, read for a request
+// that declares ai-train or ai-input, the purposes it can refuse. Fetched
+// before the request is sent, its reservation is held for the response,
+// which lifts it by stating a tdm-reservation of its own (Lifts). A file
+// that cannot be read reserves nothing, as the protocol reads an error;
+// but one robotsgate cut at robots.max_bytes is no error of the site's, a
+// statement robotsgate could not read: it reserves every path.
+type tdmrepSource struct{}
+
+func (tdmrepSource) ID() usage.SourceID { return usage.FromTDMRep }
+
+func (tdmrepSource) Phase() usage.Phase { return usage.Reserve }
+
+func (tdmrepSource) FileKind(opts ...robots.Option) fetch.FileKind {
+	return fetch.FileKind{
+		Name: KindTDMRep, Accept: "application/json, */*;q=0.5",
+		Parse: func(_ string, body []byte) (any, error) { return ParseTDMRep(body, opts...) },
+		URLs:  func(o fetch.Origin, _ []string) []string { return []string{TDMRepURL(o)} },
+	}
+}
+
+// Judge answers, for a path, the reservation of the first of in.Paths
+// that the file reserves for a declared purpose (nothing if none does),
+// or, Everywhere, what it reserves on every path.
+func (tdmrepSource) Judge(ctx context.Context, in *Input) (usage.Usage, error) {
+	var u usage.Usage
+	if in.Files == nil || !slices.Contains(in.Purposes, usage.AITrain) && !slices.Contains(in.Purposes, usage.AIInput) {
+		return u, nil
+	}
+	doc, err := in.Files.Get(ctx, KindTDMRep, TDMRepURL(in.Origin))
+	if fe := unanswered("tdmrep.json", doc, err); fe != nil {
+		return u, fe
+	}
+	switch {
+	case doc.Outcome == fetch.Fetched && doc.ParseErr != nil && doc.Truncated:
+		return usage.RefuseAI("tdmrep.json: unreadable (longer than robots.max_bytes)", usage.FromTDMRep), nil
+	case !doc.Good():
+		return u, nil
+	}
+	t := doc.Value.(*TDMRep)
+	if in.Everywhere {
+		return t.UsageEverywhere(), nil
+	}
+	for _, path := range in.Paths {
+		pu, ok := t.UsageWithin(path, in.Budget)
+		if !ok {
+			return u, &CostError{What: "the site's tdmrep.json"}
+		}
+		if _, _, refused := pu.Refuses(in.Purposes); refused {
+			return pu, nil
+		}
+	}
+	return u, nil
+}
+
+// Lifts reports whether the response states its own tdm-reservation: in a
+// header, or a meta element of its head.
+func (tdmrepSource) Lifts(in *Input) bool {
+	return len(in.Header["Tdm-Reservation"]) > 0 ||
+		in.Head != nil && strings.HasPrefix(in.Head[usage.AITrain].Statement, "meta tdm-reservation")
 }
