@@ -9,6 +9,7 @@ import (
 	"github.com/robotsgate/robotsgate/internal/attack"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // simpleRobots is a robots.txt of one rule.
@@ -30,7 +31,7 @@ func TestDecideWorkBounded(t *testing.T) {
 	}{{rules, attack.Path(MaxTargetBytes)}, {rules, attack.LenientPath(MaxTargetBytes)}, {simple, attack.DotsPath(MaxTargetBytes)}} {
 		path := tt.path
 		d := &Decision{Agents: Agents{one: "AnyBot"}}
-		decideRules(context.Background(), d, tt.rules, path)
+		decideRules(context.Background(), d, tt.rules, path, source.List())
 		if d.Action != ActionBadRequest || !strings.Contains(d.Reason, "work bound") {
 			t.Errorf("hostile robots.txt, 8 KiB path %.20q...: %s %q; want bad-request past the work bound", path, d.Action, d.Reason)
 		}
@@ -43,7 +44,7 @@ func TestDecideWorkBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	d := &Decision{Agents: Agents{one: "AnyBot"}}
-	decideRules(ctx, d, rules, "/a;b/%2F/c")
+	decideRules(ctx, d, rules, "/a;b/%2F/c", source.List())
 	if d.Action != ActionDisallowed || d.Reason != reasonLeft {
 		t.Errorf("client gone: %s %q; want disallowed, %q", d.Action, d.Reason, reasonLeft)
 	}
@@ -67,7 +68,7 @@ func TestDecideWorkBounded(t *testing.T) {
 		for _, tok := range []string{"*", "GPTBot"} {
 			for _, path := range paths {
 				d := &Decision{Agents: Agents{one: tok}}
-				decideRules(context.Background(), d, rules, path)
+				decideRules(context.Background(), d, rules, path, source.List())
 				worst = max(worst, d.work)
 				if strings.Contains(d.Reason, "work bound") {
 					t.Errorf("%s, %s, a %d-byte path: refused past the work bound (%d); want decided", f.Name(), tok, len(path), d.work)
@@ -115,7 +116,7 @@ func BenchmarkDecideWorstCase(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d := &Decision{Agents: Agents{one: "AnyBot"}}
-				decideRules(context.Background(), d, bc.rules, bc.path)
+				decideRules(context.Background(), d, bc.rules, bc.path, source.List())
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // Mode is [mode]: what a block does.
@@ -85,7 +86,7 @@ func Compile(c *config.Config, checks ...Check) (*Policy, error) {
 // compile checks c's values into pb, checks included, and builds the
 // Policy (which is only usable when pb holds no problem).
 func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
-	p := &Policy{cfg: *c}
+	p := &Policy{cfg: *c, sources: source.List()}
 	p.cfg.Agents, p.cfg.Sites = slices.Clone(c.Agents), slices.Clone(c.Sites)
 	p.cfg.Auth.Users = slices.Clone(c.Auth.Users)
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {

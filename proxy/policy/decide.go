@@ -346,12 +346,12 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rul
 	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
 	case r.Kind == KindConnect:
-		decideWholeOrigin(d, a, w.Now())
-		p.judgeFilesEverywhere(ctx, w, d)
+		decideWholeOrigin(d, a, w.Now(), p.sources)
+		p.judgeBeforeSend(ctx, w, d, false, true)
 	default:
-		decideAnswer(ctx, d, a, r.Target, w.Now())
+		decideAnswer(ctx, d, a, r.Target, w.Now(), p.sources)
 		d.judgeUsage()
-		p.judgeFiles(ctx, w, d, r.Kind == KindCheck)
+		p.judgeBeforeSend(ctx, w, d, r.Kind == KindCheck, false)
 	}
 }
 

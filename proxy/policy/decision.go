@@ -22,6 +22,7 @@ import (
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // An Action is what is done with a request: ActionAllowed (it goes to its
@@ -237,8 +238,9 @@ func FetchInfoOf(a fetch.Answer, now time.Time) FetchInfo {
 
 // decideAnswer decides target, a raw request target, under what the cache
 // answered for the request's origin (docs/decision.md steps 6 and 7; the caller has
-// taken care of step 4, /robots.txt). Deciding stops when ctx ends.
-func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time) {
+// taken care of step 4, /robots.txt), with the sources of srcs that judge
+// beside the rules. Deciding stops when ctx ends.
+func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time, srcs []source.Source) {
 	d.Fetch = FetchInfoOf(a, now)
 	switch e := a.Entry; {
 	case a.Unreachable && a.LastKind == "tls-verify":
@@ -256,7 +258,7 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 	case e.Rules == nil:
 		d.Action, d.Reason = ActionAllowed, reasonUnavail
 	default:
-		decideRules(ctx, d, e.Rules, target)
+		decideRules(ctx, d, e.Rules, target, srcs)
 	}
 }
 
@@ -264,14 +266,16 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 // answered (docs/decision.md step 9), where paths cannot be seen: refused when the
 // rules shut out every path for some obeyed token (or robots.txt is
 // unreachable with no copy, or refused under auth_errors = "disallow"),
-// else opened.
-func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
-	decideAnswer(context.Background(), d, a, "/", now)
+// else opened. The sources of srcs that judge beside the rules say what
+// they refuse on every path, for each token.
+func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time, srcs []source.Source) {
+	decideAnswer(context.Background(), d, a, "/", now, nil)
 	if d.Action != ActionDisallowed && d.Action != ActionAllowed || a.Entry == nil || a.Entry.Rules == nil {
 		return
 	}
 	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
 	d.Usage = usage.Usage{}
+	in := &source.Input{Origin: d.Origin, Purposes: d.Purposes.List(), Everywhere: true, Rules: a.Entry.Rules}
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := a.Entry.Rules.Group(tok)
@@ -279,8 +283,9 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time) {
 			d.Action, d.Reason, d.Token, d.Verdict = ActionDisallowed, reasonEveryPath, tok, g.Test("/")
 			return
 		}
-		u := g.UsageEverywhere()
-		if _, _, refused := u.Refuses(d.Purposes.List()); refused && d.Token == "" {
+		in.Token = tok
+		u := judgeWithRules(srcs, in)
+		if _, _, refused := u.Refuses(in.Purposes); refused && d.Token == "" {
 			d.Token = tok // the first token whose statements refuse
 		}
 		d.Usage.Combine(&u)
@@ -318,8 +323,11 @@ func (d *Decision) Work() int64 { return d.work }
 // none in the common case): one disallowed reading blocks the request as
 // ambiguous, with that reading's verdict as evidence. The work of it all
 // is bounded by DecideWork: past it, the request is refused. It stops
-// when ctx ends (the client left), refused too.
-func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw string) {
+// when ctx ends (the client left), refused too. The sources of srcs that
+// judge beside the rules (robots.txt's own usage statements) judge each
+// token's group on the same readings under the same bound, when the
+// request declares purposes or check explains it.
+func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw string, srcs []source.Source) {
 	target := robots.Normalize(raw) // raw itself in the common case
 	budget := robots.MakeBudget(DecideWork)
 	w := &budget
@@ -328,14 +336,19 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		readings = append(readings, r)
 	}
 	noGroup, ambiguous := false, ""
-	wantUsage := d.Purposes != 0 || d.explain
+	var in *source.Input // for the sources that judge beside the rules; nil: not asked for
+	if d.Purposes != 0 || d.explain {
+		in = &source.Input{Origin: d.Origin, Purposes: d.Purposes.List(), Paths: append([]string{target}, readings...), Budget: w, Rules: rules}
+	}
 	d.rules = rules
 	left := false
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := rules.Group(tok)
-		if wantUsage {
-			d.combineUsage(g, target, readings, w)
+		if in != nil {
+			in.Token = tok
+			u := judgeWithRules(srcs, in)
+			d.Usage.Combine(&u)
 		}
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
 			d.CrawlDelay, d.HasDelay = cd, true
@@ -382,16 +395,19 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	}
 }
 
-// combineUsage folds what g's usage statements say of target, and of every
-// lenient reading of it, into d.Usage: the most restrictive answer wins, as
-// for allow and disallow rules.
-func (d *Decision) combineUsage(g robots.Group, target string, readings []string, w *robots.Budget) {
-	u, _ := g.UsageWithin(target, w)
-	d.Usage.Combine(&u)
-	for _, r := range readings {
-		u, _ := g.UsageWithin(r, w)
-		d.Usage.Combine(&u)
+// judgeWithRules is what the sources of srcs that judge beside the rules
+// (phase usage.WithRules) say of in, combined: the most restrictive answer
+// wins, as for allow and disallow rules. Running out of in.Budget is the
+// rules' to report.
+func judgeWithRules(srcs []source.Source, in *source.Input) usage.Usage {
+	var all usage.Usage
+	for _, s := range srcs {
+		if s.Phase() == usage.WithRules {
+			u, _ := s.Judge(context.Background(), in)
+			all.Combine(&u)
+		}
 	}
+	return all
 }
 
 // setVerdictAction sets the action and reason that d.Verdict calls for;

@@ -8,6 +8,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // Policy is a Config compiled for deciding requests: every value checked,
@@ -22,9 +23,10 @@ type Policy struct {
 	mode          Mode
 	tlsMode       TLSMode
 	blockStyle    BlockStyle
-	pacing        bool       // [politeness] is active
-	maxPrice      pay.Amount // [payments] max_price; zero: pay-per-crawl is off
-	budget        pay.Amount // [payments] budget, per UTC day
+	pacing        bool            // [politeness] is active
+	maxPrice      pay.Amount      // [payments] max_price; zero: pay-per-crawl is off
+	budget        pay.Amount      // [payments] budget, per UTC day
+	sources       []source.Source // the usage sources, in the order they are run (source.List)
 }
 
 // Payments returns [payments] parsed: the most paid for one request and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -16,13 +15,11 @@ import (
 // its content may be used, held with robots.txt's cache semantics
 // (fetch.Files): of each kind a usage source reads (source.FileKinds),
 // the file at a URL.
-type UsageFiles interface {
-	Get(ctx context.Context, kind, url string) (fetch.Doc[any], error)
-}
+type UsageFiles = source.Files
 
 // MaxLicenses is how many of a robots.txt's License lines are read: a
 // site names one, or a few.
-const MaxLicenses = 4
+const MaxLicenses = source.MaxLicenses
 
 const (
 	reasonFileUnreachable = "%s unreachable and no copy held: refusing the purposes it could refuse (%s)"
@@ -32,66 +29,68 @@ const (
 	reasonReserved        = "usage refused: the site reserves %s: %s; a response of its own saying tdm-reservation: 0 would lift it"
 )
 
-// judgeFiles is step 7b for the files besides robots.txt, for a request
-// its robots.txt allows that declares purposes: the RSL licences robots.txt
-// names, which refuse before the request leaves, as robots.txt's own
-// statements do; and, for ai-train or ai-input, the TDMRep file, whose
-// reservation of the path is kept in d for the response, whose own
-// tdm-reservation overrides it (JudgeResponse). A file unreachable with no
-// copy held refuses the request for now (503 unreachable); a licence that
-// cannot be read refuses ai-train and ai-input (RSL asks crawlers to
-// comply with its terms before they use the content, which no one can do
-// with terms unread); a TDMRep file that cannot be read reserves nothing,
-// as the protocol reads an error. check, which sees no response, reports
-// such a reservation as a refusal.
-func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool) {
-	if d.Action != ActionAllowed || d.Purposes == 0 || w.Files == nil {
+// judgeBeforeSend is step 7b for the sources that judge before the request
+// is sent, besides robots.txt's own statements (decideRules), for a
+// request its robots.txt allows that declares purposes: in the order of
+// the list, each source of phase usage.BeforeSend (the RSL licences
+// robots.txt names) refuses as robots.txt's statements do, and each of
+// phase usage.Reserve (tdmrep.json) reserves the path for the response,
+// whose own statement may lift it (JudgeResponse). A file unreachable
+// with no copy held refuses the request for now (503 unreachable). check,
+// which sees no response, reports a reservation as a refusal; everywhere
+// (a tunnel-mode CONNECT, step 9, which sees neither paths nor
+// responses), a source refuses what it refuses on every path of the
+// origin, a reservation included.
+func (p *Policy) judgeBeforeSend(ctx context.Context, w *Env, d *Decision, check, everywhere bool) {
+	if d.Action != ActionAllowed || d.Purposes == 0 {
 		return
 	}
 	// The path as decided, and every path a lenient server could serve
 	// for it, as robots.txt's own statements are read; under what is left
 	// of the request's work bound.
 	budget := robots.MakeBudget(max(DecideWork-d.work, 0))
-	paths := []string{robots.Normalize(d.Target)}
-	for r := range robots.LenientReadingsWithin(d.Target, &budget) {
-		paths = append(paths, r)
+	in := source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Everywhere: everywhere,
+		Budget: &budget, Rules: d.rules, Files: w.Files}
+	if !everywhere {
+		in.Paths = []string{robots.Normalize(d.Target)}
+		for r := range robots.LenientReadingsWithin(d.Target, &budget) {
+			in.Paths = append(in.Paths, r)
+		}
 	}
-	ok := d.judgeLicenses(ctx, w, &budget, func(l *source.RSL) (usage.Usage, bool) {
-		var u usage.Usage
-		for _, path := range paths {
-			v, ok := l.UsageWithin(d.Origin.Scheme, d.Origin.Authority(), path, false, &budget)
-			if !ok {
-				return u, false
+	for _, s := range p.sources {
+		ph := s.Phase()
+		if ph != usage.BeforeSend && ph != usage.Reserve {
+			continue
+		}
+		u, err := s.Judge(ctx, &in)
+		if ph == usage.Reserve && !everywhere {
+			if err == nil {
+				d.reserve(&u, check)
 			}
-			u.Combine(&v)
+		} else {
+			d.Usage.Combine(&u)
 		}
-		return u, true
-	})
-	if !ok || !d.needsTDMRep() {
-		return
-	}
-	tdm, cut, ok := d.tdmrep(ctx, w)
-	if !ok {
-		return
-	}
-	if pur, v, refused := cut.Refuses(d.Purposes.List()); refused {
-		d.reserved = refusalOf(pur, v)
-	}
-	for _, path := range paths {
-		if d.reserved.Statement != "" {
-			break
-		}
-		u, ok := tdm.UsageWithin(path, &budget)
-		if !ok {
-			d.tooCostly("the site's tdmrep.json")
+		if err != nil {
+			d.unjudged(ctx, err)
 			return
 		}
-		if pur, v, refused := u.Refuses(d.Purposes.List()); refused {
-			d.reserved = refusalOf(pur, v)
-			break
+		d.judgeUsage()
+		if d.Action != ActionAllowed {
+			return
 		}
 	}
-	if d.reserved.Statement != "" && check {
+}
+
+// reserve holds the reservation u makes of a declared purpose for the
+// response, unless one is held already; check, which sees no response,
+// refuses on it.
+func (d *Decision) reserve(u *usage.Usage, check bool) {
+	pur, v, refused := u.Refuses(d.Purposes.List())
+	if !refused || d.reserved.Statement != "" {
+		return
+	}
+	d.reserved = refusalOf(pur, v)
+	if check {
 		d.Refusal = d.reserved
 		d.Action, d.Reason = ActionUsageRefused, fmt.Sprintf(reasonReserved, d.reserved.Purpose, d.Refusal.HeaderValue())
 		// What check shows of the purpose says what refused it, whatever
@@ -100,103 +99,20 @@ func (p *Policy) judgeFiles(ctx context.Context, w *Env, d *Decision, check bool
 	}
 }
 
-// judgeFilesEverywhere is judgeFiles for a tunnel-mode CONNECT (step 9),
-// which sees neither paths nor responses: it is refused when a licence
-// robots.txt names, or the TDMRep file, refuses a declared purpose on
-// every path of the origin. A whole-site reservation in tdmrep.json
-// refuses outright: the response that could lift it is never seen.
-func (p *Policy) judgeFilesEverywhere(ctx context.Context, w *Env, d *Decision) {
-	if d.Action != ActionAllowed || d.Purposes == 0 || w.Files == nil {
-		return
-	}
-	budget := robots.MakeBudget(max(DecideWork-d.work, 0))
-	ok := d.judgeLicenses(ctx, w, &budget, func(l *source.RSL) (usage.Usage, bool) {
-		return l.UsageEverywhere(d.Origin.Scheme, d.Origin.Authority(), false, &budget)
-	})
-	if !ok || !d.needsTDMRep() {
-		return
-	}
-	if tdm, cut, ok := d.tdmrep(ctx, w); ok {
-		u := tdm.UsageEverywhere()
-		u.Combine(&cut)
-		d.Usage.Combine(&u)
-		d.judgeUsage()
-	}
-}
-
-// judgeLicenses reads the RSL licences d's robots.txt names with judge
-// (what a licence says of the request, within budget), refusing d as
-// judgeUsage does. It reports whether d is still allowed.
-func (d *Decision) judgeLicenses(ctx context.Context, w *Env, budget *robots.Budget, judge func(*source.RSL) (usage.Usage, bool)) bool {
-	var licenses []string
-	if d.rules != nil { // no robots.txt (4xx, or unreachable past its limit): no License line
-		licenses = d.rules.Licenses()
-	}
-	for i, lic := range licenses {
-		var u usage.Usage
-		url, readable := d.Origin.LicenseURL(lic)
-		switch {
-		case !readable:
-			// A licence robotsgate cannot fetch (RSL names http and
-			// https URLs): terms unread.
-			u = usage.RefuseAI("rsl "+lic+": unread (not an http or https URL)", usage.FromRSL)
-		case i >= MaxLicenses:
-			// More licences than robotsgate reads: terms unread.
-			u = usage.RefuseAI("rsl "+lic+": unread (more than "+fmt.Sprint(MaxLicenses)+" License lines)", usage.FromRSL)
-		default:
-			lic = url
-			what := "RSL licence " + lic
-			doc, err := w.Files.Get(ctx, source.KindRSL, lic)
-			if !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt) {
-				return false
-			}
-			if !doc.Good() {
-				why := doc.Err
-				if doc.ParseErr != nil {
-					why = doc.ParseErr.Error()
-				}
-				if why == "" {
-					why = fmt.Sprintf("status %d", doc.Status)
-				}
-				u = usage.RefuseAI("rsl "+lic+": unreadable ("+why+")", usage.FromRSL)
-				break
-			}
-			var ok bool
-			if u, ok = judge(doc.Value.(*source.RSL)); !ok {
-				d.tooCostly("the RSL licence " + lic)
-				return false
-			}
-		}
-		d.Usage.Combine(&u)
-	}
-	d.judgeUsage()
-	return d.Action == ActionAllowed
-}
-
-// needsTDMRep reports whether d declares a purpose a TDMRep file can
-// refuse: ai-train or ai-input.
-func (d *Decision) needsTDMRep() bool {
-	return d.Purposes.Has(usage.AITrain) || d.Purposes.Has(usage.AIInput)
-}
-
-// tdmrep returns d's origin's TDMRep file, if it holds one that parsed
-// (ok); d is refused when the file is unreachable with no copy held, or
-// the wait for it ended. A file that does not parse because robotsgate cut
-// it at robots.max_bytes is no protocol error of the site's but a
-// statement robotsgate could not read: cut then reserves every path, for
-// ai-train and ai-input.
-func (d *Decision) tdmrep(ctx context.Context, w *Env) (tdm *source.TDMRep, cut usage.Usage, ok bool) {
-	const what = "tdmrep.json"
-	doc, err := w.Files.Get(ctx, source.KindTDMRep, source.TDMRepURL(d.Origin))
+// unjudged refuses d for err, a source that could not be judged: a file
+// it needs was not answered (fileAnswered), or judging it would take more
+// than the work bound.
+func (d *Decision) unjudged(ctx context.Context, err error) {
+	var fe *source.FileError
+	var ce *source.CostError
 	switch {
-	case !d.fileAnswered(ctx, err, what, doc.Outcome, doc.Err, doc.RetryAt):
-		return nil, cut, false
-	case doc.Outcome == fetch.Fetched && doc.ParseErr != nil && doc.Truncated:
-		return nil, usage.RefuseAI("tdmrep.json: unreadable (longer than robots.max_bytes)", usage.FromTDMRep), true
-	case !doc.Good():
-		return nil, cut, false
+	case errors.As(err, &ce):
+		d.tooCostly(ce.What)
+	case errors.As(err, &fe):
+		d.fileAnswered(ctx, fe)
+	default:
+		d.Action, d.Reason = ActionBadRequest, "bad request: "+err.Error()
 	}
-	return doc.Value.(*source.TDMRep), cut, true
 }
 
 // tooCostly refuses d: deciding it under what (a file) would take more
@@ -205,24 +121,20 @@ func (d *Decision) tooCostly(what string) {
 	d.Action, d.Reason = ActionBadRequest, fmt.Sprintf("bad request: deciding this path under %s would take more than the work bound; refused rather than let through undecided", what)
 }
 
-// fileAnswered reports whether a file besides robots.txt was answered for
-// d: false, with d refused, when the wait for it ended (the client left, a
-// shutdown), too many such files were being fetched (503 overloaded), or
-// it is unreachable with no copy held (503 unreachable, to be retried at
-// retryAt).
-func (d *Decision) fileAnswered(ctx context.Context, err error, what string, outcome fetch.Outcome, why string, retryAt time.Time) bool {
-	switch {
+// fileAnswered refuses d for fe, a file besides robots.txt that was not
+// answered: the wait for it ended (the client left, a shutdown), too many
+// such files were being fetched (503 overloaded), or it is unreachable
+// with no copy held (503 unreachable, to be retried at fe.RetryAt).
+func (d *Decision) fileAnswered(ctx context.Context, fe *source.FileError) {
+	switch err := fe.Err; {
 	case err != nil && stopped(ctx):
-		d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf(reasonFileStopped, what)
+		d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf(reasonFileStopped, fe.What)
 	case errors.Is(err, fetch.ErrOverloaded):
-		d.Action, d.Reason = ActionOverloaded, fmt.Sprintf(reasonFileFetches, what)
+		d.Action, d.Reason = ActionOverloaded, fmt.Sprintf(reasonFileFetches, fe.What)
 	case err != nil:
-		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileWait, what), what
-	case outcome == fetch.Unreachable:
-		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileUnreachable, what, why), what
-		d.Fetch.RetryAt = retryAt
+		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileWait, fe.What), fe.What
 	default:
-		return true
+		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileUnreachable, fe.What, fe.Why), fe.What
+		d.Fetch.RetryAt = fe.RetryAt
 	}
-	return false
 }

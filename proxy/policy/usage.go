@@ -1,12 +1,14 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // PurposeHeader is the request header in which a client declares what it
@@ -158,48 +160,39 @@ func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
 }
 
 // JudgeResponse decides a forwarded response's own statements for an
-// allowed request that declares purposes (step 7b, on the response): its
-// headers (Content-Usage, Content-Signal, tdm-reservation, X-Robots-Tag
-// for the tokens obeyed, noimageai for an image), then head, what the
-// <meta> elements of an HTML page's head say (nil when not read), then,
-// for a purpose they state nothing of, the reservation of the site's
-// tdmrep.json, which the response's own tdm-reservation overrides. It
-// reports whether they refuse one, setting d's action (usage-refused, or
-// would-block in report mode) and evidence. A WebSocket's 101 is judged
-// too: its stream is the site's content.
+// allowed request that declares purposes (step 7b, on the response): each
+// source of phase usage.OnResponse, in the list's order (its headers:
+// Content-Usage, Content-Signal, tdm-reservation, X-Robots-Tag for the
+// tokens obeyed, noimageai for an image; then head, what the <meta>
+// elements of an HTML page's head say, nil when not read); then, for a
+// reservation a source of phase usage.Reserve held before the request was
+// sent (the site's tdmrep.json), whether the response lifts it with a
+// statement of its own. It reports whether they refuse a declared
+// purpose, setting d's action (usage-refused, or would-block in report
+// mode) and evidence. A WebSocket's 101 is judged too: its stream is the
+// site's content.
 func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *usage.Usage) bool {
 	if !p.judgesResponse(d) {
 		return false
 	}
-	declared := d.Purposes.List()
-	for _, name := range [...]string{"Content-Usage", "Content-Signal", "Tdm-Reservation", "X-Robots-Tag"} {
-		vals := h[name]
-		if len(vals) == 0 {
+	ct, _ := header.ContentType(h) // the last field, as browsers read it
+	in := source.Input{Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Header: h, Image: strings.HasPrefix(ct, "image/"), Head: head}
+	for _, s := range p.sources {
+		if s.Phase() != usage.OnResponse {
 			continue
 		}
-		var u usage.Usage
-		if name == "X-Robots-Tag" {
-			ct, _ := header.ContentType(h)
-			u = usage.RobotsTagUsage(vals, d.Agents.Slice(), strings.HasPrefix(ct, "image/"))
-		} else {
-			u = usage.HeaderUsage(name, vals)
-		}
-		if pur, v, ok := u.Refuses(declared); ok {
+		u, _ := s.Judge(context.Background(), &in)
+		if pur, v, ok := u.Refuses(in.Purposes); ok {
 			return p.refuseResponse(d, refusalOf(pur, v))
 		}
 	}
-	if head != nil {
-		if pur, v, ok := head.Refuses(declared); ok {
-			return p.refuseResponse(d, refusalOf(pur, v))
+	for _, s := range p.sources {
+		if s.Phase() != usage.Reserve || d.reserved.Statement == "" || d.reserved.Source != s.ID() {
+			continue
 		}
-	}
-	// Only the response's own tdm-reservation overrides the file's
-	// reservation: in a header, or a meta element of its head (which, had
-	// it said 1, refused above).
-	tdmStated := len(h["Tdm-Reservation"]) > 0 ||
-		head != nil && strings.HasPrefix(head[usage.AITrain].Statement, "meta tdm-reservation")
-	if r := d.reserved; r.Statement != "" && !tdmStated {
-		return p.refuseResponse(d, r)
+		if l, ok := s.(source.Lifter); !ok || !l.Lifts(&in) {
+			return p.refuseResponse(d, d.reserved)
+		}
 	}
 	return false
 }

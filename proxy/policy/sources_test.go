@@ -1,0 +1,107 @@
+package policy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
+)
+
+// fromOptOut is the SourceID of optOutSource: one the usage package does
+// not name, as a source added after it would have until it does.
+const fromOptOut = usage.NumSources
+
+// optOutSource is a new usage source, as one is added: this type (in a
+// file of usage/source, where it would go) and a line in source.List. It
+// reads a made-up response header, "AI-Opt-Out: <purpose>, …", which
+// refuses the purposes it names.
+type optOutSource struct{}
+
+func (optOutSource) ID() usage.SourceID { return fromOptOut }
+
+func (optOutSource) Phase() usage.Phase { return usage.OnResponse }
+
+func (optOutSource) Judge(_ context.Context, in *source.Input) (usage.Usage, error) {
+	var u usage.Usage
+	for _, v := range in.Header["Ai-Opt-Out"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if p, ok := usage.ParsePurpose(name); ok {
+				u[p] = usage.Verdict{State: usage.Refused, Statement: "ai-opt-out: " + v, Source: fromOptOut}
+			}
+		}
+	}
+	return u, nil
+}
+
+// pathOptOutSource is a new usage source judged before the request is
+// sent: it refuses ai-train on every path under /no-training/.
+type pathOptOutSource struct{}
+
+func (pathOptOutSource) ID() usage.SourceID { return fromOptOut + 1 }
+
+func (pathOptOutSource) Phase() usage.Phase { return usage.BeforeSend }
+
+func (pathOptOutSource) Judge(_ context.Context, in *source.Input) (usage.Usage, error) {
+	var u usage.Usage
+	for _, p := range in.Paths {
+		if strings.HasPrefix(p, "/no-training/") {
+			u[usage.AITrain] = usage.Verdict{State: usage.Refused, Statement: "path opt-out: /no-training/", Source: fromOptOut + 1}
+		}
+	}
+	return u, nil
+}
+
+// TestNewSource: a source added to the list is run by policy at its phase,
+// and its refusal reaches the decision, X-Robots-Gate-Rule and the audit's
+// rule with its typed source.
+func TestNewSource(t *testing.T) {
+	t.Parallel()
+	p, err := Compile(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.sources = append(source.List(), optOutSource{}, pathOptOutSource{}) // the one line a new source adds
+	w := tableEnv(t, p)                                                   // no usage files: the file sources state nothing
+	decide := func(target string) *Decision {
+		t.Helper()
+		d := &Decision{}
+		r := Request{Kind: KindPlain, Scheme: "http", Authority: "example.com", Target: target, UserAgent: "FooBot/1.0", Purposes: []string{"ai-train, search"}}
+		p.Decide(t.Context(), w, &r, d)
+		return d
+	}
+
+	// On the response: allowed before, refused by the new header after.
+	d := decide("/page")
+	if d.Action != ActionAllowed {
+		t.Fatalf("before the response: %s (%s); want allowed", d.Action, d.Reason)
+	}
+	if p.JudgeResponse(d, http.Header{"Ai-Opt-Out": {"search"}}, nil) != true {
+		t.Fatal("JudgeResponse with AI-Opt-Out: search = false; want refused")
+	}
+	if d.Action != ActionUsageRefused || d.Refusal.Source != fromOptOut || d.Refusal.Purpose != usage.Search ||
+		d.Refusal.Rule() != "ai-opt-out: search" || d.RuleHeader() != "ai-opt-out: search" {
+		t.Errorf("refused by the new source: %s, %+v, rule %q; want usage-refused by source %v, rule %q",
+			d.Action, d.Refusal, d.RuleHeader(), fromOptOut, "ai-opt-out: search")
+	}
+	if d.Reason != "usage refused: search is refused for this response: ai-opt-out: search; its body was withheld" {
+		t.Errorf("reason %q", d.Reason)
+	}
+	// A response that says nothing of it goes through.
+	if d := decide("/page"); p.JudgeResponse(d, http.Header{"Ai-Opt-Out": {"nothing"}}, nil) || d.Action != ActionAllowed {
+		t.Errorf("AI-Opt-Out naming no purpose: %s; want allowed", d.Action)
+	}
+
+	// Before the request is sent.
+	d = decide("/no-training/x")
+	if d.Action != ActionUsageRefused || d.Refusal.Source != fromOptOut+1 || d.Refusal.Purpose != usage.AITrain ||
+		d.RuleHeader() != "path opt-out: /no-training/" {
+		t.Errorf("refused before sending: %s (%s), %+v; want usage-refused by source %v", d.Action, d.Reason, d.Refusal, fromOptOut+1)
+	}
+	if d.Usage[usage.AITrain].Source != fromOptOut+1 {
+		t.Errorf("Usage[ai-train] = %+v; want the new source's verdict", d.Usage[usage.AITrain])
+	}
+}
