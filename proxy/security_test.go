@@ -100,7 +100,7 @@ func (o *lenientOrigin) leakedSince(n int) []string {
 }
 
 // serverResolve is the file a lenient server serves for a request-target,
-// written apart from robots.Lenient so that each checks the other: every
+// written apart from lenient.Reading so that each checks the other: every
 // escape decoded once (Python's http.server, many frameworks), "\" taken
 // as "/" (IIS, Windows), ";params" dropped from each segment (Tomcat,
 // after decoding here: the more lenient order), runs of "/" merged

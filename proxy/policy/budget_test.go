@@ -9,6 +9,7 @@ import (
 	"github.com/robotsgate/robotsgate/internal/attack"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/robots/lenient"
 	"github.com/robotsgate/robotsgate/usage/source"
 )
 
@@ -75,7 +76,7 @@ func TestDecideWorkBounded(t *testing.T) {
 					continue
 				}
 				want := rules.Group(tok).Test(robots.Normalize(path))
-				for r := range robots.LenientReadings(path) {
+				for r := range lenient.Readings(path) {
 					if !want.Allowed {
 						break
 					}

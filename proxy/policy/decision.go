@@ -21,6 +21,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/robots/lenient"
 	"github.com/robotsgate/robotsgate/usage"
 	"github.com/robotsgate/robotsgate/usage/source"
 )
@@ -319,7 +320,7 @@ func (d *Decision) Work() int64 { return d.work }
 // verdict blocks it, and the first blocking token is the evidence. A
 // token's verdict is taken on the exact reading of the target
 // (robots.Normalize, then Google's matching) and, when that allows it, on
-// every path a lenient server could serve for it (robots.LenientReadings,
+// every path a lenient server could serve for it (lenient.Readings,
 // none in the common case): one disallowed reading blocks the request as
 // ambiguous, with that reading's verdict as evidence. The work of it all
 // is bounded by DecideWork: past it, the request is refused. It stops
@@ -332,7 +333,7 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	budget := robots.MakeBudget(DecideWork)
 	w := &budget
 	var readings []string
-	for r := range robots.LenientReadingsWithin(raw, w) {
+	for r := range lenient.ReadingsWithin(raw, w) {
 		readings = append(readings, r)
 	}
 	noGroup, ambiguous := false, ""

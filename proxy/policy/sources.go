@@ -7,6 +7,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/robots/lenient"
 	"github.com/robotsgate/robotsgate/usage"
 	"github.com/robotsgate/robotsgate/usage/source"
 )
@@ -53,7 +54,7 @@ func (p *Policy) judgeBeforeSend(ctx context.Context, w *Env, d *Decision, check
 		Budget: &budget, Rules: d.rules, Files: w.Files}
 	if !everywhere {
 		in.Paths = []string{robots.Normalize(d.Target)}
-		for r := range robots.LenientReadingsWithin(d.Target, &budget) {
+		for r := range lenient.ReadingsWithin(d.Target, &budget) {
 			in.Paths = append(in.Paths, r)
 		}
 	}
