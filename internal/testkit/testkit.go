@@ -37,12 +37,21 @@ func (s *Buffer) String() string {
 const EventuallyLimit = 10 * time.Second
 
 // Eventually polls cond until it holds, and fails t, naming what it
-// waited for, if it still does not after EventuallyLimit.
+// waited for, if it still does not after EventuallyLimit. It must be
+// called from the test's goroutine (it calls t.Fatalf).
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(EventuallyLimit); !cond(); time.Sleep(2 * time.Millisecond) {
+	EventuallyWithin(t, EventuallyLimit, what, cond)
+}
+
+// EventuallyWithin is Eventually bounded by limit: for a wait whose
+// bound is part of what is tested, or longer than EventuallyLimit by
+// design (a Redis failover, a breaker's watcher).
+func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", EventuallyLimit, what)
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
 	}
 }

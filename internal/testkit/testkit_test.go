@@ -2,10 +2,12 @@ package testkit
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestBuffer: concurrent writes are all kept, whole.
@@ -28,4 +30,33 @@ func TestEventually(t *testing.T) {
 	if n.Load() != 3 {
 		t.Errorf("polled %d times; want 3", n.Load())
 	}
+}
+
+// TestEventuallyWithinFails: a condition that never holds fails the test
+// once the limit is past, naming what was awaited.
+func TestEventuallyWithinFails(t *testing.T) {
+	ft := &fatalT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		EventuallyWithin(ft, 20*time.Millisecond, "nothing", func() bool { return false })
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "timed out after 20ms waiting for nothing") {
+		t.Errorf("EventuallyWithin never holding: %q; want it to fail naming what it waited for", ft.msg)
+	}
+}
+
+// fatalT records Fatalf's message and ends its goroutine, as testing's
+// does.
+type fatalT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalT) Helper() {}
+
+func (f *fatalT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
