@@ -404,18 +404,20 @@ func TestServe(t *testing.T) {
 	go func() {
 		done <- runMain(ctx, []string{"serve", "-config", cfgPath, "-listen", "127.0.0.1:0"}, strings.NewReader(""), &stdout, &stderr)
 	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve's stderr:\n%s", stderr.String())
+		}
+	})
 	addr := ""
-	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, "the listen address in the startup lines", func() bool {
 		if m := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`).FindStringSubmatch(stderr.String()); m != nil {
 			addr = m[1]
 		}
-	}
-	if addr == "" {
-		t.Fatalf("no listen address in the startup lines:\n%s", stderr.String())
-	}
+		return addr != ""
+	})
 	// The startup lines follow the listening one: wait for the last.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "pacing on") && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-	}
+	testkit.Eventually(t, "the startup line on pacing", func() bool { return strings.Contains(stderr.String(), "pacing on") })
 	for _, want := range []string{"mode=enforce", "config=" + cfgPath, "HTTP_PROXY=http://" + addr,
 		`msg="pacing on: requests to one site start no closer than its Crawl-delay or min_interval" crawl_delay="honoured, at most 30s"`} {
 		if !strings.Contains(stderr.String(), want) {

@@ -254,13 +254,8 @@ func TestBreaker(t *testing.T) {
 	}
 	frozen.Store(nil)
 	r.Restart()
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.Status().Up && time.Now().Before(deadline) { // no calls: the client watches by itself
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !c.Status().Up {
-		t.Fatal("the client did not rejoin after Redis came back")
-	}
+	// No calls: the client watches by itself.
+	testkit.EventuallyWithin(t, 30*time.Second, "the client to rejoin after Redis came back", func() bool { return c.Status().Up })
 	out := log.String()
 	if strings.Count(out, "redis lost") != 1 || strings.Count(out, "redis regained") != 1 {
 		t.Errorf("log: want one loss and one return:\n%s", out)
@@ -327,13 +322,8 @@ func TestDownAtStart(t *testing.T) {
 	r.Stop()
 	log := &testkit.Buffer{}
 	c := newClient(t, r, log, 300*time.Millisecond)
-	deadline := time.Now().Add(30 * time.Second) // a bound on the poll, not a claim on its time
-	for c.Status().Up && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if c.Status().Up {
-		t.Fatal("a client with no Redis reports it up")
-	}
+	// A bound on the poll, not a claim on its time.
+	testkit.EventuallyWithin(t, 30*time.Second, "a client with no Redis to report it down", func() bool { return !c.Status().Up })
 	if !strings.Contains(log.String(), "redis lost") {
 		t.Errorf("not logged: %q", log.String())
 	}

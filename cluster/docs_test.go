@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
 	"github.com/robotsgate/robotsgate/usage/source"
@@ -43,13 +44,8 @@ func TestDocStore(t *testing.T) {
 			t.Fatalf("instance %d: %+v, %v; want the file", i, d, err)
 		}
 		// The answer is stored once its waiters have it.
-		for deadline := time.Now().Add(5 * time.Second); i == 0; time.Sleep(5 * time.Millisecond) {
-			if d, _ := a.LoadDoc(ctx, url); d != nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the fetched file was not stored")
-			}
+		if i == 0 {
+			testkit.Eventually(t, "the fetched file to be stored", func() bool { d, _ := a.LoadDoc(ctx, url); return d != nil })
 		}
 	}
 	if n := fetches.Load(); n != 1 {
@@ -114,14 +110,7 @@ func TestDocStorePurge(t *testing.T) {
 	if _, err := ca.Get(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if d, _ := a.LoadDoc(ctx, url); d != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fetched file was not stored")
-		}
-	}
+	testkit.Eventually(t, "the fetched file to be stored", func() bool { d, _ := a.LoadDoc(ctx, url); return d != nil })
 	ca.Purge(url)
 	if d, err := b.LoadDoc(ctx, url); d != nil || err != nil {
 		t.Fatalf("after a purge, the fleet's copy: %+v, %v; want none", d, err)

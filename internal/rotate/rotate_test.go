@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/testkit"
 )
 
 // origin is a real server on loopback; every host name is dialled to it,
@@ -99,12 +101,7 @@ func TestRotationKeepsRequestsAndClosesIdle(t *testing.T) {
 		}
 		slow <- err
 	}()
-	for i := 0; rt.dials.Load() < 2; i++ { // the slow request has its connection
-		if i > 5000 {
-			t.Fatal("the slow request never dialled")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the slow request's connection", func() bool { return rt.dials.Load() >= 2 })
 	get(t, rt, "third.test") // rotates first: 2 dials, every 2
 	if rt.Rotations() != 1 {
 		t.Fatalf("%d rotations; want 1", rt.Rotations())

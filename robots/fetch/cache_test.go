@@ -63,10 +63,8 @@ func TestCacheOneFetchForConcurrentColdLookups(t *testing.T) {
 			}
 		}()
 	}
-	// Let the lookups pile up on the fetch, bounded in time.
-	for deadline := time.Now().Add(5 * time.Second); o.count("/robots.txt") == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	// Let the lookups pile up on the fetch.
+	testkit.Eventually(t, "the fetch the lookups pile up on", func() bool { return o.count("/robots.txt") > 0 })
 	close(release)
 	wg.Wait()
 	if n := o.count("/robots.txt"); n != 1 {
@@ -91,9 +89,7 @@ func TestCacheCancelledCallerDoesNotCancelFetch(t *testing.T) {
 		_, err := c.Get(ctx, o.origin(t))
 		first <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); o.count("/robots.txt") == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the first caller's fetch", func() bool { return o.count("/robots.txt") > 0 })
 	second := make(chan Answer, 1)
 	go func() {
 		a, _ := c.Get(context.Background(), o.origin(t))

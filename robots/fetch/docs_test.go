@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/testkit"
 )
 
 // testTDMRep stands for a parsed tdmrep.json file in these tests (fetch
@@ -94,11 +96,7 @@ func TestDocCache(t *testing.T) {
 	for i := range docs {
 		wg.Go(func() { docs[i], _ = c.Get(ctx, url) })
 	}
-	for deadline := time.Now().Add(5 * time.Second); o.count("/.well-known/tdmrep.json") == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no fetch started")
-		}
-	}
+	testkit.Eventually(t, "a fetch of tdmrep.json", func() bool { return o.count("/.well-known/tdmrep.json") > 0 })
 	close(release)
 	wg.Wait()
 	for i, d := range docs {
@@ -246,11 +244,7 @@ func TestDocCacheFetches(t *testing.T) {
 		_, err := c.Get(ctx, o.URL+"/stuck")
 		stuck <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); o.count("/stuck") == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no fetch started")
-		}
-	}
+	testkit.Eventually(t, "a fetch of /stuck", func() bool { return o.count("/stuck") > 0 })
 	// The one slot is taken: a new URL is refused, a URL held answers
 	// stale, without a fetch.
 	if d, err := c.Get(ctx, o.URL+"/new"); !errors.Is(err, ErrOverloaded) {
