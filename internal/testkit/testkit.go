@@ -49,9 +49,19 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // design (a Redis failover, a breaker's watcher).
 func EventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(limit, cond) {
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
+	}
+}
+
+// Poll polls cond until it holds and reports whether it did within
+// limit: for a test that fails in its own words, with what it saw (a
+// log, counts), or that goes on to clean up before it fails.
+func Poll(limit time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(limit); !cond(); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
+			return false
 		}
 	}
+	return true
 }

@@ -60,3 +60,18 @@ func (f *fatalT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+// TestPoll: Poll reports whether cond held within its limit.
+func TestPoll(t *testing.T) {
+	var n atomic.Int64
+	if !Poll(time.Second, func() bool { return n.Add(1) >= 3 }) || n.Load() != 3 {
+		t.Errorf("Poll of a condition true at the third call: polled %d times; want true at 3", n.Load())
+	}
+	start := time.Now()
+	if Poll(20*time.Millisecond, func() bool { return false }) {
+		t.Error("Poll of a condition never true = true")
+	}
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Errorf("Poll gave up after %v; want its limit, 20ms", waited)
+	}
+}
