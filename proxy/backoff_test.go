@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -99,13 +100,7 @@ func TestBackoffReleasedOneAtATime(t *testing.T) {
 	const n, m = 3, 2
 	done := make(chan []int)
 	go func() { done <- fire(t, p.client(), o.URL+"/held", n) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for o.count("/held") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no held request was released")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "a held request to be released", func() bool { return o.count("/held") > 0 })
 	codes := append(fire(t, p.client(), o.URL+"/after", m), <-done...)
 	for i, code := range codes {
 		if code != 200 {

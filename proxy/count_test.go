@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -56,12 +57,11 @@ func countedOnce(t *testing.T, p *testProxy, decision, scheme string, send func(
 	// after the other: give a connection that is closing a moment to get
 	// to both (a plain allow is counted, not audited). The bound is for a
 	// count that never comes; a busy machine's are seen well within it.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if testutil.ToFloat64(c) != before && (decision == policy.ActionAllowed.String() || len(p.auditLines(t)) > lines) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// A wait that times out is caught by the checks below, which say
+	// what was seen.
+	testkit.Poll(10*time.Second, func() bool {
+		return testutil.ToFloat64(c) != before && (decision == policy.ActionAllowed.String() || len(p.auditLines(t)) > lines)
+	})
 	if got := testutil.ToFloat64(c) - before; got != 1 {
 		t.Errorf("%s/%s counted %v times; want 1", decision, scheme, got)
 	}
@@ -157,9 +157,7 @@ func TestEveryAnswerCountedOnce(t *testing.T) {
 			h.Close()
 		}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); p.srv.conns.count.Load() < 8 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "8 connections held", func() bool { return p.srv.conns.count.Load() >= 8 })
 	countedOnce(t, p, policy.ActionOverloaded.String(), "http", func() {
 		o, err := net.Dial("tcp", p.url.Host)
 		if err != nil {

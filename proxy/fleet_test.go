@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -76,21 +77,19 @@ func TestFleetOneFetch(t *testing.T) {
 			codes[i] = resp.StatusCode
 		}()
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		asked := 0
+	asked := 0
+	if !testkit.Poll(30*time.Second, func() bool {
+		asked = 0
 		for _, p := range fleet {
 			if p.srv.cache.Stats().FetchesInFlight > 0 {
 				asked++
 			}
 		}
-		if asked == len(fleet) {
-			break
-		}
-		if time.Now().After(deadline) {
-			release()
-			wg.Wait()
-			t.Fatalf("%d of %d instances asked for robots.txt within 30 s", asked, len(fleet))
-		}
+		return asked == len(fleet)
+	}) {
+		release()
+		wg.Wait()
+		t.Fatalf("%d of %d instances asked for robots.txt within 30 s", asked, len(fleet))
 	}
 	release()
 	wg.Wait()
@@ -110,15 +109,7 @@ func TestFleetOneFetch(t *testing.T) {
 	}
 	resp.Body.Close()
 	origin := mustOrigin(t, o.URL)
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if _, held := fleet[2].srv.cache.Peek(origin); !held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("another instance still holds the purged origin")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, "another instance to forget the purged origin", func() bool { _, held := fleet[2].srv.cache.Peek(origin); return !held })
 	get(t, fleet[2].client(), o.URL+"/public")
 	if n := o.count("/robots.txt"); n != 2 {
 		t.Errorf("robots.txt fetched %d times; want a second fetch after the purge", n)
@@ -168,14 +159,10 @@ func TestFleetPurgeUsageFiles(t *testing.T) {
 		t.Fatalf("purge: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, held := fleet[1].srv.files.Peek(source.KindRSL, o.URL+"/license.xml"); !held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other instance still holds the purged licence")
-		}
-	}
+	testkit.Eventually(t, "the other instance to forget the purged licence", func() bool {
+		_, held := fleet[1].srv.files.Peek(source.KindRSL, o.URL+"/license.xml")
+		return !held
+	})
 	want := "rsl " + o.URL + "/license.xml: prohibits usage ai-train"
 	if resp := train(fleet[1]); resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate-Rule") != want {
 		t.Errorf("after the purge, through the other instance: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate-Rule"), want)
@@ -323,15 +310,7 @@ func TestFleetBackoffShared(t *testing.T) {
 		t.Fatalf("the origin's own 429: %d %v", resp.StatusCode, resp.Header)
 	}
 	host := "127.0.0.1"
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if until, _ := fleet[1].srv.backoffs.Hold(host); !until.IsZero() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other instance never learnt of the back-off")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the other instance to learn of the back-off", func() bool { until, _ := fleet[1].srv.backoffs.Hold(host); return !until.IsZero() })
 	resp, body := get(t, fleet[1].client(), o.URL+"/other")
 	if resp.StatusCode != 429 || resp.Header.Get("X-Robots-Gate") != policy.ActionPaced.String() || !strings.Contains(body, "another instance") {
 		t.Errorf("the other instance: %d %v %q; want its own 429, paced by the shared back-off", resp.StatusCode, resp.Header, body)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/header"
 )
@@ -68,14 +69,9 @@ func TestTunnelModeServerName(t *testing.T) {
 		buf := make([]byte, 64)
 		c.Read(buf) // the origin's alert (it refuses a bare hello), or the close
 		c.Close()
-		relayed := false
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if relayed = bytes.Contains([]byte(o.receivedRaw()), tt.hello); relayed {
-				break
-			}
-			if !tt.relays {
-				break // what is refused is never relayed: the audit below says it was refused
-			}
+		relayed := bytes.Contains([]byte(o.receivedRaw()), tt.hello)
+		if tt.relays { // what is refused is never relayed: the audit below says it was refused
+			relayed = testkit.Poll(5*time.Second, func() bool { return bytes.Contains([]byte(o.receivedRaw()), tt.hello) })
 		}
 		if relayed != tt.relays {
 			t.Errorf("%s: relayed %v; want %v", tt.name, relayed, tt.relays)
@@ -199,10 +195,8 @@ func TestStalledBodyEnds(t *testing.T) {
 			if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("X-Robots-Gate") != "bad-request" {
 				t.Errorf("a body that stalls: %d %q %q; want 408 bad-request", resp.StatusCode, resp.Header.Get("X-Robots-Gate"), body)
 			}
-			for deadline := time.Now().Add(10 * time.Second); o.closed.Load() == 0; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the origin's connection is still open; want it closed")
-				}
+			if !testkit.Poll(10*time.Second, func() bool { return o.closed.Load() > 0 }) {
+				t.Fatal("the origin's connection is still open; want it closed")
 			}
 			if rec := p.lastAudit(t); rec["status"] != 408.0 || rec["decision"] != "bad-request" {
 				t.Errorf("audit = %v; want 408 bad-request", rec)

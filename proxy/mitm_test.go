@@ -327,12 +327,9 @@ func TestMITMGarbageInTunnelIsClosed(t *testing.T) {
 
 func waitForLog(t *testing.T, log *testkit.Buffer, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(log.String(), want) {
-			return
-		}
+	if !testkit.Poll(5*time.Second, func() bool { return strings.Contains(log.String(), want) }) {
+		t.Errorf("log never said %q:\n%s", want, log.String())
 	}
-	t.Errorf("log never said %q:\n%s", want, log.String())
 }
 
 func TestMITMUntrustedUpstream(t *testing.T) {
@@ -609,10 +606,8 @@ func TestOpenTunnelsGauge(t *testing.T) {
 		roundTripRaw(t, c, br, "GET /x HTTP/1.1\r\nHost: a.example:"+port+"\r\nConnection: close\r\n\r\n")
 		c.Close()
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if p.srv.conns.tunnels.Load() == 0 && p.srv.conns.count.Load() == 0 {
-			return
-		}
+	if testkit.Poll(5*time.Second, func() bool { return p.srv.conns.tunnels.Load() == 0 && p.srv.conns.count.Load() == 0 }) {
+		return
 	}
 	t.Errorf("after the tunnels closed: open_tunnels %d, open_connections %d; want 0, 0", p.srv.conns.tunnels.Load(), p.srv.conns.count.Load())
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
@@ -117,9 +118,7 @@ func TestProxyConnectionLimit(t *testing.T) {
 		}
 	}()
 	// The tracker counts a connection once accepted: wait for both.
-	for deadline := time.Now().Add(5 * time.Second); p.srv.conns.count.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "both connections counted", func() bool { return p.srv.conns.count.Load() >= 2 })
 	c, err := net.Dial("tcp", p.url.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -252,11 +251,9 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	go sendHeld(c, busy.URL+"/second", answers)
 	// Every request is held (or started) before the shutdown begins: the
 	// paced ones, and the one the back-off holds.
-	for deadline := time.Now().Add(5 * time.Second); p.srv.pacer.Waiting("127.0.0.1") < n-1 || p.srv.backoffs.Held("127.0.0.2") < 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests held for their turn, %d by the back-off; want %d and 1 before the shutdown",
-				p.srv.pacer.Waiting("127.0.0.1"), p.srv.backoffs.Held("127.0.0.2"), n-1)
-		}
+	if !testkit.Poll(5*time.Second, func() bool { return p.srv.pacer.Waiting("127.0.0.1") >= n-1 && p.srv.backoffs.Held("127.0.0.2") >= 1 }) {
+		t.Fatalf("%d requests held for their turn, %d by the back-off; want %d and 1 before the shutdown",
+			p.srv.pacer.Waiting("127.0.0.1"), p.srv.backoffs.Held("127.0.0.2"), n-1)
 	}
 	ctx, cancel := contextWithTimeout(1500 * time.Millisecond)
 	defer cancel()
@@ -364,12 +361,8 @@ func TestShutdownAnswersHeldInTunnels(t *testing.T) {
 	for i := range n {
 		go sendHeld(c, fmt.Sprintf("%s/page/%d", base, i), answers)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for p.srv.pacer.Waiting("127.0.0.1") < n-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests held; want %d before the shutdown", p.srv.pacer.Waiting("127.0.0.1"), n-1)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return p.srv.pacer.Waiting("127.0.0.1") >= n-1 }) {
+		t.Fatalf("%d requests held; want %d before the shutdown", p.srv.pacer.Waiting("127.0.0.1"), n-1)
 	}
 	ctx, cancel := contextWithTimeout(1500 * time.Millisecond)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -488,12 +489,9 @@ func TestNonUpgradeResponseClosesNothing(t *testing.T) {
 // waitForConns polls until the proxy holds want client connections.
 func waitForConns(t *testing.T, p *testProxy, want int64) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if p.srv.conns.count.Load() == want {
-			return
-		}
+	if !testkit.Poll(5*time.Second, func() bool { return p.srv.conns.count.Load() == want }) {
+		t.Errorf("open connections: %d; want %d", p.srv.conns.count.Load(), want)
 	}
-	t.Errorf("open connections: %d; want %d", p.srv.conns.count.Load(), want)
 }
 
 // TestWebSocketEndsBothSides: when the origin ends a WebSocket, the
@@ -717,11 +715,9 @@ func TestRobotsFetchesBounded(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); answered.Load() < n-slots; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			leave()
-			t.Fatalf("%d of %d requests answered while %d fetches wait; want %d", answered.Load(), n, slots, n-slots)
-		}
+	if !testkit.Poll(10*time.Second, func() bool { return answered.Load() >= n-slots }) {
+		leave()
+		t.Fatalf("%d of %d requests answered while %d fetches wait; want %d", answered.Load(), n, slots, n-slots)
 	}
 	leave()
 	wg.Wait()
@@ -755,21 +751,18 @@ func TestRobotsFetchesBounded(t *testing.T) {
 			get(later, fmt.Sprintf("http://later%d.test:%s/x", i, port))
 			close(answered)
 		}()
-		// Until its fetch reaches the silent origin, or it is answered.
-		for dialled() <= slots && !chanClosed(answered) && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Until its fetch reaches the silent origin, or it is answered
+		// (the loop's bound fails the test past the deadline).
+		testkit.Poll(time.Until(deadline), func() bool { return dialled() > slots || chanClosed(answered) })
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	var o, a int
+	if !testkit.Poll(5*time.Second, func() bool {
 		mu.Lock()
-		o, a := open, accepted
+		o, a = open, accepted
 		mu.Unlock()
-		if o <= 4 && a > 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections open at the silent origin, %d ever; want at most max_fetches = 4 open, and fetches nobody waited for given up for new ones", o, a)
-		}
+		return o <= 4 && a > 4
+	}) {
+		t.Fatalf("%d connections open at the silent origin, %d ever; want at most max_fetches = 4 open, and fetches nobody waited for given up for new ones", o, a)
 	}
 	close(stop)
 	<-sampled

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -312,11 +313,7 @@ func TestUsageFilesOverloaded(t *testing.T) {
 		resp, _ := get(t, c, stuck.URL+"/a", policy.PurposeHeader, "ai-train")
 		done <- resp.StatusCode
 	}()
-	for deadline := time.Now().Add(5 * time.Second); stuck.count("/.well-known/tdmrep.json") == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first tdmrep.json fetch did not start")
-		}
-	}
+	testkit.Eventually(t, "the first tdmrep.json fetch", func() bool { return stuck.count("/.well-known/tdmrep.json") > 0 })
 	resp, _ := get(t, c, other.URL+"/b", policy.PurposeHeader, "ai-train")
 	if resp.StatusCode != 503 || resp.Header.Get("X-Robots-Gate") != "overloaded" || other.count("/b") != 0 {
 		t.Errorf("a second tdmrep.json with the one slot taken: %d %q, forwarded %d; want 503 overloaded, not forwarded",

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -204,7 +205,9 @@ func TestStatusOriginAnswers(t *testing.T) {
 	}()
 	var st statusJSON
 	var oj, oj2 admin.OriginStatus
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	// Until the request is held; past the bound, the checks below say
+	// what the status page showed.
+	testkit.Poll(5*time.Second, func() bool {
 		st = getStatus(t, p)
 		for _, x := range st.Origins {
 			switch x.Origin {
@@ -214,10 +217,8 @@ func TestStatusOriginAnswers(t *testing.T) {
 				oj2 = x
 			}
 		}
-		if oj.Held == 1 {
-			break
-		}
-	}
+		return oj.Held == 1
+	})
 	cancel()
 	<-held
 	// The host's hold shows on both its origins, and counts once.
