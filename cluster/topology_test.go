@@ -97,6 +97,8 @@ func TestRedisCluster(t *testing.T) {
 	}
 	var got atomic.Int64
 	b.SubscribePurges(func(fetch.Origin) { got.Add(1) })
+	// Published again until heard (the subscription is asynchronous), at
+	// a pace Redis does not mind.
 	for deadline := time.Now().Add(10 * time.Second); got.Load() == 0; time.Sleep(50 * time.Millisecond) {
 		if err := a.PublishPurge(ctx, testOrigin); err != nil {
 			t.Fatal(err)
@@ -142,7 +144,7 @@ func TestSentinelFailover(t *testing.T) {
 		if time.Since(start) > 30*time.Second {
 			t.Fatalf("no call succeeded within 30 s of the primary's death: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a call at each turn, timed: the retries are paced, not a wait for state
 	}
 	after, _ := st.PrimaryAddr()
 	t.Logf("failover followed in %v (the primary is now %s); the slowest call took %v", time.Since(start).Round(time.Millisecond), after, slowest.Round(time.Millisecond))

@@ -400,7 +400,7 @@ func TestFleetRedisDown(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the instance did not rejoin after Redis came back")
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // three requests at each turn: paced, bounded by the deadline
 	}
 	if !strings.Contains(p.log.String(), "redis regained") {
 		t.Error("the return of Redis was not logged")

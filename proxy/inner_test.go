@@ -225,7 +225,7 @@ func TestInnerEarlyAnswer(t *testing.T) {
 		}
 		if r.URL.Path == "/switch" { // a 101 nobody asked for
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nraw bytes")
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // kept open: the 502 must come from the 101 itself, not from a close
 			return
 		}
 		if r.URL.Path == "/progress" {
@@ -239,7 +239,7 @@ func TestInnerEarlyAnswer(t *testing.T) {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", progressSize)
 			got := make(chan int64, 1)
 			go func() { n, _ := io.Copy(io.Discard, r.Body); got <- n }()
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the head first, alone, while the upload goes on
 			c.Write(bytes.Repeat([]byte("x"), progressSize-1))
 			select {
 			case n := <-got:

@@ -63,7 +63,7 @@ func newTestOrigin(t testing.TB, robotsTxt string, handler http.HandlerFunc) *te
 // serveRobots answers /robots.txt: the file, after robotsDelay and
 // robotsHold, or robotsStatus.
 func (o *testOrigin) serveRobots(w http.ResponseWriter, r *http.Request) {
-	time.Sleep(time.Duration(o.robotsDelay.Load()))
+	time.Sleep(time.Duration(o.robotsDelay.Load())) // a slow robots.txt is what such a test is about
 	if hold := o.robotsHold.Load(); hold != nil {
 		select {
 		case <-*hold:

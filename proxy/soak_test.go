@@ -56,7 +56,7 @@ func TestSoak(t *testing.T) {
 					blockedHits.Add(1)
 				}
 				if slow {
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(50 * time.Millisecond) // a slow origin: the stall is the load
 				}
 				io.WriteString(w, "ok")
 			})
@@ -141,6 +141,8 @@ func TestSoak(t *testing.T) {
 	lines = nil
 	var after runtime.MemStats
 	goroutinesAfter := 0
+	// Connections closed and a collection at each turn, until the
+	// goroutines are back; past the bound, the check below says how many.
 	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
 		p.srv.snap.Load().out.closeIdle()
 		p.srv.cache.CloseIdleConnections()
