@@ -123,7 +123,7 @@ func TestRotationKeepsRequestsAndClosesIdle(t *testing.T) {
 	select {
 	case <-closed:
 		t.Error("a third connection closed: the fresh clone's idle one should stay")
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(50 * time.Millisecond): // a close that does not come cannot be waited for: a real socket's, not in a bubble
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -172,46 +173,50 @@ func TestAuthRepeatedFailureRemembered(t *testing.T) {
 // memo while its address is past its budget and every slot is taken.
 func TestAuthVerifiedUserFastPath(t *testing.T) {
 	t.Parallel()
-	const remote = "198.51.100.7:1000"
-	a, _, calls := countingAuth(t)
-	if user, ok := a.CheckRequest(authRequest(t.Context(), remote, "u:pw"), false); !ok || user != "u" {
-		t.Fatalf("check(u:pw) = %q, %v; want u, true", user, ok)
-	}
-	for i := range 2 * authFailBurst {
-		a.CheckRequest(authRequest(t.Context(), remote, fmt.Sprintf("u:wrong%d", i)), false)
-	}
-	// Every comparison slot taken, as by guesses from many addresses.
-	for range cap(a.slots) {
-		a.slots <- struct{}{}
-	}
-	before := calls.Load()
-	for _, direct := range []bool{false, true} {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		r := authRequest(ctx, remote, "u:pw")
-		if direct {
-			r.Header.Set("Authorization", r.Header.Get("Proxy-Authorization"))
-			r.Header.Del("Proxy-Authorization")
+	// In a bubble: a check that waited for a slot would be seen at once,
+	// at its context's 10 s on the fake clock.
+	synctest.Test(t, func(t *testing.T) {
+		const remote = "198.51.100.7:1000"
+		a, _, calls := countingAuth(t)
+		if user, ok := a.CheckRequest(authRequest(t.Context(), remote, "u:pw"), false); !ok || user != "u" {
+			t.Fatalf("check(u:pw) = %q, %v; want u, true", user, ok)
 		}
-		user, ok := a.CheckRequest(r, direct)
-		waited := ctx.Err() != nil
-		cancel()
-		if !ok || user != "u" {
-			t.Errorf("verified user (direct %v), address past its budget, slots full: check = %q, %v; want u, true", direct, user, ok)
+		for i := range 2 * authFailBurst {
+			a.CheckRequest(authRequest(t.Context(), remote, fmt.Sprintf("u:wrong%d", i)), false)
 		}
-		if waited {
-			t.Errorf("verified user (direct %v) waited for a slot until its context ended", direct)
+		// Every comparison slot taken, as by guesses from many addresses.
+		for range cap(a.slots) {
+			a.slots <- struct{}{}
 		}
-	}
-	if got := calls.Load() - before; got != 0 {
-		t.Errorf("verified user ran %d comparisons; want 0 (from the memo)", got)
-	}
-	// New guesses from that address are refused at once, slots or not.
-	if _, ok := a.CheckRequest(authRequest(t.Context(), remote, "u:another"), false); ok {
-		t.Error("guess from an address past its budget accepted")
-	}
-	if got := calls.Load() - before; got != 0 {
-		t.Errorf("guess from an address past its budget ran %d comparisons; want 0", got)
-	}
+		before := calls.Load()
+		for _, direct := range []bool{false, true} {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			r := authRequest(ctx, remote, "u:pw")
+			if direct {
+				r.Header.Set("Authorization", r.Header.Get("Proxy-Authorization"))
+				r.Header.Del("Proxy-Authorization")
+			}
+			user, ok := a.CheckRequest(r, direct)
+			waited := ctx.Err() != nil
+			cancel()
+			if !ok || user != "u" {
+				t.Errorf("verified user (direct %v), address past its budget, slots full: check = %q, %v; want u, true", direct, user, ok)
+			}
+			if waited {
+				t.Errorf("verified user (direct %v) waited for a slot until its context ended", direct)
+			}
+		}
+		if got := calls.Load() - before; got != 0 {
+			t.Errorf("verified user ran %d comparisons; want 0 (from the memo)", got)
+		}
+		// New guesses from that address are refused at once, slots or not.
+		if _, ok := a.CheckRequest(authRequest(t.Context(), remote, "u:another"), false); ok {
+			t.Error("guess from an address past its budget accepted")
+		}
+		if got := calls.Load() - before; got != 0 {
+			t.Errorf("guess from an address past its budget ran %d comparisons; want 0", got)
+		}
+	})
 }
 
 // TestAuthConcurrencyBound: guesses from many addresses at once never run
@@ -260,7 +265,8 @@ func TestAuthConcurrencyBound(t *testing.T) {
 }
 
 // TestAuthSlotWaitEndsWithContext: a check waiting for a slot fails, without
-// a comparison or a budget spent, when its context ends or slotWait passes.
+// a comparison or a budget spent, when its context ends or slotWait passes
+// (in a bubble: the 20 ms and the 10 s bound are the fake clock's).
 func TestAuthSlotWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	cancelled := func(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -284,38 +290,40 @@ func TestAuthSlotWaitEndsWithContext(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a, _, calls := countingAuth(t)
-			a.slotWait = tc.slotWait
-			for range cap(a.slots) {
-				a.slots <- struct{}{}
-			}
-			ctx, cancel := tc.ctx(t.Context())
-			defer cancel()
-			done := make(chan bool, 1)
-			go func() {
-				_, ok := a.CheckRequest(authRequest(ctx, "198.51.100.7:1", "u:pw"), false)
-				done <- ok
-			}()
-			if tc.cancel {
-				cancel()
-			}
-			select {
-			case ok := <-done:
-				if ok {
-					t.Error("check with no slot passed")
+			synctest.Test(t, func(t *testing.T) {
+				a, _, calls := countingAuth(t)
+				a.slotWait = tc.slotWait
+				for range cap(a.slots) {
+					a.slots <- struct{}{}
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("check still waiting for a slot after 10s")
-			}
-			if got := calls.Load(); got != 0 {
-				t.Errorf("%d comparisons ran; want 0", got)
-			}
-			a.mu.Lock()
-			spent := len(a.fails)
-			a.mu.Unlock()
-			if spent != 0 {
-				t.Errorf("%d failure budgets spent by checks that never compared; want 0", spent)
-			}
+				ctx, cancel := tc.ctx(t.Context())
+				defer cancel()
+				done := make(chan bool, 1)
+				go func() {
+					_, ok := a.CheckRequest(authRequest(ctx, "198.51.100.7:1", "u:pw"), false)
+					done <- ok
+				}()
+				if tc.cancel {
+					cancel()
+				}
+				select {
+				case ok := <-done:
+					if ok {
+						t.Error("check with no slot passed")
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("check still waiting for a slot after 10s")
+				}
+				if got := calls.Load(); got != 0 {
+					t.Errorf("%d comparisons ran; want 0", got)
+				}
+				a.mu.Lock()
+				spent := len(a.fails)
+				a.mu.Unlock()
+				if spent != 0 {
+					t.Errorf("%d failure budgets spent by checks that never compared; want 0", spent)
+				}
+			})
 		})
 	}
 }
