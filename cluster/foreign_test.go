@@ -155,12 +155,8 @@ func publishUntilCounted(t *testing.T, rdb *redis.Client, c counted, channel, pa
 		if err := rdb.Publish(t.Context(), channel, payload).Err(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(50 * time.Millisecond)
-		for time.Now().Before(deadline) {
-			if c.errorsNow(t) > before {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
+		if testkit.Poll(50*time.Millisecond, func() bool { return c.errorsNow(t) > before }) {
+			return
 		}
 	}
 	t.Fatalf("a foreign message on %s (%.40q) was never counted", channel, payload)
