@@ -146,16 +146,11 @@ var errHeadBound = errors.New("the head did not end within the first 64 KiB")
 // ASCII and clipped to maxUnreadable bytes: the 403's
 // X-Robots-Gate-Rule carries it.
 func unreadableHead(err error) usage.Usage {
-	var u usage.Usage
 	why := err.Error()
 	if strings.ContainsFunc(why, func(r rune) bool { return r < ' ' || r > '~' }) {
 		why = strings.Trim(strconv.QuoteToASCII(why), `"`)
 	}
-	v := usage.Verdict{State: usage.Refused, Statement: "html head: unreadable (" + clip(why, maxUnreadable) + ")", Source: usage.FromMeta}
-	for _, p := range usage.Purposes() {
-		u[p] = v
-	}
-	return u
+	return usage.UnreadableHead(clip(why, maxUnreadable))
 }
 
 // judgeHead reads the head of resp from raw, through the one coding its

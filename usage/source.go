@@ -35,8 +35,21 @@ var sourceInfo = [NumSources]struct{ name, prefix string }{
 }
 
 // headUnreadable starts the statement of an HTML head that could not be
-// read (the proxy's head reader): a statement of the meta source.
+// read (UnreadableHead): a statement of the meta source.
 const headUnreadable = "html head: "
+
+// UnreadableHead is what robotsgate concludes of an HTML head it could not
+// read (the proxy's head reader), why saying why: every purpose refused,
+// by the statement "html head: unreadable (<why>)", from the meta source
+// (RuleSource reads it back as unreadable).
+func UnreadableHead(why string) Usage {
+	var u Usage
+	v := Verdict{State: Refused, Statement: headUnreadable + "unreadable (" + why + ")", Source: FromMeta}
+	for p := range u {
+		u[p] = v
+	}
+	return u
+}
 
 // String returns the source's name: "robots.txt", "response header",
 // "html meta", "tdmrep.json" or "rsl licence"; "source(N)" for one this
