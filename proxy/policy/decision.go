@@ -270,7 +270,9 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 // else opened. The sources of srcs that judge beside the rules say what
 // they refuse on every path, for each token.
 func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time, srcs []source.Source) {
-	decideAnswer(context.Background(), d, a, "/", now, nil)
+	// As a request for "/", statements included: their work counts
+	// against what is left for the files (judgeBeforeSend).
+	decideAnswer(context.Background(), d, a, "/", now, srcs)
 	if d.Action != ActionDisallowed && d.Action != ActionAllowed || a.Entry == nil || a.Entry.Rules == nil {
 		return
 	}
