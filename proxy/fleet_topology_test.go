@@ -350,13 +350,13 @@ func BenchmarkFleetFaults(b *testing.B) {
 		var faults []window
 		var converge []time.Duration
 		settle := func(from time.Time) {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the fault seen first, as in TestFleetSentinelFailover
 			to := waitShared(b, fleet, 30*time.Second)
 			faults = append(faults, window{from, to.Add(9 * gap)}) // and the slots paced alone leave
 			converge = append(converge, to.Sub(from))
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // load after it: what is measured
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // load before the first fault
 		primary := func() *redistest.Server {
 			addr, _ := st.PrimaryAddr()
 			if addr == st.Replica.Addr {
