@@ -18,10 +18,6 @@ import (
 // the file at a URL.
 type UsageFiles = source.Files
 
-// MaxLicenses is how many of a robots.txt's License lines are read: a
-// site names one, or a few.
-const MaxLicenses = source.MaxLicenses
-
 const (
 	reasonFileUnreachable = "%s unreachable and no copy held: refusing the purposes it could refuse (%s)"
 	reasonFileWait        = "gave up waiting for %s"
