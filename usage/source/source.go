@@ -14,7 +14,9 @@ import (
 // A Source is one place sites state how their content may be used. Policy
 // runs every source of List at its phase (docs/decision.md step 7b), and
 // the verdicts it gives carry its ID. A new source is a file with a type
-// that implements Source, and a line in List.
+// that implements Source, and a line in List. (The interface is here, not
+// in package usage with the IDs and phases, because what a source judges,
+// Input, holds robots' and fetch's types, and robots imports usage.)
 type Source interface {
 	// ID names the source; every verdict it gives carries it.
 	ID() usage.SourceID
