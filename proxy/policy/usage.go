@@ -15,62 +15,16 @@ import (
 // fetches for ("ai-train, search"); it never reaches the origin.
 const PurposeHeader = "X-Robots-Gate-Purpose"
 
-// Purposes is a set of declared purposes (docs/data-teams.md, "AI-training and
-// TDM opt-outs").
-type Purposes uint8
+// Purposes is a set of declared purposes (usage.Set).
+type Purposes = usage.Set
 
-// Has reports whether p is in the set.
-func (ps Purposes) Has(p usage.Purpose) bool { return ps&(1<<p) != 0 }
+// KnownPurposes names every purpose, for error messages
+// (usage.KnownPurposes).
+func KnownPurposes() string { return usage.KnownPurposes() }
 
-// List returns the purposes in the set, in usage.Purposes order.
-func (ps Purposes) List() []usage.Purpose {
-	var out []usage.Purpose
-	for _, p := range usage.Purposes() {
-		if ps.Has(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// Names returns the names of the purposes in the set; an empty, non-nil
-// slice for none.
-func (ps Purposes) Names() []string {
-	out := []string{}
-	for _, p := range ps.List() {
-		out = append(out, p.String())
-	}
-	return out
-}
-
-// KnownPurposes names every purpose, for error messages.
-func KnownPurposes() string {
-	var names []string
-	for _, p := range usage.Purposes() {
-		names = append(names, p.String())
-	}
-	return strings.Join(names, ", ")
-}
-
-// ParsePurposes reads purpose names: each value a comma-separated list, as
-// X-Robots-Gate-Purpose or check -purpose give them. Empty items are
-// skipped; an unknown name is an error naming the known ones.
-func ParsePurposes(values []string) (Purposes, error) {
-	var ps Purposes
-	for _, v := range values {
-		for name := range strings.SplitSeq(v, ",") {
-			if strings.TrimSpace(name) == "" {
-				continue
-			}
-			p, ok := usage.ParsePurpose(name)
-			if !ok {
-				return 0, fmt.Errorf("%q is not a purpose: known purposes are %s", strings.TrimSpace(name), KnownPurposes())
-			}
-			ps |= 1 << p
-		}
-	}
-	return ps, nil
-}
+// ParsePurposes reads purpose names as X-Robots-Gate-Purpose or check
+// -purpose give them (usage.ParseSet).
+func ParsePurposes(values []string) (Purposes, error) { return usage.ParseSet(values) }
 
 // Refusal is the evidence of a usage refusal: the purpose refused, the
 // statement that refused it, and the source it came from.
