@@ -12,6 +12,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/proxy/wire"
 )
 
 // What goes upstream is one request, framed as decided (docs/decision.md step 0):
@@ -102,7 +103,7 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 		header.FilterTrailer(g.req.Trailer, g.connNamed)
 	case errors.Is(err, errBodyStalled):
 		g.stalled.Store(true) // a tunnel's body said so
-	case err != nil && isTimeout(err):
+	case err != nil && wire.IsTimeout(err):
 		g.stalled.Store(true)
 		err = fmt.Errorf("%w: %v", errBodyStalled, err)
 	}
@@ -110,12 +111,6 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 }
 
 func (g *guardedBody) Close() error { return g.rc.Close() }
-
-// isTimeout reports whether err is a deadline's.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
 
 // trailerGuard removes X-Robots-Gate* fields from a response's trailer
 // once the body's end has brought it.

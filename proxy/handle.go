@@ -16,6 +16,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
+	"github.com/robotsgate/robotsgate/proxy/wire"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
 )
@@ -91,7 +92,7 @@ func requestOf(r *http.Request, kind policy.Kind, scheme, authority, target stri
 		Authority:   authority,
 		Target:      target,
 		UserAgent:   r.Header.Get("User-Agent"),
-		Client:      clientAddr(r),
+		Client:      wire.ClientAddr(r),
 		Credentials: r.Header.Get("Proxy-Authorization"),
 	}
 	req.Purposes, req.OtherPurposeSpelling = policy.PurposeValues(r.Header)
@@ -309,7 +310,7 @@ func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, s
 		return
 	}
 	rec := audit.RecordOf(s.opts.Now(), d, status)
-	rec.SetClient(clientAddr(r))
+	rec.SetClient(wire.ClientAddr(r))
 	rec.Method, rec.UserAgent = r.Method, r.Header.Get("User-Agent")
 	switch {
 	case connect != "":

@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
-	"sync"
+
+	"github.com/robotsgate/robotsgate/proxy/wire"
 )
 
 // respWriter keeps net/http from adding Date or Content-Type to a
@@ -43,45 +43,24 @@ func (w *respWriter) Write(b []byte) (int, error) {
 // ReadFrom copies a forwarded body as it arrives: each piece read from the
 // origin is written and flushed at once, so that a slow or stalling
 // origin's bytes (and the headers before them) are not held back in
-// net/http's buffer. The buffer is pooled, not allocated per response.
+// net/http's buffer; a complete body is sent when the handler ends, in one
+// write with its headers (wire.CopyFlushing, as h1 writes inside tunnels).
 func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
 	length := int64(-1)
 	if cl := w.Header().Get("Content-Length"); cl != "" {
 		length, _ = strconv.ParseInt(cl, 10, 64)
 	}
-	var n int64
-	for {
-		nr, rerr := r.Read(buf)
-		if nr > 0 {
-			nw, werr := w.ResponseWriter.Write(buf[:nr])
-			n += int64(nw)
-			if werr != nil {
-				return n, werr
-			}
-			// More to come (a streamed body, or part of a sized one): send
-			// what is here now. A complete body is sent when the handler
-			// ends, in one write with its headers.
-			if length < 0 || n < length {
-				w.Flush()
-			}
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
+	return wire.CopyFlushing(w.ResponseWriter, w.flush, r, length)
 }
 
-// copyBufs are the buffers of respWriter.ReadFrom.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// flush is Flush for wire.CopyFlushing.
+func (w *respWriter) flush() error {
+	w.Flush()
+	return nil
+}
 
 func (w *respWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
@@ -112,28 +91,18 @@ func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if rw == nil || rw.Reader.Buffered() == 0 {
 		return c, rw, nil
 	}
-	hc := &hijackedConn{Conn: c, r: rw.Reader}
+	hc := &wire.BufferedConn{Conn: c, R: rw.Reader}
 	// The smallest reader bufio makes: a caller that reads it reads the
 	// connection through it, and nothing is buffered in it yet.
 	return hc, bufio.NewReadWriter(bufio.NewReaderSize(hc, 16), rw.Writer), nil
 }
-
-// hijackedConn is a connection taken over from net/http's server, read
-// through the reader that holds what the server had already read of it.
-// It is that reader's only reader from then on.
-type hijackedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *hijackedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // trackedOf returns the listener's tracked connection under c, or nil.
 func trackedOf(c net.Conn) *trackedConn {
 	switch c := c.(type) {
 	case *trackedConn:
 		return c
-	case *hijackedConn:
+	case *wire.BufferedConn: // a hijacked connection, read through the server's reader
 		return trackedOf(c.Conn)
 	}
 	return nil
@@ -141,15 +110,6 @@ func trackedOf(c net.Conn) *trackedConn {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// clientAddr is the client's IP address.
-func clientAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
 
 // closeHijacked closes a connection taken over during a request (a
 // WebSocket, a tunnel) once its handler has returned: goproxy's WebSocket

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/h1"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/proxy/wire"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
@@ -42,7 +42,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	}
 	client.SetReadDeadline(time.Now().Add(lim.ReadHeaderTimeout))
 	br := bufio.NewReader(client)
-	var conn net.Conn = &peekedConn{Conn: client, r: br}
+	var conn net.Conn = &wire.BufferedConn{Conn: client, R: br}
 	scheme := "http"
 	proto := tunnelProtocol(br)
 	if ci.upstream != nil && proto != "tls" {
@@ -63,7 +63,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 			if _, err := ci.upstream.Write(hello); err != nil {
 				return
 			}
-			relay(conn, ci.upstream)
+			wire.Relay(conn, ci.upstream)
 			return
 		}
 		o, err := fetch.OriginOf("https", ci.tunnel.Authority) // the normal form: punycode, no trailing dot
@@ -80,7 +80,7 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	case "none":
 		return
 	default:
-		s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.tunnel.Authority, "client", clientAddr(r))
+		s.log.Warn("tunnel: neither TLS nor HTTP/1.x: closed", "authority", ci.tunnel.Authority, "client", wire.ClientAddr(r))
 		return
 	}
 	client.SetReadDeadline(time.Time{})
@@ -131,14 +131,6 @@ func tunnelProtocol(br *bufio.Reader) string {
 	}
 	return ""
 }
-
-// peekedConn reads first what a bufio.Reader has already taken from Conn.
-type peekedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // connectInfo is what a tunnel's requests know of their CONNECT.
 type connectInfo struct {
@@ -196,20 +188,4 @@ func (s *Server) checkServerName(conn net.Conn, ci *connectInfo) ([]byte, string
 		return nil, fmt.Sprintf("tunnel closed: the TLS ClientHello names %q, not the CONNECT host %s", hello.serverName, ci.decision.Origin.Host)
 	}
 	return read, ""
-}
-
-// relay copies between a and b until either side ends or fails, then
-// closes both, so that neither is left open by the other's end.
-func relay(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	copyTo := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		done <- struct{}{}
-	}
-	go copyTo(a, b)
-	go copyTo(b, a)
-	<-done
-	a.Close()
-	b.Close()
-	<-done
 }

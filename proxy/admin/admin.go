@@ -21,6 +21,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/proxy/wire"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage/source"
 )
@@ -207,7 +208,7 @@ func (h *Handler) allowed(r *http.Request, access adminAccess) (string, bool) {
 	if a != nil && (r.Header.Get("Authorization") != "" || r.Header.Get("Proxy-Authorization") != "") {
 		return a.CheckRequest(r, true)
 	}
-	if clientAddr(r).IsLoopback() && localHost(r, p.Config().Listen) {
+	if wire.ClientAddr(r).IsLoopback() && localHost(r, p.Config().Listen) {
 		return "", true
 	}
 	if a == nil {
@@ -375,15 +376,6 @@ func (h *Handler) serveRobotsEntry(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(e)
-}
-
-// clientAddr is the client's IP address.
-func clientAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
 }
 
 // DirectoryPath is where the key directory is served, and where the

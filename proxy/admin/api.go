@@ -15,6 +15,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/proxy/wire"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -112,7 +113,7 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 		if r.Context().Err() != nil {
 			return // the caller left: decide no more
 		}
-		req := policy.Request{Kind: policy.KindCheck, Client: clientAddr(r), User: user, Purposes: in.Purpose}
+		req := policy.Request{Kind: policy.KindCheck, Client: wire.ClientAddr(r), User: user, Purposes: in.Purpose}
 		switch {
 		case in.Agent != nil:
 			req.Agents = []string{*in.Agent}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/wire"
 )
 
 // Why not an http.Server per tunnel: that server's per-request machinery (a
@@ -486,7 +487,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 		cw = newChunkedWriter(bw)
 		w = cw
 	}
-	n, err := copyFlushing(w, bw, resp.Body, length)
+	n, err := wire.CopyFlushing(w, bw.Flush, resp.Body, length)
 	if err != nil || length >= 0 && n != length {
 		bw.Flush()
 		return false // the client can tell the body is cut short only by the connection's end
@@ -501,46 +502,6 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	return bw.Flush() == nil && keep
 }
 
-// copyFlushing copies body to w, at most length bytes when length ≥ 0, and
-// flushes bw after each piece while more is to come: a streamed or slow
-// body reaches the client as the origin sends it, and a whole one goes in
-// one write with its head. The copy buffer is pooled.
-func copyFlushing(w io.Writer, bw *bufio.Writer, body io.Reader, length int64) (int64, error) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	var n int64
-	for {
-		p := buf
-		if length >= 0 && int64(len(p)) > length-n {
-			p = p[:length-n+1] // one byte over: a body longer than said is cut, not passed on
-		}
-		nr, rerr := body.Read(p)
-		if length >= 0 && n+int64(nr) > length {
-			nr = int(length - n)
-			rerr = errors.New("body longer than its Content-Length")
-		}
-		if nr > 0 {
-			nw, werr := w.Write(p[:nr])
-			n += int64(nw)
-			if werr != nil {
-				return n, werr
-			}
-			if length < 0 || n < length {
-				if err := bw.Flush(); err != nil {
-					return n, err
-				}
-			}
-		}
-		if rerr == io.EOF || length >= 0 && n == length && rerr == nil && nr == 0 {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
-}
-
 // relayUpgrade relays a WebSocket between the client and the origin until
 // either ends, idle-timed like a tunnel.
 func (ic *innerConn) relayUpgrade(up io.ReadWriteCloser) {
@@ -548,19 +509,8 @@ func (ic *innerConn) relayUpgrade(up io.ReadWriteCloser) {
 	if ic.opts.OnUpgrade != nil {
 		ic.opts.OnUpgrade()
 	}
-	done := make(chan struct{}, 2)
-	go func() {
-		io.Copy(up, ic.br) // what the client sent after its request first
-		done <- struct{}{}
-	}()
-	go func() {
-		io.Copy(ic.conn, up)
-		done <- struct{}{}
-	}()
-	<-done
-	up.Close()
-	ic.conn.Close()
-	<-done
+	// What the client sent after its request first (ic.br holds it).
+	wire.Relay(&wire.BufferedConn{Conn: ic.conn, R: ic.br}, up)
 }
 
 // writeContinue tells a client that waits for it to send its body, unless
@@ -627,7 +577,7 @@ func (b *innerBody) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		b.eof.Store(true)
-	case err != nil && isTimeout(err):
+	case err != nil && wire.IsTimeout(err):
 		b.stalled.Store(true) // the reader sees the deadline's error, a net.Error with Timeout
 	}
 	return n, err
@@ -910,13 +860,4 @@ func (c *chunkedWriter) Write(p []byte) (int, error) {
 func (c *chunkedWriter) Close() error {
 	_, err := c.w.WriteString("0\r\n")
 	return err
-}
-
-// copyBufs are copyFlushing's buffers.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// isTimeout reports whether err is a deadline's.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
