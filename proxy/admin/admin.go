@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -55,6 +56,8 @@ type Options struct {
 // Handler serves the proxy's own endpoints.
 type Handler struct {
 	o Options
+	// mux routes each endpoint by method and path (routes).
+	mux *http.ServeMux
 	// decideCalls are the /v1/decide calls running (MaxDecideCalls slots).
 	decideCalls chan struct{}
 }
@@ -64,87 +67,156 @@ func (h *Handler) Running() int { return len(h.decideCalls) }
 
 // New returns the Handler of o.
 func New(o Options) *Handler {
-	return &Handler{o: o, decideCalls: make(chan struct{}, MaxDecideCalls)}
+	h := &Handler{o: o, mux: http.NewServeMux(), decideCalls: make(chan struct{}, MaxDecideCalls)}
+	h.routes()
+	return h
 }
 
-// ServeHTTP answers a request to the proxy itself: /healthz, /metrics and
-// the robots.txt cache, the status page and the decision API; each but
-// the first two only to the clients allowed admits.
+// routes registers the endpoints. A method pattern's other methods are
+// answered as they always were: 404 where an endpoint takes one method
+// (or GET and HEAD) and says nothing more, 405 with an Allow header where
+// it names the method to use, and then only to the clients its access
+// rule admits. (A "GET" pattern takes HEAD too: where HEAD is not served,
+// it is registered as not found.)
+func (h *Handler) routes() {
+	m := h.mux
+	onlyGet := func(path string, serve http.HandlerFunc, head bool) {
+		m.HandleFunc("GET "+path, serve)
+		if !head {
+			m.Handle("HEAD "+path, http.NotFoundHandler())
+		}
+		m.Handle(path, http.NotFoundHandler())
+	}
+	onlyGet("/healthz", h.serveHealth, true)
+	onlyGet("/metrics", h.o.Metrics.ServeHTTP, false)
+	onlyGet("/ca.pem", h.serveCA, true)
+	onlyGet(DirectoryPath, h.serveDirectory, true)
+	onlyGet("/robots", h.access(openWithoutAuth, h.serveRobotsEntry), false)
+	m.HandleFunc("POST /robots/purge", h.access(loopbackOrUser, h.servePurge))
+	m.HandleFunc("/robots/purge", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "robotsgate: POST /robots/purge?origin=URL", http.StatusMethodNotAllowed)
+	})
+	for _, path := range []string{"/status", "/status.json"} {
+		m.HandleFunc("GET "+path, h.statusAccess(h.serveStatus))
+		m.HandleFunc(path, h.statusAccess(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "robotsgate: GET only", http.StatusMethodNotAllowed)
+		}))
+	}
+	m.HandleFunc("POST /v1/decide", func(w http.ResponseWriter, r *http.Request) {
+		if user, ok := h.allowed(r, loopbackOrUser); ok {
+			h.serveDecide(w, r, user)
+		} else {
+			adminForbidden(w)
+		}
+	})
+	m.HandleFunc("/v1/decide", h.access(loopbackOrUser, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		apiError(w, http.StatusMethodNotAllowed, "POST a JSON body: {\"user_agent\": \"...\", \"purpose\": [...], \"urls\": [...]}")
+	}))
+}
+
+// ServeHTTP answers a request to the proxy itself: /healthz, /metrics,
+// /ca.pem and the key directory to anyone; the robots.txt cache, the
+// status page and the decision API only to the clients allowed admits,
+// and never to a page of another site.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/ca.pem" && r.URL.Path != DirectoryPath && !sameOrigin(r) {
 		http.Error(w, "robotsgate: the operator endpoints answer no request sent by a page of another site", http.StatusForbidden)
 		return
 	}
-	switch {
-	case r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
-		if h.o.Cluster != nil { // a detail: the instance is healthy without Redis
-			io.WriteString(w, clusterLine(h.o.Cluster.Status()))
-		}
-	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
-		h.o.Metrics.ServeHTTP(w, r)
-	case r.URL.Path == "/ca.pem" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		h.serveCA(w)
-	case r.URL.Path == DirectoryPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		h.serveDirectory(w, r)
-	case r.URL.Path == "/robots" && r.Method == http.MethodGet:
-		if _, ok := h.allowed(r, openWithoutAuth); !ok {
-			adminForbidden(w)
-			return
-		}
-		h.serveRobotsEntry(w, r)
-	case r.URL.Path == "/robots/purge" && r.Method == http.MethodPost:
-		if _, ok := h.allowed(r, loopbackOrUser); !ok {
-			adminForbidden(w)
-			return
-		}
-		o, err := fetch.ParseOrigin(r.URL.Query().Get("origin"))
-		if err != nil {
-			http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if h.o.Files != nil { // its usage files too: tdmrep.json, the licences its robots.txt names, fleet-wide
-			h.o.Files.Purge(o, h.o.Cache.Licenses(r.Context(), o)...)
-		}
-		held := h.o.Cache.Purge(o)
-		if h.o.Cluster != nil { // the other instances forget it too
-			if err := h.o.Cluster.PublishPurge(r.Context(), o); err != nil {
-				// Forgotten here, not by the fleet: the operator retries.
-				w.Header().Set("Retry-After", "2")
-				http.Error(w, fmt.Sprintf("robotsgate: purged %s on this instance, but the fleet was not told (redis: %v): retry", o, err), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		if !held {
-			http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "purged %s\n", o)
-	case r.URL.Path == "/robots/purge":
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "robotsgate: POST /robots/purge?origin=URL", http.StatusMethodNotAllowed)
-	case r.URL.Path == "/status" || r.URL.Path == "/status.json":
-		if h.statusAllowed(w, r) {
-			h.serveStatus(w, r)
-		}
-	case r.URL.Path == "/v1/decide":
-		user, ok := h.allowed(r, loopbackOrUser)
-		if !ok {
-			adminForbidden(w)
-			return
-		}
-		h.serveDecide(w, r, user)
-	default:
+	// Routed by the path as it is: one the mux would clean ("//healthz",
+	// "/status/../healthz") and redirect, or "*", names no endpoint.
+	p := r.URL.Path
+	if p == "" || p[0] != '/' || cleanPath(p) != p {
 		http.NotFound(w, r)
+		return
 	}
+	if r.URL.RawPath != "" {
+		// Matched on the decoded path, as ever ("/robots%2Fpurge" is
+		// /robots/purge), not segment by segment.
+		r2, u := *r, *r.URL
+		u.RawPath = ""
+		r2.URL = &u
+		r = &r2
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is p as ServeMux cleans it: no "//", "." or ".." segment, a
+// trailing slash kept.
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// access serves r with serve when access admits its client, and answers
+// 403 otherwise.
+func (h *Handler) access(access adminAccess, serve http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := h.allowed(r, access); !ok {
+			adminForbidden(w)
+			return
+		}
+		serve(w, r)
+	}
+}
+
+// statusAccess serves r with serve when statusAllowed admits it.
+func (h *Handler) statusAccess(serve http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.statusAllowed(w, r) {
+			serve(w, r)
+		}
+	}
+}
+
+// serveHealth answers GET /healthz: up, and the fleet's Redis when there
+// is one.
+func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+	if h.o.Cluster != nil { // a detail: the instance is healthy without Redis
+		io.WriteString(w, clusterLine(h.o.Cluster.Status()))
+	}
+}
+
+// servePurge answers POST /robots/purge?origin=O: the origin's robots.txt
+// and usage files are forgotten, here and across the fleet.
+func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request) {
+	o, err := fetch.ParseOrigin(r.URL.Query().Get("origin"))
+	if err != nil {
+		http.Error(w, "robotsgate: origin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if h.o.Files != nil { // its usage files too: tdmrep.json, the licences its robots.txt names, fleet-wide
+		h.o.Files.Purge(o, h.o.Cache.Licenses(r.Context(), o)...)
+	}
+	held := h.o.Cache.Purge(o)
+	if h.o.Cluster != nil { // the other instances forget it too
+		if err := h.o.Cluster.PublishPurge(r.Context(), o); err != nil {
+			// Forgotten here, not by the fleet: the operator retries.
+			w.Header().Set("Retry-After", "2")
+			http.Error(w, fmt.Sprintf("robotsgate: purged %s on this instance, but the fleet was not told (redis: %v): retry", o, err), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	if !held {
+		http.Error(w, "robotsgate: nothing cached for "+o.String(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "purged %s\n", o)
 }
 
 // serveCA answers /ca.pem, to anyone who can reach the listener: a CA's
 // certificate is public, and a client must have it before it can use
 // the proxy for HTTPS.
-func (h *Handler) serveCA(w http.ResponseWriter) {
+func (h *Handler) serveCA(w http.ResponseWriter, _ *http.Request) {
 	if h.o.CA == nil {
 		http.Error(w, "robotsgate: tls.mode is \"tunnel\": HTTPS is not decrypted, and there is no CA to trust", http.StatusNotFound)
 		return

@@ -72,11 +72,6 @@ type decideOutput struct {
 // [auth] user apply to [[agents]] rules; block_private applies; pacing and
 // report mode do not (the answer is what the rules say).
 func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user string) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		apiError(w, http.StatusMethodNotAllowed, "POST a JSON body: {\"user_agent\": \"...\", \"purpose\": [...], \"urls\": [...]}")
-		return
-	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		// Also what keeps a web page from posting here: a JSON body needs
 		// a CORS preflight, which is never answered.

@@ -228,11 +228,6 @@ type OriginStatus struct {
 
 // serveStatus answers GET /status.json, or the page that shows it.
 func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "robotsgate: GET only", http.StatusMethodNotAllowed)
-		return
-	}
 	w.Header().Set("Cache-Control", "no-store")
 	if r.URL.Path == "/status" {
 		h := w.Header()
