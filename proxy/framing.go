@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -39,24 +38,28 @@ const reasonBodyStalled = "the request body made no progress for limits.idle_tim
 // whose read deadline bounds each read of its body.
 type connKey struct{}
 
-// guardBody wraps the body of a request with content for the trip
-// upstream: each read of it must make progress within idle_timeout, or
-// the request ends with errBodyStalled (the Transport then drops the
-// upstream connection: it is freed, not held); and once it is read to its
-// end, the trailers that came with it are filtered as headers are (see
-// header.FilterTrailer), before the Transport sends them. connNamed are the
-// fields the request's Connection header named.
-func (s *Server) guardBody(p *policy.Policy, r *http.Request, connNamed []string) io.ReadCloser {
-	g := &guardedBody{rc: r.Body, idle: p.Config().Limits.IdleTimeout, req: r, connNamed: connNamed}
+// guardBody wraps the body of in, a request with content, for the trip
+// upstream as out: each read of it must make progress within
+// idle_timeout, or the request ends with errBodyStalled (the Transport
+// then drops the upstream connection: it is freed, not held); and once it
+// is read to its end, the trailers that came with it (which the server
+// reads into in.Trailer) go on in out's own trailer, filtered as headers
+// are (see header.FilterTrailer), before the Transport sends them.
+// connNamed are the fields the request's Connection header named.
+func (s *Server) guardBody(p *policy.Policy, in, out *http.Request, connNamed []string) io.ReadCloser {
+	g := &guardedBody{rc: in.Body, idle: p.Config().Limits.IdleTimeout, in: in, out: out, connNamed: connNamed}
 	// A request inside a tunnel is read by h1's loop, whose body keeps its
 	// own deadline (and reports it as a timeout); one on the listener is
 	// read from its connection, whose deadline is set here.
-	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+	if c, ok := in.Context().Value(connKey{}).(net.Conn); ok {
 		g.conn = c
 	}
-	header.FilterTrailer(r.Trailer, connNamed) // the names announced before the body
-	for k := range r.Trailer {
-		g.announced = append(g.announced, k)
+	if in.Trailer != nil {
+		// The names announced before the body: out's trailer, which the
+		// Transport announces, carries those allowed, and their values
+		// once the body's end brings them.
+		out.Trailer = in.Trailer.Clone()
+		header.FilterTrailer(out.Trailer, connNamed)
 	}
 	return g
 }
@@ -66,9 +69,8 @@ type guardedBody struct {
 	rc        io.ReadCloser
 	conn      net.Conn // the client's connection, whose read deadline bounds a read; nil: rc keeps its own
 	idle      time.Duration
-	req       *http.Request
+	in, out   *http.Request // the client's request, whose trailer the server fills, and the one sent
 	connNamed []string
-	announced []string    // the trailer fields the request announced (and may send)
 	stalled   atomic.Bool // a read returned errBodyStalled
 }
 
@@ -95,12 +97,10 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 		}
 		// Read with the last chunk: only those announced go on (the
 		// Transport would send any it found), under the header rules.
-		for k := range g.req.Trailer {
-			if !slices.Contains(g.announced, k) {
-				delete(g.req.Trailer, k)
-			}
+		for k := range g.out.Trailer {
+			g.out.Trailer[k] = g.in.Trailer[k]
 		}
-		header.FilterTrailer(g.req.Trailer, g.connNamed)
+		header.FilterTrailer(g.out.Trailer, g.connNamed)
 	case errors.Is(err, errBodyStalled):
 		g.stalled.Store(true) // a tunnel's body said so
 	case err != nil && wire.IsTimeout(err):

@@ -6,19 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/elazarl/goproxy"
 
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/audit"
-	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/proxy/wire"
 	"github.com/robotsgate/robotsgate/robots/fetch"
-	"github.com/robotsgate/robotsgate/usage"
 )
 
 // The entry points below are adapters: each builds a request value, has
@@ -97,127 +93,6 @@ func requestOf(r *http.Request, kind policy.Kind, scheme, authority, target stri
 	}
 	req.Purposes, req.OtherPurposeSpelling = policy.PurposeValues(r.Header)
 	return req
-}
-
-// forward sends a request that goes through upstream, exactly as decided
-// under sn (its policy, signer and egress), and returns the origin's
-// answer for the client, or robotsgate's own when the upstream failed.
-func (s *Server) forward(sn *snapshot, r *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
-	p := sn.pol
-	if ci != nil {
-		r.URL.Host = ci.tunnel.Authority // to the CONNECT authority only
-	}
-	// Decided: the round trip does not end when the client leaves (an
-	// abandoned request costs that one round trip, bounded by
-	// upstream.timeout), and waits on nothing of the client's connection.
-	client := r.Context() // the client's: whether it is still there to be paid for
-	r = r.WithContext(context.WithoutCancel(client))
-	var connNamed []string // what Connection names, which the trailer may not carry either
-	if req.Content {
-		connNamed = header.ConnectionNamed(r.Header)
-	}
-	header.RemoveHopByHop(r.Header, header.IsWebSocketUpgrade(r.Header))
-	// "Connection: close" is the client's word on its own connection
-	// (hop-by-hop): the upstream one stays in the pool, for the next
-	// request and the next tunnel to the origin. But a connection that
-	// carried content is never used again (docs/decision.md step 0): an origin that
-	// ignored the content may have read it as a request of its own, and
-	// its answer to that must reach nobody.
-	r.Close = req.Content
-	policy.RemovePurposeHeaders(r.Header, req.OtherPurposeSpelling) // robotsgate's, never the origin's
-	if d.Purposes != 0 {
-		// So that an HTML answer's head can be read (readHead): in a coding
-		// robotsgate reads, and from its first byte (a range would skip
-		// the head, or wrap it in multipart/byteranges).
-		readableAcceptEncoding(r.Header)
-		delete(r.Header, "Range")
-		delete(r.Header, "If-Range")
-	}
-	signer := sn.signer // nil unless [identity]
-	if _, _, on := p.Payments(); on || signer != nil {
-		// A price offer signed with robotsgate's identity is the
-		// operator's: every payment goes through the budget, never a
-		// client's own offer, which would have a site charge without a
-		// 402 robotsgate sees.
-		removePriceOffers(r.Header)
-	}
-	if req.Content {
-		r.Body = s.guardBody(p, r, connNamed)
-	}
-	if _, ok := r.Header["User-Agent"]; !ok {
-		r.Header["User-Agent"] = []string{""} // send none, not Go's default
-	}
-	sendAsDecided(r, req.Target, d.Origin, sn.out.tr.Proxy != nil)
-	r.RequestURI = "" // it is a client's request now
-	if signer != nil {
-		// Signed for the authority decided, which the request names
-		// (r.Host, set by sendAsDecided); a client's own Signature
-		// fields are replaced.
-		signer.Sign(r.Header, r.Host)
-		s.metrics.signed.Inc()
-	}
-	start := time.Now()
-	resp, err := sn.out.send.RoundTrip(r)
-	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(r.Header) {
-		// A 101 to a request that asked for no upgrade (its Upgrade is
-		// removed unless it is a WebSocket's): no protocol to relay.
-		resp.Body.Close()
-		resp, err = nil, errors.New("the origin switched protocols unasked")
-	}
-	if err != nil {
-		resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, d)
-		s.finish(p, r, d, resp.StatusCode, "")
-		return resp
-	}
-	s.metrics.upstream.Observe(time.Since(start).Seconds())
-	d.Answered = resp.StatusCode
-	if resp.StatusCode == http.StatusPaymentRequired {
-		// Pay-per-crawl: a price within bounds is paid, the request sent
-		// once more; otherwise robotsgate answers 402 price-refused.
-		var own bool
-		if resp, own = s.payFor(client, sn, r, req, d, resp); own {
-			s.finish(p, r, d, resp.StatusCode, "")
-			return resp
-		}
-		d.Answered = resp.StatusCode
-	}
-	header.RemoveGateFields(resp.Header) // a client can trust that X-Robots-Gate* are robotsgate's
-	if resp.StatusCode != http.StatusSwitchingProtocols && (resp.Trailer != nil || resp.ContentLength < 0) {
-		// The trailer comes with the body's end, where it is read into
-		// resp.Trailer: filtered there, before a writer copies it.
-		header.RemoveGateFields(resp.Trailer)
-		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
-	}
-	if pc := &p.Config().Politeness; pc.HonourRetryAfter {
-		if wait, ok := s.backoffs.Observe(d.Origin.Host, d.Origin.String, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
-			s.metrics.backoffs.Inc()
-			s.log.Info("origin backing off", "host", d.Origin.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
-			s.shareBackoff(d.Origin.Host)
-		}
-	}
-	var head *usage.Usage
-	if p.NeedsHead(d, resp) {
-		u := s.heads.readHead(resp, d)
-		head = &u
-	}
-	if p.JudgeResponse(d, resp.Header, head) && d.Action == policy.ActionUsageRefused {
-		// The body is withheld: closing it unread closes the origin
-		// connection, which no later request can then inherit half-read.
-		resp.Body.Close()
-		resp = s.respond(r, d)
-		s.finish(p, r, d, resp.StatusCode, "")
-		return resp
-	}
-	s.watchTrailer(p, r, d, resp) // a usage statement in the trailer comes too late to withhold: logged
-	if d.Action == policy.ActionWouldBlock {
-		resp.Header["X-Robots-Gate"] = []string{policy.ActionWouldBlock.String()}
-		if rule := d.RuleHeader(); rule != "" {
-			resp.Header.Set("X-Robots-Gate-Rule", rule)
-		}
-	}
-	header.RemoveHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && header.IsWebSocketUpgrade(resp.Header))
-	s.finish(p, r, d, resp.StatusCode, "")
-	return resp
 }
 
 // shareBackoff tells the fleet, if any, of host's back-off, without
@@ -321,32 +196,5 @@ func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, s
 	s.audit.Write(&rec)
 	if msg != audit.MsgAllowed {
 		s.board.Remember(&rec)
-	}
-}
-
-// sendAsDecided binds r to what was decided (docs/decision.md step 7, "what
-// is decided is what is sent"): the raw request-target goes upstream byte
-// for byte, never rebuilt from the parsed URL (which re-encodes a path
-// holding "|", "{" or bytes >= 0x80 and so turns "%2F" into "/"), and the
-// host dialled is the origin's host as decided ("127.1" is 127.0.0.1, not
-// a name for a next hop to resolve). The request goes in origin-form,
-// except in absolute-form to a plain-HTTP next hop (viaProxy) and for a
-// path that starts with "//", which origin-form would turn into an
-// authority.
-func sendAsDecided(r *http.Request, target string, o fetch.Origin, viaProxy bool) {
-	// The authority as decided, in the request line, the Host header and
-	// the address dialled alike: never the client's spelling of it
-	// ("EXAMPLE.COM.", "1572395042", ":0080"), which a next hop or origin
-	// could read otherwise.
-	authority := o.Authority()
-	u := r.URL
-	u.Host, r.Host = authority, authority
-	path, query, hasQuery := strings.Cut(target, "?")
-	u.RawQuery, u.ForceQuery = query, hasQuery && query == ""
-	u.Fragment, u.RawFragment = "", ""
-	if viaProxy && u.Scheme == "http" || strings.HasPrefix(path, "//") {
-		u.Opaque = "//" + authority + path // RequestURI: "http://host" + path
-	} else {
-		u.Opaque = path
 	}
 }

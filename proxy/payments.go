@@ -50,17 +50,31 @@ const (
 // budgetTimeout bounds a call to the budget (the fleet's, in Redis).
 const budgetTimeout = 2 * time.Second
 
-// payFor answers resp, a site's 402 to r, when pay-per-crawl is on
-// ([payments]): a price within max_price, while the day's budget has room
-// for it, is accepted once, the request sent again naming it, signed as
-// every request is; the site's answer then goes to the client, and what
-// it charged is spent, audited and counted. A price in another currency
-// or above max_price, a spent budget, a request with content (which is
-// not sent twice), a budget that cannot be checked, or a second 402 is
-// answered by robotsgate: 402 price-refused, nothing paid. A 402 that
-// names no price is the site's own answer, passed on. It returns the
-// response for the client and whether it is robotsgate's own (refused).
-func (s *Server) payFor(client context.Context, sn *snapshot, r *http.Request, req *policy.Request, d *policy.Decision, resp *http.Response) (*http.Response, bool) {
+// pay answers resp, a site's 402 to the request, when pay-per-crawl is
+// on ([payments]): a price within max_price, while the day's budget has
+// room for it, is accepted once, the request sent again naming it, signed
+// as every request is; the site's answer then goes to the client, and
+// what it charged is spent, audited and counted. A price in another
+// currency or above max_price, a spent budget, a request with content
+// (which is not sent twice), a budget that cannot be checked, or a second
+// 402 is answered by robotsgate: 402 price-refused, nothing paid (f.own).
+// A 402 that names no price is the site's own answer, passed on, as is
+// any other answer.
+func (f *forwarding) pay(resp *http.Response) *http.Response {
+	if resp.StatusCode != http.StatusPaymentRequired {
+		return resp
+	}
+	resp, f.own = f.payFor(resp)
+	if !f.own {
+		f.d.Answered = resp.StatusCode
+	}
+	return resp
+}
+
+// payFor is pay's work; it returns the response for the client and
+// whether it is robotsgate's own (refused).
+func (f *forwarding) payFor(resp *http.Response) (*http.Response, bool) {
+	s, sn, r, req, d, client := f.s, f.sn, f.out, f.req, f.d, f.client
 	p := sn.pol
 	maxPrice, budget, on := p.Payments()
 	stated := resp.Header.Get(fieldPrice)

@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
+)
+
+// The forward path (docs/development.md, "The forward path"), as
+// net/http/httputil's ReverseProxy shapes it: the request the client sent
+// is never edited; a clone of it goes upstream, prepared by the request
+// steps (prepare), and what comes back is passed through the response
+// steps (answer), each a small named method below, in the order the two
+// lists give. A response step may answer for the origin (a price or a use
+// refused): the steps after it are then skipped.
+
+// forwarding is one allowed request on its way to its origin and back.
+type forwarding struct {
+	s   *Server
+	sn  *snapshot // the config it was decided under: its policy, signer and egress
+	p   *policy.Policy
+	in  *http.Request // as the client sent it: never edited
+	out *http.Request // the clone that goes upstream, which the steps prepare
+	req *policy.Request
+	ci  *connectInfo // the tunnel it came in, if any
+	d   *policy.Decision
+	// client is the client's context: whether it is still there (to be
+	// paid for). out's does not end with it.
+	client context.Context
+	// connNamed is what the request's Connection header names, which its
+	// trailer may not carry either (set when it has content).
+	connNamed []string
+	// own: a response step replaced the origin's answer with robotsgate's
+	// own; the steps after it do not run.
+	own bool
+}
+
+// forward sends a request that goes through upstream, exactly as decided
+// under sn (its policy, signer and egress), and returns the origin's
+// answer for the client, or robotsgate's own when the upstream failed or
+// a response step refused it. Every way out is finished once, here.
+func (s *Server) forward(sn *snapshot, in *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
+	f := forwarding{s: s, sn: sn, p: sn.pol, in: in, req: req, ci: ci, d: d, client: in.Context()}
+	f.prepare()
+	resp, err := f.send()
+	if err != nil {
+		resp = s.upstreamFailure(f.p, f.out, d.Origin.HostPort(), err, d)
+	} else {
+		resp = f.answer(resp)
+	}
+	s.finish(f.p, f.out, d, resp.StatusCode, "")
+	return resp
+}
+
+// prepare builds the request that goes upstream: the request steps, in
+// order.
+func (f *forwarding) prepare() {
+	f.clone()
+	f.dropHopByHop()
+	f.dropPurposeHeaders()
+	f.readableHead()
+	f.dropPriceOffers()
+	f.guardContent()
+	f.bindToDecision()
+	f.sign()
+}
+
+// answer passes the origin's answer resp on: the response steps, in
+// order, until one answers for the origin.
+func (f *forwarding) answer(resp *http.Response) *http.Response {
+	if resp = f.pay(resp); f.own {
+		return resp
+	}
+	f.scrubGateFields(resp)
+	f.observeBackoff(resp)
+	if resp = f.judgeUsage(resp); f.own {
+		return resp
+	}
+	f.watchTrailer(resp)
+	f.markWouldBlock(resp)
+	header.RemoveHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && header.IsWebSocketUpgrade(resp.Header))
+	return resp
+}
+
+// clone makes out: in with its own header map and URL (what the steps
+// edit), to the CONNECT authority only when it came in a tunnel. Decided:
+// the round trip does not end when the client leaves (an abandoned
+// request costs that one round trip, bounded by upstream.timeout), and
+// waits on nothing of the client's connection. The body and the trailer
+// map are in's until guardContent wraps them.
+func (f *forwarding) clone() {
+	out := f.in.WithContext(context.WithoutCancel(f.client))
+	out.Header = f.in.Header.Clone()
+	u := *f.in.URL
+	out.URL = &u
+	if f.ci != nil {
+		u.Host = f.ci.tunnel.Authority
+	}
+	f.out = out
+}
+
+// dropHopByHop removes the hop-by-hop fields (a WebSocket's upgrade
+// aside). "Connection: close" is the client's word on its own connection:
+// the upstream one stays in the pool, for the next request and the next
+// tunnel to the origin. But a connection that carried content is never
+// used again (docs/decision.md step 0): an origin that ignored the content
+// may have read it as a request of its own, and its answer to that must
+// reach nobody.
+func (f *forwarding) dropHopByHop() {
+	h := f.out.Header
+	if f.req.Content {
+		f.connNamed = header.ConnectionNamed(h)
+	}
+	header.RemoveHopByHop(h, header.IsWebSocketUpgrade(h))
+	f.out.Close = f.req.Content
+}
+
+// dropPurposeHeaders removes the purpose declarations: robotsgate's,
+// never the origin's.
+func (f *forwarding) dropPurposeHeaders() {
+	policy.RemovePurposeHeaders(f.out.Header, f.req.OtherPurposeSpelling)
+}
+
+// readableHead asks, for a request that declares purposes, for an answer
+// whose HTML head can be read (readHead): in a coding robotsgate reads,
+// and from its first byte (a range would skip the head, or wrap it in
+// multipart/byteranges).
+func (f *forwarding) readableHead() {
+	if f.d.Purposes == 0 {
+		return
+	}
+	h := f.out.Header
+	readableAcceptEncoding(h)
+	delete(h, "Range")
+	delete(h, "If-Range")
+}
+
+// dropPriceOffers removes a client's own price offers when pay-per-crawl
+// or [identity] is on: a price offer signed with robotsgate's identity is
+// the operator's, and every payment goes through the budget, never a
+// client's own offer, which would have a site charge without a 402
+// robotsgate sees.
+func (f *forwarding) dropPriceOffers() {
+	if _, _, on := f.p.Payments(); on || f.sn.signer != nil {
+		removePriceOffers(f.out.Header)
+	}
+}
+
+// guardContent bounds the content's reads and filters its trailer
+// (guardBody).
+func (f *forwarding) guardContent() {
+	if f.req.Content {
+		f.out.Body = f.s.guardBody(f.p, f.in, f.out, f.connNamed)
+	}
+}
+
+// bindToDecision sends no User-Agent when the client sent none (not Go's
+// default), and the request as decided (sendAsDecided): it is a client's
+// request now.
+func (f *forwarding) bindToDecision() {
+	if _, ok := f.out.Header["User-Agent"]; !ok {
+		f.out.Header["User-Agent"] = []string{""}
+	}
+	sendAsDecided(f.out, f.req.Target, f.d.Origin, f.sn.out.tr.Proxy != nil)
+	f.out.RequestURI = ""
+}
+
+// sign signs the request with [identity]'s key, for the authority
+// decided, which it names (out.Host, set by bindToDecision); a client's
+// own Signature fields are replaced.
+func (f *forwarding) sign() {
+	if signer := f.sn.signer; signer != nil {
+		signer.Sign(f.out.Header, f.out.Host)
+		f.s.metrics.signed.Inc()
+	}
+}
+
+// errUnaskedSwitch is a 101 to a request that asked for no upgrade.
+var errUnaskedSwitch = errors.New("the origin switched protocols unasked")
+
+// send sends out through the egress and notes the origin's answer.
+func (f *forwarding) send() (*http.Response, error) {
+	start := time.Now()
+	resp, err := f.sn.out.send.RoundTrip(f.out)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(f.out.Header) {
+		// A 101 to a request that asked for no upgrade (its Upgrade is
+		// removed unless it is a WebSocket's): no protocol to relay.
+		resp.Body.Close()
+		return nil, errUnaskedSwitch
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.s.metrics.upstream.Observe(time.Since(start).Seconds())
+	f.d.Answered = resp.StatusCode
+	return resp, nil
+}
+
+// scrubGateFields removes X-Robots-Gate* fields from the answer, and from
+// its trailer as the body's end brings it: a client can trust that they
+// are robotsgate's.
+func (f *forwarding) scrubGateFields(resp *http.Response) {
+	header.RemoveGateFields(resp.Header)
+	if resp.StatusCode != http.StatusSwitchingProtocols && (resp.Trailer != nil || resp.ContentLength < 0) {
+		// The trailer comes with the body's end, where it is read into
+		// resp.Trailer: filtered there, before a writer copies it.
+		header.RemoveGateFields(resp.Trailer)
+		resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
+	}
+}
+
+// observeBackoff has an origin that asks for a pause (429, 503 with
+// Retry-After) held back, with [politeness] honour_retry_after.
+func (f *forwarding) observeBackoff(resp *http.Response) {
+	pc := &f.p.Config().Politeness
+	if !pc.HonourRetryAfter {
+		return
+	}
+	s, o := f.s, f.d.Origin
+	if wait, ok := s.backoffs.Observe(o.Host, o.String, resp.StatusCode, resp.Header.Get("Retry-After"), pc.MaxBackoff); ok {
+		s.metrics.backoffs.Inc()
+		s.log.Info("origin backing off", "host", o.Host, "status", resp.StatusCode, "retry_after", resp.Header.Get("Retry-After"), "for", wait)
+		s.shareBackoff(o.Host)
+	}
+}
+
+// judgeUsage has the answer judged for the purposes the request declares:
+// its header's usage statements and, for HTML, its head's. A refused use
+// withholds the body: closing it unread closes the origin connection,
+// which no later request can then inherit half-read.
+func (f *forwarding) judgeUsage(resp *http.Response) *http.Response {
+	var head *usage.Usage
+	if f.p.NeedsHead(f.d, resp) {
+		u := f.s.heads.readHead(resp, f.d)
+		head = &u
+	}
+	if !f.p.JudgeResponse(f.d, resp.Header, head) || f.d.Action != policy.ActionUsageRefused {
+		return resp
+	}
+	resp.Body.Close()
+	f.own = true
+	return f.s.respond(f.out, f.d)
+}
+
+// watchTrailer has a usage statement in the trailer logged: it comes too
+// late to withhold anything (Server.watchTrailer).
+func (f *forwarding) watchTrailer(resp *http.Response) {
+	f.s.watchTrailer(f.p, f.out, f.d, resp)
+}
+
+// markWouldBlock says, in report mode, that robotsgate would have blocked
+// the request, and by which rule.
+func (f *forwarding) markWouldBlock(resp *http.Response) {
+	if f.d.Action != policy.ActionWouldBlock {
+		return
+	}
+	resp.Header["X-Robots-Gate"] = []string{policy.ActionWouldBlock.String()}
+	if rule := f.d.RuleHeader(); rule != "" {
+		resp.Header.Set("X-Robots-Gate-Rule", rule)
+	}
+}
+
+// sendAsDecided binds r to what was decided (docs/decision.md step 7, "what
+// is decided is what is sent"): the raw request-target goes upstream byte
+// for byte, never rebuilt from the parsed URL (which re-encodes a path
+// holding "|", "{" or bytes >= 0x80 and so turns "%2F" into "/"), and the
+// host dialled is the origin's host as decided ("127.1" is 127.0.0.1, not
+// a name for a next hop to resolve). The request goes in origin-form,
+// except in absolute-form to a plain-HTTP next hop (viaProxy) and for a
+// path that starts with "//", which origin-form would turn into an
+// authority.
+func sendAsDecided(r *http.Request, target string, o fetch.Origin, viaProxy bool) {
+	// The authority as decided, in the request line, the Host header and
+	// the address dialled alike: never the client's spelling of it
+	// ("EXAMPLE.COM.", "1572395042", ":0080"), which a next hop or origin
+	// could read otherwise.
+	authority := o.Authority()
+	u := r.URL
+	u.Host, r.Host = authority, authority
+	path, query, hasQuery := strings.Cut(target, "?")
+	u.RawQuery, u.ForceQuery = query, hasQuery && query == ""
+	u.Fragment, u.RawFragment = "", ""
+	if viaProxy && u.Scheme == "http" || strings.HasPrefix(path, "//") {
+		u.Opaque = "//" + authority + path // RequestURI: "http://host" + path
+	} else {
+		u.Opaque = path
+	}
+}
