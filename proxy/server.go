@@ -254,7 +254,7 @@ func (s *Server) spentToday() float64 {
 	if !on {
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), budgetTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pay.BudgetTimeout)
 	defer cancel()
 	spent, err := s.budget.Spent(ctx, pay.Day(s.opts.Now()), budget.Currency)
 	if err != nil {

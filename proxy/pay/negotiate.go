@@ -1,0 +1,224 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// The pay-per-crawl fields (docs/identity.md, "Pay-per-crawl (HTTP 402)"): a site's 402
+// names its price; the request sent again names the price accepted; the
+// site's answer names what it charged.
+const (
+	FieldPrice      = "Crawler-Price"
+	FieldExactPrice = "Crawler-Exact-Price"
+	FieldCharged    = "Crawler-Charged"
+)
+
+// Results of a site's 402 with a price: robotsgate_payments_total's
+// labels.
+const (
+	Paid       = "paid"
+	OverPrice  = "over-price"
+	OverBudget = "over-budget"
+	Failed     = "failed"
+	// Rewound: the day's spending went backwards or vanished (a fleet's
+	// counter reset in Redis): nothing more is paid that day.
+	Rewound = "counter-rewound"
+)
+
+// Results are every result, in the order the metric lists them.
+func Results() []string { return []string{Paid, OverPrice, OverBudget, Failed, Rewound} }
+
+// BudgetTimeout bounds a call to a Budget (the fleet's, in Redis).
+const BudgetTimeout = 2 * time.Second
+
+// Terms are what pay-per-crawl accepts ([payments]): a price at most
+// MaxPrice, while the day's spending stays within Budget.
+type Terms struct {
+	MaxPrice, Budget Amount
+}
+
+// A Negotiator settles sites' 402s (docs/identity.md, "Pay-per-crawl
+// (HTTP 402)") against its Budget. The zero Logger discards.
+type Negotiator struct {
+	Budget Budget
+	Logger *slog.Logger
+}
+
+// Send sends the request once more, naming price in FieldExactPrice, and
+// returns the site's answer, or an error and whether a connection to the
+// site was had (a request that never left cannot have been charged).
+type Send func(price string) (resp *http.Response, connected bool, err error)
+
+// Offer is a site's 402 to one request.
+type Offer struct {
+	Resp    *http.Response  // the 402: its body is closed unread unless it is passed on
+	Client  context.Context // the client's: whether anyone is still there to receive what is paid for
+	Day     string          // the UTC day it is spent on (Day)
+	URL     string          // the request's, for the log
+	Content bool            // the request carries content, which is never sent twice
+}
+
+// Settlement is how an Offer ended. Result is the metric's label ("" when
+// nothing is counted: no price, or a price paid and nothing charged).
+// Refused: robotsgate answers 402 price-refused, saying Why; otherwise Err
+// is the paid request's failure, or Resp is the answer for the client.
+// Charged is what is counted as spent.
+type Settlement struct {
+	Result  string
+	Refused bool
+	Why     string
+	Resp    *http.Response
+	Err     error
+	Charged Amount
+}
+
+// Settle answers o under t: a price within MaxPrice, while the day's
+// budget has room for it, is accepted once and the request sent again
+// with send; the site's answer then goes to the client, and what it
+// charged is spent. A price in another currency or above MaxPrice, a
+// spent budget, a request with content (which is not sent twice), a
+// budget that cannot be checked, a client gone, or a second 402 is
+// refused: nothing paid. A 402 that names no price is the site's own
+// answer, passed on (Resp).
+func (n *Negotiator) Settle(o *Offer, t Terms, send Send) Settlement {
+	stated := o.Resp.Header.Get(FieldPrice)
+	if stated == "" {
+		return Settlement{Resp: o.Resp}
+	}
+	price, s, ok := n.reserve(o, t, stated)
+	if !ok {
+		// Closed unread: the connection is not reused, and a site that
+		// trickles its 402 holds nothing.
+		o.Resp.Body.Close()
+		return s
+	}
+	o.Resp.Body.Close() // unread: nothing of it is needed, and a trickle holds nothing
+	paid, connected, err := send(stated)
+	switch {
+	case err != nil && !connected:
+		// It never left (no connection: refused, a private address, a
+		// TLS or next-hop failure): nothing can have been charged.
+		n.refund(o.Day, price)
+		return Settlement{Result: Failed, Err: err}
+	case err != nil:
+		// The site may have charged for a request whose answer was lost:
+		// the price is counted as spent (the budget keeps the
+		// reservation; the audit and the metric say so too), so that
+		// nothing ever counts less than may have been spent, and the
+		// request is not sent again.
+		n.logger().Warn("pay-per-crawl: the paid request's answer was lost; its price is counted as spent", "url", o.URL, "price", price.String(), "err", err)
+		return Settlement{Result: Failed, Err: err, Charged: price}
+	case paid.StatusCode == http.StatusPaymentRequired:
+		n.refund(o.Day, price)
+		paid.Body.Close()
+		return refused(Failed, "the site asked again (a second 402)")
+	}
+	s = Settlement{Resp: paid, Charged: n.charged(o, price, paid.Header.Get(FieldCharged))}
+	if s.Charged.Currency != "" {
+		s.Result = Paid
+	}
+	return s
+}
+
+// refused is the Settlement of a refusal.
+func refused(result, why string) Settlement {
+	return Settlement{Result: result, Refused: true, Why: why}
+}
+
+// reserve checks stated against t and the budget, and reserves it; it
+// returns the price, or the refusal and false.
+func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settlement, bool) {
+	price, err := ParseAmount(stated)
+	switch {
+	case err != nil:
+		return price, refused(Failed, fmt.Sprintf("the site's price %q does not read as one", stated)), false
+	case o.Content:
+		return price, refused(Failed, "a request with content is not sent twice"), false
+	case price.Currency != t.MaxPrice.Currency:
+		return price, refused(OverPrice, fmt.Sprintf("%s is not max_price's currency", price.Currency)), false
+	case price.Nanos > t.MaxPrice.Nanos:
+		return price, refused(OverPrice, fmt.Sprintf("%s is more than max_price", price)), false
+	case o.Client.Err() != nil:
+		// Nobody would receive what was paid for.
+		return price, refused(Failed, "the client left before the price was paid"), false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
+	spent, ok, err := n.Budget.Reserve(ctx, o.Day, price, t.Budget)
+	cancel()
+	switch {
+	case errors.Is(err, ErrCounterRewound):
+		// Logged once, when it was found (cluster.Client.Counter); each
+		// refusal is counted and says why.
+		return price, refused(Rewound, "the day's spending counter went backwards or vanished, so what was paid today cannot be known: nothing more is paid today ("+err.Error()+")"), false
+	case err != nil:
+		n.logger().Warn("pay-per-crawl: the budget cannot be checked: paying nothing", "err", err)
+		return price, refused(Failed, "the budget cannot be checked now: "+err.Error()), false
+	case !ok:
+		return price, refused(OverBudget, fmt.Sprintf("%s would take today's spending past the budget (%s spent)", price, spent)), false
+	}
+	return price, Settlement{}, true
+}
+
+// charged settles the reservation of price against what the site says it
+// charged (FieldCharged, "" for nothing) and returns what is spent.
+func (n *Negotiator) charged(o *Offer, price Amount, field string) Amount {
+	charged, err := ParseAmount(field)
+	switch {
+	case field == "":
+		n.refund(o.Day, price) // nothing charged: the reservation is given back
+		return Amount{}
+	case err != nil || charged.Currency != price.Currency:
+		// A charge that does not read is taken at the price accepted:
+		// the budget never counts less than may have been spent.
+		n.logger().Warn("pay-per-crawl: a charge that does not read as one: counted at the price accepted", "url", o.URL, "crawler-charged", field, "price", price.String())
+		return price
+	}
+	switch extra := (Amount{Currency: price.Currency, Nanos: charged.Nanos - price.Nanos}); {
+	case extra.Nanos < 0:
+		n.refund(o.Day, Amount{Currency: price.Currency, Nanos: -extra.Nanos})
+	case extra.Nanos > 0:
+		// Counted whole, past the budget if it must be: the budget, the
+		// audit and the metric agree on what was charged, and the day's
+		// payments stop sooner.
+		n.logger().Warn("pay-per-crawl: the site charged more than the price accepted", "url", o.URL, "charged", charged.String(), "price", price.String())
+		ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
+		if _, _, err := n.Budget.Reserve(ctx, o.Day, extra, Unbounded(extra.Currency)); err != nil {
+			n.logger().Warn("pay-per-crawl: an overcharge could not be counted in the budget", "amount", extra.String(), "err", err)
+		}
+		cancel()
+	}
+	return charged
+}
+
+// refund gives back a reservation, or the part of it not charged.
+func (n *Negotiator) refund(day string, a Amount) {
+	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
+	defer cancel()
+	if err := n.Budget.Refund(ctx, day, a); err != nil {
+		n.logger().Warn("pay-per-crawl: a reservation could not be given back", "amount", a.String(), "err", err)
+	}
+}
+
+// Left says what is left of budget on day, for a refusal's answer; the
+// budget may not be readable just then.
+func (n *Negotiator) Left(day string, budget Amount) string {
+	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
+	defer cancel()
+	spent, err := n.Budget.Spent(ctx, day, budget.Currency)
+	if err != nil {
+		return "unknown (the budget cannot be read now)"
+	}
+	return Amount{Currency: budget.Currency, Nanos: max(budget.Nanos-spent.Nanos, 0)}.String()
+}
+
+func (n *Negotiator) logger() *slog.Logger {
+	if n.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return n.Logger
+}
