@@ -89,10 +89,28 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 	for i := range m.answers {
 		m.answers[i] = answers.WithLabelValues(audit.AnswerClass(i).String())
 	}
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, m.signed, answers)
+	m.reg.MustRegister(stateMetrics(cacheStats, conns)...)
+	for _, a := range policy.Actions() {
+		m.byDecision[a] = [2]prometheus.Counter{m.requests.WithLabelValues(a.String(), "http"), m.requests.WithLabelValues(a.String(), "https")}
+	}
+	for _, o := range []fetch.Outcome{fetch.Fetched, fetch.Unavailable, fetch.Unreachable} {
+		m.fetches.WithLabelValues(string(o))
+	}
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.payments, m.spent = newPaymentMetrics(m.reg)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// stateMetrics are the gauges and counters read from the robots.txt
+// cache's stats and the connection tracker when /metrics is scraped.
+func stateMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) []prometheus.Collector {
 	stat := func(f func(fetch.CacheStats) float64) func() float64 {
 		return func() float64 { return f(cacheStats()) }
 	}
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, m.signed, answers,
+	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_hits_total", Help: "Lookups answered by cached rules."},
 			stat(func(s fetch.CacheStats) float64 { return float64(s.Hits) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "robotsgate_cache_cold_hits_total", Help: "Lookups answered by cached rules read back from the cold tier (a few microseconds), not the hot tier."},
@@ -111,18 +129,7 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 			func() float64 { return float64(conns.count.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_tunnels", Help: "CONNECT tunnels and WebSockets open."},
 			func() float64 { return float64(conns.tunnels.Load()) }),
-	)
-	for _, a := range policy.Actions() {
-		m.byDecision[a] = [2]prometheus.Counter{m.requests.WithLabelValues(a.String(), "http"), m.requests.WithLabelValues(a.String(), "https")}
 	}
-	for _, o := range []fetch.Outcome{fetch.Fetched, fetch.Unavailable, fetch.Unreachable} {
-		m.fetches.WithLabelValues(string(o))
-	}
-	m.reloads.WithLabelValues("success")
-	m.reloads.WithLabelValues("failure")
-	m.payments, m.spent = newPaymentMetrics(m.reg)
-	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-	return m
 }
 
 // observeFetch records one robots.txt fetch.

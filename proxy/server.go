@@ -197,22 +197,10 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		Transport: fetchTransport{s}, Version: o.Version, Now: o.Now, // out's, or a reload's
 		Parse: []robots.Option{robots.WithNormalization()}, OnFetch: s.observeFetch, Store: store, OnBadRecord: s.badRecord,
 	}
-	if s.cluster != nil {
-		s.budget = fleetBudget{s.cluster.Counter(cfg.Payments.KeyPrefix)} // one budget for the fleet
-	} else if s.budget, err = s.localBudget(cfg); err != nil {
-		if _, _, on := pol.Payments(); on {
-			s.audit.Close()
-			return nil, err
-		}
-		// Nothing is paid now: the state directory's trouble is for the
-		// log, not a reason not to start.
-		s.log.Warn("pay-per-crawl budget: kept in memory only", "err", err)
-		s.budget, _ = pay.NewLocal("")
+	if err := s.openBudget(cfg, pol); err != nil {
+		s.audit.Close()
+		return nil, err
 	}
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "robotsgate_budget_spent_today",
-		Help: "Pay-per-crawl spending this UTC day, in [payments] max_price's currency (with [cluster], the fleet's); 0 when pay-per-crawl is off.",
-	}, s.spentToday))
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
 	var docs fetch.DocStore
 	if s.cluster != nil {
@@ -231,20 +219,51 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	sn := s.newSnapshot(cfg, pol)
 	sn.ring, sn.signer, sn.out = ring, signer, out
 	s.snap.Store(sn)
-	if s.cluster != nil {
-		s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
-			s.backoffs.Apply(host, until, why, s.snap.Load().pol.Config().Politeness.MaxBackoff)
-		})
-		s.cluster.SubscribePurges(func(o fetch.Origin) { // the store is the purger's to clear
-			if s.files != nil {
-				s.files.Forget(o, s.cache.Licenses(context.Background(), o)...)
-			}
-			s.cache.Forget(o)
-		})
-	}
+	s.subscribeFleet()
 	s.gp = s.newGoproxy()
 	s.srv = s.newHTTPServer(cfg.Limits, o.Logger)
 	return s, nil
+}
+
+// openBudget opens what pay-per-crawl spends from each day: the fleet's
+// with [cluster], else this process's, kept in the state directory (in
+// memory only, logged, when that cannot be used and pay-per-crawl is off),
+// and registers robotsgate_budget_spent_today.
+func (s *Server) openBudget(cfg *config.Config, pol *policy.Policy) error {
+	var err error
+	if s.cluster != nil {
+		s.budget = fleetBudget{s.cluster.Counter(cfg.Payments.KeyPrefix)} // one budget for the fleet
+	} else if s.budget, err = s.localBudget(cfg); err != nil {
+		if _, _, on := pol.Payments(); on {
+			return err
+		}
+		// Nothing is paid now: the state directory's trouble is for the
+		// log, not a reason not to start.
+		s.log.Warn("pay-per-crawl budget: kept in memory only", "err", err)
+		s.budget, _ = pay.NewLocal("")
+	}
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "robotsgate_budget_spent_today",
+		Help: "Pay-per-crawl spending this UTC day, in [payments] max_price's currency (with [cluster], the fleet's); 0 when pay-per-crawl is off.",
+	}, s.spentToday))
+	return nil
+}
+
+// subscribeFleet applies the back-offs and purges the fleet's other
+// instances publish ([cluster]); nothing alone.
+func (s *Server) subscribeFleet() {
+	if s.cluster == nil {
+		return
+	}
+	s.cluster.SubscribeBackoffs(func(host string, until time.Time, why string) {
+		s.backoffs.Apply(host, until, why, s.snap.Load().pol.Config().Politeness.MaxBackoff)
+	})
+	s.cluster.SubscribePurges(func(o fetch.Origin) { // the store is the purger's to clear
+		if s.files != nil {
+			s.files.Forget(o, s.cache.Licenses(context.Background(), o)...)
+		}
+		s.cache.Forget(o)
+	})
 }
 
 // spentToday is today's pay-per-crawl spending, for the metric; 0 when

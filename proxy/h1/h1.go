@@ -439,6 +439,28 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	ic.headWritten = true
 	ic.wmu.Unlock()
 	bw := ic.bw
+	writeHead(bw, r, resp, bodyAllowed, chunked, keep)
+
+	if upgrade {
+		up, ok := resp.Body.(io.ReadWriteCloser)
+		// Relayed only when the client asked for it and has no body being
+		// read (badHead refuses those; discardBody has ended any other).
+		if bw.Flush() == nil && ok && ic.body == nil && header.IsWebSocketUpgrade(r.Header) && header.IsWebSocketUpgrade(resp.Header) {
+			ic.relayUpgrade(up)
+		}
+		return false
+	}
+	if !bodyAllowed {
+		return bw.Flush() == nil && keep
+	}
+	return writeBody(bw, resp, chunked) && keep
+}
+
+// writeHead writes resp's status line and header section to bw, with the
+// framing writeResponse chose: chunked, or resp's length; Connection
+// from keep.
+func writeHead(bw *bufio.Writer, r *http.Request, resp *http.Response, bodyAllowed, chunked, keep bool) {
+	code, length := resp.StatusCode, resp.ContentLength
 	bw.WriteString("HTTP/1.1 ")
 	bw.WriteString(strconv.Itoa(code))
 	bw.WriteByte(' ')
@@ -462,25 +484,21 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 			bw.WriteString("Content-Length: " + cl + "\r\n")
 		}
 	}
+	upgrade := code == http.StatusSwitchingProtocols
 	if !keep && !upgrade {
 		bw.WriteString("Connection: close\r\n")
 	} else if keep && !r.ProtoAtLeast(1, 1) {
 		bw.WriteString("Connection: keep-alive\r\n")
 	}
 	bw.WriteString("\r\n")
+}
 
-	if upgrade {
-		up, ok := resp.Body.(io.ReadWriteCloser)
-		// Relayed only when the client asked for it and has no body being
-		// read (badHead refuses those; discardBody has ended any other).
-		if bw.Flush() == nil && ok && ic.body == nil && header.IsWebSocketUpgrade(r.Header) && header.IsWebSocketUpgrade(resp.Header) {
-			ic.relayUpgrade(up)
-		}
-		return false
-	}
-	if !bodyAllowed {
-		return bw.Flush() == nil && keep
-	}
+// writeBody writes resp's body to bw, chunked (with its trailer) or as it
+// is, flushing as it arrives (wire.CopyFlushing); it reports whether the
+// body went whole: one cut short can be told by the client only by the
+// connection's end.
+func writeBody(bw *bufio.Writer, resp *http.Response, chunked bool) bool {
+	length := resp.ContentLength
 	var w io.Writer = bw
 	var cw io.WriteCloser
 	if chunked {
@@ -490,7 +508,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 	n, err := wire.CopyFlushing(w, bw.Flush, resp.Body, length)
 	if err != nil || length >= 0 && n != length {
 		bw.Flush()
-		return false // the client can tell the body is cut short only by the connection's end
+		return false
 	}
 	if chunked {
 		cw.Close()
@@ -499,7 +517,7 @@ func (ic *innerConn) writeResponse(r *http.Request, resp *http.Response, clientC
 		}
 		bw.WriteString("\r\n")
 	}
-	return bw.Flush() == nil && keep
+	return bw.Flush() == nil
 }
 
 // relayUpgrade relays a WebSocket between the client and the origin until

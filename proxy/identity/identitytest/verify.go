@@ -86,14 +86,31 @@ func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error
 		return nil, fmt.Errorf("not valid at %v: created %v, expires %v", now, s.Created, s.Expires)
 	}
 
-	// The signature base, line by line (RFC 9421 section 2.5).
+	base, err := signatureBase(r, il, lbl, &s)
+	if err != nil {
+		return nil, err
+	}
+	key, err := findKey(directory, s.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	if !ed25519.Verify(key, []byte(base), sigBytes) {
+		return nil, fmt.Errorf("the signature does not verify over:\n%s", base)
+	}
+	return &s, nil
+}
+
+// signatureBase is the signature base of r under the signature lbl whose
+// parameters are il, line by line (RFC 9421 section 2.5); it records in s
+// the components covered and the signature agent.
+func signatureBase(r *http.Request, il httpsfv.InnerList, lbl string, s *Signature) (string, error) {
 	var base strings.Builder
 	covered := map[string]bool{}
 	for _, it := range il.Items {
 		name, _ := it.Value.(string)
 		id, err := httpsfv.Marshal(it)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		var value string
 		switch key, hasKey := it.Params.Get("key"); {
@@ -102,14 +119,14 @@ func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error
 		case hasKey:
 			d, err := httpsfv.UnmarshalDictionary(r.Header.Values(name))
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
+				return "", fmt.Errorf("%s: %w", name, err)
 			}
 			member, ok := d.Get(key.(string))
 			if !ok {
-				return nil, fmt.Errorf("%s has no member %v", name, key)
+				return "", fmt.Errorf("%s has no member %v", name, key)
 			}
 			if value, err = httpsfv.Marshal(member.(httpsfv.Item)); err != nil {
-				return nil, err
+				return "", err
 			}
 			if name == "signature-agent" {
 				s.Agent, _ = member.(httpsfv.Item).Value.(string)
@@ -117,7 +134,7 @@ func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error
 		default:
 			vals := r.Header.Values(name)
 			if len(vals) == 0 {
-				return nil, fmt.Errorf("covered field %s absent", name)
+				return "", fmt.Errorf("covered field %s absent", name)
 			}
 			for i := range vals {
 				vals[i] = strings.TrimSpace(vals[i])
@@ -129,22 +146,14 @@ func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error
 		fmt.Fprintf(&base, "%s: %s\n", id, value)
 	}
 	if !covered[`"@authority"`] || !covered[`"signature-agent";key="`+lbl+`"`] {
-		return nil, fmt.Errorf("covers %v: want \"@authority\" and \"signature-agent\";key=%q", covered, lbl)
+		return "", fmt.Errorf("covers %v: want \"@authority\" and \"signature-agent\";key=%q", covered, lbl)
 	}
 	params, err := httpsfv.Marshal(il)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	fmt.Fprintf(&base, "\"@signature-params\": %s", params)
-
-	key, err := findKey(directory, s.KeyID)
-	if err != nil {
-		return nil, err
-	}
-	if !ed25519.Verify(key, []byte(base.String()), sigBytes) {
-		return nil, fmt.Errorf("the signature does not verify over:\n%s", base.String())
-	}
-	return &s, nil
+	return base.String(), nil
 }
 
 // findKey returns the key of directory whose thumbprint is keyid.
