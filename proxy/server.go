@@ -452,8 +452,10 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 	// Never the environment's HTTPS_PROXY: tunnels dial through the
 	// egress (egress.dialTunnel).
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
-	gp.KeepAcceptEncoding = true // bodies pass as the origin encoded them
-	gp.KeepHeader = false        // Proxy-Authorization never reaches the origin
+	// KeepAcceptEncoding and KeepHeader are not set: goproxy reads them
+	// only on its way to its own RoundTrip, which no request takes (the
+	// request hook always answers); forward's steps keep Accept-Encoding
+	// and drop Proxy-Authorization.
 	var caPEM []byte
 	if ca := s.CA(); ca != nil {
 		caPEM = ca.PEM()
