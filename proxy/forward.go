@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
@@ -40,6 +42,16 @@ type forwarding struct {
 	// own: a response step replaced the origin's answer with robotsgate's
 	// own; the steps after it do not run.
 	own bool
+	// up is what happened upstream, apart from d, what was decided.
+	up outcome
+}
+
+// outcome is what happened upstream to a forwarded request, kept apart
+// from its policy.Decision, which says what was decided: finish counts
+// and audits both.
+type outcome struct {
+	answered int        // the origin's status, when it answered (even if robotsgate withheld the answer); 0 otherwise
+	charged  pay.Amount // what the site charged for it (pay-per-crawl); zero when nothing
 }
 
 // forward sends a request that goes through upstream, exactly as decided
@@ -55,7 +67,7 @@ func (s *Server) forward(sn *snapshot, in *http.Request, req *policy.Request, ci
 	} else {
 		resp = f.answer(resp)
 	}
-	s.finish(f.p, f.out, d, resp.StatusCode, "")
+	s.finish(f.p, f.out, d, f.up, resp.StatusCode, "")
 	return resp
 }
 
@@ -199,7 +211,7 @@ func (f *forwarding) send() (*http.Response, error) {
 		return nil, err
 	}
 	f.s.metrics.upstream.Observe(time.Since(start).Seconds())
-	f.d.Answered = resp.StatusCode
+	f.up.answered = resp.StatusCode
 	return resp, nil
 }
 
@@ -246,7 +258,7 @@ func (f *forwarding) judgeUsage(resp *http.Response) *http.Response {
 	}
 	resp.Body.Close()
 	f.own = true
-	return f.s.respond(f.out, f.d)
+	return answer.Withheld(f.d.Style, f.out, f.d, f.s.opts.Now())
 }
 
 // watchTrailer has a usage statement in the trailer logged: it comes too

@@ -11,6 +11,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/proxy/wire"
@@ -36,7 +37,7 @@ func (s *Server) onRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request,
 	sn.pol.Decide(r.Context(), &sn.env, &req, &d)
 	if resp := s.respond(r, &d); resp != nil {
 		r.Body.Close() // not sent: its server may drop it (h1 waits for this)
-		s.finish(sn.pol, r, &d, resp.StatusCode, "")
+		s.finish(sn.pol, r, &d, outcome{}, resp.StatusCode, "")
 		return r, resp
 	}
 	return r, s.forward(sn, r, &req, ci, &d)
@@ -54,7 +55,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	p.Decide(r.Context(), &sn.env, &req, &d)
 	if resp := s.respond(r, &d); resp != nil {
 		ctx.Resp = resp
-		s.finish(p, r, &d, resp.StatusCode, host)
+		s.finish(p, r, &d, outcome{}, resp.StatusCode, host)
 		return goproxy.RejectConnect, host
 	}
 	ci := &connectInfo{tunnel: policy.Tunnel{Authority: host, User: req.User, Purposes: d.Purposes}}
@@ -62,7 +63,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		up, err := sn.out.dialTunnel(r.Context(), d.Origin.HostPort()) // the host decided, not its spelling (2130706433, "host.")
 		if err != nil {
 			ctx.Resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, &d)
-			s.finish(p, r, &d, ctx.Resp.StatusCode, host)
+			s.finish(p, r, &d, outcome{}, ctx.Resp.StatusCode, host)
 			return goproxy.RejectConnect, host
 		}
 		// A tunnel-mode CONNECT is a decision (a MITM one is not), finished
@@ -142,11 +143,12 @@ func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport str
 }
 
 // finish accounts for one answer: it is counted once in
-// robotsgate_requests_total under its decision and audited, both from d;
-// status is what the client was sent, connect the CONNECT authority when
-// the answer was to a CONNECT. Every answer robotsgate makes, and every
+// robotsgate_requests_total under its decision and audited, both from d
+// and, for a request forwarded, up (what happened upstream); status is
+// what the client was sent, connect the CONNECT authority when the answer
+// was to a CONNECT. Every answer robotsgate makes, and every
 // request or tunnel it lets through, passes here exactly once.
-func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, status int, connect string) {
+func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, up outcome, status int, connect string) {
 	scheme := d.Origin.Scheme
 	switch {
 	case scheme != "":
@@ -159,7 +161,7 @@ func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, s
 	// The origin's own answer, when it gave one: a request let through,
 	// or one whose answer robotsgate withheld (a tunnel-mode CONNECT's
 	// 200 is robotsgate's).
-	class, answered := audit.ClassOf(d.Answered)
+	class, answered := audit.ClassOf(up.answered)
 	if answered {
 		s.metrics.answers[class].Inc()
 	}
@@ -167,7 +169,7 @@ func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, s
 	if d.Paced {
 		s.metrics.pacedWait.Observe(d.Waited.Seconds())
 	}
-	s.record(p, r, d, status, connect)
+	s.record(p, r, d, up.charged, status, connect)
 }
 
 // respond returns robotsgate's own answer to r for d, in d's block style;
@@ -177,15 +179,16 @@ func (s *Server) respond(r *http.Request, d *policy.Decision) *http.Response {
 }
 
 // record writes the audit record of an answer, when it is to be logged
-// (allowed ones only with log_allowed), and keeps the non-allowed ones
-// for /status.
-func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, status int, connect string) {
+// (allowed ones only with log_allowed, and any a site charged for), and
+// keeps the non-allowed ones for /status.
+func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, charged pay.Amount, status int, connect string) {
 	msg := audit.MsgOf(d)
-	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed && d.Charged.Currency == "" { // a payment is always audited
+	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed && charged.Currency == "" { // a payment is always audited
 		return
 	}
 	rec := audit.RecordOf(s.opts.Now(), d, status)
 	rec.SetClient(wire.ClientAddr(r))
+	rec.SetCharged(charged)
 	rec.Method, rec.UserAgent = r.Method, r.Header.Get("User-Agent")
 	switch {
 	case connect != "":

@@ -48,7 +48,7 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		s.metrics.payments.WithLabelValues(st.Result).Inc()
 	}
 	if st.Charged.Currency != "" {
-		d.Charged = st.Charged
+		f.up.charged = st.Charged
 		s.metrics.spent.WithLabelValues(st.Charged.Currency).Add(st.Charged.Float())
 	}
 	switch {
@@ -64,7 +64,7 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		f.own = true
 		return s.upstreamFailure(f.p, f.out, d.Origin.HostPort(), st.Err, d)
 	}
-	d.Answered = st.Resp.StatusCode
+	f.up.answered = st.Resp.StatusCode
 	return st.Resp
 }
 

@@ -555,7 +555,7 @@ func (s *Server) badRecord(o fetch.Origin, err error) {
 func (s *Server) overloaded(remote net.Addr) {
 	d := &policy.Decision{Action: policy.ActionOverloaded, Reason: "too many connections"}
 	r := &http.Request{RemoteAddr: remote.String(), Header: http.Header{}, URL: &url.URL{Scheme: "http"}}
-	s.finish(s.snap.Load().pol, r, d, http.StatusServiceUnavailable, "")
+	s.finish(s.snap.Load().pol, r, d, outcome{}, http.StatusServiceUnavailable, "")
 }
 
 // Serve accepts proxy connections on l until Shutdown.

@@ -157,7 +157,7 @@ func (s *Server) finishTunnel(r *http.Request, ci *connectInfo, misdirected stri
 	if misdirected != "" {
 		d.Action, d.Reason, status = policy.ActionMisdirected, misdirected, http.StatusMisdirectedRequest
 	}
-	s.finish(ci.policy, r, d, status, ci.tunnel.Authority)
+	s.finish(ci.policy, r, d, outcome{}, status, ci.tunnel.Authority)
 }
 
 // checkServerName reads the TLS ClientHello a tunnel-mode client sends

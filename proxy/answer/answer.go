@@ -19,7 +19,19 @@ import (
 // For returns robotsgate's own answer to r for d, written in style
 // ([responses] block_style) at now; nil when d lets r go to its origin.
 func For(style policy.BlockStyle, r *http.Request, d *policy.Decision, now time.Time) *http.Response {
-	resp := plainAnswer(r, d, now)
+	return answerFor(style, r, d, false, now)
+}
+
+// Withheld returns robotsgate's own answer to r for d, as For does, when
+// the origin answered r and its answer is withheld: a use the answer's
+// own statements refuse (d.Action is policy.ActionUsageRefused).
+func Withheld(style policy.BlockStyle, r *http.Request, d *policy.Decision, now time.Time) *http.Response {
+	return answerFor(style, r, d, true, now)
+}
+
+// answerFor is For, and Withheld when withheld.
+func answerFor(style policy.BlockStyle, r *http.Request, d *policy.Decision, withheld bool, now time.Time) *http.Response {
+	resp := plainAnswer(r, d, withheld, now)
 	if resp != nil && style == policy.BlockBrowser {
 		resp = browserAnswer(r, d, resp)
 	}
@@ -27,8 +39,8 @@ func For(style policy.BlockStyle, r *http.Request, d *policy.Decision, now time.
 }
 
 // plainAnswer is the proxy's own answer for a decision in plain text, or
-// nil to forward.
-func plainAnswer(r *http.Request, d *policy.Decision, now time.Time) *http.Response {
+// nil to forward; withheld: the origin's answer is withheld.
+func plainAnswer(r *http.Request, d *policy.Decision, withheld bool, now time.Time) *http.Response {
 	switch d.Action {
 	case policy.ActionAllowed, policy.ActionWouldBlock:
 		return nil
@@ -39,7 +51,7 @@ func plainAnswer(r *http.Request, d *policy.Decision, now time.Time) *http.Respo
 		}
 		return resp
 	case policy.ActionUsageRefused:
-		resp := Text(r, http.StatusForbidden, d.Action, now, usageBody(r, d))
+		resp := Text(r, http.StatusForbidden, d.Action, now, usageBody(r, d, withheld))
 		resp.Header.Set("X-Robots-Gate-Rule", d.RuleHeader())
 		return resp
 	case policy.ActionDenied:
@@ -155,10 +167,11 @@ func blockBody(r *http.Request, d *policy.Decision) string {
 	return b.String()
 }
 
-// usageBody explains a usage refusal to a person reading a scraper's log.
-func usageBody(r *http.Request, d *policy.Decision) string {
+// usageBody explains a usage refusal to a person reading a scraper's log;
+// withheld: the origin answered, and its answer is withheld.
+func usageBody(r *http.Request, d *policy.Decision, withheld bool) string {
 	var b strings.Builder
-	if d.Answered != 0 {
+	if withheld {
 		fmt.Fprintf(&b, "robotsgate: the answer for %s is withheld for %s: the site refuses that use\n\n", DisplayURL(r), d.Refusal.Purpose)
 	} else {
 		fmt.Fprintf(&b, "robotsgate: %s is not fetched for %s: the site refuses that use\n\n", DisplayURL(r), d.Refusal.Purpose)
@@ -169,7 +182,7 @@ func usageBody(r *http.Request, d *policy.Decision) string {
 		fmt.Fprintf(&b, "statement:  %s (a header of the response, whose body was withheld)\n", d.Refusal.Statement)
 	case d.Refusal.Line > 0:
 		fmt.Fprintf(&b, "statement:  %s (line %d of %s)\n", d.Refusal.Statement, d.Refusal.Line, d.RobotsURL())
-	case d.Answered != 0:
+	case withheld:
 		fmt.Fprintf(&b, "statement:  %s (the body was withheld)\n", d.Refusal.Statement)
 	default: // a file besides robots.txt: the statement names it
 		fmt.Fprintf(&b, "statement:  %s\n", d.Refusal.Statement)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -100,9 +101,6 @@ func RecordOf(t time.Time, d *policy.Decision, status int) Record {
 		r.Level = "INFO"
 	}
 	r.Rule, r.Line = RuleOf(d)
-	if d.Charged.Currency != "" {
-		r.Charged = d.Charged.String()
-	}
 	if !d.Origin.IsZero() {
 		r.Origin = d.Origin.String()
 		if d.Target != "" {
@@ -116,6 +114,14 @@ func RecordOf(t time.Time, d *policy.Decision, status int) Record {
 		r.Purpose = []string{}
 	}
 	return r
+}
+
+// SetCharged sets what a site charged for the request (pay-per-crawl);
+// nothing when a is zero.
+func (r *Record) SetCharged(a pay.Amount) {
+	if a.Currency != "" {
+		r.Charged = a.String()
+	}
 }
 
 // SetClient sets the client's address ("" when unknown).

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/robots/lenient"
@@ -157,11 +156,9 @@ type Decision struct {
 	User      string         // the authenticated proxy user; "" if none
 	Paced     bool           // it went through the pacer, which held it for Waited
 	Waited    time.Duration  // held for its turn; for ActionPaced, the wait that was refused
-	Answered  int            // the origin's status, when the request was forwarded and it answered (even if robotsgate withheld the answer); 0 otherwise
 	Purposes  Purposes       // the purposes the request declares
 	Usage     usage.Usage    // what robots.txt's usage statements say of the path, when worked out
 	Refusal   Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
-	Charged   pay.Amount     // what the site charged for it (pay-per-crawl); zero when nothing
 	reserved  Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
 	rules     *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
 	explain   bool           // work out Usage even when no purpose is declared (check)
