@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/robotsgate/robotsgate/cluster/redistest"
 	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // startTopologyFleet runs n proxies sharing the Redis that topology names
@@ -178,6 +180,157 @@ func checkInstanceGaps(t testing.TB, logs []*startLog, host string, gap time.Dur
 	}
 }
 
+// slotLog records the starts an instance reserved with the fleet: each
+// as its pacer recorded it (the time its request waited for, logged by
+// logStarts too), beside the earliest its slot in the fleet could be.
+type slotLog struct {
+	policy.Pacer
+	mu    sync.Mutex
+	slots []slot
+}
+
+// A slot is one start the fleet reserved. Redis reserves each gap after
+// the one before on its own clock (the machine's, here), in whole
+// milliseconds: the wait it returns counts from when it read its clock,
+// which it did after the call was sent (less a millisecond, truncated).
+// The instance starts no sooner than that wait from when the answer came,
+// so at is never before the slot, and earliest never after it.
+type slot struct {
+	host         string
+	at, earliest time.Time
+}
+
+// logSlots records p's fleet reservations, before any request.
+func logSlots(p *testProxy) *slotLog {
+	sn := *p.srv.snap.Load()
+	l := &slotLog{Pacer: sn.env.Pacer}
+	sn.env.Pacer = l
+	p.srv.snap.Store(&sn)
+	return l
+}
+
+// Reserve is the pacer's, noting the slot it reserved, if one: the
+// fleet's answer is a start (now plus the wait); less the time since the
+// call was sent, and a millisecond, it is the earliest the slot can be.
+func (l *slotLog) Reserve(ctx context.Context, host string, gap, maxDelay time.Duration, reserve func(local time.Duration) (time.Time, bool, error)) (time.Time, bool, error) {
+	var earliest time.Time
+	at, ok, err := l.Pacer.Reserve(ctx, host, gap, maxDelay, func(local time.Duration) (time.Time, bool, error) {
+		sent := time.Now()
+		start, ok, err := reserve(local)
+		earliest = sent.Add(time.Until(start) - time.Millisecond)
+		return start, ok, err
+	})
+	if err == nil && ok {
+		l.mu.Lock()
+		l.slots = append(l.slots, slot{host, at, earliest})
+		l.mu.Unlock()
+	}
+	return at, ok, err
+}
+
+// fleetStart is one start an instance gave a request, and the earliest
+// what decided it could be: the fleet's slot, or, for a start the
+// instance paced alone (Redis away), its own time less 10 ms of its
+// timer's lateness, as in checkInstanceGaps.
+type fleetStart struct {
+	instance     int
+	at, earliest time.Time
+}
+
+// fleetStarts merges the starts the instances gave requests to host
+// (their start logs, on this process's clock), sorted.
+func fleetStarts(logs []*startLog, slots []*slotLog, host string) []fleetStart {
+	var out []fleetStart
+	for i, l := range logs {
+		l.mu.Lock()
+		starts := slices.Clone(l.starts[host])
+		l.mu.Unlock()
+		slots[i].mu.Lock()
+		reserved := slices.Clone(slots[i].slots)
+		slots[i].mu.Unlock()
+		for _, at := range starts {
+			earliest := at.Add(-10 * time.Millisecond) // paced alone: a timer's lateness
+			if j := slices.IndexFunc(reserved, func(s slot) bool { return s.host == host && s.at.Equal(at) }); j >= 0 {
+				earliest = reserved[j].earliest
+				reserved = slices.Delete(reserved, j, j+1)
+			}
+			out = append(out, fleetStart{i, at, earliest})
+		}
+	}
+	slices.SortFunc(out, func(a, b fleetStart) int { return a.at.Compare(b.at) })
+	return out
+}
+
+// checkFleetGaps fails t unless, of the starts the fleet gave requests
+// in [from, to) (at least 4 of them), any two were decided gap apart:
+// one is at least gap after the earliest what decided the other could
+// be. It holds however late an instance learns of its slot (a busy
+// machine only delays answers, and the start with them), and fails when
+// an instance paces alone beside the fleet, or the fleet gives two slots
+// within gap. These are the starts the fleet decided, not the times
+// requests reached the origin, which carry the jitter of forwarding them.
+func checkFleetGaps(t testing.TB, starts []fleetStart, gap time.Duration, from, to time.Time) {
+	t.Helper()
+	var in []fleetStart
+	for _, s := range starts {
+		if !s.at.Before(from) && s.at.Before(to) {
+			in = append(in, s)
+		}
+	}
+	near := 0
+	closest, decided := time.Duration(1<<62), time.Duration(1<<62)
+	for i, a := range in {
+		for _, b := range in[i+1:] {
+			closest = min(closest, b.at.Sub(a.at))
+			decided = min(decided, max(b.at.Sub(a.earliest), a.at.Sub(b.earliest)))
+			if b.at.Sub(a.earliest) >= gap || a.at.Sub(b.earliest) >= gap {
+				continue
+			}
+			if near++; near <= 3 {
+				t.Errorf("a start on instance %d at +%v and one on instance %d at +%v (decided no sooner than +%v and +%v): neither %v after the other's",
+					a.instance, a.at.Sub(from).Round(time.Millisecond), b.instance, b.at.Sub(from).Round(time.Millisecond),
+					a.earliest.Sub(from).Round(time.Millisecond), b.earliest.Sub(from).Round(time.Millisecond), gap)
+			}
+		}
+	}
+	t.Logf("the fleet's %d starts: the closest two %v apart, decided at least %v apart", len(in), closest.Round(time.Millisecond), decided.Round(time.Millisecond))
+	if near > 0 || len(in) < 4 {
+		t.Errorf("%d pairs of the fleet's %d starts decided closer than the Crawl-delay; want none, of at least 4 starts", near, len(in))
+	}
+}
+
+// checkArrivals fails t if a request reached the origin before the fleet
+// gave it a start: the k-th arrival is never earlier than the k-th start
+// of starts (each request arrives after its own). It is how the origin's
+// clock is checked against the fleet's decisions: forwarding only delays
+// a request, by as much as a busy machine makes it, which is reported.
+func checkArrivals(t testing.TB, o *pacedOrigin, starts []fleetStart) {
+	t.Helper()
+	o.mu.Lock()
+	arrivals := slices.Clone(o.starts)
+	o.mu.Unlock()
+	slices.SortFunc(arrivals, func(a, b time.Time) int { return a.Compare(b) })
+	if len(arrivals) > len(starts) {
+		t.Errorf("%d requests reached the origin for %d starts the fleet gave; want no more", len(arrivals), len(starts))
+		return
+	}
+	var late time.Duration
+	early := 0
+	for k, a := range arrivals {
+		d := a.Sub(starts[k].at)
+		late = max(late, d)
+		if d < 0 {
+			if early++; early <= 3 {
+				t.Errorf("arrival %d at the origin %v before start %d", k, -d, k)
+			}
+		}
+	}
+	if early > 0 {
+		t.Errorf("%d of %d requests reached the origin before the fleet's start for them; want none", early, len(arrivals))
+	}
+	t.Logf("the origin's k-th arrival at most %v after the fleet's k-th start (forwarding)", late.Round(time.Millisecond))
+}
+
 // since returns each of ts after t0, sorted, to the millisecond.
 func since(t0 time.Time, ts []time.Time) []time.Duration {
 	out := make([]time.Duration, 0, len(ts))
@@ -215,22 +368,23 @@ func waitShared(t testing.TB, fleet []*testProxy, limit time.Duration) time.Time
 
 // sentinelFleetUnderLoad runs n instances on a Sentinel-managed Redis
 // and a paced origin asking for gap, and starts a mixed load of workers
-// clients through them; loaded stops the load and returns what it saw.
-func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int) (st *redistest.Sentinel, o *pacedOrigin, fleet []*testProxy, logs []*startLog, loaded func() loadResult) {
+// clients through them, logging each instance's starts and the slots it
+// reserved with the fleet; loaded stops the load and returns what it saw.
+func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int) (st *redistest.Sentinel, o *pacedOrigin, fleet []*testProxy, logs []*startLog, slots []*slotLog, loaded func() loadResult) {
 	st = redistest.StartSentinel(t)
 	o = newPacedOrigin(t, gap)
 	fleet = startTopologyFleet(t, n, func(cc *config.ClusterConfig) {
 		cc.Sentinels, cc.Master = []string{st.Sentinel.Addr}, st.Master
 	})
 	for _, p := range fleet {
-		logs = append(logs, logStarts(p))
+		logs, slots = append(logs, logStarts(p)), append(slots, logSlots(p))
 	}
 	get(t, fleet[0].client(), o.URL+"/warm")
 	stop := make(chan struct{})
 	var res loadResult
 	done := make(chan struct{})
 	go func() { res = mixedLoad(t, fleet, o, workers, stop); close(done) }()
-	return st, o, fleet, logs, func() loadResult {
+	return st, o, fleet, logs, slots, func() loadResult {
 		close(stop)
 		<-done
 		return res
@@ -249,7 +403,7 @@ func sentinelFleetUnderLoad(t testing.TB, n int, gap time.Duration, workers int)
 func TestFleetSentinelFailover(t *testing.T) {
 	t.Parallel()
 	const n, gap = 2, 300 * time.Millisecond
-	st, o, fleet, logs, loaded := sentinelFleetUnderLoad(t, n, gap, 6)
+	st, o, fleet, logs, slots, loaded := sentinelFleetUnderLoad(t, n, gap, 6)
 	time.Sleep(1500 * time.Millisecond) // load before the fault
 	killed := time.Now()
 	st.Primary.Stop()
@@ -266,9 +420,12 @@ func TestFleetSentinelFailover(t *testing.T) {
 	}
 	// Requests an instance paced alone while Redis was away keep the
 	// slots it gave them: they leave within workers x gap of the rejoin.
-	if n, of := o.gapsBelow(gap*8/10, rejoined.Add(6*gap), time.Now()); n > 0 || of < 3 {
-		t.Errorf("after the failover, %d of %d request starts closer than the Crawl-delay; want none, of at least 3", n, of)
-	}
+	// After that, the fleet's starts, merged across the instances, are
+	// the Crawl-delay apart as the fleet decided them; and the origin
+	// saw no request before its start.
+	starts := fleetStarts(logs, slots, "127.0.0.1")
+	checkFleetGaps(t, starts, gap, rejoined.Add(6*gap), time.Now())
+	checkArrivals(t, o, starts)
 	checkInstanceGaps(t, logs, "127.0.0.1", gap)
 	defer func() {
 		if t.Failed() { // what each instance and the origin saw, from the kill
@@ -280,6 +437,11 @@ func TestFleetSentinelFailover(t *testing.T) {
 					if strings.Contains(line, "redis") {
 						t.Logf("instance %d: %s", i, strings.TrimSpace(line))
 					}
+				}
+			}
+			for _, s := range starts {
+				if !s.at.Before(killed) {
+					t.Logf("instance %d start +%v, decided no sooner than +%v", s.instance, s.at.Sub(killed).Round(time.Millisecond), s.earliest.Sub(killed).Round(time.Millisecond))
 				}
 			}
 			o.mu.Lock()
@@ -345,7 +507,7 @@ func TestFleetRedisCluster(t *testing.T) {
 func BenchmarkFleetFaults(b *testing.B) {
 	for b.Loop() {
 		const gap = 250 * time.Millisecond
-		st, o, fleet, logs, loaded := sentinelFleetUnderLoad(b, 3, gap, 9)
+		st, o, fleet, logs, _, loaded := sentinelFleetUnderLoad(b, 3, gap, 9)
 		type window struct{ from, to time.Time }
 		var faults []window
 		var converge []time.Duration
