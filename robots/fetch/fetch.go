@@ -1,3 +1,10 @@
+// Package fetch gets robots.txt files for package robots: the Fetcher,
+// which turns HTTP answers into RFC 9309's outcomes within bounds of size,
+// time and redirects, and the Cache, which shares one fetch per origin
+// (package origin's Origin, the cache key) among every request waiting on
+// it, bounds the fetches in flight, and keeps the state that changes
+// answers (the last good copy, when failures began, when to retry) apart
+// from the evictable rules.
 package fetch
 
 import (

@@ -1,4 +1,4 @@
-package fetch
+package origin
 
 import (
 	"errors"
@@ -156,25 +156,25 @@ func TestParseOrigin(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		got, err := ParseOrigin(tt.url)
+		got, err := Parse(tt.url)
 		if err != nil {
-			t.Errorf("ParseOrigin(%q) error: %v; want %+v", tt.url, err, tt.want)
+			t.Errorf("Parse(%q) error: %v; want %+v", tt.url, err, tt.want)
 			continue
 		}
 		if got != tt.want {
-			t.Errorf("ParseOrigin(%q) = %+v; want %+v", tt.url, got, tt.want)
+			t.Errorf("Parse(%q) = %+v; want %+v", tt.url, got, tt.want)
 		}
 		if s := got.String(); s != tt.str {
-			t.Errorf("ParseOrigin(%q).String() = %q; want %q", tt.url, s, tt.str)
+			t.Errorf("Parse(%q).String() = %q; want %q", tt.url, s, tt.str)
 		}
 		if s := got.HostPort(); s != tt.hostPort {
-			t.Errorf("ParseOrigin(%q).HostPort() = %q; want %q", tt.url, s, tt.hostPort)
+			t.Errorf("Parse(%q).HostPort() = %q; want %q", tt.url, s, tt.hostPort)
 		}
 		if s := got.RobotsURL(); s != tt.robotsURL {
-			t.Errorf("ParseOrigin(%q).RobotsURL() = %q; want %q", tt.url, s, tt.robotsURL)
+			t.Errorf("Parse(%q).RobotsURL() = %q; want %q", tt.url, s, tt.robotsURL)
 		}
 		if got.IsZero() {
-			t.Errorf("ParseOrigin(%q).IsZero() = true; want false", tt.url)
+			t.Errorf("Parse(%q).IsZero() = true; want false", tt.url)
 		}
 	}
 }
@@ -223,16 +223,16 @@ func TestParseOriginErrors(t *testing.T) {
 		"http://\xed\xa0\x80.com/",
 	}
 	for _, url := range tests {
-		got, err := ParseOrigin(url)
+		got, err := Parse(url)
 		if err == nil {
-			t.Errorf("ParseOrigin(%q) = %+v; want an error", url, got)
+			t.Errorf("Parse(%q) = %+v; want an error", url, got)
 			continue
 		}
-		if !errors.Is(err, ErrBadOrigin) {
-			t.Errorf("ParseOrigin(%q) error %v does not wrap ErrBadOrigin", url, err)
+		if !errors.Is(err, ErrBad) {
+			t.Errorf("Parse(%q) error %v does not wrap ErrBad", url, err)
 		}
 		if !got.IsZero() {
-			t.Errorf("ParseOrigin(%q) = %+v with error; want the zero Origin", url, got)
+			t.Errorf("Parse(%q) = %+v with error; want the zero Origin", url, got)
 		}
 	}
 }
@@ -265,13 +265,13 @@ func TestOriginOf(t *testing.T) {
 		{"https", "example.com:1", Origin{"https", "example.com", 1}},
 	}
 	for _, tt := range tests {
-		got, err := OriginOf(tt.scheme, tt.authority)
+		got, err := Of(tt.scheme, tt.authority)
 		if err != nil {
-			t.Errorf("OriginOf(%q, %q) error: %v; want %+v", tt.scheme, tt.authority, err, tt.want)
+			t.Errorf("Of(%q, %q) error: %v; want %+v", tt.scheme, tt.authority, err, tt.want)
 			continue
 		}
 		if got != tt.want {
-			t.Errorf("OriginOf(%q, %q) = %+v; want %+v", tt.scheme, tt.authority, got, tt.want)
+			t.Errorf("Of(%q, %q) = %+v; want %+v", tt.scheme, tt.authority, got, tt.want)
 		}
 	}
 }
@@ -310,13 +310,13 @@ func TestOriginOfErrors(t *testing.T) {
 		{"http", "127.1.."},
 	}
 	for _, tt := range tests {
-		got, err := OriginOf(tt.scheme, tt.authority)
+		got, err := Of(tt.scheme, tt.authority)
 		if err == nil {
-			t.Errorf("OriginOf(%q, %q) = %+v; want an error", tt.scheme, tt.authority, got)
+			t.Errorf("Of(%q, %q) = %+v; want an error", tt.scheme, tt.authority, got)
 			continue
 		}
-		if !errors.Is(err, ErrBadOrigin) {
-			t.Errorf("OriginOf(%q, %q) error %v does not wrap ErrBadOrigin", tt.scheme, tt.authority, err)
+		if !errors.Is(err, ErrBad) {
+			t.Errorf("Of(%q, %q) error %v does not wrap ErrBad", tt.scheme, tt.authority, err)
 		}
 	}
 }
@@ -350,18 +350,18 @@ func TestOriginEquality(t *testing.T) {
 		{"https://example.com/", "https://www.example.com/", false},
 	}
 	for _, tt := range tests {
-		a, err := ParseOrigin(tt.a)
+		a, err := Parse(tt.a)
 		if err != nil {
-			t.Errorf("ParseOrigin(%q) error: %v", tt.a, err)
+			t.Errorf("Parse(%q) error: %v", tt.a, err)
 			continue
 		}
-		b, err := ParseOrigin(tt.b)
+		b, err := Parse(tt.b)
 		if err != nil {
-			t.Errorf("ParseOrigin(%q) error: %v", tt.b, err)
+			t.Errorf("Parse(%q) error: %v", tt.b, err)
 			continue
 		}
 		if same := a == b; same != tt.same {
-			t.Errorf("ParseOrigin(%q) == ParseOrigin(%q) is %v (%v, %v); want %v", tt.a, tt.b, same, a, b, tt.same)
+			t.Errorf("Parse(%q) == Parse(%q) is %v (%v, %v); want %v", tt.a, tt.b, same, a, b, tt.same)
 		}
 		if same := a.String() == b.String(); same != tt.same {
 			t.Errorf("String() of %q and %q equal is %v (%q, %q); want %v", tt.a, tt.b, same, a, b, tt.same)
@@ -379,7 +379,7 @@ func TestOriginIsZero(t *testing.T) {
 	}
 }
 
-// FuzzParseOrigin checks that any URL string either fails with ErrBadOrigin
+// FuzzParseOrigin checks that any URL string either fails with ErrBad
 // or gives an origin that is already normal: parsing its String and its
 // RobotsURL gives it back.
 func FuzzParseOrigin(f *testing.F) {
@@ -387,17 +387,17 @@ func FuzzParseOrigin(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, u string) {
-		o, err := ParseOrigin(u)
+		o, err := Parse(u)
 		if err != nil {
-			if !errors.Is(err, ErrBadOrigin) {
-				t.Fatalf("ParseOrigin(%q) error %v does not wrap ErrBadOrigin", u, err)
+			if !errors.Is(err, ErrBad) {
+				t.Fatalf("Parse(%q) error %v does not wrap ErrBad", u, err)
 			}
 			return
 		}
 		for _, again := range []string{o.String(), o.RobotsURL()} {
-			o2, err := ParseOrigin(again)
+			o2, err := Parse(again)
 			if err != nil || o2 != o {
-				t.Fatalf("ParseOrigin(%q) = %+v, %v; want %+v (from %q)", again, o2, err, o, u)
+				t.Fatalf("Parse(%q) = %+v, %v; want %+v (from %q)", again, o2, err, o, u)
 			}
 		}
 	})
@@ -485,13 +485,13 @@ func TestOriginOfIPv4Errors(t *testing.T) {
 		"1.2.3.4:80:80",
 		"１２７.０.０.２５６",
 	} {
-		got, err := OriginOf("http", authority)
+		got, err := Of("http", authority)
 		if err == nil {
-			t.Errorf("OriginOf(%q, %q) = %+v; want an error", "http", authority, got)
+			t.Errorf("Of(%q, %q) = %+v; want an error", "http", authority, got)
 			continue
 		}
-		if !errors.Is(err, ErrBadOrigin) {
-			t.Errorf("OriginOf(%q, %q) error %v does not wrap ErrBadOrigin", "http", authority, err)
+		if !errors.Is(err, ErrBad) {
+			t.Errorf("Of(%q, %q) error %v does not wrap ErrBad", "http", authority, err)
 		}
 	}
 }
@@ -523,8 +523,8 @@ func TestOriginOfNumericLookingNames(t *testing.T) {
 func TestOriginOfNoAlloc(t *testing.T) {
 	for _, authority := range []string{"example.com", "www.example.com:8443", "127.0.0.1:8080", "foo_bar.example"} {
 		var sink Origin
-		if n := testing.AllocsPerRun(100, func() { sink, _ = OriginOf("https", authority) }); n != 0 {
-			t.Errorf("OriginOf(%q, %q) allocates %v times; want 0", "https", authority, n)
+		if n := testing.AllocsPerRun(100, func() { sink, _ = Of("https", authority) }); n != 0 {
+			t.Errorf("Of(%q, %q) allocates %v times; want 0", "https", authority, n)
 		}
 		_ = sink
 	}
@@ -537,23 +537,23 @@ func BenchmarkOriginOf(b *testing.B) {
 		b.Run(authority, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				OriginOf("https", authority)
+				Of("https", authority)
 			}
 		})
 	}
 }
 
-// checkHosts checks that OriginOf("http", authority) gives each host.
+// checkHosts checks that Of("http", authority) gives each host.
 func checkHosts(t *testing.T, tests []struct{ authority, host string }) {
 	t.Helper()
 	for _, tt := range tests {
-		got, err := OriginOf("http", tt.authority)
+		got, err := Of("http", tt.authority)
 		if err != nil {
-			t.Errorf("OriginOf(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
+			t.Errorf("Of(%q, %q) error: %v; want host %q", "http", tt.authority, err, tt.host)
 			continue
 		}
 		if got.Host != tt.host {
-			t.Errorf("OriginOf(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
+			t.Errorf("Of(%q, %q).Host = %q; want %q", "http", tt.authority, got.Host, tt.host)
 		}
 	}
 }
@@ -570,7 +570,7 @@ func TestOriginAuthority(t *testing.T) {
 		{"https://[::1]:8443/", "[::1]:8443"},
 		{"http://127.1/", "127.0.0.1"},
 	} {
-		o, err := ParseOrigin(tt.url)
+		o, err := Parse(tt.url)
 		if err != nil {
 			t.Fatal(err)
 		}

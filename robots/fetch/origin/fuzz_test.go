@@ -1,4 +1,4 @@
-package fetch
+package origin
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 )
 
 // FuzzOriginOf checks that any scheme and authority either fail with
-// ErrBadOrigin or give an origin that is already normal: OriginOf of its
+// ErrBad or give an origin that is already normal: Of of its
 // HostPort gives it back; an IPv4 host is in dotted decimal; and no host
 // that is not an IPv4 address ends in a number (WHATWG URL hosts).
 func FuzzOriginOf(f *testing.F) {
@@ -22,22 +22,22 @@ func FuzzOriginOf(f *testing.F) {
 	}
 	f.Add("HTTPS", "0X7F.1:443")
 	f.Fuzz(func(t *testing.T, scheme, authority string) {
-		o, err := OriginOf(scheme, authority)
+		o, err := Of(scheme, authority)
 		if err != nil {
-			if !errors.Is(err, ErrBadOrigin) {
-				t.Fatalf("OriginOf(%q, %q) error %v does not wrap ErrBadOrigin", scheme, authority, err)
+			if !errors.Is(err, ErrBad) {
+				t.Fatalf("Of(%q, %q) error %v does not wrap ErrBad", scheme, authority, err)
 			}
 			return
 		}
-		if o2, err := OriginOf(o.Scheme, o.HostPort()); err != nil || o2 != o {
-			t.Fatalf("OriginOf(%q, %q) = %+v, %v; want %+v (from %q, %q)", o.Scheme, o.HostPort(), o2, err, o, scheme, authority)
+		if o2, err := Of(o.Scheme, o.HostPort()); err != nil || o2 != o {
+			t.Fatalf("Of(%q, %q) = %+v, %v; want %+v (from %q, %q)", o.Scheme, o.HostPort(), o2, err, o, scheme, authority)
 		}
 		a, err := netip.ParseAddr(o.Host)
 		if err == nil && a.Is4() && a.String() != o.Host {
-			t.Fatalf("OriginOf(%q, %q).Host = %q; want %q", scheme, authority, o.Host, a.String())
+			t.Fatalf("Of(%q, %q).Host = %q; want %q", scheme, authority, o.Host, a.String())
 		}
 		if (err != nil || !a.Is4()) && !strings.Contains(o.Host, ":") && endsInNumber(o.Host) {
-			t.Fatalf("OriginOf(%q, %q).Host = %q ends in a number and is not an IPv4 address", scheme, authority, o.Host)
+			t.Fatalf("Of(%q, %q).Host = %q ends in a number and is not an IPv4 address", scheme, authority, o.Host)
 		}
 	})
 }
