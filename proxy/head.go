@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -66,9 +65,6 @@ func readableAcceptEncoding(h http.Header) {
 type headReader struct {
 	timeoutNanos atomic.Int64  // upstream.timeout's, set again by a reload
 	zstd         chan struct{} // a token per zstd decode under way
-	// trailerStatements counts trailers that refused a declared purpose
-	// after the body was sent (watchTrailer).
-	trailerStatements prometheus.Counter
 }
 
 // zstdHeads is how many zstd-encoded heads are decoded at once: a frame
@@ -79,7 +75,7 @@ const (
 )
 
 func newHeadReader(timeout time.Duration) *headReader {
-	hr := &headReader{zstd: make(chan struct{}, zstdHeads), trailerStatements: newTrailerCounter()}
+	hr := &headReader{zstd: make(chan struct{}, zstdHeads)}
 	hr.setTimeout(timeout)
 	return hr
 }

@@ -5,18 +5,8 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
-
-// newTrailerCounter is robotsgate_usage_trailer_statements_total.
-func newTrailerCounter() prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "robotsgate_usage_trailer_statements_total",
-		Help: "Responses to requests that declare purposes whose trailer, arriving after the body was sent, refused one (logged, not enforced).",
-	})
-}
 
 // watchTrailer has the end of resp's body judged for usage statements
 // in its trailer, when d declares purposes. A trailer arrives with the
@@ -58,7 +48,7 @@ func (s *Server) watchTrailer(p *policy.Policy, r *http.Request, d *policy.Decis
 		if !p.JudgeResponse(&dc, h, nil) {
 			return
 		}
-		s.heads.trailerStatements.Inc()
+		s.metrics.trailerStatements.Inc()
 		s.log.Warn("usage statement in a trailer, after the body was sent: not enforced",
 			"url", url, "purpose", dc.Refusal.Purpose.String(), "rule", dc.RuleHeader())
 	}}

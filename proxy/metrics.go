@@ -28,6 +28,9 @@ type metrics struct {
 	signed        prometheus.Counter     // requests sent with a Web Bot Auth signature
 	payments      *prometheus.CounterVec // sites' 402s with a price, by result
 	spent         *prometheus.CounterVec // what sites charged, by currency
+	// trailerStatements counts trailers that refused a declared purpose
+	// after the body was sent (watchTrailer).
+	trailerStatements prometheus.Counter
 	// answers counts the origins' own answers to forwarded requests, by
 	// class, resolved once.
 	answers [audit.NumAnswerClasses]prometheus.Counter
@@ -89,7 +92,11 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 	for i := range m.answers {
 		m.answers[i] = answers.WithLabelValues(audit.AnswerClass(i).String())
 	}
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, m.signed, answers)
+	m.trailerStatements = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "robotsgate_usage_trailer_statements_total",
+		Help: "Responses to requests that declare purposes whose trailer, arriving after the body was sent, refused one (logged, not enforced).",
+	})
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, m.signed, answers, m.trailerStatements)
 	m.reg.MustRegister(stateMetrics(cacheStats, conns)...)
 	for _, a := range policy.Actions() {
 		m.byDecision[a] = [2]prometheus.Counter{m.requests.WithLabelValues(a.String(), "http"), m.requests.WithLabelValues(a.String(), "https")}

@@ -208,7 +208,6 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.files = upstream.NewUsageFiles(&cfg.Robots, ro, docs, s.observeFile)
 	s.heads = newHeadReader(cfg.Upstream.Timeout)
-	s.metrics.reg.MustRegister(s.heads.trailerStatements)
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {
