@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -321,7 +322,7 @@ window.addEventListener("load", function () {
 // can fail). Neither blocked URL reaches the origin.
 func TestBrowserBlockStyleInChromium(t *testing.T) {
 	t.Parallel()
-	browser := findBrowser()
+	browser := testkit.Browser()
 	if browser == "" {
 		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
 	}

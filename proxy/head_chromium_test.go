@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/usage"
 )
 
@@ -54,7 +55,7 @@ window.addEventListener("load", function () {
 // application/xhtml+xml, which Chromium parses as XML.
 func TestHeadInChromium(t *testing.T) {
 	t.Parallel()
-	browser := findBrowser()
+	browser := testkit.Browser()
 	if browser == "" {
 		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
 	}

@@ -112,7 +112,7 @@ func TestStatusJSON(t *testing.T) {
 // its link asks) and the recent records.
 func TestStatusPageInBrowser(t *testing.T) {
 	t.Parallel()
-	browser := findBrowser()
+	browser := testkit.Browser()
 	if browser == "" {
 		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
 	}
@@ -154,16 +154,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if !strings.Contains(page, ">"+a.URL+"<") || strings.Contains(page, ">"+b.URL+"<") || !strings.Contains(page, "(1 of 2)") {
 		t.Errorf("filtered page:\n%.3000s", page)
 	}
-}
-
-// findBrowser returns a headless-capable Chromium on PATH, or "".
-func findBrowser() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
 }
 
 // TestStatusOriginAnswers: per origin, /status.json shows the origin's own

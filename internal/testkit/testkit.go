@@ -1,10 +1,11 @@
 // Package testkit holds what the tests of several packages share: a log
-// sink safe for concurrent writers, and a bounded wait that fails loudly.
-// Only tests import it.
+// sink safe for concurrent writers, a bounded wait that fails loudly, and
+// the headless browser on PATH. Only tests import it.
 package testkit
 
 import (
 	"bytes"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -64,4 +65,15 @@ func Poll(limit time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// Browser returns a headless-capable Chromium on PATH, or "": the tests
+// that drive a real browser skip without one.
+func Browser() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
 }
