@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/answer"
+	"github.com/robotsgate/robotsgate/proxy/head"
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -141,7 +142,7 @@ func (f *forwarding) dropPurposeHeaders() {
 }
 
 // readableHead asks, for a request that declares purposes, for an answer
-// whose HTML head can be read (readHead): in a coding robotsgate reads,
+// whose HTML head can be read (head.Reader): in a coding robotsgate reads,
 // and from its first byte (a range would skip the head, or wrap it in
 // multipart/byteranges).
 func (f *forwarding) readableHead() {
@@ -149,7 +150,7 @@ func (f *forwarding) readableHead() {
 		return
 	}
 	h := f.out.Header
-	readableAcceptEncoding(h)
+	head.AcceptReadable(h)
 	delete(h, "Range")
 	delete(h, "If-Range")
 }
@@ -248,12 +249,12 @@ func (f *forwarding) observeBackoff(resp *http.Response) {
 // withholds the body: closing it unread closes the origin connection,
 // which no later request can then inherit half-read.
 func (f *forwarding) judgeUsage(resp *http.Response) *http.Response {
-	var head *usage.Usage
+	var inHead *usage.Usage // what the HTML head's meta elements say, when read
 	if f.p.NeedsHead(f.d, resp) {
-		u := f.s.heads.readHead(resp, f.d)
-		head = &u
+		u := f.s.heads.Read(resp, f.d.Agents.Slice())
+		inHead = &u
 	}
-	if !f.p.JudgeResponse(f.d, resp.Header, head) || f.d.Action != policy.ActionUsageRefused {
+	if !f.p.JudgeResponse(f.d, resp.Header, inHead) || f.d.Action != policy.ActionUsageRefused {
 		return resp
 	}
 	resp.Body.Close()
@@ -261,10 +262,28 @@ func (f *forwarding) judgeUsage(resp *http.Response) *http.Response {
 	return answer.Withheld(f.d.Style, f.out, f.d, f.s.opts.Now())
 }
 
-// watchTrailer has a usage statement in the trailer logged: it comes too
-// late to withhold anything (Server.watchTrailer).
+// watchTrailer has the end of the body judged for usage statements in
+// its trailer, when the request declares purposes (head.WatchTrailer). It
+// comes too late to withhold anything, so a statement there that would
+// have refused a declared purpose is logged (a warning naming the URL and
+// the statement) and counted (robotsgate_usage_trailer_statements_total),
+// for the operator to drop what was received.
 func (f *forwarding) watchTrailer(resp *http.Response) {
-	f.s.watchTrailer(f.p, f.out, f.d, resp)
+	d, r := f.d, f.out
+	if d.Purposes == 0 || resp.StatusCode == http.StatusSwitchingProtocols || r.Method == http.MethodHead || !head.MayHaveTrailer(resp) {
+		return
+	}
+	s, p := f.s, f.p
+	dc := *d // judged once the body ends, on a copy: d was audited already
+	url := r.URL.String()
+	head.WatchTrailer(resp, func(statements http.Header) {
+		if !p.JudgeResponse(&dc, statements, nil) {
+			return
+		}
+		s.metrics.trailerStatements.Inc()
+		s.log.Warn("usage statement in a trailer, after the body was sent: not enforced",
+			"url", url, "purpose", dc.Refusal.Purpose.String(), "rule", dc.RuleHeader())
+	})
 }
 
 // markWouldBlock says, in report mode, that robotsgate would have blocked

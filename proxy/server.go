@@ -26,6 +26,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/auth"
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/head"
 	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/mitm"
 	"github.com/robotsgate/robotsgate/proxy/pace"
@@ -83,7 +84,7 @@ type Server struct {
 	// licences.
 	files *fetch.Files
 	// heads reads HTML answers' heads for requests that declare purposes.
-	heads *headReader
+	heads *head.Reader
 	// upstream holds the connections to origins, of every egress, closed
 	// at shutdown.
 	upstream *upstream.Conns
@@ -207,7 +208,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		docs = s.cluster // the fleet shares them
 	}
 	s.files = upstream.NewUsageFiles(&cfg.Robots, ro, docs, s.observeFile)
-	s.heads = newHeadReader(cfg.Upstream.Timeout)
+	s.heads = head.NewReader(cfg.Upstream.Timeout)
 	if err != nil {
 		s.audit.Close()
 		if s.cluster != nil {
@@ -674,7 +675,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		return err
 	}
 	s.snap.Store(sn) // one snapshot: [politeness] limits, [auth] users and [upstream] come with it
-	s.heads.setTimeout(cfg.Upstream.Timeout)
+	s.heads.SetTimeout(cfg.Upstream.Timeout)
 	if newEgress {
 		// Requests that loaded the old snapshot end on the old egress; its
 		// connections close as they go idle.

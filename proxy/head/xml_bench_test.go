@@ -1,4 +1,4 @@
-package proxy
+package head
 
 import (
 	"bytes"
@@ -16,15 +16,15 @@ import (
 func hostileHeads() []struct{ name, ct, page string } {
 	const x = `<html xmlns="http://www.w3.org/1999/xhtml"><head>`
 	var attrs strings.Builder
-	for i := 0; attrs.Len() < MaxHead-100; i++ {
+	for i := 0; attrs.Len() < maxHead-100; i++ {
 		fmt.Fprintf(&attrs, ` a%d=""`, i)
 	}
 	return []struct{ name, ct, page string }{
-		{"html-tags", "text/html", "<html><head>" + strings.Repeat("<link>", MaxHead/6)},
+		{"html-tags", "text/html", "<html><head>" + strings.Repeat("<link>", maxHead/6)},
 		{"html-attrs", "text/html", "<html><head><meta" + attrs.String() + ">"},
-		{"html-template", "text/html", "<html><head><template><svg>" + strings.Repeat("<g>", MaxHead/3)},
-		{"xhtml-deep", xhtmlType, x + strings.Repeat("<a>", maxXHTMLDepth-3) + strings.Repeat("<b/>", MaxHead/4)},
-		{"xhtml-tags", xhtmlType, x + strings.Repeat("<a/>", MaxHead/4)},
+		{"html-template", "text/html", "<html><head><template><svg>" + strings.Repeat("<g>", maxHead/3)},
+		{"xhtml-deep", xhtmlType, x + strings.Repeat("<a>", maxXHTMLDepth-3) + strings.Repeat("<b/>", maxHead/4)},
+		{"xhtml-tags", xhtmlType, x + strings.Repeat("<a/>", maxHead/4)},
 		{"xhtml-attrs", xhtmlType, x + "<meta" + attrs.String() + "/>"},
 	}
 }
@@ -33,7 +33,7 @@ func hostileHeads() []struct{ name, ct, page string } {
 // refused as unreadable at the bound: an XHTML head should cost no more
 // than the HTML ones.
 func BenchmarkHeadHostile(b *testing.B) {
-	hr := newHeadReader(10 * time.Second)
+	hr := NewReader(10 * time.Second)
 	tokens := []string{"GPTBot"}
 	for _, h := range hostileHeads() {
 		b.Run(h.name, func(b *testing.B) {
@@ -41,7 +41,7 @@ func BenchmarkHeadHostile(b *testing.B) {
 			b.SetBytes(int64(len(h.page)))
 			for b.Loop() {
 				resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {h.ct}}, Body: io.NopCloser(bytes.NewReader([]byte(h.page)))}
-				hr.readHeadFor(resp, tokens)
+				hr.Read(resp, tokens)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package proxy
+package head
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func benchHeadPage() []byte {
 }
 
 // BenchmarkHeadRead is what reading a typical page's head costs, through
-// readHead (with its bounds, identity and gzip), beside the tokenizer
+// Reader.Read (with its bounds, identity and gzip), beside the tokenizer
 // scan it replaced (baselineReadHead: source.HeadUsage over the bytes
 // read, up to 8 times) in the same process; "ratio" is the new reader's
 // time over the old one's.
@@ -34,7 +34,7 @@ func BenchmarkHeadRead(b *testing.B) {
 	zw.Write(page)
 	zw.Close()
 	tokens := []string{"GPTBot"}
-	hr := newHeadReader(10 * time.Second)
+	hr := NewReader(10 * time.Second)
 	respOf := func(body []byte, coding string) *http.Response {
 		h := http.Header{"Content-Type": {"text/html; charset=utf-8"}}
 		if coding != "" {
@@ -42,7 +42,7 @@ func BenchmarkHeadRead(b *testing.B) {
 		}
 		return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body))}
 	}
-	readNew := func(body []byte, coding string) usage.Usage { return hr.readHeadFor(respOf(body, coding), tokens) }
+	readNew := func(body []byte, coding string) usage.Usage { return hr.Read(respOf(body, coding), tokens) }
 	readOld := func(body []byte, coding string) usage.Usage { return baselineReadHead(respOf(body, coding), tokens) }
 	for _, enc := range []struct {
 		name, coding string
@@ -85,9 +85,9 @@ func BenchmarkHeadRead(b *testing.B) {
 // baselineReadHead is the head reader this one replaced (before issue
 // 34), kept to measure against: the page decoded from its coding, read
 // until "</head" or "<body" and source.HeadUsage over the bytes so far
-// agrees the head ended (at most 8 such scans), or MaxHead.
+// agrees the head ended (at most 8 such scans), or maxHead.
 func baselineReadHead(resp *http.Response, tokens []string) usage.Usage {
-	raw := &recorder{r: resp.Body, max: 2 * MaxHead}
+	raw := &recorder{r: resp.Body, max: 2 * maxHead}
 	coding := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
 	dec, err := decoder(coding, raw)
 	if err != nil {
@@ -95,11 +95,11 @@ func baselineReadHead(resp *http.Response, tokens []string) usage.Usage {
 	}
 	buf := make([]byte, 0, 4<<10)
 	checks := 0
-	for len(buf) < MaxHead {
+	for len(buf) < maxHead {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := dec.Read(buf[len(buf):min(cap(buf), MaxHead)])
+		n, err := dec.Read(buf[len(buf):min(cap(buf), maxHead)])
 		from := max(0, len(buf)-len("</head"))
 		buf = buf[:len(buf)+n]
 		if checks < 8 && (bytes.Contains(bytes.ToLower(buf[from:]), []byte("</head")) || bytes.Contains(bytes.ToLower(buf[from:]), []byte("<body"))) {

@@ -1,4 +1,11 @@
-package proxy
+// Package head reads the head of an HTML or XHTML answer as a browser
+// builds it, within byte and time bounds a hostile origin cannot stretch,
+// for what its <meta> elements say of usage (docs/data-teams.md, "AI-training
+// and TDM opt-outs"), and puts what it read back in front of the body, byte
+// for byte. It also watches a body's end for usage statements in its
+// trailer, which come too late to withhold anything. The proxy's forward
+// path calls it (docs/development.md, "The forward path").
+package head
 
 import (
 	"bytes"
@@ -17,25 +24,24 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
-	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/usage"
 )
 
-// MaxHead is how much of an HTML page robotsgate reads, for the <meta>
+// maxHead is how much of an HTML page robotsgate reads, for the <meta>
 // elements of its head, before anything of it goes to the client, when a
 // request declares purposes (docs/data-teams.md, "AI-training and TDM
 // opt-outs"); the rest then streams.
-const MaxHead = 64 << 10
+const maxHead = 64 << 10
 
 // readableEncodings are the content codings robotsgate can read a page's
 // head through. A request that declares purposes asks its origin for
-// these only (readableAcceptEncoding), so that its answer can be judged.
+// these only (AcceptReadable), so that its answer can be judged.
 var readableEncodings = [...]string{"gzip", "x-gzip", "deflate", "zstd", "identity"}
 
-// readableAcceptEncoding keeps, of an Accept-Encoding field's codings,
-// those robotsgate can read a head through (br is not one). A field that
-// keeps none asks for identity.
-func readableAcceptEncoding(h http.Header) {
+// AcceptReadable keeps, of the Accept-Encoding field's codings in h, those
+// robotsgate can read a head through (br is not one). A field that keeps
+// none asks for identity; no field stays none.
+func AcceptReadable(h http.Header) {
 	vals := h["Accept-Encoding"]
 	if len(vals) == 0 {
 		return
@@ -59,10 +65,11 @@ func readableAcceptEncoding(h http.Header) {
 	h["Accept-Encoding"] = []string{strings.Join(kept, ", ")}
 }
 
-// headReader reads the heads of HTML answers (readHead) within bounds a
-// hostile origin cannot stretch: at most zstdHeads zstd frames decoded at
-// once, each with a bounded window, and every head read within timeout.
-type headReader struct {
+// Reader reads the heads of HTML answers (Read) within bounds a hostile
+// origin cannot stretch: at most zstdHeads zstd frames decoded at once,
+// each with a bounded window, and every head read within its timeout. One
+// Reader serves every request at once; NewReader makes it.
+type Reader struct {
 	timeoutNanos atomic.Int64  // upstream.timeout's, set again by a reload
 	zstd         chan struct{} // a token per zstd decode under way
 }
@@ -74,37 +81,36 @@ const (
 	zstdWindow = 8 << 20
 )
 
-func newHeadReader(timeout time.Duration) *headReader {
-	hr := &headReader{zstd: make(chan struct{}, zstdHeads)}
-	hr.setTimeout(timeout)
+// NewReader returns a Reader that reads each head within timeout
+// (upstream.timeout's).
+func NewReader(timeout time.Duration) *Reader {
+	hr := &Reader{zstd: make(chan struct{}, zstdHeads)}
+	hr.SetTimeout(timeout)
 	return hr
 }
 
-// setTimeout makes timeout the bound of each head read from now on.
-func (hr *headReader) setTimeout(timeout time.Duration) { hr.timeoutNanos.Store(int64(timeout)) }
+// SetTimeout makes timeout the bound of each head read from now on (a
+// reload's upstream.timeout); reads under way keep theirs.
+func (hr *Reader) SetTimeout(timeout time.Duration) { hr.timeoutNanos.Store(int64(timeout)) }
 
 // timeout is the bound of a head read.
-func (hr *headReader) timeout() time.Duration { return time.Duration(hr.timeoutNanos.Load()) }
+func (hr *Reader) timeout() time.Duration { return time.Duration(hr.timeoutNanos.Load()) }
 
-// readHead reads the head of resp's HTML page as browsers build it (the
-// HTML standard's tree construction, golang.org/x/net/html, over the page
+// Read reads the head of resp's HTML page as browsers build it (the HTML
+// standard's tree construction, golang.org/x/net/html, over the page
 // decoded as its encoding sniffing says: byte order mark, the charset of
 // the last Content-Type, a <meta charset> in the first 1024 bytes,
-// windows-1252; for application/xhtml+xml, an XML parser: readXHTMLHeadOf),
-// at most MaxHead bytes of it, decoded from its coding,
-// until the head is complete, and returns what the <meta> elements of
-// the head say for d's tokens. What was read goes back in front of the
-// body, byte for byte as the origin sent it, to be sent on. A head
-// robotsgate cannot know (still open when the bound is reached, in a
-// coding it does not read or several, a 206's part, the replacement
-// encoding, not arrived within the timeout) refuses every declared
-// purpose: a statement no one can read must not open the gate for them.
-func (hr *headReader) readHead(resp *http.Response, d *policy.Decision) usage.Usage {
-	return hr.readHeadFor(resp, d.Agents.Slice())
-}
-
-// readHeadFor is readHead for a request that obeys tokens.
-func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) usage.Usage {
+// windows-1252; for application/xhtml+xml, an XML parser:
+// readXHTMLHeadOf), at most 64 KiB of it, decoded from its coding, until
+// the head is complete, and returns what the <meta> elements of the head
+// say for tokens (those the request obeys). What was read goes back in
+// front of resp's body, byte for byte as the origin sent it, to be sent
+// on. A head robotsgate cannot know (still open when the bound is
+// reached, in a coding it does not read or several, a 206's part, the
+// replacement encoding, not arrived within the timeout) refuses every
+// declared purpose: a statement no one can read must not open the gate
+// for them.
+func (hr *Reader) Read(resp *http.Response, tokens []string) usage.Usage {
 	raw := &recorder{r: resp.Body, max: maxHeadRaw}
 	// A body that stalls is closed when the time is up: its read returns.
 	timeout := hr.timeout()
@@ -127,7 +133,7 @@ func (hr *headReader) readHeadFor(resp *http.Response, tokens []string) usage.Us
 // maxHeadRaw is how much of a page's body, as sent (compressed), is read
 // for its head: room for a compressed head's first block. A coding that
 // yields less than the head within it leaves the head unknown.
-const maxHeadRaw = 2 * MaxHead
+const maxHeadRaw = 2 * maxHead
 
 // maxUnreadable bounds the reason an unreadable head's statement gives.
 const maxUnreadable = 200
@@ -152,7 +158,7 @@ func unreadableHead(err error) usage.Usage {
 // judgeHead reads the head of resp from raw, through the one coding its
 // Content-Encoding field lines name (if any), and returns what its meta
 // elements say for tokens, or why the head cannot be known.
-func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []string) (usage.Usage, error) {
+func (hr *Reader) judgeHead(resp *http.Response, raw *recorder, tokens []string) (usage.Usage, error) {
 	var codings []string
 	for _, v := range resp.Header.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
@@ -184,7 +190,7 @@ func (hr *headReader) judgeHead(resp *http.Response, raw *recorder, tokens []str
 		defer c.Close() // a decoder's, not the body's
 	}
 	ct, label := header.ContentType(resp.Header)
-	page := &boundedReader{r: dec, raw: raw, left: MaxHead}
+	page := &boundedReader{r: dec, raw: raw, left: maxHead}
 	if ct == xhtmlType { // browsers parse it as XML
 		return readXHTMLHeadOf(page, label, tokens)
 	}
@@ -209,7 +215,7 @@ func decoder(coding string, r io.Reader) (io.Reader, error) {
 		return flate.NewReader(rest), nil
 	case "zstd":
 		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(zstdWindow), zstd.WithDecoderMaxMemory(zstdWindow+MaxHead))
+			zstd.WithDecoderMaxWindow(zstdWindow), zstd.WithDecoderMaxMemory(zstdWindow+maxHead))
 		if err != nil {
 			return nil, err
 		}

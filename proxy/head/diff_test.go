@@ -1,4 +1,4 @@
-package proxy
+package head
 
 import (
 	"bytes"
@@ -6,12 +6,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy/head/headtest"
 	"github.com/robotsgate/robotsgate/usage"
 )
 
@@ -79,7 +78,7 @@ func (c *chunked) Read(p []byte) (int, error) {
 func readPageHead(page []byte, tokens []string, rnd *rand.Rand) usage.Usage {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/html"}},
 		Body: io.NopCloser(&chunked{r: bytes.NewReader(page), rnd: rnd})}
-	return newHeadReader(10*time.Second).readHeadFor(resp, tokens)
+	return NewReader(10*time.Second).Read(resp, tokens)
 }
 
 // usageString prints u for a message.
@@ -115,12 +114,8 @@ func TestHeadDifferential(t *testing.T) {
 		"<head><meta name=robots content=noindex><meta name=robots content=noai>",
 		"<head><template><svg><title></template></title></svg></template><meta name=robots content=noai>",
 	}
-	entries, err := os.ReadDir(filepath.Join("testdata", "head"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		pages = append(pages, string(readHeadPage(t, e.Name())))
+	for _, page := range headtest.Files(t, "*") {
+		pages = append(pages, string(page))
 	}
 	rnd := rand.New(rand.NewPCG(34, 3))
 	const generated = 3000
@@ -130,7 +125,7 @@ func TestHeadDifferential(t *testing.T) {
 			// Past the bound: the body's text, or comments that keep the
 			// head open, then more of the page.
 			pad := [...]string{"<p>text</p>\n", "<!-- comment -->\n", " "}[i/100%3]
-			page += strings.Repeat(pad, MaxHead/len(pad)+1) + genPage(rnd)
+			page += strings.Repeat(pad, maxHead/len(pad)+1) + genPage(rnd)
 		}
 		pages = append(pages, page)
 	}
@@ -139,7 +134,7 @@ func TestHeadDifferential(t *testing.T) {
 	for i, page := range pages {
 		want := headOracle(t, []byte(page), tokens)
 		got := readPageHead([]byte(page), tokens, rnd)
-		if len(page) > MaxHead && strings.HasPrefix(got[usage.AITrain].Statement, "html head: unreadable (the head did not end") {
+		if len(page) > maxHead && strings.HasPrefix(got[usage.AITrain].Statement, "html head: unreadable (the head did not end") {
 			continue // a head still open at the bound is not known: refused
 		}
 		if got != want {

@@ -1,4 +1,4 @@
-package proxy
+package head
 
 import (
 	"bufio"
@@ -79,7 +79,7 @@ var xhtmlEntityDoctypes = [...]string{
 // say, or as UTF-8. A well-formedness error before the head ends (a
 // browser shows an error there, and what its head holds depends on the
 // browser), an encoding that cannot be read, an entity defined in the
-// DOCTYPE, elements nested deeper than maxXHTMLDepth, or a bound (MaxHead
+// DOCTYPE, elements nested deeper than maxXHTMLDepth, or a bound (maxHead
 // bytes, maxXHTMLTokens tokens) reached first: the head cannot be known.
 func readXHTMLHeadOf(r io.Reader, label string, tokens []string) (usage.Usage, error) {
 	page := bufio.NewReader(r)
@@ -135,7 +135,7 @@ func readXHTMLHeadOf(r io.Reader, label string, tokens []string) (usage.Usage, e
 }
 
 // xmlReadError is err, met reading an XHTML page before its head ended,
-// as readHeadFor's statement says it: robotsgate's bounds as they are,
+// as Read's statement says it: robotsgate's bounds as they are,
 // XML errors as the parser's, cut to maxXMLError bytes (they quote the
 // page: a name, an encoding label).
 func xmlReadError(err error) error {

@@ -1,4 +1,4 @@
-package proxy
+package head
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/testkit"
+	"github.com/robotsgate/robotsgate/proxy/head/headtest"
 	"github.com/robotsgate/robotsgate/usage"
 )
 
@@ -59,9 +61,9 @@ func TestHeadInChromium(t *testing.T) {
 	if browser == "" {
 		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
 	}
-	cases := headCases(t)
+	cases := headtest.Cases(t)
 	for name, c := range cases {
-		if strings.HasPrefix(c.rule, "html head: unreadable") {
+		if strings.HasPrefix(c.Rule, "html head: unreadable") {
 			delete(cases, name) // about robotsgate's bounds, or a page a browser shows an error for
 		}
 	}
@@ -73,18 +75,14 @@ func TestHeadInChromium(t *testing.T) {
 		"<head></head> <meta name=GPTBot content=noai><body><meta name=robots content=noindex>",
 		"<head><meta name=robots content=noindex name=x><meta content=noai name=robots/>",
 	} {
-		cases[fmt.Sprintf("table-%d", i)] = struct {
-			page   headPage
-			status int
-			rule   string
-		}{page: htmlPage([]byte(page))}
+		cases[fmt.Sprintf("table-%d", i)] = headtest.Case{Page: headtest.HTMLPage([]byte(page))}
 	}
 	names := slices.Sorted(maps.Keys(cases))
 	var frames strings.Builder
 	for _, name := range names {
 		fmt.Fprintf(&frames, "<iframe data-name=%q src=\"/page/%s\"></iframe>\n", name, name)
 	}
-	o := newTestOrigin(t, "User-agent: *\n", func(w http.ResponseWriter, r *http.Request) {
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/" {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			fmt.Fprintf(w, chromiumHeadPage, frames.String())
@@ -95,11 +93,12 @@ func TestHeadInChromium(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		for k, v := range c.page.header {
+		for k, v := range c.Page.Header {
 			w.Header()[k] = v
 		}
-		w.Write(c.page.body)
-	})
+		w.Write(c.Page.Body)
+	}))
+	t.Cleanup(o.Close)
 	seen := chromiumHeads(t, browser, o.URL+"/")
 	tokens := []string{"GPTBot"}
 	for _, name := range names {
@@ -113,9 +112,9 @@ func TestHeadInChromium(t *testing.T) {
 			v := usage.MetaUsage(m[0], m[1], tokens)
 			browser.Combine(&v)
 		}
-		page := cases[name].page
-		resp := &http.Response{StatusCode: 200, Header: page.header.Clone(), Body: io.NopCloser(bytes.NewReader(page.body))}
-		got := newHeadReader(10*time.Second).readHeadFor(resp, tokens)
+		page := cases[name].Page
+		resp := &http.Response{StatusCode: 200, Header: page.Header.Clone(), Body: io.NopCloser(bytes.NewReader(page.Body))}
+		got := NewReader(10*time.Second).Read(resp, tokens)
 		if why, ok := chromiumDiffers[name]; ok {
 			if browser != (usage.Usage{}) || got[usage.AITrain].State != usage.Refused {
 				t.Errorf("%s: Chromium %s, robotsgate %s; want Chromium none (%s) and robotsgate refusing", name, usageString(browser), usageString(got), why)
