@@ -119,6 +119,7 @@ type Client struct {
 	down      bool
 	downSince time.Time
 	retryAt   time.Time
+	okBegun   time.Time // when the latest call that succeeded began
 	lastErr   string
 	errors    atomic.Int64
 	lastDial  atomic.Pointer[dialFailure] // the last connection that could not be made
@@ -335,12 +336,12 @@ func (c *Client) do(ctx context.Context, fn func(context.Context) error) error {
 	}
 	switch {
 	case err == nil || errors.Is(err, redis.Nil):
-		c.up()
+		c.up(start)
 		return err
 	case ctx.Err() != nil: // the caller left: not Redis's failure
 		return err
 	}
-	c.failed(err)
+	c.failed(err, start)
 	return err
 }
 
@@ -360,16 +361,25 @@ func (c *Client) timedOut(start time.Time) error {
 	return fmt.Errorf("no answer within %v (%w)", c.opts.OpTimeout, context.DeadlineExceeded)
 }
 
-func (c *Client) up() {
+// up closes the breaker: a call begun at start succeeded.
+func (c *Client) up(start time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if start.After(c.okBegun) {
+		c.okBegun = start
+	}
 	if c.down {
 		c.down = false
 		c.opts.Logger.Info("redis regained: sharing state with the fleet again", "down_for", c.opts.Now().Sub(c.downSince).Round(time.Millisecond))
 	}
 }
 
-func (c *Client) failed(err error) {
+// failed counts err, the failure of a call begun at start, and opens the
+// breaker for RetryAfter, unless a call begun after it has succeeded
+// since: that failure is older news than the success (a call begun as
+// Redis came back that timed out after another found it), and opening
+// on it would cut the fleet off again for a whole RetryAfter.
+func (c *Client) failed(err error, start time.Time) {
 	c.errors.Add(1)
 	if c.opts.OnError != nil {
 		c.opts.OnError()
@@ -378,6 +388,9 @@ func (c *Client) failed(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastErr = err.Error()
+	if start.Before(c.okBegun) {
+		return
+	}
 	c.retryAt = now.Add(c.opts.RetryAfter)
 	if !c.down {
 		c.down, c.downSince = true, now

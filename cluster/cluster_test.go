@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -259,6 +260,45 @@ func TestBreaker(t *testing.T) {
 	out := log.String()
 	if strings.Count(out, "redis lost") != 1 || strings.Count(out, "redis regained") != 1 {
 		t.Errorf("log: want one loss and one return:\n%s", out)
+	}
+}
+
+// TestBreakerStaleFailure: a call that fails after a call begun later
+// has succeeded (one begun as Redis came back, that timed out after
+// another found it) is counted, but does not open the breaker again: it
+// is older news than the success.
+func TestBreakerStaleFailure(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	log := &testkit.Buffer{}
+	c := newClientWith(t, r, log, Options{RetryAfter: time.Minute})
+	if _, err := c.Load(t.Context(), testOrigin); err != nil {
+		t.Fatal(err)
+	}
+	began, release, failed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		failed <- c.do(t.Context(), func(context.Context) error {
+			close(began)
+			<-release
+			return errors.New("read tcp: i/o timeout")
+		})
+	}()
+	<-began
+	if _, err := c.Load(t.Context(), testOrigin); err != nil { // begun after, and answered
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-failed; err == nil {
+		t.Fatal("the stale call succeeded")
+	}
+	if st := c.Status(); !st.Up || st.Errors != 1 {
+		t.Errorf("Status after a stale failure = %+v; want up, the error counted", st)
+	}
+	if _, err := c.Load(t.Context(), testOrigin); err != nil {
+		t.Errorf("the next call: %v; want it sent to Redis", err)
+	}
+	if strings.Contains(log.String(), "redis lost") {
+		t.Errorf("log: a stale failure opened the breaker:\n%s", log)
 	}
 }
 
