@@ -170,7 +170,7 @@ func (ic *innerConn) serveOne(first bool) bool {
 		a.Add(1)
 		defer a.Add(-1)
 	}
-	clientClose := r.Close // the request's own word, before forward clears it for upstream
+	clientClose := r.Close // the client's own word on this connection (what goes upstream is a clone whose Close forward sets)
 	watch := newWatchCtx(ic, r.Body == http.NoBody && ic.br.Buffered() == 0)
 	ic.body = nil
 	if r.Body != http.NoBody {
