@@ -328,52 +328,136 @@ func checkFleetGaps(t testing.TB, starts []fleetStart, gap time.Duration, from, 
 	}
 }
 
-// checkArrivals fails t if a request reached the origin before the
-// instance that sent it gave it a start: of each instance's requests
-// (sentBy), the k-th to arrive is never earlier than the instance's k-th
-// start (each arrives after its own), and no more arrive than it gave
-// starts. It is how the origin's clock is checked against the fleet's
-// decisions: forwarding only delays a request, by as much as a busy
-// machine makes it, which is reported.
-func checkArrivals(t testing.TB, o *pacedOrigin, starts []fleetStart, n int) {
+// An arrival is one request reaching the origin, on the origin's clock,
+// and the start its instance gave it: the instance's k-th start for its
+// k-th arrival (start is zero when the instance gave fewer starts).
+type arrival struct {
+	instance  int
+	at, start time.Time
+}
+
+// matchArrivals ties each request that reached the origin to the start
+// its instance gave it: of each instance's requests (sentBy), the k-th to
+// arrive to its k-th start. It returns the arrivals sorted on the
+// origin's clock, and, per instance, how many arrived and how many starts
+// it gave; a path the load did not send fails t.
+func matchArrivals(t testing.TB, o *pacedOrigin, starts []fleetStart, n int) (all []arrival, arrived, given []int) {
 	t.Helper()
 	o.mu.Lock()
 	times, paths := slices.Clone(o.starts), slices.Clone(o.targets)
 	o.mu.Unlock()
-	arrivals, given := make([][]time.Time, n), make([][]time.Time, n)
+	byInstance, starts0 := make([][]time.Time, n), make([][]time.Time, n)
 	for k, at := range times {
 		i, ok := sentBy(paths[k], n)
 		if !ok {
 			t.Errorf("the origin saw %s, which the load did not send", paths[k])
 			continue
 		}
-		arrivals[i] = append(arrivals[i], at)
+		byInstance[i] = append(byInstance[i], at)
 	}
 	for _, s := range starts {
-		given[s.instance] = append(given[s.instance], s.at)
+		starts0[s.instance] = append(starts0[s.instance], s.at)
 	}
-	var late time.Duration
+	arrived, given = make([]int, n), make([]int, n)
 	for i := range n {
-		slices.SortFunc(arrivals[i], func(a, b time.Time) int { return a.Compare(b) })
-		if len(arrivals[i]) > len(given[i]) {
-			t.Errorf("instance %d: %d of its requests reached the origin for %d starts it gave; want no more", i, len(arrivals[i]), len(given[i]))
+		slices.SortFunc(byInstance[i], func(a, b time.Time) int { return a.Compare(b) })
+		arrived[i], given[i] = len(byInstance[i]), len(starts0[i])
+		for k, at := range byInstance[i] {
+			a := arrival{instance: i, at: at}
+			if k < len(starts0[i]) {
+				a.start = starts0[i][k]
+			}
+			all = append(all, a)
+		}
+	}
+	slices.SortFunc(all, func(a, b arrival) int { return a.at.Compare(b.at) })
+	return all, arrived, given
+}
+
+// checkArrivals fails t if a request reached the origin before the
+// instance that sent it gave it a start: of each instance's requests
+// (sentBy), the k-th to arrive is never earlier than the instance's k-th
+// start (each arrives after its own), and no more arrive than it gave
+// starts. It is how the origin's clock is checked against the fleet's
+// decisions: forwarding only delays a request, by as much as a busy
+// machine makes it, which is reported. It returns the arrivals so tied
+// (matchArrivals).
+func checkArrivals(t testing.TB, o *pacedOrigin, starts []fleetStart, n int) []arrival {
+	t.Helper()
+	all, arrived, given := matchArrivals(t, o, starts, n)
+	var late time.Duration
+	early := make([]int, n)
+	for _, a := range all {
+		if arrived[a.instance] > given[a.instance] {
 			continue
 		}
-		early := 0
-		for k, a := range arrivals[i] {
-			d := a.Sub(given[i][k])
-			late = max(late, d)
-			if d < 0 {
-				if early++; early <= 3 {
-					t.Errorf("instance %d: its arrival %d at the origin %v before its start %d", i, k, -d, k)
-				}
+		d := a.at.Sub(a.start)
+		late = max(late, d)
+		if d < 0 {
+			if early[a.instance]++; early[a.instance] <= 3 {
+				t.Errorf("instance %d: a request reached the origin %v before its start", a.instance, -d)
 			}
 		}
-		if early > 0 {
-			t.Errorf("instance %d: %d of %d requests reached the origin before their starts; want none", i, early, len(arrivals[i]))
+	}
+	for i := range n {
+		if arrived[i] > given[i] {
+			t.Errorf("instance %d: %d of its requests reached the origin for %d starts it gave; want no more", i, arrived[i], given[i])
+		}
+		if early[i] > 0 {
+			t.Errorf("instance %d: %d of %d requests reached the origin before their starts; want none", i, early[i], arrived[i])
 		}
 	}
 	t.Logf("an instance's k-th arrival at the origin at most %v after its k-th start (forwarding)", late.Round(time.Millisecond))
+	return all
+}
+
+// checkOriginGaps fails t unless what the site saw in [from, to) (at
+// least 3 consecutive pairs of arrivals) keeps minGap between requests,
+// but for forwarding's measured lag: of two consecutive arrivals closer
+// than minGap, the request that started first must have reached the
+// origin more than the shortfall after its start (its arrival less its
+// start, as checkArrivals tied them), the shortfall taken in the order
+// they started: the later started arrived more than minGap after the
+// earlier started. A pair that lag does not explain is two
+// requests the fleet let go too close together, and fails. How many pairs
+// were excused, and the largest lag that excused one, are logged.
+func checkOriginGaps(t testing.TB, all []arrival, minGap time.Duration, from, to time.Time) {
+	t.Helper()
+	of, excused, unexplained := 0, 0, 0
+	var lag time.Duration
+	for i := 1; i < len(all); i++ {
+		a, b := all[i-1], all[i]
+		if a.at.Before(from) || !b.at.Before(to) {
+			continue
+		}
+		of++
+		d := b.at.Sub(a.at)
+		if d >= minGap {
+			continue
+		}
+		// In the order they started: the shortfall of the later started's
+		// arrival behind the earlier started's (more than minGap-d when
+		// forwarding swapped them), against the earlier started's lag.
+		first, second := a, b
+		if b.start.Before(a.start) {
+			first, second = b, a
+		}
+		shortfall, l := minGap-second.at.Sub(first.at), first.at.Sub(first.start)
+		if !first.start.IsZero() && !second.start.IsZero() && l > shortfall {
+			excused++
+			lag = max(lag, l)
+			continue
+		}
+		if unexplained++; unexplained <= 3 {
+			t.Errorf("arrivals at the origin at +%v (instance %d) and +%v (instance %d): %v apart, %v short of %v in the order they started, and the first started's lag %v does not explain it",
+				a.at.Sub(from).Round(time.Millisecond), a.instance, b.at.Sub(from).Round(time.Millisecond), b.instance,
+				d.Round(time.Millisecond), shortfall.Round(time.Millisecond), minGap, l.Round(time.Millisecond))
+		}
+	}
+	t.Logf("the origin's %d gaps between arrivals: %d closer than %v excused by forwarding lag (the largest %v)", of, excused, minGap, lag.Round(time.Millisecond))
+	if unexplained > 0 || of < 3 {
+		t.Errorf("%d of the origin's %d gaps between arrivals closer than %v, not explained by forwarding lag; want none, of at least 3", unexplained, of, minGap)
+	}
 }
 
 // since returns each of ts after t0, sorted, to the millisecond.
@@ -466,11 +550,14 @@ func TestFleetSentinelFailover(t *testing.T) {
 	// Requests an instance paced alone while Redis was away keep the
 	// slots it gave them: they leave within workers x gap of the rejoin.
 	// After that, the fleet's starts, merged across the instances, are
-	// the Crawl-delay apart as the fleet decided them; and the origin
-	// saw no request before its start.
+	// the Crawl-delay apart as the fleet decided them; the origin saw
+	// no request before its start, and, on its own clock, none closer
+	// than 0.8 x the Crawl-delay to the one before but by as much as
+	// forwarding measurably delayed that one.
 	starts := fleetStarts(logs, slots, "127.0.0.1")
-	checkFleetGaps(t, starts, gap, rejoined.Add(6*gap), time.Now())
-	checkArrivals(t, o, starts, n)
+	end := time.Now()
+	checkFleetGaps(t, starts, gap, rejoined.Add(6*gap), end)
+	checkOriginGaps(t, checkArrivals(t, o, starts, n), gap*8/10, rejoined.Add(6*gap), end)
 	checkInstanceGaps(t, logs, "127.0.0.1", gap)
 	defer func() {
 		if t.Failed() { // what each instance and the origin saw, from the kill
@@ -617,5 +704,41 @@ func BenchmarkFleetFaults(b *testing.B) {
 			b.ReportMetric(converge[i].Seconds(), name+"-converge-s")
 		}
 		b.Logf("answers %v; starts checked outside faults %d, within %d", res.byStatus, outOf, inOf)
+	}
+}
+
+// errorCount is a testing.TB that counts the errors a check reports.
+type errorCount struct {
+	testing.TB
+	errors int
+}
+
+// Errorf counts the error instead of failing the test.
+func (e *errorCount) Errorf(string, ...any) { e.errors++ }
+
+// TestCheckOriginGaps holds checkOriginGaps to failing on two arrivals
+// closer than the gap that forwarding's lag does not explain, and to no
+// more: a request that waited on its way to the origin may arrive close
+// behind the one before, by as much as it waited.
+func TestCheckOriginGaps(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, tc := range []struct {
+		name   string
+		all    []arrival
+		errors int
+	}{
+		{"apart", []arrival{{0, ms(0), ms(0)}, {1, ms(300), ms(300)}, {0, ms(600), ms(600)}, {1, ms(900), ms(900)}}, 0},
+		{"lag explains", []arrival{{0, ms(0), ms(0)}, {1, ms(400), ms(259)}, {0, ms(500), ms(500)}, {1, ms(800), ms(800)}}, 0},
+		{"lag only equals the shortfall", []arrival{{0, ms(0), ms(0)}, {1, ms(400), ms(260)}, {0, ms(500), ms(500)}, {1, ms(800), ms(800)}}, 2},
+		{"the later started lags", []arrival{{0, ms(0), ms(0)}, {1, ms(300), ms(300)}, {0, ms(400), ms(200)}, {1, ms(900), ms(900)}}, 2},
+		{"started too close", []arrival{{0, ms(0), ms(0)}, {1, ms(300), ms(300)}, {0, ms(400), ms(400)}, {1, ms(900), ms(900)}}, 2},
+		{"too few", []arrival{{0, ms(0), ms(0)}, {1, ms(300), ms(300)}}, 1},
+	} {
+		e := &errorCount{TB: t}
+		checkOriginGaps(e, tc.all, 240*time.Millisecond, t0, ms(10000))
+		if e.errors != tc.errors {
+			t.Errorf("%s: %d errors; want %d", tc.name, e.errors, tc.errors)
+		}
 	}
 }
