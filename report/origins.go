@@ -8,6 +8,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // numClasses is the number of answer classes: the classes of the
@@ -87,49 +88,51 @@ func ruleKindOf(r string) int {
 
 // Usage sources: where a usage refusal's statement came from, read from
 // its rule by usage.RuleSource (docs/data-teams.md, "AI-training and TDM
-// opt-outs": X-Robots-Gate-Rule), each source counted under its name, and
-// the HTML heads robotsgate could not read apart, under
-// headUnreadableName, right after the meta source's.
-const (
-	headUnreadableName = "html head unreadable"
-	numUsageSources    = int(usage.NumSources) + 1
-)
+// opt-outs": X-Robots-Gate-Rule) against the sources' declared prefixes
+// (Summary.UsageSources), each source counted under its name, and the
+// HTML heads robotsgate could not read apart, under headUnreadableName.
+const headUnreadableName = "html head unreadable"
 
-// usageSourceIndex returns where in usageSourceNames a usage rule's
-// refusals are counted.
-func usageSourceIndex(rule string) int {
-	src, unreadable := usage.RuleSource(rule)
-	i := int(src)
-	if src > usage.FromMeta || unreadable {
-		i++
+// usageSources returns the sources usage refusals are told apart by:
+// s.UsageSources, or those of source.List.
+func (s *Summary) usageSources() []usage.SourceInfo {
+	if s.UsageSources != nil {
+		return s.UsageSources
 	}
-	return i
+	if s.listSources == nil {
+		s.listSources = source.Infos(source.List())
+	}
+	return s.listSources
 }
 
-// usageSourceNames returns the names usage refusals are counted under,
-// in order: "robots.txt", "response header", "html meta", "html head
-// unreadable", "tdmrep.json", "rsl licence".
-func usageSourceNames() [numUsageSources]string {
-	var out [numUsageSources]string
-	for _, src := range usage.Sources() {
-		i := int(src)
-		if src > usage.FromMeta {
-			i++
-		}
-		out[i] = src.String()
+// usageSourceName returns the name a usage rule's refusals are counted
+// under.
+func (s *Summary) usageSourceName(rule string) string {
+	src, unreadable := usage.RuleSource(rule, s.usageSources())
+	if unreadable {
+		return headUnreadableName
 	}
-	out[usage.FromMeta+1] = headUnreadableName
-	return out
+	return src.Name
+}
+
+// usageSourceNames returns the names usage refusals are counted under:
+// each source's ("robots.txt", "rsl licence", "tdmrep.json", "response
+// header", "html meta" for source.List's), then "html head unreadable".
+func (s *Summary) usageSourceNames() []string {
+	var out []string
+	for _, src := range s.usageSources() {
+		out = append(out, src.Name)
+	}
+	return append(out, headUnreadableName)
 }
 
 // usageSourceTable returns the usage refusals counted by source, as a
 // table.
 func (s *Summary) usageSourceTable() *table {
 	t := &table{counts: map[string]*row{}}
-	names := usageSourceNames()
-	for i, n := range s.bySource {
+	for name, n := range s.bySource {
 		if n > 0 {
-			t.counts[names[i]] = &row{n: n}
+			t.counts[name] = &row{n: n}
 		}
 	}
 	return t

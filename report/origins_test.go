@@ -14,6 +14,8 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 func TestAnswerClass(t *testing.T) {
@@ -422,5 +424,45 @@ func TestUsageSources(t *testing.T) {
 	s.WriteText(&text)
 	if !strings.Contains(text.String(), "rsl licence") || !strings.Contains(text.String(), "USAGE SOURCE") {
 		t.Errorf("WriteText has no usage sources:\n%s", text.String())
+	}
+}
+
+// TestNewSourceCounted: a usage source added to the list (as policy's
+// TestNewSource adds one) has its refusals counted under the name its
+// Info declares, told by the prefix it declares, with no constant, table
+// row or code of its own in package usage or here.
+func TestNewSourceCounted(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	optOut := usage.SourceInfo{ID: usage.NumSources, Name: "ai opt-out", Prefix: "ai-opt-out: "}
+	s := &Summary{UsageSources: append(source.Infos(source.List()), optOut)}
+	for _, rule := range []string{
+		"ai-opt-out: search",
+		"ai-opt-out: search, ai-train",
+		"content-usage: train-ai=n",
+		"meta robots: noai",
+	} {
+		s.Add(&audit.Record{Time: audit.Time(at), Decision: policy.ActionUsageRefused, Origin: "https://a.example:443", Rule: rule})
+	}
+	var out bytes.Buffer
+	if err := s.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		BySource map[string]int64 `json:"by_usage_source"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"ai opt-out": 2, "robots.txt": 1, "response header": 0, "html meta": 1, "html head unreadable": 0, "tdmrep.json": 0, "rsl licence": 0}
+	if !maps.Equal(got.BySource, want) {
+		t.Errorf("by_usage_source = %v; want %v", got.BySource, want)
+	}
+	var text bytes.Buffer
+	if err := s.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "ai opt-out") {
+		t.Errorf("WriteText does not count the new source:\n%s", text.String())
 	}
 }

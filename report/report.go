@@ -33,6 +33,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 // Defaults for the zero values of Summary's limits.
@@ -212,17 +213,22 @@ type Summary struct {
 	// MaxBuckets is the most time buckets the timeline keeps: past it the
 	// buckets are widened. Zero: DefaultMaxBuckets.
 	MaxBuckets int
+	// UsageSources are the usage sources whose refusals are told apart,
+	// by the prefixes of their rules (usage.RuleSource), and counted under
+	// their names. Nil: those of source.List.
+	UsageSources []usage.SourceInfo
 
 	total, blocked, malformed, skipped int64
 	firstMalformed                     string // "FILE line N: reason"
 	from, to                           time.Time
 	files                              []string
 
-	decisions, origins, tokens, rules table                  // origins' rows carry an originCounts
-	otherOrigins                      originCounts           // of the records counted under Other in origins
-	answers                           [numClasses]int64      // the origins' answers by class, all origins
-	otherRules                        [numRuleKinds]int64    // the records counted under Other in rules, by kind
-	bySource                          [numUsageSources]int64 // usage rules, by where their statement came from (usageSourceIndex)
+	decisions, origins, tokens, rules table               // origins' rows carry an originCounts
+	otherOrigins                      originCounts        // of the records counted under Other in origins
+	answers                           [numClasses]int64   // the origins' answers by class, all origins
+	otherRules                        [numRuleKinds]int64 // the records counted under Other in rules, by kind
+	bySource                          map[string]int64    // usage rules, by the name of where their statement came from (usageSourceName)
+	listSources                       []usage.SourceInfo  // source.List's, when UsageSources is nil
 	timeline                          timeline
 	scan                              scanner // reused by Read
 }
@@ -270,7 +276,10 @@ func (s *Summary) count(p parsed) {
 		s.otherRules[ruleKindOf(string(p.rule))]++
 	}
 	if len(p.rule) > 0 && ruleKindOf(string(p.rule)) == ruleUsage {
-		s.bySource[usageSourceIndex(string(p.rule))]++
+		if s.bySource == nil {
+			s.bySource = map[string]int64{}
+		}
+		s.bySource[s.usageSourceName(string(p.rule))]++
 	}
 	s.timeline.add(p.time, decision, s.maxBuckets())
 }

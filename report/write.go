@@ -332,8 +332,8 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 	for i, n := range s.answers {
 		out.ByClass[className(i)] = n
 	}
-	for i, name := range usageSourceNames() {
-		out.ByUsageSource[name] = s.bySource[i]
+	for _, name := range s.usageSourceNames() {
+		out.ByUsageSource[name] = s.bySource[name]
 	}
 	add := func(name string, oc *originCounts) {
 		if m := nonZero(oc.decisions[:], decisionName); m != nil {

@@ -8,11 +8,16 @@ import (
 // SourceID names where a statement came from: robots.txt's own lines, a
 // response's headers, an HTML page's meta elements, the site's
 // tdmrep.json, an RSL licence. Each source of package usage/source has
-// one, and each Verdict carries its source's.
+// one (its SourceInfo), and each Verdict carries its source's.
 type SourceID uint8
 
-// The sources robotsgate reads, in the order policy runs them (see
-// usage/source.List).
+// The sources robotsgate reads, as this package names them. The order
+// is neither the order policy runs them (usage/source.List's) nor the
+// report's (which counts refusals under names, by each source's
+// SourceInfo): FromRobotsTxt must stay zero, a Verdict's Source when
+// unstated; the others' values mean nothing beyond being distinct. A
+// source added without a constant here (one a test adds) takes an ID at
+// or above NumSources that no other source of its list has.
 const (
 	FromRobotsTxt SourceID = iota // robots.txt's Content-Usage and Content-Signal lines
 	FromHeader                    // a response's headers: Content-Usage, Content-Signal, Tdm-Reservation, X-Robots-Tag
@@ -22,16 +27,37 @@ const (
 	NumSources                    // the number of sources this package names, all of them below it
 )
 
-// sourceInfo is what the usage package knows of each of its sources: its
-// name (what reports count refusals under) and how its statements start
-// (how a rule read back from an audit log, which records only the text,
-// is told to be its).
-var sourceInfo = [NumSources]struct{ name, prefix string }{
-	FromRobotsTxt: {"robots.txt", ""}, // content-usage: …, content-signal: …
-	FromHeader:    {"response header", "response header "},
-	FromMeta:      {"html meta", "meta "},
-	FromTDMRep:    {"tdmrep.json", "tdmrep.json: "},
-	FromRSL:       {"rsl licence", "rsl "},
+// SourceInfo is what a source declares of itself (usage/source's
+// Source.Info), for those that read its statements back from their text
+// alone, as the audit log records them (the report).
+type SourceInfo struct {
+	ID SourceID // what its verdicts carry
+	// Name is what reports count its refusals under: "robots.txt".
+	Name string
+	// Prefix is how the rules of its statements start (policy's
+	// Refusal.Rule, the audit's rule): by it a rule read back is told to
+	// be its (RuleSource). "" for robots.txt's, whose rules are any that
+	// no other source's prefix starts.
+	Prefix string
+}
+
+// sourceInfo is what the usage package declares of the sources it names,
+// which they return as their SourceInfo.
+var sourceInfo = [NumSources]SourceInfo{
+	FromRobotsTxt: {FromRobotsTxt, "robots.txt", ""}, // content-usage: …, content-signal: …
+	FromHeader:    {FromHeader, "response header", "response header "},
+	FromMeta:      {FromMeta, "html meta", "meta "},
+	FromTDMRep:    {FromTDMRep, "tdmrep.json", "tdmrep.json: "},
+	FromRSL:       {FromRSL, "rsl licence", "rsl "},
+}
+
+// Info returns what this package declares of s (a source it names); for
+// one it does not name, its ID and String as its name, with no prefix.
+func (s SourceID) Info() SourceInfo {
+	if s < NumSources {
+		return sourceInfo[s]
+	}
+	return SourceInfo{ID: s, Name: s.String()}
 }
 
 // headUnreadable starts the statement of an HTML head that could not be
@@ -56,7 +82,7 @@ func UnreadableHead(why string) Usage {
 // package does not name (a source added by a test).
 func (s SourceID) String() string {
 	if s < NumSources {
-		return sourceInfo[s].name
+		return sourceInfo[s].Name
 	}
 	return fmt.Sprintf("source(%d)", uint8(s))
 }
@@ -70,24 +96,40 @@ func Sources() []SourceID {
 	return out
 }
 
-// RuleSource says which source a usage rule came from, read from its text
-// alone, as the audit log records it (X-Robots-Gate-Rule's value less the
-// line: "content-usage: train-ai=n", "response header tdm-reservation: 1",
-// "meta robots: noai", "tdmrep.json: / tdm-reservation=1", "rsl
-// https://…: prohibits usage all"); unreadable reports a statement
-// robotsgate made of an HTML head it could not read ("html head:
-// unreadable (…)"), which the meta source answers. A text no other source's
-// statements start as is robots.txt's.
-func RuleSource(rule string) (source SourceID, unreadable bool) {
-	for s := NumSources - 1; s > FromRobotsTxt; s-- {
-		if s == FromMeta && strings.HasPrefix(rule, headUnreadable) {
-			return FromMeta, true
-		}
-		if strings.HasPrefix(rule, sourceInfo[s].prefix) {
-			return s, false
+// RuleSource says which of sources a usage rule came from, read from its
+// text alone, as the audit log records it (X-Robots-Gate-Rule's value
+// less the line: "content-usage: train-ai=n", "response header
+// tdm-reservation: 1", "meta robots: noai", "tdmrep.json: /
+// tdm-reservation=1", "rsl https://…: prohibits usage all"): the source
+// whose Prefix is the longest that starts it. unreadable reports a
+// statement robotsgate made of an HTML head it could not read ("html
+// head: unreadable (…)"), which the meta source answers. A text no
+// source's prefix starts is robots.txt's, FromRobotsTxt.Info() if sources
+// does not hold it.
+func RuleSource(rule string, sources []SourceInfo) (src SourceInfo, unreadable bool) {
+	if strings.HasPrefix(rule, headUnreadable) {
+		return find(sources, FromMeta), true
+	}
+	found := false
+	for _, s := range sources {
+		if strings.HasPrefix(rule, s.Prefix) && (!found || len(s.Prefix) > len(src.Prefix)) {
+			src, found = s, true
 		}
 	}
-	return FromRobotsTxt, false
+	if !found {
+		return FromRobotsTxt.Info(), false
+	}
+	return src, false
+}
+
+// find returns the SourceInfo of sources with ID id, or id.Info().
+func find(sources []SourceInfo, id SourceID) SourceInfo {
+	for _, s := range sources {
+		if s.ID == id {
+			return s
+		}
+	}
+	return id.Info()
 }
 
 // Phase says when a source judges a request.

@@ -21,9 +21,15 @@ func TestRuleSource(t *testing.T) {
 		{"tdmrep.json: unreadable (longer than robots.max_bytes)", FromTDMRep, false},
 		{"rsl https://a.example/license.xml: prohibits usage all", FromRSL, false},
 		{"", FromRobotsTxt, false},
+		// A source this package does not name, declaring its own prefix.
+		{"ai-opt-out: search", NumSources, false},
+	}
+	infos := []SourceInfo{{ID: NumSources, Name: "ai opt-out", Prefix: "ai-opt-out: "}}
+	for _, s := range Sources() {
+		infos = append(infos, s.Info())
 	}
 	for _, tt := range tests {
-		if got, unreadable := RuleSource(tt.rule); got != tt.want || unreadable != tt.unreadable {
+		if got, unreadable := RuleSource(tt.rule, infos); got.ID != tt.want || unreadable != tt.unreadable {
 			t.Errorf("RuleSource(%q) = %v, %v; want %v, %v", tt.rule, got, unreadable, tt.want, tt.unreadable)
 		}
 	}
@@ -31,9 +37,15 @@ func TestRuleSource(t *testing.T) {
 		if s.String() == "" || s.String() == SourceID(200).String() {
 			t.Errorf("source %d has no name: %q", s, s)
 		}
+		if i := s.Info(); i.ID != s || i.Name != s.String() || (i.Prefix == "") != (s == FromRobotsTxt) {
+			t.Errorf("%v.Info() = %+v", s, i)
+		}
 	}
 	if got := SourceID(200).String(); got != "source(200)" {
 		t.Errorf("SourceID(200) = %q; want source(200)", got)
+	}
+	if got := SourceID(200).Info(); got != (SourceInfo{ID: 200, Name: "source(200)"}) {
+		t.Errorf("SourceID(200).Info() = %+v", got)
 	}
 }
 

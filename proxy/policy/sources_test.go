@@ -12,16 +12,21 @@ import (
 )
 
 // fromOptOut is the SourceID of optOutSource: one the usage package does
-// not name, as a source added after it would have until it does.
+// not name, as a source added after it would have; it needs no constant
+// there, only an ID no other source of the list has.
 const fromOptOut = usage.NumSources
 
 // optOutSource is a new usage source, as one is added: this type (in a
 // file of usage/source, where it would go) and a line in source.List. It
 // reads a made-up response header, "AI-Opt-Out: <purpose>, …", which
-// refuses the purposes it names.
+// refuses the purposes it names. Its Info declares the name the report
+// counts its refusals under and the prefix its statements start with
+// (report's TestNewSourceCounted counts one).
 type optOutSource struct{}
 
-func (optOutSource) ID() usage.SourceID { return fromOptOut }
+func (optOutSource) Info() usage.SourceInfo {
+	return usage.SourceInfo{ID: fromOptOut, Name: "ai opt-out", Prefix: "ai-opt-out: "}
+}
 
 func (optOutSource) Phase() usage.Phase { return usage.OnResponse }
 
@@ -41,7 +46,9 @@ func (optOutSource) Judge(_ context.Context, in *source.Input) (usage.Usage, err
 // sent: it refuses ai-train on every path under /no-training/.
 type pathOptOutSource struct{}
 
-func (pathOptOutSource) ID() usage.SourceID { return fromOptOut + 1 }
+func (pathOptOutSource) Info() usage.SourceInfo {
+	return usage.SourceInfo{ID: fromOptOut + 1, Name: "path opt-out", Prefix: "path opt-out: "}
+}
 
 func (pathOptOutSource) Phase() usage.Phase { return usage.BeforeSend }
 
@@ -57,7 +64,8 @@ func (pathOptOutSource) Judge(_ context.Context, in *source.Input) (usage.Usage,
 
 // TestNewSource: a source added to the list is run by policy at its phase,
 // and its refusal reaches the decision, X-Robots-Gate-Rule and the audit's
-// rule with its typed source.
+// rule with its typed source, its rule starting with the prefix its Info
+// declares (by which the report counts it under its name).
 func TestNewSource(t *testing.T) {
 	t.Parallel()
 	p, err := Compile(config.Default())
@@ -103,5 +111,9 @@ func TestNewSource(t *testing.T) {
 	}
 	if d.Usage[usage.AITrain].Source != fromOptOut+1 {
 		t.Errorf("Usage[ai-train] = %+v; want the new source's verdict", d.Usage[usage.AITrain])
+	}
+
+	if got := d.Refusal.Rule(); !strings.HasPrefix(got, pathOptOutSource{}.Info().Prefix) {
+		t.Errorf("rule %q; want it to start with the source's prefix %q", got, pathOptOutSource{}.Info().Prefix)
 	}
 }

@@ -141,7 +141,7 @@ func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *usage.Usage) bo
 		}
 	}
 	for _, s := range p.sources {
-		if s.Phase() != usage.Reserve || d.reserved.Statement == "" || d.reserved.Source != s.ID() {
+		if s.Phase() != usage.Reserve || d.reserved.Statement == "" || d.reserved.Source != s.Info().ID {
 			continue
 		}
 		if l, ok := s.(source.Lifter); !ok || !l.Lifts(&in) {

@@ -13,7 +13,8 @@ import (
 // does, nothing.
 type headerSource struct{}
 
-func (headerSource) ID() usage.SourceID { return usage.FromHeader }
+// Info declares the source (usage.FromHeader.Info).
+func (headerSource) Info() usage.SourceInfo { return usage.FromHeader.Info() }
 
 func (headerSource) Phase() usage.Phase { return usage.OnResponse }
 

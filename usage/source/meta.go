@@ -100,7 +100,8 @@ func metaUsage(z *html.Tokenizer, tokens []string) usage.Usage {
 // refusal of a head it could not read (Input.Head).
 type metaSource struct{}
 
-func (metaSource) ID() usage.SourceID { return usage.FromMeta }
+// Info declares the source (usage.FromMeta.Info).
+func (metaSource) Info() usage.SourceInfo { return usage.FromMeta.Info() }
 
 func (metaSource) Phase() usage.Phase { return usage.OnResponse }
 

@@ -14,7 +14,8 @@ import (
 // caller checks Input.Budget.
 type robotsTxtSource struct{}
 
-func (robotsTxtSource) ID() usage.SourceID { return usage.FromRobotsTxt }
+// Info declares the source (usage.FromRobotsTxt.Info).
+func (robotsTxtSource) Info() usage.SourceInfo { return usage.FromRobotsTxt.Info() }
 
 func (robotsTxtSource) Phase() usage.Phase { return usage.WithRules }
 

@@ -456,7 +456,8 @@ const MaxLicenses = 4
 // the content, which no one can do with terms unread.
 type rslSource struct{}
 
-func (rslSource) ID() usage.SourceID { return usage.FromRSL }
+// Info declares the source (usage.FromRSL.Info).
+func (rslSource) Info() usage.SourceInfo { return usage.FromRSL.Info() }
 
 func (rslSource) Phase() usage.Phase { return usage.BeforeSend }
 

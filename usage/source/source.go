@@ -14,12 +14,17 @@ import (
 // A Source is one place sites state how their content may be used. Policy
 // runs every source of List at its phase (docs/decision.md step 7b), and
 // the verdicts it gives carry its ID. A new source is a file with a type
-// that implements Source, and a line in List. (The interface is here, not
+// that implements Source, and a line in List: its Info declares its ID,
+// the name reports count its refusals under and the prefix its rules
+// start with, by which the report (which reads List's Infos) tells its
+// refusals apart. (The interface is here, not
 // in package usage with the IDs and phases, because what a source judges,
 // Input, holds robots' and fetch's types, and robots imports usage.)
 type Source interface {
-	// ID names the source; every verdict it gives carries it.
-	ID() usage.SourceID
+	// Info declares the source: its ID, which every verdict it gives
+	// carries and no other source of List has; its name; and the prefix
+	// of its rules (usage.SourceInfo), distinct from every other's.
+	Info() usage.SourceInfo
 	// Phase says when it judges a request.
 	Phase() usage.Phase
 	// Judge answers what the source says of in: for each purpose, the
@@ -60,6 +65,17 @@ func List() []Source {
 		headerSource{},
 		metaSource{},
 	}
+}
+
+// Infos returns what each source of list declares of itself (Source.Info),
+// in order: what the report tells usage refusals' sources apart by
+// (usage.RuleSource).
+func Infos(list []Source) []usage.SourceInfo {
+	out := make([]usage.SourceInfo, len(list))
+	for i, s := range list {
+		out[i] = s.Info()
+	}
+	return out
 }
 
 // FileKinds returns the kinds of file the sources of List read, parsed with

@@ -189,7 +189,8 @@ func (t *TDMRep) Len() int {
 // statement robotsgate could not read: it reserves every path.
 type tdmrepSource struct{}
 
-func (tdmrepSource) ID() usage.SourceID { return usage.FromTDMRep }
+// Info declares the source (usage.FromTDMRep.Info).
+func (tdmrepSource) Info() usage.SourceInfo { return usage.FromTDMRep.Info() }
 
 func (tdmrepSource) Phase() usage.Phase { return usage.Reserve }
 
