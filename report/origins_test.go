@@ -438,7 +438,7 @@ func TestNewSourceCounted(t *testing.T) {
 	s := &Summary{UsageSources: append(source.Infos(source.List()), optOut)}
 	for _, rule := range []string{
 		"ai-opt-out: search",
-		"ai-opt-out: search, ai-train",
+		"ai-opt-out: could not be judged (boom)", // usage.Unjudged's statement
 		"content-usage: train-ai=n",
 		"meta robots: noai",
 	} {

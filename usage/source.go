@@ -77,6 +77,19 @@ func UnreadableHead(why string) Usage {
 	return u
 }
 
+// Unjudged is what robotsgate concludes of a source that could not be
+// judged (err, its Judge's error): every purpose refused, by the
+// statement "<its prefix>could not be judged (<err>)", from the source,
+// so that RuleSource reads it back as the source's.
+func Unjudged(src SourceInfo, err error) Usage {
+	var u Usage
+	v := Verdict{State: Refused, Statement: src.Prefix + "could not be judged (" + err.Error() + ")", Source: src.ID}
+	for p := range u {
+		u[p] = v
+	}
+	return u
+}
+
 // String returns the source's name: "robots.txt", "response header",
 // "html meta", "tdmrep.json" or "rsl licence"; "source(N)" for one this
 // package does not name (a source added by a test).

@@ -1,6 +1,9 @@
 package usage
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestRuleSource reads each source back from its rules' text, as the
 // audit log records them.
@@ -23,6 +26,8 @@ func TestRuleSource(t *testing.T) {
 		{"", FromRobotsTxt, false},
 		// A source this package does not name, declaring its own prefix.
 		{"ai-opt-out: search", NumSources, false},
+		{Unjudged(SourceInfo{ID: NumSources, Name: "ai opt-out", Prefix: "ai-opt-out: "}, errors.New("x"))[Search].Statement, NumSources, false},
+		{Unjudged(FromRSL.Info(), errors.New("x"))[Search].Statement, FromRSL, false},
 	}
 	infos := []SourceInfo{{ID: NumSources, Name: "ai opt-out", Prefix: "ai-opt-out: "}}
 	for _, s := range Sources() {

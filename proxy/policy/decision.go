@@ -284,11 +284,15 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time, srcs []source
 			return
 		}
 		in.Token = tok
-		u := judgeWithRules(srcs, in)
+		u, err := judgeWithRules(context.Background(), srcs, in)
 		if _, _, refused := u.Refuses(in.Purposes); refused && d.Token == "" {
 			d.Token = tok // the first token whose statements refuse
 		}
 		d.Usage.Combine(&u)
+		if err != nil {
+			d.unjudgedWithRules(context.Background(), err)
+			break
+		}
 	}
 	d.judgeUsage()
 }
@@ -342,13 +346,17 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	}
 	d.rules = rules
 	left := false
+	var unjudged error // a source that judges beside the rules could not be judged
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := rules.Group(tok)
 		if in != nil {
 			in.Token = tok
-			u := judgeWithRules(srcs, in)
+			u, err := judgeWithRules(ctx, srcs, in)
 			d.Usage.Combine(&u)
+			if err != nil {
+				unjudged, in = err, nil // the sources are not run for the tokens after it
+			}
 		}
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
 			d.CrawlDelay, d.HasDelay = cd, true
@@ -393,21 +401,39 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	if ambiguous != "" {
 		d.Reason = fmt.Sprintf(reasonAmbiguous, ambiguous)
 	}
+	d.unjudgedWithRules(ctx, unjudged)
 }
 
 // judgeWithRules is what the sources of srcs that judge beside the rules
 // (phase usage.WithRules) say of in, combined: the most restrictive answer
 // wins, as for allow and disallow rules. Running out of in.Budget is the
-// rules' to report.
-func judgeWithRules(srcs []source.Source, in *source.Input) usage.Usage {
-	var all usage.Usage
+// rules' to report. err says a source could not be judged (its Judge's
+// error, naming it): the Usage then holds what was judged before it, and
+// the sources after it are not run.
+func judgeWithRules(ctx context.Context, srcs []source.Source, in *source.Input) (all usage.Usage, err error) {
 	for _, s := range srcs {
-		if s.Phase() == usage.WithRules {
-			u, _ := s.Judge(context.Background(), in)
-			all.Combine(&u)
+		if s.Phase() != usage.WithRules {
+			continue
+		}
+		u, err := s.Judge(ctx, in)
+		all.Combine(&u)
+		if err != nil {
+			return all, fmt.Errorf("judge %s: %w", s.Info().Name, err)
 		}
 	}
-	return all
+	return all, nil
+}
+
+// unjudgedWithRules refuses d for err, a source that judges beside the
+// rules and could not be judged (judgeWithRules), as judgeBeforeSend
+// refuses for one that judges before the request is sent: when the rules
+// allow a request that declares purposes. A request the rules refuse
+// stays refused by them; with no purposes declared there is nothing the
+// source could refuse.
+func (d *Decision) unjudgedWithRules(ctx context.Context, err error) {
+	if err != nil && d.Action == ActionAllowed && d.Purposes != 0 {
+		d.unjudged(ctx, err)
+	}
 }
 
 // setVerdictAction sets the action and reason that d.Verdict calls for;

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,10 +63,29 @@ func (pathOptOutSource) Judge(_ context.Context, in *source.Input) (usage.Usage,
 	return u, nil
 }
 
+// failingSource is a usage source that could not be judged (its Judge
+// returns err) at phase, after stating nothing.
+type failingSource struct {
+	id    usage.SourceID
+	phase usage.Phase
+	err   error
+}
+
+func (f failingSource) Info() usage.SourceInfo {
+	return usage.SourceInfo{ID: f.id, Name: "failing " + f.phase.String(), Prefix: "failing " + f.phase.String() + ": "}
+}
+
+func (f failingSource) Phase() usage.Phase { return f.phase }
+
+func (f failingSource) Judge(context.Context, *source.Input) (usage.Usage, error) {
+	return usage.Usage{}, f.err
+}
+
 // TestNewSource: a source added to the list is run by policy at its phase,
 // and its refusal reaches the decision, X-Robots-Gate-Rule and the audit's
 // rule with its typed source, its rule starting with the prefix its Info
-// declares (by which the report counts it under its name).
+// declares (by which the report counts it under its name). A source that
+// could not be judged refuses, at every phase.
 func TestNewSource(t *testing.T) {
 	t.Parallel()
 	p, err := Compile(config.Default())
@@ -115,5 +135,97 @@ func TestNewSource(t *testing.T) {
 
 	if got := d.Refusal.Rule(); !strings.HasPrefix(got, pathOptOutSource{}.Info().Prefix) {
 		t.Errorf("rule %q; want it to start with the source's prefix %q", got, pathOptOutSource{}.Info().Prefix)
+	}
+}
+
+// TestNewSourceUnjudged: a source that could not be judged (its Judge's
+// error) refuses at every phase: beside the rules and before the request
+// is sent, as an unreachable file or a bad request (decideRules,
+// judgeBeforeSend); on the response, every declared purpose, by a
+// statement that names the source, as an unreadable head does.
+func TestNewSourceUnjudged(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	unreachable := &source.FileError{What: "opt-out.txt", Why: "connection refused"}
+	tunnel := config.Default()
+	tunnel.TLS.Mode = "tunnel"
+	tests := []struct {
+		name   string
+		cfg    *config.Config
+		src    failingSource
+		req    Request
+		action Action
+		reason string
+	}{
+		{"with rules", config.Default(), failingSource{fromOptOut, usage.WithRules, boom},
+			Request{Kind: KindPlain, Scheme: "http", Authority: "example.com", Target: "/page"},
+			ActionBadRequest, "bad request: judge failing with-rules: boom"},
+		{"with rules, a file unreachable", config.Default(), failingSource{fromOptOut, usage.WithRules, unreachable},
+			Request{Kind: KindPlain, Scheme: "http", Authority: "example.com", Target: "/page"},
+			ActionUnreachable, "opt-out.txt unreachable and no copy held: refusing the purposes it could refuse (connection refused)"},
+		{"with rules, disallowed by them", config.Default(), failingSource{fromOptOut, usage.WithRules, boom},
+			Request{Kind: KindPlain, Scheme: "http", Authority: "closed.example", Target: "/page"},
+			ActionDisallowed, reasonDisallowed},
+		{"with rules, tunnel mode", tunnel, failingSource{fromOptOut, usage.WithRules, boom},
+			Request{Kind: KindConnect, Scheme: "https", Authority: "example.com:443", Target: "/"},
+			ActionBadRequest, "bad request: judge failing with-rules: boom"},
+		{"before send", config.Default(), failingSource{fromOptOut, usage.BeforeSend, boom},
+			Request{Kind: KindPlain, Scheme: "http", Authority: "example.com", Target: "/page"},
+			ActionBadRequest, "bad request: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := Compile(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.sources = append(source.List(), tt.src)
+			r := tt.req
+			r.UserAgent, r.Purposes = "FooBot/1.0", []string{"ai-train, search"}
+			d := &Decision{}
+			p.Decide(t.Context(), tableEnv(t, p), &r, d)
+			if d.Action != tt.action || d.Reason != tt.reason {
+				t.Errorf("%s (%s); want %s (%s)", d.Action, d.Reason, tt.action, tt.reason)
+			}
+			// Declaring no purpose, nothing is refused by it.
+			r.Purposes = nil
+			d = &Decision{}
+			if p.Decide(t.Context(), tableEnv(t, p), &r, d); tt.action != ActionDisallowed && d.Action != ActionAllowed {
+				t.Errorf("no purposes declared: %s (%s); want allowed", d.Action, d.Reason)
+			}
+		})
+	}
+
+	// On the response.
+	p, err := Compile(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := failingSource{fromOptOut, usage.OnResponse, boom}
+	p.sources = append(source.List(), src)
+	w := tableEnv(t, p)
+	d := &Decision{}
+	r := Request{Kind: KindPlain, Scheme: "http", Authority: "example.com", Target: "/page", UserAgent: "FooBot/1.0", Purposes: []string{"search, ai-train"}}
+	p.Decide(t.Context(), w, &r, d)
+	if d.Action != ActionAllowed {
+		t.Fatalf("before the response: %s (%s); want allowed", d.Action, d.Reason)
+	}
+	if !p.JudgeResponse(d, http.Header{}, nil) {
+		t.Fatal("JudgeResponse with a source that could not be judged = false; want refused")
+	}
+	const rule = "failing on-response: could not be judged (boom)"
+	if d.Action != ActionUsageRefused || d.Refusal.Source != fromOptOut || d.Refusal.Purpose != usage.AITrain ||
+		d.Refusal.Rule() != rule || d.RuleHeader() != rule {
+		t.Errorf("%s, %+v, rule %q; want usage-refused by source %v, rule %q", d.Action, d.Refusal, d.RuleHeader(), fromOptOut, rule)
+	}
+	if got, _ := usage.RuleSource(d.Refusal.Rule(), source.Infos(p.sources)); got.ID != fromOptOut {
+		t.Errorf("RuleSource(%q) = %+v; want the failing source", d.Refusal.Rule(), got)
+	}
+	// A statement of a source before it still answers.
+	d = &Decision{}
+	p.Decide(t.Context(), w, &r, d)
+	if p.JudgeResponse(d, http.Header{"Content-Usage": {"train-ai=n"}}, nil); d.Refusal.Source != usage.FromHeader {
+		t.Errorf("refused by %v (%+v); want the response header, judged first", d.Refusal.Source, d.Refusal)
 	}
 }

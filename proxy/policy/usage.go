@@ -118,7 +118,9 @@ func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
 // source of phase usage.OnResponse, in the list's order (its headers:
 // Content-Usage, Content-Signal, tdm-reservation, X-Robots-Tag for the
 // tokens obeyed, noimageai for an image; then head, what the <meta>
-// elements of an HTML page's head say, nil when not read); then, for a
+// elements of an HTML page's head say, nil when not read): one that
+// could not be judged (its Judge's error) refuses every declared purpose
+// (usage.Unjudged), as a head that could not be read does; then, for a
 // reservation a source of phase usage.Reserve held before the request was
 // sent (the site's tdmrep.json), whether the response lifts it with a
 // statement of its own. It reports whether they refuse a declared
@@ -135,8 +137,15 @@ func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *usage.Usage) bo
 		if s.Phase() != usage.OnResponse {
 			continue
 		}
-		u, _ := s.Judge(context.Background(), &in)
+		u, err := s.Judge(context.Background(), &in)
 		if pur, v, ok := u.Refuses(in.Purposes); ok {
+			return p.refuseResponse(d, refusalOf(pur, v))
+		}
+		if err != nil {
+			// Refused, as a head that could not be read is: the statement
+			// names the source by its rules' prefix and says why.
+			u = usage.Unjudged(s.Info(), err)
+			pur, v, _ := u.Refuses(in.Purposes)
 			return p.refuseResponse(d, refusalOf(pur, v))
 		}
 	}
