@@ -89,8 +89,10 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	p := &Policy{cfg: *c, sources: source.List()}
 	p.cfg.Agents, p.cfg.Sites = slices.Clone(c.Agents), slices.Clone(c.Sites)
 	p.cfg.Auth.Users = slices.Clone(c.Auth.Users)
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
 		pb.Addf("listen", "%q is not host:port", c.Listen)
+	} else if _, err := net.LookupPort("tcp", port); err != nil {
+		pb.Addf("listen", "%q: %q is not a port (0 to 65535, or a service name)", c.Listen, port)
 	}
 	switch c.Mode {
 	case "enforce":

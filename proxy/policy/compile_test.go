@@ -144,6 +144,23 @@ func TestConfigMaxWaitAtLeastMaxDelay(t *testing.T) {
 	}
 }
 
+// TestConfigListen: listen is host:port with a port serve can listen on,
+// checked by validate as by serve (which would otherwise fail naming no
+// key or line).
+func TestConfigListen(t *testing.T) {
+	t.Parallel()
+	checkConfigs(t, []struct{ toml, wantErr string }{
+		{"listen = \"127.0.0.1:8080\"\n", ""},
+		{"listen = \"127.0.0.1:0\"\n", ""},
+		{"listen = \"[::1]:65535\"\n", ""},
+		{"listen = \"127.0.0.1:http\"\n", ""},
+		{"listen = \"127.0.0.1:99999\"\n", `x.toml:1: listen: "127.0.0.1:99999": "99999" is not a port (0 to 65535, or a service name)`},
+		{"\nlisten = \"127.0.0.1:-1\"\n", `x.toml:2: listen: "127.0.0.1:-1": "-1" is not a port`},
+		{"listen = \"127.0.0.1:nosuchservice\"\n", `x.toml:1: listen: "127.0.0.1:nosuchservice": "nosuchservice" is not a port`},
+		{"listen = \"nowhere\"\n", `x.toml:1: listen: "nowhere" is not host:port`},
+	})
+}
+
 // TestConfigRetryAfterAtMostADay: a failure mark further ahead than 24h is
 // one the cache takes for foreign, so retry_after is at most that.
 func TestConfigRetryAfterAtMostADay(t *testing.T) {
