@@ -334,10 +334,12 @@ func TestBackoffsPublished(t *testing.T) {
 	r := redistest.Start(t)
 	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
 	got := make(chan string, 4)
-	apply := func(host string, until time.Time, why string) { got <- host + " " + why }
+	gotUntil := make(chan time.Time, 4)
+	apply := func(host string, until time.Time, why string) { gotUntil <- until; got <- host + " " + why }
 	a.SubscribeBackoffs(func(host string, until time.Time, why string) { got <- "a saw its own: " + host })
 	b.SubscribeBackoffs(apply)
-	until := time.Now().Add(time.Minute)
+	// Between two milliseconds: the message carries whole ones.
+	until := time.Now().Add(time.Minute).Truncate(time.Millisecond).Add(400 * time.Microsecond)
 	// The subscription is asynchronous: publish until b has it (bounded).
 	var msg string
 	for i := 0; i < 100 && msg == ""; i++ {
@@ -351,6 +353,10 @@ func TestBackoffsPublished(t *testing.T) {
 	}
 	if msg != "site.example answered 429" {
 		t.Errorf("b got %q; want the back-off", msg)
+	}
+	// No shorter than the publisher's hold, and not a millisecond longer.
+	if u := <-gotUntil; u.Before(until) || !u.Before(until.Add(time.Millisecond)) {
+		t.Errorf("b holds until %v; want from %v, within a millisecond", u.Format(time.StampMicro), until.Format(time.StampMicro))
 	}
 }
 

@@ -88,11 +88,24 @@ func ceilMillis(d time.Duration) int64 {
 	return int64((max(d, 0) + time.Millisecond - 1) / time.Millisecond)
 }
 
+// ceilUnixMilli is t in Unix milliseconds, rounded up: the other
+// instances hold a host no shorter than the one that saw its answer
+// (UnixMilli's truncation ended their hold up to a millisecond early,
+// and a request queued for that instant reached the origin inside the
+// back-off).
+func ceilUnixMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
 // backoffMessage announces an origin's back-off to the fleet.
 type backoffMessage struct {
 	From  string `json:"from"` // the instance that saw the answer
 	Host  string `json:"host"`
-	Until int64  `json:"until"` // Unix milliseconds
+	Until int64  `json:"until"` // Unix milliseconds, rounded up (ceilUnixMilli)
 	Why   string `json:"why"`
 }
 
@@ -100,7 +113,7 @@ type backoffMessage struct {
 // until until, and why.
 func (c *Client) PublishBackoff(ctx context.Context, host string, until time.Time, why string) error {
 	channel := c.key("backoff")
-	b, err := c.encode(channel, backoffMessage{From: c.id, Host: host, Until: until.UnixMilli(), Why: why})
+	b, err := c.encode(channel, backoffMessage{From: c.id, Host: host, Until: ceilUnixMilli(until), Why: why})
 	if err != nil {
 		return err
 	}

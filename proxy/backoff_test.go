@@ -155,7 +155,7 @@ func (o *backoffOrigin) checkHeld(t *testing.T, paths ...string) {
 		case !ok:
 			t.Errorf("%s never reached the origin", path)
 		case at.Sub(o.refusedAt) < o.retryAfter:
-			t.Errorf("%s reached the origin %v after its 429 with Retry-After: %d; want nothing inside it", path, at.Sub(o.refusedAt).Round(time.Millisecond), int(o.retryAfter/time.Second))
+			t.Errorf("%s reached the origin %v after its 429 with Retry-After: %d; want nothing inside it", path, at.Sub(o.refusedAt).Round(time.Microsecond), int(o.retryAfter/time.Second))
 		}
 	}
 }
