@@ -49,11 +49,22 @@ func (w *respWriter) ReadFrom(r io.Reader) (int64, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	length := int64(-1)
-	if cl := w.Header().Get("Content-Length"); cl != "" {
-		length, _ = strconv.ParseInt(cl, 10, 64)
+	return wire.CopyFlushing(w.ResponseWriter, w.flush, r, declaredLength(w.Header()))
+}
+
+// declaredLength is the body length h's Content-Length declares, or -1
+// (unknown: the body is copied to its end) when it has none or one that
+// does not parse, which must not cut the body to nothing.
+func declaredLength(h http.Header) int64 {
+	cl := h.Get("Content-Length")
+	if cl == "" {
+		return -1
 	}
-	return wire.CopyFlushing(w.ResponseWriter, w.flush, r, length)
+	n, err := strconv.ParseInt(cl, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // flush is Flush for wire.CopyFlushing.
