@@ -452,10 +452,14 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 	// Never the environment's HTTPS_PROXY: tunnels dial through the
 	// egress (egress.dialTunnel).
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
-	// KeepAcceptEncoding and KeepHeader are not set: goproxy reads them
-	// only on its way to its own RoundTrip, which no request takes (the
-	// request hook always answers); forward's steps keep Accept-Encoding
-	// and drop Proxy-Authorization.
+	// goproxy reads these only on its way to its own RoundTrip, which no
+	// request takes (onRequest always answers:
+	// TestOnRequestAlwaysAnswers); forward's steps are what keep
+	// Accept-Encoding and drop Proxy-Authorization. Set against
+	// goproxy's defaults all the same, should a request ever get there:
+	// it would not lose the client's Accept-Encoding, nor (the default,
+	// named) forward Proxy-Authorization.
+	gp.KeepAcceptEncoding, gp.KeepHeader = true, false
 	var caPEM []byte
 	if ca := s.CA(); ca != nil {
 		caPEM = ca.PEM()
