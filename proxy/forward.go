@@ -27,8 +27,7 @@ import (
 // forwarding is one allowed request on its way to its origin and back.
 type forwarding struct {
 	s   *Server
-	sn  *snapshot // the config it was decided under: its policy, signer and egress
-	p   *policy.Policy
+	sn  *snapshot     // the config it was decided under: its policy, signer and egress
 	in  *http.Request // as the client sent it: never edited
 	out *http.Request // the clone that goes upstream, which the steps prepare
 	req *policy.Request
@@ -60,15 +59,15 @@ type outcome struct {
 // answer for the client, or robotsgate's own when the upstream failed or
 // a response step refused it. Every way out is finished once, here.
 func (s *Server) forward(sn *snapshot, in *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
-	f := forwarding{s: s, sn: sn, p: sn.pol, in: in, req: req, ci: ci, d: d, client: in.Context()}
+	f := forwarding{s: s, sn: sn, in: in, req: req, ci: ci, d: d, client: in.Context()}
 	f.prepare()
 	resp, err := f.send()
 	if err != nil {
-		resp = s.upstreamFailure(f.p, f.out, d.Origin.HostPort(), err, d)
+		resp = s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), err, d)
 	} else {
 		resp = f.answer(resp)
 	}
-	s.finish(f.p, f.out, d, f.up, resp.StatusCode, "")
+	s.finish(f.sn.pol, f.out, d, f.up, resp.StatusCode, "")
 	return resp
 }
 
@@ -161,7 +160,7 @@ func (f *forwarding) readableHead() {
 // client's own offer, which would have a site charge without a 402
 // robotsgate sees.
 func (f *forwarding) dropPriceOffers() {
-	if _, _, on := f.p.Payments(); on || f.sn.signer != nil {
+	if _, _, on := f.sn.pol.Payments(); on || f.sn.signer != nil {
 		removePriceOffers(f.out.Header)
 	}
 }
@@ -170,7 +169,7 @@ func (f *forwarding) dropPriceOffers() {
 // (guardBody).
 func (f *forwarding) guardContent() {
 	if f.req.Content {
-		f.out.Body = f.s.guardBody(f.p, f.in, f.out, f.connNamed)
+		f.out.Body = f.s.guardBody(f.sn.pol, f.in, f.out, f.connNamed)
 	}
 }
 
@@ -232,7 +231,7 @@ func (f *forwarding) scrubGateFields(resp *http.Response) {
 // observeBackoff has an origin that asks for a pause (429, 503 with
 // Retry-After) held back, with [politeness] honour_retry_after.
 func (f *forwarding) observeBackoff(resp *http.Response) {
-	pc := &f.p.Config().Politeness
+	pc := &f.sn.pol.Config().Politeness
 	if !pc.HonourRetryAfter {
 		return
 	}
@@ -250,11 +249,11 @@ func (f *forwarding) observeBackoff(resp *http.Response) {
 // which no later request can then inherit half-read.
 func (f *forwarding) judgeUsage(resp *http.Response) *http.Response {
 	var inHead *usage.Usage // what the HTML head's meta elements say, when read
-	if f.p.NeedsHead(f.d, resp) {
+	if f.sn.pol.NeedsHead(f.d, resp) {
 		u := f.s.heads.Read(resp, f.d.Agents.Slice())
 		inHead = &u
 	}
-	if !f.p.JudgeResponse(f.d, resp.Header, inHead) || f.d.Action != policy.ActionUsageRefused {
+	if !f.sn.pol.JudgeResponse(f.d, resp.Header, inHead) || f.d.Action != policy.ActionUsageRefused {
 		return resp
 	}
 	resp.Body.Close()
@@ -273,7 +272,7 @@ func (f *forwarding) watchTrailer(resp *http.Response) {
 	if d.Purposes == 0 || resp.StatusCode == http.StatusSwitchingProtocols || r.Method == http.MethodHead || !head.MayHaveTrailer(resp) {
 		return
 	}
-	s, p := f.s, f.p
+	s, p := f.s, f.sn.pol
 	dc := *d // judged once the body ends, on a copy: d was audited already
 	url := r.URL.String()
 	head.WatchTrailer(resp, func(statements http.Header) {

@@ -35,7 +35,7 @@ func removePriceOffers(h http.Header) {
 // price-refused, nothing paid. A 402 that names no price, or any other
 // answer, is the site's own, passed on.
 func (f *forwarding) pay(resp *http.Response) *http.Response {
-	maxPrice, budget, on := f.p.Payments()
+	maxPrice, budget, on := f.sn.pol.Payments()
 	if resp.StatusCode != http.StatusPaymentRequired || !on {
 		return resp
 	}
@@ -62,7 +62,7 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		return out
 	case st.Err != nil:
 		f.own = true
-		return s.upstreamFailure(f.p, f.out, d.Origin.HostPort(), st.Err, d)
+		return s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), st.Err, d)
 	}
 	f.up.answered = st.Resp.StatusCode
 	return st.Resp
