@@ -104,13 +104,7 @@ func (h *Handler) routes() {
 			http.Error(w, "robotsgate: GET only", http.StatusMethodNotAllowed)
 		}))
 	}
-	m.HandleFunc("POST /v1/decide", func(w http.ResponseWriter, r *http.Request) {
-		if user, ok := h.allowed(r, loopbackOrUser); ok {
-			h.serveDecide(w, r, user)
-		} else {
-			adminForbidden(w)
-		}
-	})
+	m.HandleFunc("POST /v1/decide", h.accessAs(loopbackOrUser, h.serveDecide))
 	m.HandleFunc("/v1/decide", h.access(loopbackOrUser, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		apiError(w, http.StatusMethodNotAllowed, "POST a JSON body: {\"user_agent\": \"...\", \"purpose\": [...], \"urls\": [...]}")
@@ -157,12 +151,20 @@ func cleanPath(p string) string {
 // access serves r with serve when access admits its client, and answers
 // 403 otherwise.
 func (h *Handler) access(access adminAccess, serve http.HandlerFunc) http.HandlerFunc {
+	return h.accessAs(access, func(w http.ResponseWriter, r *http.Request, _ string) { serve(w, r) })
+}
+
+// accessAs is access for an endpoint that needs to know who asked: serve
+// is given the user access admitted (empty for a client admitted without
+// one).
+func (h *Handler) accessAs(access adminAccess, serve func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := h.allowed(r, access); !ok {
+		user, ok := h.allowed(r, access)
+		if !ok {
 			adminForbidden(w)
 			return
 		}
-		serve(w, r)
+		serve(w, r, user)
 	}
 }
 
