@@ -103,8 +103,9 @@ return {1, res, ref}
 // ErrCounterRewound is wrapped by a Counter's errors once the counter was
 // found lower than it had been, or gone, within its day: spending that may
 // have been paid already is not paid again, so nothing more is paid that
-// day in that currency. (The proxy's budget reports it as
-// ErrCounterRewound.)
+// day in that currency. (The proxy's budget reports it as pay's
+// ErrCounterRewound, whose words these are: cluster does not import pay,
+// and proxy's TestRewoundIsPays holds the two texts equal.)
 var ErrCounterRewound = errors.New("the day's spending went backwards")
 
 // Counter returns the fleet's pay-per-crawl spending counter, under keys

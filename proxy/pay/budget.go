@@ -35,7 +35,9 @@ type Budget interface {
 // keeps was found lower than it had been, or gone, within its day (a
 // fleet's counter reset by whoever can write to Redis, or a failover
 // that lost its last writes): spending that may have been paid already
-// is not paid again, so nothing more is paid that day.
+// is not paid again, so nothing more is paid that day. Its words are
+// cluster.ErrCounterRewound's (proxy's TestRewoundIsPays holds them
+// equal).
 var ErrCounterRewound = errors.New("the day's spending went backwards")
 
 // Unbounded is a limit no spending reaches: for a charge that must be
