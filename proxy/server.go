@@ -452,14 +452,11 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 	// Never the environment's HTTPS_PROXY: tunnels dial through the
 	// egress (egress.dialTunnel).
 	gp.ConnectDial, gp.ConnectDialWithReq = nil, nil
-	// goproxy reads these only on its way to its own RoundTrip, which no
-	// request takes (onRequest always answers:
-	// TestOnRequestAlwaysAnswers); forward's steps are what keep
-	// Accept-Encoding and drop Proxy-Authorization. Set against
-	// goproxy's defaults all the same, should a request ever get there:
-	// it would not lose the client's Accept-Encoding, nor (the default,
-	// named) forward Proxy-Authorization.
-	gp.KeepAcceptEncoding, gp.KeepHeader = true, false
+	// goproxy's KeepAcceptEncoding and KeepHeader are read only on its
+	// way to its own RoundTrip, which no request takes (onRequest always
+	// answers: TestOnRequestAlwaysAnswers) and whose transport, above,
+	// refuses to send: they are left unset, and forward's steps are what
+	// keep Accept-Encoding and drop Proxy-Authorization.
 	var caPEM []byte
 	if ca := s.CA(); ca != nil {
 		caPEM = ca.PEM()
