@@ -121,13 +121,18 @@ func (d *Decision) tooCostly(what string) {
 // fileAnswered refuses d for fe, a file besides robots.txt that was not
 // answered: the wait for it ended (the client left, a shutdown), too many
 // such files were being fetched (503 overloaded), or it is unreachable
-// with no copy held (503 unreachable, to be retried at fe.RetryAt).
+// with no copy held (503 unreachable, to be retried at fe.RetryAt); a
+// kind of file not held (fetch.ErrUnknownKind) is unreachable too.
 func (d *Decision) fileAnswered(ctx context.Context, fe *source.FileError) {
 	switch err := fe.Err; {
 	case err != nil && stopped(ctx):
 		d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf(reasonFileStopped, fe.What)
 	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, fmt.Sprintf(reasonFileFetches, fe.What)
+	case errors.Is(err, fetch.ErrUnknownKind):
+		// A source asking for a kind of file no one holds: refused as an
+		// unreachable file is, with the error as why, never let through.
+		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileUnreachable, fe.What, err), fe.What
 	case err != nil:
 		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileWait, fe.What), fe.What
 	default:

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
 	"github.com/robotsgate/robotsgate/usage/source"
 )
@@ -227,5 +228,25 @@ func TestNewSourceUnjudged(t *testing.T) {
 	p.Decide(t.Context(), w, &r, d)
 	if p.JudgeResponse(d, http.Header{"Content-Usage": {"train-ai=n"}}, nil); d.Refusal.Source != usage.FromHeader {
 		t.Errorf("refused by %v (%+v); want the response header, judged first", d.Refusal.Source, d.Refusal)
+	}
+}
+
+// TestUnknownFileKind: a usage source asking fetch.Files for a kind of
+// file it does not hold (a kind mistyped, or not registered) refuses as an
+// unreachable file does, never letting the request through unjudged.
+func TestUnknownFileKind(t *testing.T) {
+	t.Parallel()
+	p, err := Compile(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := tableEnv(t, p)
+	w.Files = fetch.NewFiles(fetch.FilesOptions{Fetcher: fetch.NewFetcher(fetch.FetcherOptions{})}) // no kinds
+	r := Request{Kind: KindPlain, Scheme: "http", Authority: "example.com", Target: "/page", UserAgent: "FooBot/1.0", Purposes: []string{"ai-train"}}
+	d := &Decision{}
+	p.Decide(t.Context(), w, &r, d)
+	const want = `tdmrep.json unreachable and no copy held: refusing the purposes it could refuse (get tdmrep.json file http://example.com/.well-known/tdmrep.json: no such kind of file held)`
+	if d.Action != ActionUnreachable || d.Reason != want || d.Unfetched != "tdmrep.json" {
+		t.Errorf("%s (%s), unfetched %q; want unreachable (%s)", d.Action, d.Reason, d.Unfetched, want)
 	}
 }

@@ -2,8 +2,14 @@ package fetch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
+
+// ErrUnknownKind says Files holds no kind of file by the name asked for:
+// a caller asking under a name no FileKind it was given declares.
+var ErrUnknownKind = errors.New("no such kind of file held")
 
 // A FileKind is one kind of file besides robots.txt in which sites state
 // how their content may be used (TDMRep's tdmrep.json, RSL licences): how
@@ -74,11 +80,12 @@ func onFetch[T any](f func(string, Outcome, string)) func(Doc[T]) {
 }
 
 // Get returns the answer for the file of kind at url (DocCache.Get). A
-// kind Files does not hold answers as a file not found.
+// kind Files does not hold is an error wrapping ErrUnknownKind, naming
+// it: answered as a file not found, a mistyped kind would never refuse.
 func (f *Files) Get(ctx context.Context, kind, url string) (Doc[any], error) {
 	c := f.caches[kind]
 	if c == nil {
-		return Doc[any]{URL: url, Outcome: Unavailable}, nil
+		return Doc[any]{URL: url}, fmt.Errorf("get %s file %s: %w", kind, url, ErrUnknownKind)
 	}
 	return c.Get(ctx, url)
 }
