@@ -22,3 +22,12 @@ const (
 // TDMRepURL returns the URL of o's TDMRep file (TDM Reservation Protocol):
 // its /.well-known/tdmrep.json.
 func TDMRepURL(o fetch.Origin) string { return o.URL("/.well-known/tdmrep.json") }
+
+// What the file sources parse their files to says how many entries it
+// holds (Len): the admin's /robots shows it as a usage file's entries,
+// through an interface it asserts at run time; these fail the build if
+// one stops implementing it.
+var (
+	_ interface{ Len() int } = (*RSL)(nil)
+	_ interface{ Len() int } = (*TDMRep)(nil)
+)
