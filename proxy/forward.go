@@ -253,7 +253,7 @@ func (f *forwarding) judgeUsage(resp *http.Response) *http.Response {
 		u := f.s.heads.Read(resp, f.d.Agents.Slice())
 		inHead = &u
 	}
-	if !f.sn.pol.JudgeResponse(f.d, resp.Header, inHead) || f.d.Action != policy.ActionUsageRefused {
+	if !f.sn.pol.JudgeResponse(f.client, f.d, resp.Header, inHead) || f.d.Action != policy.ActionUsageRefused {
 		return resp
 	}
 	resp.Body.Close()
@@ -276,7 +276,7 @@ func (f *forwarding) watchTrailer(resp *http.Response) {
 	dc := *d // judged once the body ends, on a copy: d was audited already
 	url := r.URL.String()
 	head.WatchTrailer(resp, func(statements http.Header) {
-		if !p.JudgeResponse(&dc, statements, nil) {
+		if !p.JudgeResponse(f.client, &dc, statements, nil) {
 			return
 		}
 		s.metrics.trailerStatements.Inc()

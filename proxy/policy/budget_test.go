@@ -32,7 +32,7 @@ func TestDecideWorkBounded(t *testing.T) {
 	}{{rules, attack.Path(MaxTargetBytes)}, {rules, attack.LenientPath(MaxTargetBytes)}, {simple, attack.DotsPath(MaxTargetBytes)}} {
 		path := tt.path
 		d := &Decision{Agents: Agents{one: "AnyBot"}}
-		decideRules(context.Background(), d, tt.rules, path, source.List())
+		decideRules(context.Background(), d, tt.rules, path, source.List(), nil)
 		if d.Action != ActionBadRequest || !strings.Contains(d.Reason, "work bound") {
 			t.Errorf("hostile robots.txt, 8 KiB path %.20q...: %s %q; want bad-request past the work bound", path, d.Action, d.Reason)
 		}
@@ -45,7 +45,7 @@ func TestDecideWorkBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	d := &Decision{Agents: Agents{one: "AnyBot"}}
-	decideRules(ctx, d, rules, "/a;b/%2F/c", source.List())
+	decideRules(ctx, d, rules, "/a;b/%2F/c", source.List(), nil)
 	if d.Action != ActionDisallowed || d.Reason != reasonLeft {
 		t.Errorf("client gone: %s %q; want disallowed, %q", d.Action, d.Reason, reasonLeft)
 	}
@@ -69,7 +69,7 @@ func TestDecideWorkBounded(t *testing.T) {
 		for _, tok := range []string{"*", "GPTBot"} {
 			for _, path := range paths {
 				d := &Decision{Agents: Agents{one: tok}}
-				decideRules(context.Background(), d, rules, path, source.List())
+				decideRules(context.Background(), d, rules, path, source.List(), nil)
 				worst = max(worst, d.work)
 				if strings.Contains(d.Reason, "work bound") {
 					t.Errorf("%s, %s, a %d-byte path: refused past the work bound (%d); want decided", f.Name(), tok, len(path), d.work)
@@ -117,7 +117,7 @@ func BenchmarkDecideWorstCase(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d := &Decision{Agents: Agents{one: "AnyBot"}}
-				decideRules(context.Background(), d, bc.rules, bc.path, source.List())
+				decideRules(context.Background(), d, bc.rules, bc.path, source.List(), nil)
 			}
 		})
 	}

@@ -346,10 +346,10 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rul
 	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
 	case r.Kind == KindConnect:
-		decideWholeOrigin(d, a, w.Now(), p.sources)
+		decideWholeOrigin(ctx, d, a, w.Now(), p.sources, w.Files)
 		p.judgeBeforeSend(ctx, w, d, false, true)
 	default:
-		decideAnswer(ctx, d, a, r.Target, w.Now(), p.sources)
+		decideAnswer(ctx, d, a, r.Target, w.Now(), p.sources, w.Files)
 		d.judgeUsage()
 		p.judgeBeforeSend(ctx, w, d, r.Kind == KindCheck, false)
 	}

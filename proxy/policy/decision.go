@@ -238,7 +238,7 @@ func FetchInfoOf(a fetch.Answer, now time.Time) FetchInfo {
 // answered for the request's origin (docs/decision.md steps 6 and 7; the caller has
 // taken care of step 4, /robots.txt), with the sources of srcs that judge
 // beside the rules. Deciding stops when ctx ends.
-func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time, srcs []source.Source) {
+func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time, srcs []source.Source, files source.Files) {
 	d.Fetch = FetchInfoOf(a, now)
 	switch e := a.Entry; {
 	case a.Unreachable && a.LastKind == "tls-verify":
@@ -256,7 +256,7 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 	case e.Rules == nil:
 		d.Action, d.Reason = ActionAllowed, reasonUnavail
 	default:
-		decideRules(ctx, d, e.Rules, target, srcs)
+		decideRules(ctx, d, e.Rules, target, srcs, files)
 	}
 }
 
@@ -266,16 +266,17 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 // unreachable with no copy, or refused under auth_errors = "disallow"),
 // else opened. The sources of srcs that judge beside the rules say what
 // they refuse on every path, for each token.
-func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time, srcs []source.Source) {
+func decideWholeOrigin(ctx context.Context, d *Decision, a fetch.Answer, now time.Time, srcs []source.Source, files source.Files) {
 	// As a request for "/", statements included: their work counts
-	// against what is left for the files (judgeBeforeSend).
-	decideAnswer(context.Background(), d, a, "/", now, srcs)
+	// against what is left for the files (judgeBeforeSend). Not cut short
+	// by ctx, as the whole origin's decision never was.
+	decideAnswer(context.Background(), d, a, "/", now, srcs, files)
 	if d.Action != ActionDisallowed && d.Action != ActionAllowed || a.Entry == nil || a.Entry.Rules == nil {
 		return
 	}
 	d.Action, d.Reason, d.Verdict, d.Token = ActionAllowed, reasonSomePaths, robots.Verdict{}, ""
 	d.Usage = usage.Usage{}
-	in := &source.Input{Origin: d.Origin, Purposes: d.Purposes.List(), Everywhere: true, Rules: a.Entry.Rules}
+	in := &source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Everywhere: true, Rules: a.Entry.Rules, Files: files}
 	for i := range d.Agents.Len() {
 		tok := d.Agents.At(i)
 		g := a.Entry.Rules.Group(tok)
@@ -284,13 +285,13 @@ func decideWholeOrigin(d *Decision, a fetch.Answer, now time.Time, srcs []source
 			return
 		}
 		in.Token = tok
-		u, err := judgeWithRules(context.Background(), srcs, in)
+		u, err := judgeWithRules(ctx, srcs, in)
 		if _, _, refused := u.Refuses(in.Purposes); refused && d.Token == "" {
 			d.Token = tok // the first token whose statements refuse
 		}
 		d.Usage.Combine(&u)
 		if err != nil {
-			d.unjudgedWithRules(context.Background(), err)
+			d.unjudgedWithRules(ctx, err)
 			break
 		}
 	}
@@ -331,7 +332,7 @@ func (d *Decision) Work() int64 { return d.work }
 // judge beside the rules (robots.txt's own usage statements) judge each
 // token's group on the same readings under the same bound, when the
 // request declares purposes or check explains it.
-func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw string, srcs []source.Source) {
+func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw string, srcs []source.Source, files source.Files) {
 	target := robots.Normalize(raw) // raw itself in the common case
 	budget := robots.MakeBudget(DecideWork)
 	w := &budget
@@ -342,7 +343,8 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	noGroup, ambiguous := false, ""
 	var in *source.Input // for the sources that judge beside the rules; nil: not asked for
 	if d.Purposes != 0 || d.explain {
-		in = &source.Input{Origin: d.Origin, Purposes: d.Purposes.List(), Paths: append([]string{target}, readings...), Budget: w, Rules: rules}
+		in = &source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Paths: append([]string{target}, readings...),
+			Budget: w, Rules: rules, Files: files}
 	}
 	d.rules = rules
 	left := false

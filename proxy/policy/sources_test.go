@@ -108,7 +108,7 @@ func TestNewSource(t *testing.T) {
 	if d.Action != ActionAllowed {
 		t.Fatalf("before the response: %s (%s); want allowed", d.Action, d.Reason)
 	}
-	if p.JudgeResponse(d, http.Header{"Ai-Opt-Out": {"search"}}, nil) != true {
+	if p.JudgeResponse(t.Context(), d, http.Header{"Ai-Opt-Out": {"search"}}, nil) != true {
 		t.Fatal("JudgeResponse with AI-Opt-Out: search = false; want refused")
 	}
 	if d.Action != ActionUsageRefused || d.Refusal.Source != fromOptOut || d.Refusal.Purpose != usage.Search ||
@@ -120,7 +120,7 @@ func TestNewSource(t *testing.T) {
 		t.Errorf("reason %q", d.Reason)
 	}
 	// A response that says nothing of it goes through.
-	if d := decide("/page"); p.JudgeResponse(d, http.Header{"Ai-Opt-Out": {"nothing"}}, nil) || d.Action != ActionAllowed {
+	if d := decide("/page"); p.JudgeResponse(t.Context(), d, http.Header{"Ai-Opt-Out": {"nothing"}}, nil) || d.Action != ActionAllowed {
 		t.Errorf("AI-Opt-Out naming no purpose: %s; want allowed", d.Action)
 	}
 
@@ -212,7 +212,7 @@ func TestNewSourceUnjudged(t *testing.T) {
 	if d.Action != ActionAllowed {
 		t.Fatalf("before the response: %s (%s); want allowed", d.Action, d.Reason)
 	}
-	if !p.JudgeResponse(d, http.Header{}, nil) {
+	if !p.JudgeResponse(t.Context(), d, http.Header{}, nil) {
 		t.Fatal("JudgeResponse with a source that could not be judged = false; want refused")
 	}
 	const rule = "failing on-response: could not be judged (boom)"
@@ -226,7 +226,7 @@ func TestNewSourceUnjudged(t *testing.T) {
 	// A statement of a source before it still answers.
 	d = &Decision{}
 	p.Decide(t.Context(), w, &r, d)
-	if p.JudgeResponse(d, http.Header{"Content-Usage": {"train-ai=n"}}, nil); d.Refusal.Source != usage.FromHeader {
+	if p.JudgeResponse(t.Context(), d, http.Header{"Content-Usage": {"train-ai=n"}}, nil); d.Refusal.Source != usage.FromHeader {
 		t.Errorf("refused by %v (%+v); want the response header, judged first", d.Refusal.Source, d.Refusal)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/usage"
 	"github.com/robotsgate/robotsgate/usage/source"
 )
@@ -126,18 +127,22 @@ func (p *Policy) NeedsHead(d *Decision, resp *http.Response) bool {
 // statement of its own. It reports whether they refuse a declared
 // purpose, setting d's action (usage-refused, or would-block in report
 // mode) and evidence. A WebSocket's 101 is judged too: its stream is the
-// site's content.
-func (p *Policy) JudgeResponse(d *Decision, h http.Header, head *usage.Usage) bool {
+// site's content. ctx is the request's; the sources judge under it.
+func (p *Policy) JudgeResponse(ctx context.Context, d *Decision, h http.Header, head *usage.Usage) bool {
 	if !p.judgesResponse(d) {
 		return false
 	}
 	ct, _ := header.ContentType(h) // the last field, as browsers read it
-	in := source.Input{Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Header: h, Image: strings.HasPrefix(ct, "image/"), Head: head}
+	// As decided: the origin, tokens, the target as decided and the rules
+	// (none of the files besides robots.txt, which only the sources judged
+	// before sending read), and what the response says.
+	in := source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Paths: []string{robots.Normalize(d.Target)},
+		Rules: d.rules, Token: d.Token, Header: h, Image: strings.HasPrefix(ct, "image/"), Head: head}
 	for _, s := range p.sources {
 		if s.Phase() != usage.OnResponse {
 			continue
 		}
-		u, err := s.Judge(context.Background(), &in)
+		u, err := s.Judge(ctx, &in)
 		if pur, v, ok := u.Refuses(in.Purposes); ok {
 			return p.refuseResponse(d, refusalOf(pur, v))
 		}

@@ -97,8 +97,10 @@ type Files interface {
 }
 
 // Input is what a source judges: the request as decided and, on the
-// response, what the response says. A source reads what its phase gives
-// and ignores the rest.
+// response, what the response says. Policy fills the request's fields in
+// every phase (on the response: Paths the target as decided alone, no
+// Budget, no Files, which only the sources judged before sending read);
+// a source reads what it needs and ignores the rest.
 type Input struct {
 	Origin   fetch.Origin
 	Agents   []string        // the tokens obeyed
@@ -112,7 +114,8 @@ type Input struct {
 	Rules      *robots.Robots // the origin's robots.txt rules; nil when none applied
 	Files      Files          // the files besides robots.txt; nil: none are read
 
-	// Phase usage.WithRules: the token whose group of Rules is judged.
+	// Phase usage.WithRules: the token whose group of Rules is judged; on
+	// the response, the token that decided.
 	Token string
 
 	// Phase usage.OnResponse (and Lifter.Lifts):
