@@ -148,17 +148,19 @@ func find(sources []SourceInfo, id SourceID) SourceInfo {
 // Phase says when a source judges a request.
 type Phase uint8
 
-// The phases.
+// The phases, in the order policy runs them for a request: with the
+// rules, then before the request is sent (BeforeSend and Reserve, in
+// usage/source.List's order), then on the response.
 const (
-	// BeforeSend: judged before the request is sent, once robots.txt
-	// allowed it; a refusal refuses it (RSL licences).
-	BeforeSend Phase = iota
 	// WithRules: judged beside robots.txt's rules (docs/decision.md step
 	// 7), token by token under the rules' own work bound, whatever they
 	// decide (the verdicts are the decision's evidence); a refusal refuses
 	// a request the rules allow (robots.txt's Content-Usage and
 	// Content-Signal lines).
-	WithRules
+	WithRules Phase = iota
+	// BeforeSend: judged before the request is sent, once robots.txt
+	// allowed it; a refusal refuses it (RSL licences).
+	BeforeSend
 	// Reserve: judged before the request is sent, and a refusal held for
 	// the response, which may lift it by stating a reservation of its own
 	// (tdmrep.json: a response's tdm-reservation overrides the file's).
@@ -169,13 +171,13 @@ const (
 	OnResponse
 )
 
-// String returns "before-send", "with-rules", "reserve" or "on-response".
+// String returns "with-rules", "before-send", "reserve" or "on-response".
 func (ph Phase) String() string {
 	switch ph {
-	case BeforeSend:
-		return "before-send"
 	case WithRules:
 		return "with-rules"
+	case BeforeSend:
+		return "before-send"
 	case Reserve:
 		return "reserve"
 	case OnResponse:
