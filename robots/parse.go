@@ -478,7 +478,7 @@ func (p *parser) rule(num int, value []byte, allow bool) {
 	pat := p.arena.String()[patStart:]
 	if r.norm {
 		if n := normalize(pat, true); n != pat {
-			// In rule order, as ruleText's binary search needs.
+			// In rule order, as filePattern's binary search needs.
 			p.normal = append(p.normal, normalDisplay{int32(len(r.rules)), span{uint32(patStart), uint32(p.arena.Len())}})
 			ru.pat = uint32(p.arena.Len())
 			p.arena.WriteString(n)

@@ -103,8 +103,8 @@ type usageSpan struct {
 	signal                                   bool
 }
 
-// finishUsage turns the parsed statements into usageStmts once r.text is
-// final.
+// finishUsage turns the parsed statements into r.x.usage (usageStmt
+// values) once r.text is final.
 func (r *Robots) finishUsage(spans []usageSpan) {
 	if len(spans) == 0 {
 		return

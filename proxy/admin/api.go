@@ -31,7 +31,7 @@ const (
 	// MaxDecideCalls bounds the calls decided at once: each may hold 16
 	// robots.txt fetches and its body's memory. Past it: 503, Retry-After.
 	MaxDecideCalls = 4
-	// MaxDecideURLBytes bounds one URL, as maxTargetBytes bounds a
+	// MaxDecideURLBytes bounds one URL, as policy.MaxTargetBytes bounds a
 	// proxied request's target (absolute-form included).
 	MaxDecideURLBytes = policy.MaxTargetBytes
 	// MaxDecideWork bounds the matching work of one call, in

@@ -46,7 +46,7 @@ type Limits struct {
 // start before it. A request that would wait longer than max_wait is
 // refused at once; one whose client gives up leaves the queue, and those
 // behind it move up. No lock is held while a request waits, and a host with
-// an empty queue and no recent start is forgotten. At most maxHosts hosts
+// an empty queue and no recent start is forgotten. At most MaxHosts hosts
 // are remembered: past that, a request to a host not remembered is refused
 // (paced) until an idle one can be forgotten, never let through without its
 // gap.
