@@ -1,6 +1,10 @@
 package lenient
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -267,9 +271,15 @@ func FuzzLenient(f *testing.F) {
 	for _, tt := range lenientTests {
 		f.Add(tt.in)
 	}
-	// And, in testdata/fuzz/FuzzLenient, the inputs of robots'
-	// TestNormalize and the path of every fourth conformance case
-	// (robots/testdata/google-*.jsonl).
+	// The path of every fourth conformance case, read from robots'
+	// testdata as its TestConformance reads it; and, in
+	// testdata/fuzz/FuzzLenient, the inputs of robots' TestNormalize,
+	// whose table is robots' own test's.
+	for i, url := range conformanceURLs(f) {
+		if i%4 == 0 {
+			f.Add(robots.PathOf(url))
+		}
+	}
 	f.Fuzz(func(t *testing.T, in string) {
 		n := in
 		for r := range Readings(n) {
@@ -302,4 +312,30 @@ func FuzzLenient(f *testing.F) {
 			t.Fatalf("Reading(%q) = %q; want the query %q, normalised", n, got, q)
 		}
 	})
+}
+
+// conformanceURLs returns the URL of each conformance case robots'
+// TestConformance runs (robots/testdata/google-robotstxt-tests.jsonl, then
+// google-spec-test.jsonl), in its order.
+func conformanceURLs(t testing.TB) []string {
+	var urls []string
+	for _, name := range []string{"google-robotstxt-tests.jsonl", "google-spec-test.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("..", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range bytes.Lines(data) {
+			var c struct {
+				URL string `json:"url"`
+			}
+			if err := json.Unmarshal(line, &c); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			urls = append(urls, c.URL)
+		}
+	}
+	if len(urls) != 145+400 {
+		t.Fatalf("conformance data: %d cases; want 545", len(urls))
+	}
+	return urls
 }
