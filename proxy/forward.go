@@ -30,7 +30,10 @@ type forwarding struct {
 	sn  *snapshot     // the config it was decided under: its policy, signer and egress
 	in  *http.Request // as the client sent it: never edited
 	out *http.Request // the clone that goes upstream, which the steps prepare
-	req *policy.Request
+	// req is a copy of the request as decided: a pointer to the caller's
+	// would move it to the heap, for every request, with whatever else
+	// of f's reaches it.
+	req policy.Request
 	ci  *connectInfo // the tunnel it came in, if any
 	d   *policy.Decision
 	// client is the client's context: whether it is still there (to be
@@ -59,7 +62,7 @@ type outcome struct {
 // answer for the client, or robotsgate's own when the upstream failed or
 // a response step refused it. Every way out is finished once, here.
 func (s *Server) forward(sn *snapshot, in *http.Request, req *policy.Request, ci *connectInfo, d *policy.Decision) *http.Response {
-	f := forwarding{s: s, sn: sn, in: in, req: req, ci: ci, d: d, client: in.Context()}
+	f := forwarding{s: s, sn: sn, in: in, req: *req, ci: ci, d: d, client: in.Context()}
 	f.prepare()
 	resp, err := f.send()
 	if err != nil {
@@ -272,11 +275,13 @@ func (f *forwarding) watchTrailer(resp *http.Response) {
 	if d.Purposes == 0 || resp.StatusCode == http.StatusSwitchingProtocols || r.Method == http.MethodHead || !head.MayHaveTrailer(resp) {
 		return
 	}
-	s, p := f.s, f.sn.pol
+	// The closure takes what it needs, never f: f would escape with it,
+	// one more allocation for every forwarded request.
+	s, p, ctx := f.s, f.sn.pol, f.client
 	dc := *d // judged once the body ends, on a copy: d was audited already
 	url := r.URL.String()
 	head.WatchTrailer(resp, func(statements http.Header) {
-		if !p.JudgeResponse(f.client, &dc, statements, nil) {
+		if !p.JudgeResponse(ctx, &dc, statements, nil) {
 			return
 		}
 		s.metrics.trailerStatements.Inc()
