@@ -334,17 +334,28 @@ func (d *Decision) Work() int64 { return d.work }
 // request declares purposes or check explains it.
 func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw string, srcs []source.Source, files source.Files) {
 	target := robots.Normalize(raw) // raw itself in the common case
+	// The work bound, shared with the sources when they are asked: only
+	// then on the heap (a source keeps it, in its Input), never for the
+	// common request, which declares no purpose.
+	var shared *robots.Budget
+	asked := d.Purposes != 0 || d.explain
+	if asked {
+		shared = robots.NewBudget(DecideWork)
+	}
 	budget := robots.MakeBudget(DecideWork)
 	w := &budget
+	if shared != nil {
+		w = shared
+	}
 	var readings []string
 	for r := range lenient.ReadingsWithin(raw, w) {
 		readings = append(readings, r)
 	}
 	noGroup, ambiguous := false, ""
 	var in *source.Input // for the sources that judge beside the rules; nil: not asked for
-	if d.Purposes != 0 || d.explain {
+	if asked {
 		in = &source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Paths: append([]string{target}, readings...),
-			Budget: w, Rules: rules, Files: files}
+			Budget: shared, Rules: rules, Files: files}
 	}
 	d.rules = rules
 	left := false
