@@ -374,19 +374,9 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		if cd, ok := g.CrawlDelay(); ok && (!d.HasDelay || cd > d.CrawlDelay) {
 			d.CrawlDelay, d.HasDelay = cd, true
 		}
-		v, _ := g.TestWithin(target, w)
-		amb := ""
-		for _, r := range readings {
-			if !v.Allowed || w.Exhausted() {
-				break
-			}
-			if left = ctx.Err() != nil; left {
-				break
-			}
-			if lv, _ := g.TestWithin(r, w); !lv.Allowed {
-				v, amb = lv, r
-			}
-		}
+		var v robots.Verdict
+		var amb string
+		v, amb, left = testReadings(ctx, g, target, readings, w)
 		if i == 0 || !v.Allowed && d.Verdict.Allowed {
 			d.Verdict, d.Token, noGroup, ambiguous = v, tok, g.Empty(), amb
 		}
@@ -415,6 +405,25 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		d.Reason = fmt.Sprintf(reasonAmbiguous, ambiguous)
 	}
 	d.unjudgedWithRules(ctx, unjudged)
+}
+
+// testReadings tests target, then each of its lenient readings while the
+// verdict allows, against g under w: the verdict, the reading that
+// disallowed (if one did), and whether ctx ended first.
+func testReadings(ctx context.Context, g robots.Group, target string, readings []string, w *robots.Budget) (v robots.Verdict, amb string, left bool) {
+	v, _ = g.TestWithin(target, w)
+	for _, r := range readings {
+		if !v.Allowed || w.Exhausted() {
+			break
+		}
+		if left = ctx.Err() != nil; left {
+			break
+		}
+		if lv, _ := g.TestWithin(r, w); !lv.Allowed {
+			v, amb = lv, r
+		}
+	}
+	return v, amb, left
 }
 
 // judgeWithRules is what the sources of srcs that judge beside the rules
