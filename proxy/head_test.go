@@ -28,10 +28,7 @@ func TestHeadAsBrowsersRead(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		for k, v := range c.Page.Header {
-			w.Header()[k] = v
-		}
-		w.Write(c.Page.Body)
+		c.Serve(w)
 	})
 	p := startProxy(t, loopbackConfig())
 	c := p.client()

@@ -93,10 +93,7 @@ func TestHeadInChromium(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		for k, v := range c.Page.Header {
-			w.Header()[k] = v
-		}
-		w.Write(c.Page.Body)
+		c.Serve(w)
 	}))
 	t.Cleanup(o.Close)
 	seen := chromiumHeads(t, browser, o.URL+"/")

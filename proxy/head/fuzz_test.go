@@ -43,18 +43,7 @@ func FuzzReadHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, coding string) {
 		resp := &http.Response{Header: http.Header{"Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
 		tokens := []string{"GPTBot"}
-		u := NewReader(time.Second).Read(resp, tokens)
-		back, err := io.ReadAll(resp.Body)
-		if err != nil || !bytes.Equal(back, body) {
-			t.Fatalf("the body after Read: %d bytes, %v; want the %d sent", len(back), err, len(body))
-		}
-		unreadable := strings.HasPrefix(u[usage.AITrain].Statement, "html head: unreadable (")
-		for p, v := range u {
-			if v.State != usage.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
-				unreadable && v.State != usage.Refused {
-				t.Fatalf("Read: %s = %+v", usage.Purpose(p), v)
-			}
-		}
+		u := readBack(t, resp, body, tokens, 0)
 		if strings.TrimSpace(coding) != "" || len(body) >= maxHead || !utf8.Valid(body) ||
 			bytes.Contains(bytes.ToLower(body), []byte("charset")) || bytes.HasPrefix(body, []byte("\xEF\xBB\xBF")) {
 			return // decoded otherwise than html.Parse reads bytes, or not whole
@@ -93,18 +82,7 @@ func FuzzReadXHTMLHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, coding string) {
 		resp := &http.Response{Header: http.Header{"Content-Type": {xhtmlType}, "Content-Encoding": {coding}}, Body: io.NopCloser(bytes.NewReader(body))}
 		tokens := []string{"GPTBot"}
-		u := NewReader(time.Second).Read(resp, tokens)
-		back, err := io.ReadAll(resp.Body)
-		if err != nil || !bytes.Equal(back, body) {
-			t.Fatalf("the body after Read: %d bytes, %v; want the %d sent", len(back), err, len(body))
-		}
-		unreadable := strings.HasPrefix(u[usage.AITrain].Statement, "html head: unreadable (")
-		for p, v := range u {
-			if v.State != usage.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
-				unreadable && (v.State != usage.Refused || len(v.Statement) > 300) {
-				t.Fatalf("Read: %s = %+v", usage.Purpose(p), v)
-			}
-		}
+		u := readBack(t, resp, body, tokens, 300)
 		if strings.TrimSpace(coding) != "" || len(body) >= maxHead || !utf8.Valid(body) || bytes.HasPrefix(body, []byte("\xEF\xBB\xBF")) {
 			return // decoded otherwise than the oracle reads bytes, or not whole
 		}
@@ -194,4 +172,25 @@ func xhtmlOracle(page []byte, tokens []string) (u usage.Usage, ok bool) {
 		}
 	}
 	return u, true
+}
+
+// readBack is what both fuzz targets check of every body: Read gives
+// the body back whole, and says only what a meta element stated, or that
+// the head was unreadable, refusing every purpose then (with a statement
+// of at most maxStatement bytes, when maxStatement > 0).
+func readBack(t *testing.T, resp *http.Response, body []byte, tokens []string, maxStatement int) usage.Usage {
+	t.Helper()
+	u := NewReader(time.Second).Read(resp, tokens)
+	back, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.Equal(back, body) {
+		t.Fatalf("the body after Read: %d bytes, %v; want the %d sent", len(back), err, len(body))
+	}
+	unreadable := strings.HasPrefix(u[usage.AITrain].Statement, "html head: unreadable (")
+	for p, v := range u {
+		if v.State != usage.Unstated && !strings.HasPrefix(v.Statement, "meta ") && !strings.HasPrefix(v.Statement, "html head: unreadable (") ||
+			unreadable && (v.State != usage.Refused || maxStatement > 0 && len(v.Statement) > maxStatement) {
+			t.Fatalf("Read: %s = %+v", usage.Purpose(p), v)
+		}
+	}
+	return u
 }

@@ -37,6 +37,14 @@ type Case struct {
 	Rule   string
 }
 
+// Serve answers with the case's page: its header fields and body.
+func (c Case) Serve(w http.ResponseWriter) {
+	for k, v := range c.Page.Header {
+		w.Header()[k] = v
+	}
+	w.Write(c.Page.Body)
+}
+
 // File returns testdata/name.
 func File(t testing.TB, name string) []byte {
 	t.Helper()
