@@ -37,6 +37,7 @@ type Config struct {
 	Responses    ResponsesConfig
 	Identity     IdentityConfig
 	Payments     PaymentsConfig
+	Evidence     EvidenceConfig
 
 	// Source is the file the config was read from; "" for the defaults.
 	Source string
@@ -185,6 +186,37 @@ type PaymentsConfig struct {
 	KeyPrefix string // Redis keys of the fleet's budget
 }
 
+// EvidenceConfig is the [evidence] table (docs/auditors.md): the copies
+// of sites' files that decided, kept by SHA-256, and the signed
+// checkpoints of the audit log's chain.
+type EvidenceConfig struct {
+	// Enabled keeps copies and writes checkpoints; it has effect only
+	// with an audit file (On).
+	Enabled bool
+	// Dir is the store of copies; "" is <state_dir>/evidence.
+	Dir string
+	// Retention: a copy that no audit record has named for this long is
+	// removed.
+	Retention time.Duration
+	// MaxBytes bounds the store; past it the copies named longest ago go
+	// first.
+	MaxBytes int64
+	// CheckpointInterval: a signed checkpoint line at least this often
+	// (while records are written), and one at shutdown.
+	CheckpointInterval time.Duration
+}
+
+// EvidenceOn reports whether evidence is kept: enabled, with an audit file.
+func (c *Config) EvidenceOn() bool { return c.Evidence.Enabled && c.Audit.File != "" }
+
+// DirPath returns the store's directory: Dir, or its place in stateDir.
+func (c *EvidenceConfig) DirPath(stateDir string) string {
+	if c.Dir != "" {
+		return c.Dir
+	}
+	return filepath.Join(stateDir, "evidence")
+}
+
 // Enabled reports whether a fleet's Redis is named: a server, Sentinels
 // or a Cluster's nodes. "" for all: this instance alone.
 func (c *ClusterConfig) Enabled() bool {
@@ -321,6 +353,12 @@ func Default() *Config {
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
 		Identity:   IdentityConfig{Validity: 5 * time.Minute},
 		Payments:   PaymentsConfig{KeyPrefix: "robotsgate:"},
+		Evidence: EvidenceConfig{
+			Enabled:            true,
+			Retention:          400 * 24 * time.Hour,
+			MaxBytes:           1 << 30,
+			CheckpointInterval: time.Minute,
+		},
 	}
 }
 

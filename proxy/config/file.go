@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,6 +156,25 @@ func (d *decoder) duration(dst *time.Duration) func(string, any) {
 	}
 }
 
+// days decodes a duration that may be written in days ("400d") as well
+// as any duration() takes.
+func (d *decoder) days(dst *time.Duration) func(string, any) {
+	plain := d.duration(dst)
+	return func(key string, v any) {
+		s, ok := v.(string)
+		if !ok || !strings.HasSuffix(s, "d") {
+			plain(key, v)
+			return
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(s, "d"), 10, 16)
+		if err != nil || n == 0 {
+			d.errorf(key, "%q is not a number of days such as \"400d\" (or a duration such as \"720h\")", s)
+			return
+		}
+		*dst = time.Duration(n) * 24 * time.Hour
+	}
+}
+
 func (d *decoder) strs(dst *[]string) func(string, any) {
 	return func(key string, v any) {
 		list, ok := v.([]any)
@@ -238,6 +258,15 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 				"max_price":  d.str(&c.Payments.MaxPrice),
 				"budget":     d.str(&c.Payments.Budget),
 				"key_prefix": d.str(&c.Payments.KeyPrefix),
+			}
+		}),
+		"evidence": section(func() fields {
+			return fields{
+				"enabled":             d.boolean(&c.Evidence.Enabled),
+				"dir":                 d.str(&c.Evidence.Dir),
+				"retention":           d.days(&c.Evidence.Retention),
+				"max_bytes":           d.int64v(&c.Evidence.MaxBytes),
+				"checkpoint_interval": d.duration(&c.Evidence.CheckpointInterval),
 			}
 		}),
 		"auth":   section(func() fields { return fields{"users": d.users(&c.Auth.Users)} }),

@@ -118,6 +118,7 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	compileRobots(c, pb)
 	compileLimits(c, pb)
 	compilePoliteness(c, pb)
+	compileEvidence(c, pb)
 	for _, check := range checks {
 		check(c, pb)
 	}
@@ -133,6 +134,19 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	}
 	p.pacing = pacingActive(c)
 	return p
+}
+
+// compileEvidence checks [evidence].
+func compileEvidence(c *config.Config, pb *config.Problems) {
+	e := &c.Evidence
+	atLeast(pb, "evidence.retention", e.Retention, 24*time.Hour)
+	atLeast(pb, "evidence.checkpoint_interval", e.CheckpointInterval, time.Second)
+	if e.CheckpointInterval > 24*time.Hour {
+		pb.Addf("evidence.checkpoint_interval", "%v is more than 24h: lines would wait that long for a signature", e.CheckpointInterval)
+	}
+	if e.MaxBytes < 1<<20 {
+		pb.Addf("evidence.max_bytes", "%d is less than 1 MiB (1048576): too small to hold one origin's files", e.MaxBytes)
+	}
 }
 
 // compileRobots checks [robots].

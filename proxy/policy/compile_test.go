@@ -102,6 +102,37 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+func TestConfigEvidence(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		toml      string
+		retention time.Duration // decoded; 0 when an error is wanted
+		wantErr   string        // "" when none
+	}{
+		{"", 400 * 24 * time.Hour, ""},
+		{"[evidence]\nretention = \"30d\"\n", 30 * 24 * time.Hour, ""},
+		{"[evidence]\nretention = \"720h\"\n", 720 * time.Hour, ""},
+		{"[evidence]\nretention = \"0d\"\n", 0, `x.toml:2: evidence.retention: "0d" is not a number of days such as "400d" (or a duration such as "720h")`},
+		{"[evidence]\nretention = \"1.5d\"\n", 0, `x.toml:2: evidence.retention: "1.5d" is not a number of days such as "400d" (or a duration such as "720h")`},
+		{"[evidence]\nretention = 400\n", 0, `x.toml:2: evidence.retention: 400 is a bare number; write a duration with a unit, such as "400s"`},
+		{"[evidence]\nretention = \"1h\"\n", 0, "x.toml:2: evidence.retention: 1h0m0s is less than 24h0m0s"},
+		{"[evidence]\nmax_bytes = 1000\n", 0, "x.toml:2: evidence.max_bytes: 1000 is less than 1 MiB (1048576): too small to hold one origin's files"},
+		{"[evidence]\ncheckpoint_interval = \"48h\"\n", 0, "x.toml:2: evidence.checkpoint_interval: 48h0m0s is more than 24h: lines would wait that long for a signature"},
+		{"[evidence]\nenabled = \"yes\"\n", 0, "x.toml:2: evidence.enabled: want true or false, got a string"},
+	}
+	for _, tt := range tests {
+		cfg, err := parse("x.toml", []byte(tt.toml))
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("parse(%q) = %v; want no error", tt.toml, err)
+		case tt.wantErr == "" && cfg.Evidence.Retention != tt.retention:
+			t.Errorf("parse(%q): retention %v; want %v", tt.toml, cfg.Evidence.Retention, tt.retention)
+		case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
+			t.Errorf("parse(%q) = %v; want %s", tt.toml, err, tt.wantErr)
+		}
+	}
+}
+
 func TestConfigMaxFetches(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
