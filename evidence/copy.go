@@ -1,0 +1,45 @@
+// Package evidence keeps what an audit needs months later: the copies of
+// sites' files (robots.txt, tdmrep.json, RSL licences) that decided, each
+// distinct body once, named by its SHA-256 and compressed, with an index
+// of when each URL was fetched and what it answered (docs/auditors.md).
+package evidence
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// Copy names one copy of a site's file that a decision used: where it
+// came from, the SHA-256 of its body as read (after the size cap: the
+// bytes the rules were parsed from), when it was fetched and the HTTP
+// status it was answered with. An answer with no body (a 404: no
+// restrictions) has a zero Sum; its Status says what decided.
+type Copy struct {
+	URL     string
+	Sum     [sha256.Size]byte
+	Fetched time.Time
+	Status  int
+}
+
+// SumOf returns the SHA-256 of body, as a Copy names it.
+func SumOf(body []byte) [sha256.Size]byte { return sha256.Sum256(body) }
+
+// HasBody reports whether c names a body (its Sum is not zero).
+func (c *Copy) HasBody() bool { return c.Sum != [sha256.Size]byte{} }
+
+// Hex returns c's Sum in hex, or "" when c names no body.
+func (c *Copy) Hex() string {
+	if !c.HasBody() {
+		return ""
+	}
+	return hex.EncodeToString(c.Sum[:])
+}
+
+// Keeper is told of every body a process reads of a site's file, fetched
+// or taken from a store it shares, so that a copy of it can be kept. Keep
+// must not block (a store that cannot keep up drops, and counts what it
+// drops) and must not keep body past its return without copying it.
+type Keeper interface {
+	Keep(c Copy, body []byte)
+}
