@@ -19,7 +19,7 @@ import (
 
 // designFields are the audit log's fields, in docs/data-teams.md's order ("Audit log").
 var designFields = []string{"time", "level", "msg", "client", "user", "method", "url", "path", "origin", "user_agent",
-	"agent", "token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason", "charged"}
+	"agent", "token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason", "charged", "copies", "prev"}
 
 // TestRecordFields: a record has docs/data-teams.md's fields, every one always
 // written ("" or 0 or [] when empty), its time in UTC with milliseconds.

@@ -38,6 +38,23 @@ type Record struct {
 	Decision  policy.Action `json:"decision"`
 	Reason    string        `json:"reason"`
 	Charged   string        `json:"charged"` // what the site charged for the request (pay-per-crawl): "USD 0.01"; "" when nothing
+	// Copies are the copies of the site's files that decided (robots.txt
+	// first, then each usage file consulted); [] when none did
+	// (unreachable, a private target, a [[sites]] rule).
+	Copies []Copy `json:"copies"`
+	// Prev is the hex SHA-256 of the line before this one in the log's
+	// chain (docs/auditors.md); the Log sets it as it writes.
+	Prev string `json:"prev"`
+}
+
+// Copy is one entry of a record's copies: a copy of a site's file, by the
+// SHA-256 of its body ("" for an answer with no body, such as a 404), when
+// it was fetched and its HTTP status.
+type Copy struct {
+	URL     string `json:"url"`
+	SHA256  string `json:"sha256"`
+	Fetched Time   `json:"fetched"`
+	Status  int    `json:"status"`
 }
 
 // Msg is a record's msg: what kind of event it is.
@@ -113,6 +130,7 @@ func RecordOf(t time.Time, d *policy.Decision, status int) Record {
 	if r.Purpose == nil {
 		r.Purpose = []string{}
 	}
+	r.Copies = []Copy{}
 	return r
 }
 
