@@ -43,7 +43,7 @@ func main() {
 // line shows it, and returns the exit status.
 func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := run(ctx, args, stdin, stdout, stderr)
-	if err != nil && !errors.Is(err, check.ErrNotAllowed) && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errUsageShown) {
+	if err != nil && !errors.Is(err, check.ErrNotAllowed) && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errUsageShown) && !errors.Is(err, errAuditFailed) {
 		fmt.Fprintln(stderr, "robotsgate:", err)
 	}
 	return exitCode(err)
@@ -61,12 +61,13 @@ var errUsage = errors.New("usage")
 var errUsageShown = errors.New("usage")
 
 // exitCode maps run's error to the exit status: 0, 1 for URLs that check
-// found not allowed, 2 for everything else.
+// found not allowed and for audit logs that are not intact, 2 for
+// everything else.
 func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, check.ErrNotAllowed), errors.Is(err, errUnhealthy):
+	case errors.Is(err, check.ErrNotAllowed), errors.Is(err, errUnhealthy), errors.Is(err, errAuditFailed):
 		return 1
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -81,6 +82,8 @@ const usage = `usage:
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
   robotsgate keys [-config FILE] [-rotate | -remove ID]
+  robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] FILE...   (plain or gzip, any order)
+  robotsgate audit key [-config FILE]
   robotsgate hash-password            (reads one password line on stdin)
   robotsgate healthcheck [-url URL] [-config FILE]
   robotsgate version
@@ -110,6 +113,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCA(args, stdout, stderr)
 	case "keys":
 		return runKeys(args, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, args, stdout, stderr)
 	case "hash-password":
 		return runHashPassword(args, stdin, stdout, stderr)
 	case "healthcheck":
