@@ -1,0 +1,132 @@
+package evidence
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// object is one object file found by a sweep.
+type object struct {
+	path  string
+	named time.Time // its mtime: when a record last named it
+	size  int64
+}
+
+// SweepResult says what a sweep found and removed.
+type SweepResult struct {
+	Objects      int   // objects found
+	Bytes        int64 // their bytes, before removals
+	Expired      int   // removed as not named within retention
+	ExpiredBytes int64
+	Evicted      int // removed to bring the store under max_bytes
+	EvictedBytes int64
+}
+
+// Sweep removes the copies no record has named within retention, then, if
+// the store is still over max_bytes, the copies named longest ago until it
+// is under; each kind of removal is logged with its count and bytes. The
+// writer sweeps at Open and hourly; Sweep is for tests and tools, and must
+// not run beside the writer's own sweep (call it with NoSweeper).
+func (s *Store) Sweep() (SweepResult, error) { return s.sweep(false) }
+
+func (s *Store) sweep(atStart bool) (SweepResult, error) {
+	var r SweepResult
+	objs, err := s.objects()
+	if err != nil {
+		return r, err
+	}
+	r.Objects = len(objs)
+	for _, o := range objs {
+		r.Bytes += o.size
+	}
+	total := r.Bytes
+	if atStart && s.o.MaxBytes > 0 && total > s.o.MaxBytes {
+		s.log.Warn("evidence store: over its bound at start; removing the copies named longest ago",
+			"dir", s.o.Dir, "bytes", total, "max_bytes", s.o.MaxBytes)
+	}
+	now := s.o.Now()
+	slices.SortFunc(objs, func(a, b object) int { return a.named.Compare(b.named) })
+	var errs []error
+	keep := objs[:0]
+	for _, o := range objs {
+		if s.o.Retention > 0 && now.Sub(o.named) > s.o.Retention {
+			if err := os.Remove(o.path); err != nil {
+				errs = append(errs, err)
+				keep = append(keep, o)
+				continue
+			}
+			r.Expired++
+			r.ExpiredBytes += o.size
+			total -= o.size
+			continue
+		}
+		keep = append(keep, o)
+	}
+	for _, o := range keep {
+		if s.o.MaxBytes <= 0 || total <= s.o.MaxBytes {
+			break
+		}
+		if err := os.Remove(o.path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.Evicted++
+		r.EvictedBytes += o.size
+		total -= o.size
+	}
+	s.bytes.Store(total)
+	if r.Expired > 0 {
+		s.log.Info("evidence store: removed copies not named within retention",
+			"dir", s.o.Dir, "count", r.Expired, "bytes", r.ExpiredBytes, "retention", s.o.Retention)
+	}
+	if r.Evicted > 0 {
+		s.log.Warn("evidence store: over max_bytes; removed the copies named longest ago",
+			"dir", s.o.Dir, "count", r.Evicted, "bytes", r.EvictedBytes, "max_bytes", s.o.MaxBytes, "now_bytes", total)
+	}
+	return r, errors.Join(errs...)
+}
+
+// objects lists the store's object files, skipping (with a warning) links
+// and anything else that is not where the store writes, and removing
+// temporary files left by a crash more than an hour ago.
+func (s *Store) objects() ([]object, error) {
+	root := filepath.Join(s.o.Dir, "objects")
+	dirs, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	var objs []object
+	for _, d := range dirs {
+		sub := filepath.Join(root, d.Name())
+		if d.Type() != fs.ModeDir {
+			s.log.Warn("evidence store: not a directory of objects, skipped", "file", sub)
+			continue
+		}
+		files, err := os.ReadDir(sub)
+		if err != nil {
+			return nil, fmt.Errorf("sweep: %w", err)
+		}
+		for _, f := range files {
+			p := filepath.Join(sub, f.Name())
+			info, err := f.Info()
+			if err != nil || !f.Type().IsRegular() {
+				s.log.Warn("evidence store: not an object, skipped", "file", p)
+				continue
+			}
+			if strings.HasPrefix(f.Name(), ".tmp-") {
+				if s.o.Now().Sub(info.ModTime()) > time.Hour {
+					os.Remove(p)
+				}
+				continue
+			}
+			objs = append(objs, object{path: p, named: info.ModTime(), size: info.Size()})
+		}
+	}
+	return objs, nil
+}
