@@ -16,6 +16,7 @@ var errAuditFailed = errors.New("audit: not intact")
 const auditUsage = `usage:
   robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] FILE...
   robotsgate audit key [-config FILE]
+  robotsgate audit replay [-config FILE] [-store DIR] FILE...
 `
 
 // runAudit runs an audit subcommand: verify (the chain and the signed
@@ -33,7 +34,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runAuditVerify(args, stdout, stderr)
 	case "key":
 		return runAuditKey(args, stdout, stderr)
-	// case "replay": the replay subcommand goes here.
+	case "replay":
+		return runAuditReplay(ctx, args, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, auditUsage)
 		return nil

@@ -67,7 +67,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, check.ErrNotAllowed), errors.Is(err, errUnhealthy), errors.Is(err, errAuditFailed):
+	case errors.Is(err, check.ErrNotAllowed), errors.Is(err, errUnhealthy), errors.Is(err, errAuditFailed), errors.Is(err, errNoCopy):
 		return 1
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -84,6 +84,8 @@ const usage = `usage:
   robotsgate keys [-config FILE] [-rotate | -remove ID]
   robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] FILE...   (plain or gzip, any order)
   robotsgate audit key [-config FILE]
+  robotsgate audit replay [-config FILE] [-store DIR] FILE...   (re-decide every record from the copy it names)
+  robotsgate evidence [-config FILE] [-store DIR] [-agent TOKEN] [-at TIME] [-audit FILE]... URL
   robotsgate hash-password            (reads one password line on stdin)
   robotsgate healthcheck [-url URL] [-config FILE]
   robotsgate version
@@ -113,6 +115,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCA(args, stdout, stderr)
 	case "keys":
 		return runKeys(args, stdout, stderr)
+	case "evidence":
+		return runEvidence(ctx, args, stdout, stderr)
 	case "audit":
 		return runAudit(ctx, args, stdout, stderr)
 	case "hash-password":

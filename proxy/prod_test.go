@@ -160,6 +160,8 @@ func TestMetrics(t *testing.T) {
 		"robotsgate_paced_wait_seconds_count 0", // pacing is on by default, but this robots.txt has no Crawl-delay: nothing to space
 		`robotsgate_config_reloads_total{result="success"} 0`,
 		"robotsgate_origin_backoffs_total 0",
+		"robotsgate_evidence_dropped_total 0", // evidence is off without an audit file
+		"robotsgate_evidence_bytes 0",
 		"go_goroutines ", // the standard collectors every dashboard expects
 		"go_memstats_heap_inuse_bytes ",
 		"process_resident_memory_bytes ",

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/audit"
@@ -94,6 +95,9 @@ type Server struct {
 	backoffs *pace.Backoffs
 	// cluster is the fleet's shared state ([cluster] redis); nil alone.
 	cluster *cluster.Client
+	// evidence keeps the copies of sites' files that decided
+	// (docs/auditors.md); nil when evidence is off.
+	evidence *evidence.Store
 	// budget is what pay-per-crawl spends from each day: the fleet's with
 	// [cluster], else this process's.
 	budget pay.Budget
@@ -202,6 +206,10 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
+	if err := s.openEvidence(cfg); err != nil {
+		s.audit.Close()
+		return nil, err
+	}
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
 	var docs fetch.DocStore
 	if s.cluster != nil {
@@ -211,6 +219,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	s.heads = head.NewReader(cfg.Upstream.Timeout)
 	if err != nil {
 		s.audit.Close()
+		s.closeEvidence()
 		if s.cluster != nil {
 			s.cluster.Close()
 		}
@@ -597,6 +606,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.snap.Load().out.closeIdle()
 	if cerr := s.audit.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := s.closeEvidence(); err == nil { // after the audit: its last records name copies
 		err = cerr
 	}
 	return err
