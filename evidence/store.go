@@ -87,6 +87,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	renewed  map[[32]byte]time.Time // when each copy was last renewed
+	known    map[[32]byte]struct{}  // the objects stored, as of the last sweep and since
 	lastDrop time.Time              // when a drop was last logged
 	closed   bool
 
@@ -145,6 +146,7 @@ func Open(o Options) (*Store, error) {
 		queue:   make(chan kept, o.QueueLen),
 		renew:   make(chan [32]byte, o.QueueLen),
 		renewed: map[[32]byte]time.Time{},
+		known:   map[[32]byte]struct{}{},
 		done:    make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
@@ -180,7 +182,7 @@ func (s *Store) Dir() string { return s.o.Dir }
 // Keep queues a copy of body to be kept, and returns at once: when the
 // queue is full (in entries or bytes) the copy is dropped, counted
 // (Dropped) and logged. A body over MaxBody is dropped too. An answer with
-// no body (c.HasBody false) is indexed only.
+// no body (c.HasBody false), or one stored already, is indexed only.
 func (s *Store) Keep(c Copy, body []byte) {
 	n := int64(len(body))
 	if !c.HasBody() {
@@ -197,10 +199,14 @@ func (s *Store) Keep(c Copy, body []byte) {
 		return
 	}
 	k := kept{c: c}
-	if body != nil {
+	s.mu.Lock()
+	_, stored := s.known[c.Sum]
+	if stored { // indexed only: the body is not copied again
+		s.queued.Add(-n)
+		n = 0
+	} else if body != nil {
 		k.body = append([]byte(nil), body...)
 	}
-	s.mu.Lock()
 	sent := false
 	if !s.closed {
 		select {
@@ -309,6 +315,9 @@ func (s *Store) write(k kept) {
 			return
 		}
 		s.bytes.Add(n)
+		s.mu.Lock()
+		s.known[k.c.Sum] = struct{}{}
+		s.mu.Unlock()
 	}
 	if err := s.index.add(k.c); err != nil {
 		s.log.Error("evidence store: write index", "url", k.c.URL, "err", err)

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -81,6 +82,7 @@ func (s *Store) sweep(atStart bool) (SweepResult, error) {
 		total -= o.size
 	}
 	s.bytes.Store(total)
+	s.setKnown(keep, r.Evicted)
 	if r.Expired > 0 {
 		s.log.Info("evidence store: removed copies not named within retention",
 			"dir", s.o.Dir, "count", r.Expired, "bytes", r.ExpiredBytes, "retention", s.o.Retention)
@@ -90,6 +92,30 @@ func (s *Store) sweep(atStart bool) (SweepResult, error) {
 			"dir", s.o.Dir, "count", r.Evicted, "bytes", r.EvictedBytes, "max_bytes", s.o.MaxBytes, "now_bytes", total)
 	}
 	return r, errors.Join(errs...)
+}
+
+// setKnown makes the store's set of objects those of objs after the first
+// evicted (the ones a sweep removed to bring the store under its bound).
+func (s *Store) setKnown(objs []object, evicted int) {
+	known := make(map[[32]byte]struct{}, len(objs))
+	for _, o := range objs[min(evicted, len(objs)):] {
+		if sum, ok := sumOfName(filepath.Base(o.path)); ok {
+			known[sum] = struct{}{}
+		}
+	}
+	s.mu.Lock()
+	s.known = known
+	s.mu.Unlock()
+}
+
+// sumOfName reads an object's file name, <hex>.gz.
+func sumOfName(name string) (sum [32]byte, ok bool) {
+	h, found := strings.CutSuffix(name, ".gz")
+	if !found || !isHexSum(h) {
+		return sum, false
+	}
+	_, err := hex.Decode(sum[:], []byte(h))
+	return sum, err == nil
 }
 
 // objects lists the store's object files, skipping (with a warning) links
