@@ -184,3 +184,36 @@ func TestDecideMissingAndCorrupt(t *testing.T) {
 		t.Errorf("Decide on a removed copy: %v; want ErrMissing naming %s and %s", err, c.Hex(), f.dir)
 	}
 }
+
+// FuzzReplay: any bytes as an audit log are replayed without a panic, and
+// every line is counted once: as a record (reproduced, differing, missing
+// its copy, skipped or bad) or a line that is not one.
+func FuzzReplay(f *testing.F) {
+	b, err := os.ReadFile("testdata/audit.log")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		f.Add(l)
+	}
+	body := []byte("User-agent: *\nDisallow: /private\n")
+	c := evidence.Copy{URL: "http://a.example/robots.txt", Sum: evidence.SumOf(body), Fetched: t0, Status: 200}
+	fx := newFixture(f, nil, map[evidence.Copy][]byte{c: body})
+	f.Fuzz(func(t *testing.T, log []byte) {
+		var s Summary
+		var findings int
+		p := &Replayer{D: fx.d, Report: func(Finding) { findings++ }}
+		if err := p.Replay(context.Background(), bytes.NewReader(log), "fuzz", &s); err != nil {
+			t.Fatalf("Replay of memory: %v", err)
+		}
+		skipped := 0
+		for _, n := range s.Skipped {
+			skipped += n
+		}
+		decided := s.Reproduced + s.Differ + s.Missing + skipped
+		if decided > s.Records || findings < s.Differ+s.Missing+s.BadLines {
+			t.Fatalf("Summary %+v with %d findings does not add up", s, findings)
+		}
+	})
+}
