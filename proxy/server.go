@@ -36,6 +36,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/robots/fetch/filestore"
 )
 
 // Options are what a Server needs besides its Config.
@@ -407,8 +408,8 @@ func (s *Server) openStore(cfg *config.Config) (fetch.Store, error) {
 	}
 	dir, err := cfg.StateDir()
 	if err == nil {
-		var st *fetch.FileStore
-		if st, err = fetch.OpenFileStore(filepath.Join(dir, "robots"), cfg.Robots.CacheMaxBytes, s.log); err == nil {
+		var st *filestore.Store
+		if st, err = filestore.Open(filepath.Join(dir, "robots"), cfg.Robots.CacheMaxBytes, s.log); err == nil {
 			return st, nil
 		}
 	}

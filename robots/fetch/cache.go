@@ -14,6 +14,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
+	"github.com/robotsgate/robotsgate/internal/recency"
 	"github.com/robotsgate/robotsgate/robots"
 )
 
@@ -214,7 +215,7 @@ type Cache struct {
 	states  map[uint64]*originState
 	nStates int
 	// lru holds the states, most recently refreshed first.
-	lru        recency[originState]
+	lru        recency.List[originState]
 	stateBytes int64  // live heap bytes of the states
 	arena      *arena // the cold copies' rules
 	// thawBuffers keeps *thawBuffer for reading cold copies back.
@@ -263,7 +264,7 @@ type originState struct {
 	// retry, the latest error. Nil while the latest fetch succeeded; set
 	// and cleared by setFailure, as a whole, never changed in place.
 	fail    *Failure
-	lru     recencyLinks[originState]
+	lru     recency.Links[originState]
 	sameKey *originState // the next state in Cache.states with the same key
 }
 
@@ -308,7 +309,7 @@ func NewCache(opts CacheOptions) (*Cache, error) {
 		seed:    maphash.MakeSeed(),
 		slots:   make(chan struct{}, opts.MaxFetches),
 		states:  map[uint64]*originState{},
-		lru:     recency[originState]{links: func(st *originState) *recencyLinks[originState] { return &st.lru }},
+		lru:     recency.New(func(st *originState) *recency.Links[originState] { return &st.lru }),
 		flights: map[Origin]*flight{},
 		saving:  map[Origin][]chan struct{}{},
 	}
@@ -892,7 +893,7 @@ func (c *Cache) failed(st *originState, now time.Time) Answer {
 // state returns o's state, creating it, and marks it most recent. c.mu is held.
 func (c *Cache) state(o Origin) *originState {
 	if st := c.lookup(o); st != nil {
-		c.lru.touch(st)
+		c.lru.Touch(st)
 		return st
 	}
 	k := c.key(o)
@@ -902,7 +903,7 @@ func (c *Cache) state(o Origin) *originState {
 	st := &originState{origin: o, sameKey: c.states[k]}
 	c.states[k] = st
 	c.nStates++
-	c.lru.pushNewest(st)
+	c.lru.PushNewest(st)
 	c.stateBytes += stateOverhead
 	c.trim()
 	return st
@@ -920,7 +921,7 @@ func (c *Cache) lookup(o Origin) *originState {
 
 // forget takes st out of the state and counts its bytes out. c.mu is held.
 func (c *Cache) forget(st *originState) {
-	c.lru.unlink(st)
+	c.lru.Unlink(st)
 	k := c.key(st.origin)
 	if first := c.states[k]; first == st {
 		if st.sameKey == nil {
@@ -984,8 +985,8 @@ func (c *Cache) coldBytes() int64 {
 // over its bound, never the most recent, and takes their entries out of
 // ristretto: what it holds stays within the state's bound. c.mu is held.
 func (c *Cache) trim() {
-	for c.coldBytes() > c.coldMax && !c.lru.single() {
-		st := c.lru.oldest
+	for c.coldBytes() > c.coldMax && !c.lru.Single() {
+		st := c.lru.Oldest()
 		c.forget(st)
 		c.rc.Del(c.key(st.origin))
 		c.evictions.Add(1)

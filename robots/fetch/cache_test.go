@@ -804,8 +804,8 @@ func TestCacheStatesSameKey(t *testing.T) {
 		if c.states[k] != ost || ost.sameKey != nil {
 			t.Errorf("%s: chain after forget = %p → %p; want the other state alone", tt.name, c.states[k], ost.sameKey)
 		}
-		if c.nStates != 0 || c.lru.newest != nil || c.lru.oldest != nil {
-			t.Errorf("%s: %d states, LRU %p…%p after forgetting the only one; want none", tt.name, c.nStates, c.lru.newest, c.lru.oldest)
+		if c.nStates != 0 || c.lru.Newest() != nil || c.lru.Oldest() != nil {
+			t.Errorf("%s: %d states, LRU %p…%p after forgetting the only one; want none", tt.name, c.nStates, c.lru.Newest(), c.lru.Oldest())
 		}
 		c.mu.Unlock()
 		c.Close()

@@ -33,12 +33,12 @@ func TestCacheOwnFailuresNotKept(t *testing.T) {
 	fetcher := func(clock *fakeClock, roots *x509.CertPool) *Fetcher {
 		return NewFetcher(FetcherOptions{Transport: NewTransport(TransportOptions{RootCAs: roots}), Now: clock.Now})
 	}
-	dir := t.TempDir()
+	store := newMapStore() // the state directory, across restarts
 	clock := newFakeClock()
 
 	// Started without the site's CA: tls-verify, remembered here.
 	untrusted := x509.NewCertPool()
-	first := newTestCache(t, clock, CacheOptions{Fetcher: fetcher(clock, untrusted), Store: openTestStore(t, dir, 1<<20, nil)})
+	first := newTestCache(t, clock, CacheOptions{Fetcher: fetcher(clock, untrusted), Store: store})
 	a := mustGet(t, first, o)
 	if !a.Unreachable || a.LastKind != "tls-verify" {
 		t.Fatalf("without the site's CA: %+v; want unreachable, tls-verify", a)
@@ -47,12 +47,12 @@ func TestCacheOwnFailuresNotKept(t *testing.T) {
 		t.Errorf("again, within retry_after: %+v; want the failure remembered", a)
 	}
 	first.Close() // waits for any write to the store
-	if rec, err := openTestStore(t, dir, 1<<20, nil).Load(t.Context(), o); err != nil || rec.Failure != nil {
+	if rec, err := store.Load(t.Context(), o); err != nil || rec.Failure != nil {
 		t.Errorf("stored after a tls-verify failure: %+v, %v; want no failure marks", rec.Failure, err)
 	}
 
 	// Restarted with it, within retry_after: fetched at once.
-	second := newTestCache(t, clock, CacheOptions{Fetcher: fetcher(clock, pool), Store: openTestStore(t, dir, 1<<20, nil)})
+	second := newTestCache(t, clock, CacheOptions{Fetcher: fetcher(clock, pool), Store: store})
 	if a := mustGet(t, second, o); a.Entry == nil || a.Stale || a.Entry.Rules.Allowed("Bot", "http://h/private") {
 		t.Errorf("restarted with the site's CA: %+v; want the rules, fetched", a)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package fetch
+package filestore
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/testkit"
+	"github.com/robotsgate/robotsgate/robots/fetch"
 )
 
-// TestFileStoreRefusesWhatItDidNotWrite: a FIFO (which would block an
+// TestStoreRefusesWhatItDidNotWrite: a FIFO (which would block an
 // open until a writer came), a link to /dev/zero (which would be read for
 // ever) and a directory in place of an origin's file are neither waited on
 // nor followed: Load returns at once with nothing, logs it and removes the
 // entry itself (the link, not /dev/zero); a store opened on such a
 // directory skips them unopened.
-func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
+func TestStoreRefusesWhatItDidNotWrite(t *testing.T) {
 	t.Parallel()
-	o := Origin{Scheme: "https", Host: "example.com", Port: 443}
+	o := fetch.Origin{Scheme: "https", Host: "example.com", Port: 443}
 	for _, tt := range []struct {
 		name string
 		make func(path string) error
@@ -48,14 +49,14 @@ func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			type result struct {
-				s   *FileStore
-				rec Record
+				s   *Store
+				rec fetch.Record
 				err error
 			}
 			var log testkit.Buffer
 			done := make(chan result, 1)
 			go func() {
-				s, err := OpenFileStore(dir, 1<<20, slog.New(slog.NewTextHandler(&log, nil)))
+				s, err := Open(dir, 1<<20, slog.New(slog.NewTextHandler(&log, nil)))
 				if err != nil {
 					done <- result{err: err}
 					return
@@ -67,7 +68,7 @@ func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
 			select {
 			case r = <-done:
 			case <-time.After(5 * time.Second):
-				t.Fatal("OpenFileStore and Load still blocked after 5 s")
+				t.Fatal("Open and Load still blocked after 5 s")
 			}
 			if r.err != nil || r.rec.Good != nil || r.rec.Failure != nil {
 				t.Fatalf("Load = %+v, %v; want nothing", r.rec, r.err)
@@ -88,18 +89,18 @@ func TestFileStoreRefusesWhatItDidNotWrite(t *testing.T) {
 	}
 }
 
-// TestFileStoreDirectoryNotALink: the store's own directory, when a
+// TestStoreDirectoryNotALink: the store's own directory, when a
 // symbolic link stands in its place, is not followed: no files are
 // written through it (to wherever it points).
-func TestFileStoreDirectoryNotALink(t *testing.T) {
+func TestStoreDirectoryNotALink(t *testing.T) {
 	t.Parallel()
 	elsewhere, root := t.TempDir(), t.TempDir()
 	dir := filepath.Join(root, "robots")
 	if err := os.Symlink(elsewhere, dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenFileStore(dir, 1<<20, nil); err == nil || !strings.Contains(err.Error(), "not followed") {
-		t.Errorf("OpenFileStore on a link = %v; want it refused", err)
+	if _, err := Open(dir, 1<<20, nil); err == nil || !strings.Contains(err.Error(), "not followed") {
+		t.Errorf("Open on a link = %v; want it refused", err)
 	}
 	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
 		t.Errorf("%d files written through the link", len(entries))
