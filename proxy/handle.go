@@ -197,6 +197,9 @@ func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, c
 		rec.URL = answer.DisplayURL(r)
 	}
 	s.audit.Write(&rec)
+	if s.named != nil && len(rec.Copies) > 0 {
+		s.named(d.Copies())
+	}
 	if msg != audit.MsgAllowed {
 		s.board.Remember(&rec)
 	}

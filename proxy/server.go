@@ -99,6 +99,15 @@ type Server struct {
 	// evidence keeps the copies of sites' files that decided
 	// (docs/auditors.md); nil when evidence is off.
 	evidence *evidence.Store
+	// keep is handed every body of a site's file this process reads,
+	// fetched or taken from the fleet's store or the state directory
+	// (fetch.CacheOptions.Keeper): the evidence store when it is on, set
+	// before the caches are built; nil (never a nil pointer in it): none
+	// is kept.
+	keep evidence.Keeper
+	// named is told of the copies each audit record written names (never
+	// called for a record that names none); nil: no one is.
+	named func([]evidence.Copy)
 	// budget is what pay-per-crawl spends from each day: the fleet's with
 	// [cluster], else this process's.
 	budget pay.Budget
@@ -211,6 +220,10 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
+	if s.evidence != nil { // it keeps each body read, and the copies records name
+		s.keep, s.named = s.evidence, s.evidence.Named
+	}
+	ro.Keeper = s.keep
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
 	var docs fetch.DocStore
 	if s.cluster != nil {

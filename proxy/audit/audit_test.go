@@ -200,7 +200,7 @@ func TestResultOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = `{"url":"ftp://x","origin":null,"agent":[],"allowed":false,"decision":"bad-request","reason":"bad request URL",` +
-		`"robots_url":"","rule":"","line":0,"fetch":null,"crawl_delay":null,"purpose":[],"usage":null}`
+		`"robots_url":"","rule":"","line":0,"fetch":null,"crawl_delay":null,"purpose":[],"usage":null,"copies":[]}`
 	if string(b) != want {
 		t.Errorf("ResultOf = %s\nwant       %s", b, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
@@ -130,8 +131,20 @@ func RecordOf(t time.Time, d *policy.Decision, status int) Record {
 	if r.Purpose == nil {
 		r.Purpose = []string{}
 	}
-	r.Copies = []Copy{}
+	r.Copies = CopiesOf(d.Copies())
 	return r
+}
+
+// CopiesOf renders a decision's copies (policy.Decision.Copies) as a
+// record names them: the hex SHA-256 of each body ("" for an answer with
+// none), its fetch time in TimeFormat; [] when there are none.
+func CopiesOf(cs []evidence.Copy) []Copy {
+	out := make([]Copy, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		out[i] = Copy{URL: c.URL, SHA256: c.Hex(), Fetched: Time(c.Fetched), Status: c.Status}
+	}
+	return out
 }
 
 // SetCharged sets what a site charged for the request (pay-per-crawl);

@@ -26,6 +26,9 @@ type Result struct {
 	CrawlDelay *float64      `json:"crawl_delay"`
 	Purpose    []string      `json:"purpose"`
 	Usage      *Usage        `json:"usage"` // null when no robots.txt rules decided
+	// Copies are the copies of the site's files that decided, as the
+	// audit log names them (Record.Copies); [] when none did.
+	Copies []Copy `json:"copies"`
 }
 
 // Fetch is a Result's "fetch": how the robots.txt decided on was got.
@@ -74,6 +77,7 @@ func ResultOf(url string, d *policy.Decision) Result {
 		RobotsURL: d.RobotsURL(),
 		Purpose:   d.Purposes.Names(),
 		Usage:     usageOf(d),
+		Copies:    CopiesOf(d.Copies()),
 	}
 	r.Rule, r.Line = RuleOf(d)
 	if r.Agent == nil {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/robots/lenient"
@@ -152,17 +153,19 @@ type Decision struct {
 	// licence) that left the decision ActionUnreachable; "" when it was
 	// robots.txt.
 	Unfetched string
-	Site      *Site          // the [[sites]] rule that matched, if any
-	User      string         // the authenticated proxy user; "" if none
-	Paced     bool           // it went through the pacer, which held it for Waited
-	Waited    time.Duration  // held for its turn; for ActionPaced, the wait that was refused
-	Purposes  Purposes       // the purposes the request declares
-	Usage     usage.Usage    // what robots.txt's usage statements say of the path, when worked out
-	Refusal   Refusal        // for ActionUsageRefused (or a would-block for usage): what refused
-	reserved  Refusal        // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
-	rules     *robots.Robots // the rules decided on, when robots.txt decided; for check's statements
-	explain   bool           // work out Usage even when no purpose is declared (check)
-	work      int64          // the matching work it took, in robots.Budget units
+	Site      *Site           // the [[sites]] rule that matched, if any
+	User      string          // the authenticated proxy user; "" if none
+	Paced     bool            // it went through the pacer, which held it for Waited
+	Waited    time.Duration   // held for its turn; for ActionPaced, the wait that was refused
+	Purposes  Purposes        // the purposes the request declares
+	Usage     usage.Usage     // what robots.txt's usage statements say of the path, when worked out
+	Refusal   Refusal         // for ActionUsageRefused (or a would-block for usage): what refused
+	reserved  Refusal         // the site's tdmrep.json reserves the path for a declared purpose: refused unless the response says otherwise
+	rules     *robots.Robots  // the rules decided on, when robots.txt decided; for check's statements
+	entry     *fetch.Entry    // the robots.txt copy decided on (Copies); nil when none was
+	files     []evidence.Copy // the usage files the sources read, in order (Copies)
+	explain   bool            // work out Usage even when no purpose is declared (check)
+	work      int64           // the matching work it took, in robots.Budget units
 }
 
 // Agents are the tokens a request obeys: the one its User-Agent header
@@ -240,6 +243,7 @@ func FetchInfoOf(a fetch.Answer, now time.Time) FetchInfo {
 // beside the rules. Deciding stops when ctx ends.
 func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time, srcs []source.Source, files source.Files) {
 	d.Fetch = FetchInfoOf(a, now)
+	d.entry = a.Entry // nil when unreachable with no copy
 	switch e := a.Entry; {
 	case a.Unreachable && a.LastKind == "tls-verify":
 		// Retrying cannot help: the origin's certificate does not verify.
@@ -308,6 +312,23 @@ func (d *Decision) RobotsURL() string {
 	return d.Origin.RobotsURL()
 }
 
+// Copies returns the copies of sites' files that decided d, as its audit
+// record names them: robots.txt's first (a stale copy with its own fetch
+// time; an unavailable answer with no body), then each usage file the
+// sources read (tdmrep.json, RSL licences), in the order they read them;
+// nil when none did (no origin, a [[sites]] rule, robots.txt unreachable
+// with no copy, a request refused before robots.txt).
+func (d *Decision) Copies() []evidence.Copy {
+	if d.entry == nil && len(d.files) == 0 {
+		return nil
+	}
+	out := make([]evidence.Copy, 0, 1+len(d.files))
+	if d.entry != nil {
+		out = append(out, d.entry.Copy())
+	}
+	return append(out, d.files...)
+}
+
 // Allowed reports whether the request goes to its origin.
 func (d *Decision) Allowed() bool { return d.Action == ActionAllowed }
 
@@ -353,9 +374,12 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	}
 	noGroup, ambiguous := false, ""
 	var in *source.Input // for the sources that judge beside the rules; nil: not asked for
+	var read *fileCopies // what they read
 	if asked {
+		var noted source.Files
+		read, noted = noting(files)
 		in = &source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Paths: append([]string{target}, readings...),
-			Budget: shared, Rules: rules, Files: files}
+			Budget: shared, Rules: rules, Files: noted}
 	}
 	d.rules = rules
 	left := false
@@ -385,6 +409,7 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		}
 	}
 	d.work = DecideWork - w.Left()
+	d.noteFiles(read)
 	switch {
 	case w.Exhausted():
 		// A bound of step 0, reached here: the request is refused as a

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/robots/lenient"
@@ -46,8 +48,10 @@ func (p *Policy) judgeBeforeSend(ctx context.Context, w *Env, d *Decision, check
 	// for it, as robots.txt's own statements are read; under what is left
 	// of the request's work bound.
 	budget := robots.MakeBudget(max(DecideWork-d.work, 0))
+	read, noted := noting(w.Files)
+	defer d.noteFiles(read)
 	in := source.Input{Origin: d.Origin, Agents: d.Agents.Slice(), Purposes: d.Purposes.List(), Everywhere: everywhere,
-		Budget: &budget, Rules: d.rules, Files: w.Files}
+		Budget: &budget, Rules: d.rules, Files: noted}
 	if !everywhere {
 		in.Paths = []string{robots.Normalize(d.Target)}
 		for r := range lenient.ReadingsWithin(d.Target, &budget) {
@@ -138,5 +142,46 @@ func (d *Decision) fileAnswered(ctx context.Context, fe *source.FileError) {
 	default:
 		d.Action, d.Reason, d.Unfetched = ActionUnreachable, fmt.Sprintf(reasonFileUnreachable, fe.What, fe.Why), fe.What
 		d.Fetch.RetryAt = fe.RetryAt
+	}
+}
+
+// fileCopies is the Files a decision's sources read through, for one
+// phase: it notes the copy of each file they are answered with, for the
+// decision's Copies.
+type fileCopies struct {
+	files  source.Files
+	copies []evidence.Copy
+}
+
+// noting returns files wrapped in a fileCopies, twice (as itself and as
+// the Files to give the sources); nil and a nil Files when files is nil,
+// which the sources take as none. It allocates, so it is called only where
+// the sources are asked: never for a request that declares no purpose.
+func noting(files source.Files) (*fileCopies, source.Files) {
+	if files == nil {
+		return nil, nil
+	}
+	f := &fileCopies{files: files}
+	return f, f
+}
+
+// Get gets the file (source.Files), noting its copy when it has one.
+func (f *fileCopies) Get(ctx context.Context, kind, url string) (fetch.Doc[any], error) {
+	doc, err := f.files.Get(ctx, kind, url)
+	if c, ok := doc.Copy(); ok && err == nil && !slices.Contains(f.copies, c) {
+		f.copies = append(f.copies, c)
+	}
+	return doc, err
+}
+
+// noteFiles adds the copies f noted (nil: none) to d's, each once.
+func (d *Decision) noteFiles(f *fileCopies) {
+	if f == nil {
+		return
+	}
+	for _, c := range f.copies {
+		if !slices.Contains(d.files, c) {
+			d.files = append(d.files, c)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/internal/rotate"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/identity"
@@ -97,6 +98,9 @@ type RobotsOptions struct {
 	OnFetch     func(fetch.Origin, *fetch.Result)
 	Store       fetch.Store
 	OnBadRecord func(fetch.Origin, error)
+	// Keeper is handed every body of a site's file read, robots.txt and
+	// usage files alike (fetch.CacheOptions.Keeper); nil: none.
+	Keeper evidence.Keeper
 }
 
 // NewRobotsCache builds the robots.txt fetcher and cache of rc, the
@@ -114,6 +118,7 @@ func NewRobotsCache(rc *config.RobotsConfig, o RobotsOptions) (*fetch.Cache, err
 		OnFetch:          o.OnFetch,
 		OnBadRecord:      o.OnBadRecord,
 		Store:            o.Store,
+		Keeper:           o.Keeper,
 		PeerWait:         rc.FetchTimeout + 2*time.Second,
 	})
 }
@@ -135,6 +140,7 @@ func NewUsageFiles(rc *config.RobotsConfig, o RobotsOptions, store fetch.DocStor
 		Now:        o.Now,
 		OnFetch:    onFetch,
 		Store:      store,
+		Keeper:     o.Keeper,
 	})
 }
 

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
+	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/internal/recency"
 	"github.com/robotsgate/robotsgate/robots"
 )
@@ -118,6 +120,16 @@ type CacheOptions struct {
 	// in its cold tier (no memory to map) or read back (never, unless
 	// memory is corrupted): the origin is then fetched afresh.
 	OnBadRecord func(o Origin, err error)
+	// Keeper, if set, is handed every body of robots.txt this process
+	// reads, with the Copy that names it (Entry.Copy): each fetched or
+	// unavailable answer (an unavailable one with no body and a zero
+	// Sum), and each good copy adopted from Store, which another instance
+	// of a fleet fetched, or this process before a restart. So every
+	// instance of a fleet can keep each copy its own decisions name, from
+	// the body the fleet already shares. It is called on the fetch path
+	// only, outside the Cache's lock; never for a lookup answered from
+	// what the Cache holds. Nil: none.
+	Keeper evidence.Keeper
 }
 
 // Entry is the rules of one origin and how they were obtained. It is
@@ -134,6 +146,25 @@ type Entry struct {
 	FetchedAt   time.Time      // when the fetch started
 	Expires     time.Time      // when the next request refetches
 	Size        int            // live heap bytes held, rules with every matcher built (see entrySize)
+	// Sum is the SHA-256 of the body the rules were parsed from, as read
+	// (after the fetcher's MaxBytes); zero for Unavailable, which has none.
+	Sum [sha256.Size]byte
+}
+
+// Copy names the copy of robots.txt e was made from, as an audit record
+// names it: where it came from (RulesURL), the SHA-256 of its body (zero
+// for an unavailable answer), when it was fetched and its status.
+func (e *Entry) Copy() evidence.Copy {
+	return evidence.Copy{URL: e.RulesURL(), Sum: e.Sum, Fetched: e.FetchedAt, Status: e.Status}
+}
+
+// bodySum is the Sum of an answer with outcome and body: the body's
+// SHA-256 when fetched; zero otherwise, even for an empty body.
+func bodySum(outcome Outcome, body []byte) [sha256.Size]byte {
+	if outcome != Fetched {
+		return [sha256.Size]byte{}
+	}
+	return evidence.SumOf(body)
 }
 
 // RulesURL returns the URL the rules came from, after redirects: a cached
@@ -180,6 +211,16 @@ type Answer struct {
 	RetryAt time.Time
 	// UnreachableSince is when the current run of failures began.
 	UnreachableSince time.Time
+}
+
+// Copy names the copy of robots.txt a's rules came from (Entry.Copy), a
+// stale one with its own fetch time; false when there is none (the origin
+// is unreachable).
+func (a *Answer) Copy() (evidence.Copy, bool) {
+	if a.Entry == nil {
+		return evidence.Copy{}, false
+	}
+	return a.Entry.Copy(), true
 }
 
 // Cache holds the robots.txt rules of many origins, in two tiers (see
@@ -798,8 +839,10 @@ func (c *Cache) record(o Origin, res *Result, epoch uint64) (Answer, func(contex
 		FetchedAt:   res.At,
 		Note:        errText(res.Err),
 		Expires:     now.Add(ttl),
+		Sum:         bodySum(res.Outcome, res.Body),
 	}
 	e.Size = entrySize(e)
+	c.keep(e, res.Body)
 	g, bin, err := freeze(e)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -815,6 +858,14 @@ func (c *Cache) record(o Origin, res *Result, epoch uint64) (Answer, func(contex
 		c.set(o, e) // the only copy: the fetches it saves are worth the bytes
 	}
 	return Answer{Entry: e}, c.saveGood(o, e, res.Body)
+}
+
+// keep hands the body e was made from to the Keeper, if any. c.mu is not
+// held.
+func (c *Cache) keep(e *Entry, body []byte) {
+	if c.opts.Keeper != nil {
+		c.opts.Keeper.Keep(e.Copy(), body)
+	}
 }
 
 // set offers e to the hot tier (which may refuse or drop it: the state

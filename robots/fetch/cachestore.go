@@ -87,12 +87,23 @@ func (c *Cache) adopt(o Origin, rec Record) {
 			e = nil
 		}
 	}
+	if c.adoptHeld(o, rec, e, g, bin) {
+		c.keep(e, rec.Good.Body) // outside the lock
+	}
+}
+
+// adoptHeld takes e, made from rec's good copy (nil: none to adopt; g and
+// bin its cold copy), and rec's failure marks into o's state where they
+// are newer than what it holds; it reports whether e was adopted.
+func (c *Cache) adoptHeld(o Origin, rec Record, e *Entry, g *coldCopy, bin []byte) (adopted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state(o)
 	if e != nil && (st.good == nil || e.FetchedAt.After(st.good.fetched())) {
 		if err := c.setGood(st, g, bin); err != nil {
 			c.badRecord(o, err)
+		} else {
+			adopted = true
 		}
 	}
 	f := rec.Failure
@@ -114,6 +125,7 @@ func (c *Cache) adopt(o Origin, rec Record) {
 		}
 		c.setFailure(st, &nf)
 	}
+	return adopted
 }
 
 // newerThanHeld reports whether a copy fetched at t is newer than the good
@@ -141,6 +153,7 @@ func (c *Cache) entryFromGood(o Origin, g *GoodCopy) *Entry {
 		Note:        g.Note,
 		FetchedAt:   g.FetchedAt,
 		Expires:     g.Expires,
+		Sum:         bodySum(g.Outcome, g.Body),
 	}
 	if g.Outcome == Fetched {
 		e.Rules = robots.Parse(g.Body, c.opts.Parse...)

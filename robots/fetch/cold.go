@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -37,11 +38,12 @@ type coldCopy struct {
 	// decided on cold again and again, gains nothing by being offered each
 	// time.
 	offered   uint32
-	more      *coldExtra // what few entries have; nil if none
-	fetchedAt int64      // Entry.FetchedAt, Unix nanoseconds; 0: zero time
-	expires   int64      // Entry.Expires, the same
-	size      int32      // the heap this copy holds (what the state counts)
-	hotSize   int32      // Entry.Size: the heap of the entry made hot
+	more      *coldExtra        // what few entries have; nil if none
+	sum       [sha256.Size]byte // Entry.Sum
+	fetchedAt int64             // Entry.FetchedAt, Unix nanoseconds; 0: zero time
+	expires   int64             // Entry.Expires, the same
+	size      int32             // the heap this copy holds (what the state counts)
+	hotSize   int32             // Entry.Size: the heap of the entry made hot
 	status    int16
 	flags     coldFlags
 }
@@ -64,7 +66,7 @@ const (
 
 // freeze makes e's cold copy, and the bytes of its rules for the arena.
 func freeze(e *Entry) (*coldCopy, []byte, error) {
-	g := &coldCopy{fetchedAt: unixNano(e.FetchedAt), expires: unixNano(e.Expires), hotSize: int32(min(e.Size, 1<<31-1)), status: int16(e.Status)}
+	g := &coldCopy{fetchedAt: unixNano(e.FetchedAt), expires: unixNano(e.Expires), hotSize: int32(min(e.Size, 1<<31-1)), status: int16(e.Status), sum: e.Sum}
 	if e.Outcome == Unavailable {
 		g.flags |= coldUnavailable
 	}
@@ -114,6 +116,7 @@ func thaw(o Origin, g *coldCopy, bin []byte, scratch *[]byte) (*Entry, error) {
 		FetchedAt:   fromUnixNano(g.fetchedAt),
 		Expires:     fromUnixNano(g.expires),
 		Size:        int(g.hotSize),
+		Sum:         g.sum,
 	}
 	if g.flags&coldUnavailable != 0 {
 		e.Outcome = Unavailable

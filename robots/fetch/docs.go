@@ -3,10 +3,13 @@ package fetch
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/robotsgate/robotsgate/evidence"
 )
 
 // A DocCache holds the other files sites publish about their content,
@@ -65,6 +68,13 @@ type DocCacheOptions[T any] struct {
 	// Store, if set, shares answers with other processes: a URL fresh in
 	// it is not fetched, and each fetched or unavailable answer is stored.
 	Store DocStore
+	// Keeper, if set, is handed every body this process reads, with the
+	// Copy that names it (Doc.Copy): each fetched or unavailable answer
+	// (an unavailable one with no body and a zero Sum), and each taken
+	// from Store, which another instance of a fleet fetched. As
+	// CacheOptions.Keeper: on the fetch path only, outside the lock, never
+	// for an answer held. Nil: none.
+	Keeper evidence.Keeper
 }
 
 // DefaultMaxDocs and DefaultMaxDocBytes bound the files a DocCache holds
@@ -91,6 +101,19 @@ type Doc[T any] struct {
 	FetchedAt time.Time // of the answer used
 	RetryAt   time.Time // Unreachable: when the next fetch may be made
 	Truncated bool      // the body was cut at the size cap
+	// Sum is the SHA-256 of the body of the answer used, as read (after
+	// the size cap); zero when it has none (Unavailable, Unreachable).
+	Sum [sha256.Size]byte
+}
+
+// Copy names the copy of the file d was answered from, as an audit record
+// names it (a stale one with its own fetch time); false when there is
+// none (the URL is unreachable and no answer is held).
+func (d *Doc[T]) Copy() (evidence.Copy, bool) {
+	if d.Outcome != Fetched && d.Outcome != Unavailable {
+		return evidence.Copy{}, false
+	}
+	return evidence.Copy{URL: d.URL, Sum: d.Sum, Fetched: d.FetchedAt, Status: d.Status}, true
 }
 
 // Good reports whether d holds a file that parsed: fetched now, or the
@@ -241,17 +264,18 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 	defer func() { <-c.slots }()
 	now := c.opts.Now()
 	if sd := c.loadStored(url, now); sd != nil {
-		d := Doc[T]{URL: url, Outcome: sd.Outcome, Status: sd.Status, FetchedAt: sd.FetchedAt, Truncated: sd.Truncated}
+		d := Doc[T]{URL: url, Outcome: sd.Outcome, Status: sd.Status, FetchedAt: sd.FetchedAt, Truncated: sd.Truncated, Sum: bodySum(sd.Outcome, sd.Body)}
 		if sd.Outcome == Fetched {
 			d.Value, d.ParseErr = c.opts.Parse(url, sd.Body)
 		}
 		c.record(url, f, d, len(sd.Body), sd.Expires, time.Time{}, false)
 		close(f.done)
+		c.keep(&d, sd.Body)
 		return
 	}
 	res := c.opts.Fetcher.FetchDocument(context.Background(), url, c.opts.Accept)
 	now = c.opts.Now()
-	d := Doc[T]{URL: url, Outcome: res.Outcome, Status: res.Status, FetchedAt: res.At, Truncated: res.Truncated}
+	d := Doc[T]{URL: url, Outcome: res.Outcome, Status: res.Status, FetchedAt: res.At, Truncated: res.Truncated, Sum: bodySum(res.Outcome, res.Body)}
 	if res.Err != nil {
 		d.Err = Describe(res.Err)
 	}
@@ -270,6 +294,9 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 	}
 	d = c.record(url, f, d, len(res.Body), expires, retry, res.Outcome == Unreachable && ownFailure(ErrorKind(res.Err)))
 	close(f.done)
+	if res.Outcome != Unreachable {
+		c.keep(&d, res.Body)
+	}
 	if res.Outcome != Unreachable && c.opts.Store != nil {
 		sd := &StoredDoc{URL: url, Outcome: res.Outcome, Status: res.Status, Truncated: res.Truncated, FetchedAt: res.At, Expires: expires}
 		if res.Outcome == Fetched {
@@ -281,6 +308,13 @@ func (c *DocCache[T]) fetch(url string, f *docFlight[T]) {
 	}
 	if c.opts.OnFetch != nil {
 		c.opts.OnFetch(d)
+	}
+}
+
+// keep hands d's body to the Keeper, if any. c.mu is not held.
+func (c *DocCache[T]) keep(d *Doc[T], body []byte) {
+	if cp, ok := d.Copy(); ok && c.opts.Keeper != nil {
+		c.opts.Keeper.Keep(cp, body)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/robotsgate/robotsgate/evidence"
 )
 
 // ErrUnknownKind says Files holds no kind of file by the name asked for:
@@ -50,6 +52,9 @@ type FilesOptions struct {
 	OnFetch func(url string, outcome Outcome, problem string)
 	// Store, if set, shares the files with the fleet (DocCacheOptions).
 	Store DocStore
+	// Keeper, if set, is handed every body of a file read, fetched or
+	// taken from Store (DocCacheOptions.Keeper).
+	Keeper evidence.Keeper
 }
 
 // NewFiles returns empty Files with o.
@@ -59,7 +64,7 @@ func NewFiles(o FilesOptions) *Files {
 		f.caches[k.Name] = NewDocCache(DocCacheOptions[any]{
 			Fetcher: o.Fetcher, Accept: k.Accept, Parse: k.Parse,
 			TTL: o.TTL, RetryAfter: o.RetryAfter, MaxEntries: o.MaxEntries, MaxBytes: o.MaxBytes, MaxFetches: o.MaxFetches, Now: o.Now,
-			OnFetch: onFetch[any](o.OnFetch), Store: o.Store,
+			OnFetch: onFetch[any](o.OnFetch), Store: o.Store, Keeper: o.Keeper,
 		})
 	}
 	return f
