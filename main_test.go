@@ -218,7 +218,7 @@ func TestCheckJSON(t *testing.T) {
 		"url": "https://Example.COM:443/private?x=1", "origin": "https://example.com:443", "agent": []any{"*"},
 		"allowed": false, "decision": "disallowed", "reason": "disallowed by robots.txt",
 		"robots_url": "https://example.com/robots.txt", "rule": "disallow: /private", "line": 2.0,
-		"fetch": nil, "crawl_delay": 2.5, "purpose": []any{},
+		"fetch": nil, "crawl_delay": 2.5, "purpose": []any{}, "copies": []any{}, // a file given, not fetched: no copy of the site's
 		"usage": map[string]any{"purposes": map[string]any{
 			"ai-train": map[string]any{"state": "unstated", "statement": "", "line": 0},
 			"ai-input": map[string]any{"state": "unstated", "statement": "", "line": 0},

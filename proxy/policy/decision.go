@@ -243,7 +243,7 @@ func FetchInfoOf(a fetch.Answer, now time.Time) FetchInfo {
 // beside the rules. Deciding stops when ctx ends.
 func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target string, now time.Time, srcs []source.Source, files source.Files) {
 	d.Fetch = FetchInfoOf(a, now)
-	d.entry = a.Entry // nil when unreachable with no copy
+	d.noteRobots(a.Entry)
 	switch e := a.Entry; {
 	case a.Unreachable && a.LastKind == "tls-verify":
 		// Retrying cannot help: the origin's certificate does not verify.
@@ -327,6 +327,15 @@ func (d *Decision) Copies() []evidence.Copy {
 		out = append(out, d.entry.Copy())
 	}
 	return append(out, d.files...)
+}
+
+// noteRobots notes e (nil: none, robots.txt unreachable with no copy) as
+// the robots.txt copy d is decided under, for Copies; not a file check
+// was given, which was never fetched (no fetch time).
+func (d *Decision) noteRobots(e *fetch.Entry) {
+	if e != nil && !e.FetchedAt.IsZero() {
+		d.entry = e
+	}
 }
 
 // Allowed reports whether the request goes to its origin.

@@ -29,7 +29,7 @@ func (r *Request) SetURL(u string) error {
 // purposes. The tokens are r.Agents, or step 3's from r.UserAgent. rules
 // gives the robots.txt; with given (a file given rather than fetched),
 // any string is a URL, as the reference takes it ("example.com?a" is
-// "/?a"), and d.Fetch stays zero.
+// "/?a"), and d.Fetch and d.Copies stay empty.
 func (p *Policy) DecideExact(ctx context.Context, rules RulesSource, now func() time.Time, r *Request, u string, given bool, d *Decision) error {
 	d.Agents = Agents{list: r.Agents}
 	if r.Agents == nil {
@@ -48,6 +48,7 @@ func (p *Policy) DecideExact(ctx context.Context, rules RulesSource, now func() 
 	}
 	if !given {
 		d.Fetch = FetchInfoOf(a, now())
+		d.noteRobots(a.Entry)
 	}
 	if a.Unreachable {
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
