@@ -70,7 +70,7 @@ func TestDecideAPI(t *testing.T) {
 		{"allowed", ""},
 		{"bad-request", ""}, // too long
 	}
-	fields := []string{"url", "origin", "agent", "allowed", "decision", "reason", "robots_url", "rule", "line", "fetch", "crawl_delay", "purpose", "usage"}
+	fields := []string{"url", "origin", "agent", "allowed", "decision", "reason", "robots_url", "rule", "line", "fetch", "crawl_delay", "purpose", "usage", "copies"}
 	for i, r := range results {
 		m := r.(map[string]any)
 		if m["url"] != urls[i] || m["decision"] != want[i].decision || want[i].rule != "" && m["rule"] != want[i].rule {

@@ -187,7 +187,7 @@ func (p *testProxy) auditLines(t *testing.T) []map[string]any {
 
 // auditFields are the fields every audit record carries.
 var auditFields = []string{"time", "level", "msg", "client", "user", "method", "url", "path", "origin", "user_agent", "agent",
-	"token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason", "charged"}
+	"token", "purpose", "robots_url", "rule", "line", "status", "decision", "reason", "charged", "copies", "prev"}
 
 // lastAudit returns the last audit record, checking it has every field.
 func (p *testProxy) lastAudit(t *testing.T) map[string]any {
