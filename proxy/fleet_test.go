@@ -30,8 +30,15 @@ const fleetSecret = "the fleet's test secret, 32 bytes or more"
 // startFleet runs n proxies sharing one real Redis.
 func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*config.Config)) []*testProxy {
 	t.Helper()
+	return startFleetWith(t, r, n, mutate, func(int) Options { return Options{} })
+}
+
+// startFleetWith runs n proxies sharing one real Redis, instance i with
+// opts(i).
+func startFleetWith(t *testing.T, r *redistest.Server, n int, mutate func(*config.Config), opts func(i int) Options) []*testProxy {
+	t.Helper()
 	var fleet []*testProxy
-	for range n {
+	for i := range n {
 		cfg := loopbackConfig()
 		cfg.Cluster.Redis, cfg.Cluster.KeyPrefix = r.URL(), "rgtest:"+t.Name()+":"
 		cfg.Cluster.Secret = fleetSecret
@@ -43,7 +50,7 @@ func startFleet(t *testing.T, r *redistest.Server, n int, mutate func(*config.Co
 		if mutate != nil {
 			mutate(cfg)
 		}
-		fleet = append(fleet, startProxy(t, cfg))
+		fleet = append(fleet, startProxyWith(t, cfg, opts(i)))
 	}
 	return fleet
 }

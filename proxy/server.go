@@ -52,6 +52,10 @@ type Options struct {
 	// LookupNetIP resolves host names, for block_private and for dialling;
 	// nil: net.DefaultResolver.LookupNetIP.
 	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+	// keep, for tests, is handed every body of a site's file read (the
+	// Server's keep, which the evidence store may take over).
+	keep evidence.Keeper
 }
 
 // Server is the robotsgate proxy: an http.Handler that decides every
@@ -175,7 +179,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	stopping, cancel := context.WithCancelCause(context.Background())
 	stop := func() { cancel(policy.ErrShuttingDown) }
 	s := &Server{
-		stopping: stopping, stop: stop, log: o.Logger, opts: o,
+		stopping: stopping, stop: stop, log: o.Logger, opts: o, keep: o.keep,
 		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches, robots: cfg.Robots,
 		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
 		upstream: upstream.NewConns(),

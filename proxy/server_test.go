@@ -104,6 +104,13 @@ func loopbackConfig() *config.Config {
 
 func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 	t.Helper()
+	return startProxyWith(t, cfg, Options{})
+}
+
+// startProxyWith starts a proxy for cfg with o (its logger, audit output
+// and version are the test's).
+func startProxyWith(t testing.TB, cfg *config.Config, o Options) *testProxy {
+	t.Helper()
 	if cfg.TLS.StateDir == "" && cfg.TLS.CACert == "" {
 		cfg.TLS.StateDir = t.TempDir() // never the real home's CA
 	}
@@ -111,7 +118,8 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 		t.Fatal(err)
 	}
 	p := &testProxy{audit: &testkit.Buffer{}, log: &testkit.Buffer{}}
-	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, Version: "test"})
+	o.Logger, o.AuditOut, o.Version = testLogger(p.log), p.audit, "test"
+	srv, err := NewServer(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
