@@ -199,20 +199,29 @@ func (x *index) add(c Copy) error {
 	if l, ok := x.last[e.URL]; ok && l.SHA256 == e.SHA256 && l.Fetched.Equal(e.Fetched) && l.Status == e.Status {
 		return nil
 	}
-	b, err := json.Marshal(e)
+	b, err := marshalEntry(e)
 	if err != nil {
 		return err
 	}
-	if len(b) > MaxIndexLine {
-		return fmt.Errorf("index entry of %d bytes for %.100s: more than %d", len(b), e.URL, MaxIndexLine)
-	}
-	if _, err := x.f.Write(append(b, '\n')); err != nil {
+	if _, err := x.f.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", x.name, err)
 	}
 	if l, ok := x.last[e.URL]; !ok || !e.Fetched.Before(l.Fetched) {
 		x.last[e.URL] = e
 	}
 	return nil
+}
+
+// marshalEntry is e's index line, its newline included.
+func marshalEntry(e Entry) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxIndexLine {
+		return nil, fmt.Errorf("index entry of %d bytes for %.100s: more than %d", len(b), e.URL, MaxIndexLine)
+	}
+	return append(b, '\n'), nil
 }
 
 // close syncs and closes the index.

@@ -153,6 +153,9 @@ func Open(o Options) (*Store, error) {
 	if _, err := s.sweep(true); err != nil {
 		log.Warn("evidence store: sweep at start", "dir", o.Dir, "err", err)
 	}
+	if err := s.compactIndex(); err != nil {
+		log.Warn("evidence store: index not compacted", "dir", o.Dir, "err", err)
+	}
 	go s.run()
 	return s, nil
 }

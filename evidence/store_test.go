@@ -359,3 +359,40 @@ func FuzzScanIndex(f *testing.F) {
 }
 
 func slogTo(w *testkit.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestIndexCompaction: at Open, the entries fetched before retention that
+// are not their URL's last are dropped from the index; the last of each
+// URL stays, however old, so that the copy in force now is found.
+func TestIndexCompaction(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: t0}
+	dir := filepath.Join(t.TempDir(), "evidence")
+	o := Options{Dir: dir, Now: clk.Now, Retention: 400 * 24 * time.Hour}
+	s := openStore(t, o)
+	a, b := "https://a.example/robots.txt", "https://b.example/robots.txt"
+	for _, c := range []Copy{
+		{URL: a, Fetched: t0, Status: 404},
+		{URL: b, Fetched: t0, Status: 404},
+		{URL: a, Fetched: t0.Add(24 * time.Hour), Status: 404},
+		{URL: a, Fetched: t0.Add(500 * 24 * time.Hour), Status: 404},
+	} {
+		s.Keep(c, nil)
+	}
+	s.Close(5 * time.Second)
+	clk.Set(t0.Add(501 * 24 * time.Hour))
+	var log testkit.Buffer
+	o.Logger = slogTo(&log)
+	s = openStore(t, o)
+	s.Close(5 * time.Second)
+	got := indexLines(t, dir)
+	if len(got) != 2 || !strings.Contains(got[0], b) || !strings.Contains(got[1], a) {
+		t.Errorf("index after compaction:\n%s\nwant b's only entry and a's last", strings.Join(got, "\n"))
+	}
+	if !strings.Contains(log.String(), "entries_removed=2") {
+		t.Errorf("log does not say what compaction removed:\n%s", log.String())
+	}
+	info, err := os.Stat(filepath.Join(dir, indexName))
+	if err != nil || info.Mode().Perm() != 0o640 {
+		t.Errorf("index mode after compaction: %v, %v; want 0640", info.Mode(), err)
+	}
+}
