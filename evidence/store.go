@@ -1,23 +1,5 @@
 package evidence
 
-// Where the store lives and why each instance of a fleet keeps its own:
-//
-// Each instance keeps its own store, fed from the bodies it reads, fetched
-// itself or taken from the fleet's Redis (the shared robots.txt entries
-// carry the body). Each instance's audit log then has every copy it names
-// in its own store; nothing read months later depends on Redis, whose TTLs
-// drop copies within a day; and Redis's memory does not grow with the
-// evidence. The cost is one copy of each body per instance, which is
-// small: a robots.txt compresses to about a kilobyte (docs/auditors.md).
-//
-// Layout under the store's directory:
-//
-//	objects/ab/<hex>.gz   a body, gzip, named by the SHA-256 of the body
-//	index.jsonl           one line per copy kept: {url, sha256, fetched, status}
-//
-// An object's mtime is when an audit record last named it (renewed at most
-// once an hour); retention and the size bound sweep by it.
-
 import (
 	"compress/gzip"
 	"errors"
