@@ -71,7 +71,7 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 		case "/license.xml":
 			io.WriteString(w, license)
 		case "/.well-known/tdmrep.json":
-			http.NotFound(w, r)
+			io.WriteString(w, `[{"location": "/tdm/*", "tdm-reservation": 1}]`)
 		default:
 			io.WriteString(w, "page")
 		}
@@ -128,6 +128,7 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 	get("/cu/x", "BarBot/1.0", 403, "ai-train")  // robots.txt's Content-Usage
 	get("/rsl/x", "BarBot/1.0", 403, "ai-train") // the licence it names
 	get("/other", "BarBot/1.0", 200, "ai-train") // both read, neither refuses
+	get("/tdm/x", "BarBot/1.0", 403, "ai-train") // tdmrep.json reserves it, and the response does not lift it
 	clk.Add(25 * time.Hour)                      // past cache_ttl: robots.txt is fetched again, and has changed
 	robotsBody.Store(run.v2)
 	run.day2 = clk.Now()
@@ -184,7 +185,7 @@ func TestEvidenceAndReplay(t *testing.T) {
 	}
 
 	out, errOut, code := runCmd(t, "", "audit", "replay", "-config", run.cfgPath, run.auditPath)
-	if code != 0 || !strings.Contains(out, "10 records: 10 reproduced, 0 differ") {
+	if code != 0 || !strings.Contains(out, "11 records: 11 reproduced, 0 differ") {
 		t.Fatalf("replay of the run: exit %d; want 0, every record reproduced:\n%s%s", code, out, errOut)
 	}
 
