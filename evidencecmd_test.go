@@ -72,6 +72,9 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 			io.WriteString(w, license)
 		case "/.well-known/tdmrep.json":
 			io.WriteString(w, `[{"location": "/tdm/*", "tdm-reservation": 1}]`)
+		case "/tdm/lifted":
+			w.Header().Set("TDM-Reservation", "0") // lifts the reservation for this response
+			io.WriteString(w, "page")
 		default:
 			io.WriteString(w, "page")
 		}
@@ -125,11 +128,12 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 	get("/foo-only", "Mozilla/5.0 FooCrawler/1.0", 403)
 	get("/private/x", "BarBot/1.0", 403)
 	get("/open", "BarBot/1.0", 200)
-	get("/cu/x", "BarBot/1.0", 403, "ai-train")  // robots.txt's Content-Usage
-	get("/rsl/x", "BarBot/1.0", 403, "ai-train") // the licence it names
-	get("/other", "BarBot/1.0", 200, "ai-train") // both read, neither refuses
-	get("/tdm/x", "BarBot/1.0", 403, "ai-train") // tdmrep.json reserves it, and the response does not lift it
-	clk.Add(25 * time.Hour)                      // past cache_ttl: robots.txt is fetched again, and has changed
+	get("/cu/x", "BarBot/1.0", 403, "ai-train")       // robots.txt's Content-Usage
+	get("/rsl/x", "BarBot/1.0", 403, "ai-train")      // the licence it names
+	get("/other", "BarBot/1.0", 200, "ai-train")      // both read, neither refuses
+	get("/tdm/x", "BarBot/1.0", 403, "ai-train")      // tdmrep.json reserves it, and the response does not lift it
+	get("/tdm/lifted", "BarBot/1.0", 200, "ai-train") // the response lifts it: not replayable, responses are not kept
+	clk.Add(25 * time.Hour)                           // past cache_ttl: robots.txt is fetched again, and has changed
 	robotsBody.Store(run.v2)
 	run.day2 = clk.Now()
 	get("/open", "BarBot/1.0", 200)
@@ -185,7 +189,7 @@ func TestEvidenceAndReplay(t *testing.T) {
 	}
 
 	out, errOut, code := runCmd(t, "", "audit", "replay", "-config", run.cfgPath, run.auditPath)
-	if code != 0 || !strings.Contains(out, "11 records: 11 reproduced, 0 differ") {
+	if code != 0 || !strings.Contains(out, "12 records: 11 reproduced, 0 differ") || !strings.Contains(out, "1 reservation the response may have lifted") {
 		t.Fatalf("replay of the run: exit %d; want 0, every record reproduced:\n%s%s", code, out, errOut)
 	}
 

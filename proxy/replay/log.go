@@ -185,6 +185,10 @@ func (p *Replayer) record(ctx context.Context, line []byte, long bool, name stri
 		report(Finding{Kind: AgentsDiffer, Said: fmt.Sprintf("%q", rec.Agent), Got: fmt.Sprintf("%q", got)})
 	}
 	rule, ruleLine := audit.RuleOf(d)
+	if liftedByResponse(&rec, d, rule) {
+		s.Skipped["reservation the response may have lifted"]++
+		return
+	}
 	if reproduces(rec.Decision, d.Action) && rule == rec.Rule && ruleLine == rec.Line {
 		s.Reproduced++
 		return
@@ -222,6 +226,18 @@ func unreplayable(r *audit.Record) string {
 		return "no copy named"
 	}
 	return ""
+}
+
+// liftedByResponse reports whether a record allowed what replay refuses
+// by a tdmrep.json reservation: the origin's response lifts a reservation
+// when it says tdm-reservation: 0, and responses are not kept, so the
+// record cannot be checked from the copies.
+func liftedByResponse(r *audit.Record, d *policy.Decision, rule string) bool {
+	if r.Decision != policy.ActionAllowed || d.Action != policy.ActionUsageRefused {
+		return false
+	}
+	src, _ := usage.RuleSource(rule, sourceInfos())
+	return src.ID == usage.FromTDMRep
 }
 
 // sourceInfos are the usage sources' infos, which tell a refusal's source
