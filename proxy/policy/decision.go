@@ -144,7 +144,6 @@ type Decision struct {
 	Target     string         // the request-target decided on, as sent; "" before step 1
 	Agents     Agents         // the tokens obeyed
 	Token      string         // the token whose verdict decided (the first blocking one)
-	noRobots   bool           // a site rule decided: no robots.txt applied
 	Verdict    robots.Verdict // the deciding verdict
 	CrawlDelay float64        // largest Crawl-delay of the groups selected, seconds, when HasDelay
 	HasDelay   bool           // some group selected has a Crawl-delay
@@ -165,6 +164,7 @@ type Decision struct {
 	entry     *fetch.Entry    // the robots.txt copy decided on (Copies); nil when none was
 	files     []evidence.Copy // the usage files the sources read, in order (Copies)
 	explain   bool            // work out Usage even when no purpose is declared (check)
+	noRobots  bool            // a site rule decided: no robots.txt applied (beside explain: one word for both)
 	work      int64           // the matching work it took, in robots.Budget units
 }
 
