@@ -5,6 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 )
 
 // errAuditFailed is an audit subcommand's finding: the log did not check
@@ -44,12 +50,133 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("%w: audit: unknown subcommand %q", errUsageShown, sub)
 }
 
-// runAuditVerify checks audit logs' chain and checkpoints.
+// runAuditVerify checks audit logs' chain and signed checkpoints
+// (audit.Verify): each finding on stdout as FILE:LINE: what, then a
+// summary; exit 0 only when every file was read whole and is intact, 1
+// (errAuditFailed) when something is not, 2 for a usage or I/O error.
 func runAuditVerify(args []string, stdout, stderr io.Writer) error {
-	return errors.New("audit verify: not yet built")
+	fs := newFlagSet("audit verify", stderr)
+	var keyFiles stringList
+	fs.Var(&keyFiles, "key", "a PEM `FILE` of the public key(s) checkpoints verify with (or a private key, whose public half is used); repeatable; none: the config's")
+	path := fs.String("config", "", "config `FILE` whose keys checkpoints verify with ([identity], or audit-key.pem in state_dir); none: the built-in defaults")
+	from := fs.String("from", "", "the `HASH` the first line may continue from (the final head an earlier verify printed)")
+	names, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%w: audit verify: name the audit files", errUsage)
+	}
+	keys, source, err := verifyKeys(keyFiles, *path)
+	if err != nil {
+		return err
+	}
+	rep, err := audit.Verify(names, audit.VerifyOptions{Keys: keys, From: *from})
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintln(stdout, f)
+	}
+	verdict := "intact"
+	if !rep.Intact() {
+		verdict = "NOT INTACT"
+	}
+	fmt.Fprintf(stdout, "%s: %d files, %d lines, %d checkpoints signed by %s (keys from %s)\n", verdict, len(rep.Files), rep.Lines, rep.Checkpoints, orNone(rep.Keys), source)
+	fmt.Fprintf(stdout, "files in chain order: %s\n", strings.Join(rep.Files, " "))
+	fmt.Fprintf(stdout, "first line %s, last line %s\n", orDash(rep.First), orDash(rep.Last))
+	_, err = fmt.Fprintf(stdout, "final head: %s (keep it: verify the files that follow with -from it)\n", rep.Head)
+	if err == nil && !rep.Intact() {
+		err = errAuditFailed
+	}
+	return err
 }
 
-// runAuditKey prints the public key checkpoints are signed with.
+// verifyKeys returns the keys checkpoints verify with, and where they
+// come from: the -key files, or the config's key ring or audit key.
+func verifyKeys(files []string, config string) ([]*identity.Key, string, error) {
+	if len(files) > 0 {
+		var keys []*identity.Key
+		for _, name := range files {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return nil, "", fmt.Errorf("audit verify: -key: %w", err)
+			}
+			k, err := audit.ParsePublicKeys(name, b)
+			if err != nil {
+				return nil, "", fmt.Errorf("audit verify: -key: %w", err)
+			}
+			keys = append(keys, k...)
+		}
+		return keys, "-key " + strings.Join(files, ", "), nil
+	}
+	cfg, err := loadConfig(config, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	keys, sg, err := audit.VerifyKeys(cfg)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("audit verify: no key to verify with at %s: pass the public key with -key FILE (robotsgate audit key prints it where robotsgate runs)", sg.Path)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("audit verify: %w", err)
+	}
+	return keys, sg.Path, nil
+}
+
+// runAuditKey prints the public key checkpoints are signed with (PEM) on
+// stdout, and its key id and file on stderr. It makes nothing: with no
+// key yet, it says so and fails (exit 1).
 func runAuditKey(args []string, stdout, stderr io.Writer) error {
-	return errors.New("audit key: not yet built")
+	flags := newFlagSet("audit key", stderr)
+	path := flags.String("config", "", "config `FILE` ([identity], [tls] state_dir); none: the built-in defaults")
+	if err := parseFlags(flags, args); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("%w: audit key: unexpected argument %q", errUsage, flags.Arg(0))
+	}
+	cfg, err := loadConfig(*path, nil)
+	if err != nil {
+		return err
+	}
+	k, sg, _, err := audit.LoadSigningKey(cfg, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		if sg.Identity {
+			fmt.Fprintf(stderr, "robotsgate audit key: no [identity] key yet at %s: checkpoints are signed with it; it is made on the first start with [identity] set, or by robotsgate keys\n", sg.Path)
+		} else {
+			fmt.Fprintf(stderr, "robotsgate audit key: no audit key yet at %s: it is made on the first start with [evidence] on\n", sg.Path)
+		}
+		return errAuditFailed
+	}
+	if err != nil {
+		return err
+	}
+	what := "the audit key"
+	if sg.Identity {
+		what = "the [identity] signing key"
+	}
+	fmt.Fprintf(stderr, "robotsgate audit key: %s %s, key id %s\n", what, sg.Path, k.ID)
+	_, err = stdout.Write(audit.MarshalPublicPEM(k))
+	return err
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func orNone(ids []string) string {
+	if len(ids) == 0 {
+		return "no key"
+	}
+	return "key " + strings.Join(ids, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -204,7 +204,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	if s.audit, err = audit.Open(cfg.Audit.File, o.AuditOut, s.auditFailed); err != nil {
+	if s.audit, err = s.openAudit(cfg, ring); err != nil {
 		return nil, err
 	}
 	store, err := s.openStore(cfg)
@@ -379,6 +379,34 @@ func (s *Server) observeFile(url string, outcome fetch.Outcome, problem string) 
 	case outcome == fetch.Fetched && problem != "":
 		s.log.Info("usage file does not read as one: a tdmrep.json reserves nothing, an RSL licence refuses ai-train and ai-input", "url", url, "err", problem)
 	}
+}
+
+// openAudit opens the audit log, chained, and signed with checkpoints
+// when evidence is on ([evidence] enabled, audit.file set): with the
+// [identity] key ring's key, else the audit key in the state directory,
+// made at first start.
+func (s *Server) openAudit(cfg *config.Config, ring *identity.KeyRing) (*audit.Log, error) {
+	o := audit.Options{Stdout: s.opts.AuditOut, OnError: s.auditFailed, Now: s.opts.Now}
+	if cfg.EvidenceOn() {
+		dir, err := cfg.StateDir()
+		if err != nil {
+			return nil, err
+		}
+		o.Checkpoints = audit.Checkpoints{Interval: cfg.Evidence.CheckpointInterval, HeadPath: filepath.Join(dir, audit.HeadFileName)}
+		if ring != nil {
+			o.Checkpoints.Key = ring.Current
+		} else {
+			k, sg, made, err := audit.LoadSigningKey(cfg, true)
+			if err != nil {
+				return nil, err
+			}
+			if made {
+				s.log.Info("audit: made the key checkpoints are signed with (robotsgate audit key prints it)", "key_file", sg.Path, "key", k.ID)
+			}
+			o.Checkpoints.Key = k
+		}
+	}
+	return audit.OpenWith(cfg.Audit.File, o)
 }
 
 // auditFailed reports a failed audit write on the operational log.
@@ -704,6 +732,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if err := s.audit.Reopen(cfg.Audit.File); err != nil {
 		s.ReloadFailed()
 		return err
+	}
+	if sn.ring != nil {
+		s.audit.SetKey(sn.ring.Current) // a rotated [identity] key signs the next checkpoints
 	}
 	s.snap.Store(sn) // one snapshot: [politeness] limits, [auth] users and [upstream] come with it
 	s.heads.SetTimeout(cfg.Upstream.Timeout)

@@ -1,0 +1,221 @@
+package audit
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/robotsgate/robotsgate/proxy/identity"
+)
+
+// TestReopenRotated: a file renamed away mid-run (logrotate's create),
+// then Reopen: the old file ends with a rotate checkpoint, the chain goes
+// on into the new one, and verify passes the two given in either order,
+// the old one gzipped too.
+func TestReopenRotated(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	l := openTest(t, path, key, c)
+	writeRun(l, c, 0, 5, 0)
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	l.Write(testRecord(c, 5)) // still into the renamed file, as a real rotation races
+	if err := l.Reopen(path); err != nil {
+		t.Fatal(err)
+	}
+	writeRun(l, c, 6, 3, 0)
+	l.Close()
+	old := lines(t, path+".1")
+	if !bytes.Contains(old[len(old)-1], []byte(`"event":"rotate","lines":6`)) {
+		t.Errorf("the old file ends %s; want a rotate checkpoint of 6 lines", old[len(old)-1])
+	}
+	gzipFile(t, path+".1", path+".1.gz")
+	keys := []*identity.Key{key}
+	for _, files := range [][]string{{path + ".1", path}, {path, path + ".1"}, {path, path + ".1.gz"}} {
+		rep := verifyOK(t, keys, files...)
+		if want := []string{files[1], files[0]}; files[0] == path && !slices.Equal(rep.Files, want) {
+			t.Errorf("Verify(%v) ordered %v; want %v", files, rep.Files, want)
+		}
+	}
+	// One file alone: the new one does not start a chain.
+	rep, err := Verify([]string{path}, VerifyOptions{Keys: keys})
+	if err != nil || rep.Intact() || !strings.Contains(findings(rep), "does not start a chain") {
+		t.Errorf("Verify(the new file alone) = %v, %v:\n%s; want the first line not starting a chain", rep.Intact(), err, findings(rep))
+	}
+	// ... unless -from names the old file's end.
+	from := LineHash(old[len(old)-1]).String()
+	if rep, err = Verify([]string{path}, VerifyOptions{Keys: keys, From: from}); err != nil || !rep.Intact() {
+		t.Errorf("Verify(-from %s) not intact (%v):\n%s", from, err, findings(rep))
+	}
+}
+
+// TestCopytruncate: logrotate's copytruncate copies the file and empties
+// it in place; the Log, appending, goes on at the start of the emptied
+// file with the chain in memory, with or without a Reopen.
+func TestCopytruncate(t *testing.T) {
+	t.Parallel()
+	for _, reopen := range []bool{false, true} {
+		dir, c, key := t.TempDir(), newClock(), testKey(1)
+		path := filepath.Join(dir, "audit.log")
+		l := openTest(t, path, key, c)
+		writeRun(l, c, 0, 4, 0)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+".1", b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		writeRun(l, c, 4, 2, 0)
+		if reopen {
+			if err := l.Reopen(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeRun(l, c, 6, 2, 0)
+		l.Close()
+		verifyOK(t, []*identity.Key{key}, path, path+".1")
+	}
+}
+
+// TestUncleanStop: a run that ends without Close (kill -9) leaves lines
+// no checkpoint of its run signs; verify names them and the next run's
+// start.
+func TestUncleanStop(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	l := openTest(t, path, key, c)
+	writeRun(l, c, 0, 5, 3) // start, 3, interval, 2 unsigned: lines 6 and 7
+	l.f.Close()             // killed: no shutdown checkpoint
+	l = openTest(t, path, key, c)
+	writeRun(l, c, 5, 2, 0)
+	l.Close()
+	rep, err := Verify([]string{path}, VerifyOptions{Keys: []*identity.Key{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Intact() || len(rep.Findings) != 1 || rep.Findings[0].Line != 6 ||
+		!strings.Contains(rep.Findings[0].Msg, "an unclean stop: line 6 to line 7 (2 lines), after the checkpoint at line 5") ||
+		!strings.Contains(rep.Findings[0].Msg, "start at line 8") {
+		t.Errorf("findings:\n%swant one: an unclean stop of lines 6 to 7 before the start at line 8", findings(rep))
+	}
+}
+
+// TestRecoverTornLine: a last line cut short (a write killed midway) is
+// ended with "\n" when the log is opened again, and the chain goes on
+// from it: verify names it, and only it, as an incomplete record.
+func TestRecoverTornLine(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	l := openTest(t, path, key, c)
+	writeRun(l, c, 0, 2, 0)
+	l.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"time":"2026-03-02T09:00:09.000Z","level":"WARN","msg":"bloc`)
+	f.Close()
+	l = openTest(t, path, key, c)
+	writeRun(l, c, 2, 1, 0)
+	l.Close()
+	rep, err := Verify([]string{path}, VerifyOptions{Keys: []*identity.Key{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Line != 5 || !strings.Contains(rep.Findings[0].Msg, "an incomplete or unreadable record") {
+		t.Errorf("findings:\n%swant one: an incomplete record at line 5", findings(rep))
+	}
+}
+
+// TestKeyErrors: a signing key that cannot be used is a start-up error
+// naming its file.
+func TestKeyErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	k, made, err := LoadAuditKey(filepath.Join(dir, "audit-key.pem"), true)
+	if err != nil || !made {
+		t.Fatalf("LoadAuditKey(create) = %v, %v", made, err)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "audit-key.pem")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("audit key mode %v (%v); want 0600", info.Mode(), err)
+	}
+	again, made, err := LoadAuditKey(filepath.Join(dir, "audit-key.pem"), true)
+	if err != nil || made || again.ID != k.ID {
+		t.Fatalf("LoadAuditKey again = %v, %v; want the same key", made, err)
+	}
+	pemKey, _ := k.MarshalPEM()
+	write := func(name string, b []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"open to others", write("open.pem", pemKey, 0o644), "chmod 600"},
+		{"not PEM", write("junk.pem", []byte("junk"), 0o600), "not a PEM"},
+		{"not Ed25519", write("rsa.pem", rsaPEM(t), 0o600), "want Ed25519"},
+		{"a link", func() string {
+			p := filepath.Join(dir, "link.pem")
+			os.Symlink(filepath.Join(dir, "audit-key.pem"), p)
+			return p
+		}(), "symbolic link"},
+		{"missing", filepath.Join(dir, "none.pem"), "no such file"},
+	}
+	for _, tt := range tests {
+		_, _, err := LoadAuditKey(tt.path, false)
+		if err == nil || !strings.Contains(err.Error(), tt.path) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: LoadAuditKey(%s) = %v; want an error naming the file and %q", tt.name, tt.path, err, tt.want)
+		}
+	}
+}
+
+// gzipFile writes src gzipped to dst.
+func gzipFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := gzip.NewWriter(out)
+	if _, err := io.Copy(w, in); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	out.Close()
+}
+
+// rsaPEM is an RSA private key, PKCS #8 PEM: not a key checkpoints sign with.
+func rsaPEM(t *testing.T) []byte {
+	k, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}

@@ -1,0 +1,241 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/robotsgate/robotsgate/proxy/identity"
+)
+
+// Finding is one thing Verify found, at a file's line (Line 0: the file
+// as a whole).
+type Finding struct {
+	File string
+	Line int
+	Msg  string
+	// Note is a finding that does not make the log fail (a run stopped
+	// uncleanly that left no unsigned line).
+	Note bool
+}
+
+func (f Finding) String() string {
+	if f.Line == 0 {
+		return f.File + ": " + f.Msg
+	}
+	return fmt.Sprintf("%s:%d: %s", f.File, f.Line, f.Msg)
+}
+
+// VerifyOptions are what Verify checks against.
+type VerifyOptions struct {
+	// Keys are the public keys checkpoints may be signed with.
+	Keys []*identity.Key
+	// From is a head (hex) the first line may continue from besides
+	// ZeroHead: the final head of an earlier verify.
+	From string
+}
+
+// Report is what Verify found: the files in chain order, what they hold,
+// and every finding.
+type Report struct {
+	Files       []string // in the chain's order
+	Lines       int
+	Checkpoints int
+	Keys        []string // the ids of the keys that signed checkpoints
+	First, Last string   // the first and last lines' times, as written
+	Head        string   // the hash of the last line: a later verify's -from
+	Findings    []Finding
+}
+
+// Intact reports whether nothing but notes was found.
+func (r *Report) Intact() bool {
+	return !slices.ContainsFunc(r.Findings, func(f Finding) bool { return !f.Note })
+}
+
+// Verify checks audit logs: plain or gzip files, given in any order (the
+// chain orders them: each file's first prev is the hash of the file
+// before it's last line). It checks every line's prev against the hash
+// of the line before; each checkpoint's head, signature (with o.Keys)
+// and count of lines within one run; that the first line starts a chain
+// (prev ZeroHead, or o.From); and that every line is signed by a
+// checkpoint of the run that wrote it. A file that cannot be opened is
+// an error; everything found while reading is a Finding, and a log
+// that could not be read whole is never Intact.
+func Verify(names []string, o VerifyOptions) (*Report, error) {
+	var from Hash
+	if o.From != "" {
+		var err error
+		if from, err = ParseHash(o.From); err != nil {
+			return nil, fmt.Errorf("-from: %w", err)
+		}
+	}
+	files := make([]logFile, 0, len(names))
+	for _, n := range names {
+		lf, err := probe(n)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, lf)
+	}
+	v := &verifier{keys: o.Keys, from: from, hasFrom: o.From != "", rep: &Report{Head: ZeroHead}}
+	for _, seg := range order(files, from, v.hasFrom) {
+		v.linked = seg.linked && !v.cut
+		v.cut = false
+		if !seg.linked && seg.why != "" {
+			v.add(seg.file.name, 1, seg.why, false)
+		}
+		v.rep.Files = append(v.rep.Files, seg.file.name)
+		if err := v.file(seg.file.name); err != nil {
+			return nil, err
+		}
+	}
+	v.end()
+	return v.rep, nil
+}
+
+// segment is a file in the chain's order: linked when it continues the
+// file before it; why says how it does not.
+type segment struct {
+	file   logFile
+	linked bool
+	why    string
+}
+
+// order puts files in the chain's order: from each file that continues
+// no other given file (the chain's start, ZeroHead or from, first), the
+// file that continues it, and so on. Empty files come last.
+func order(files []logFile, from Hash, hasFrom bool) []segment {
+	byFirst := map[Hash][]int{}
+	lasts := map[Hash]bool{}
+	for i, f := range files {
+		if !f.empty && f.firstOK {
+			byFirst[f.first] = append(byFirst[f.first], i)
+		}
+		if !f.empty {
+			lasts[f.last] = true
+		}
+	}
+	used := make([]bool, len(files))
+	var segs []segment
+	follow := func(i int, why string) {
+		segs = append(segs, segment{file: files[i], why: why})
+		used[i] = true
+		for {
+			next := -1
+			for _, j := range byFirst[files[i].last] {
+				if !used[j] {
+					next = j
+					break
+				}
+			}
+			if next < 0 {
+				return
+			}
+			segs = append(segs, segment{file: files[next], linked: true})
+			used[next], i = true, next
+		}
+	}
+	starts := func(pick func(f logFile) bool, why func(f logFile) string) {
+		for i, f := range files {
+			if !used[i] && !f.empty && pick(f) {
+				w := why(f)
+				if len(segs) == 0 {
+					w = "" // the first line's prev is the verifier's to check
+				}
+				follow(i, w)
+			}
+		}
+	}
+	starts(func(f logFile) bool { return f.firstOK && (f.first == Hash{} || hasFrom && f.first == from) }, func(logFile) string {
+		return "starts a chain of its own (its first line's prev is 64 zeros or -from): the files given hold more than one chain"
+	})
+	starts(func(f logFile) bool { return !f.firstOK || !lasts[f.first] }, func(f logFile) string {
+		if !f.firstOK {
+			return "its first line does not read: where it belongs in the chain is unknown"
+		}
+		return fmt.Sprintf("does not continue any file given: its first line's prev %s is no given file's last line (a file missing, or lines removed between files)", f.first)
+	})
+	starts(func(logFile) bool { return true }, func(f logFile) string { // a loop, or a second file continuing the same one
+		return fmt.Sprintf("continues the same line (%s) as another file given: two files claim one place in the chain", f.first)
+	})
+	for i, f := range files {
+		if !used[i] {
+			segs = append(segs, segment{file: f, linked: true})
+		}
+	}
+	return segs
+}
+
+// verifier is Verify's state through the chain's lines.
+type verifier struct {
+	keys    []*identity.Key
+	from    Hash
+	hasFrom bool
+	rep     *Report
+	linked  bool // the file being read continues the line before
+	cut     bool // a file was not read to its end
+
+	started bool // a line was read
+	prev    Hash // the hash of the line before
+	// back are the two lines before: for a line whose prev names the
+	// line before the line before (that line was inserted).
+	back [2]at
+	// swappedPrev is accepted as the next line's prev: a swapped pair
+	// was found and reported.
+	swappedPrev *Hash
+	broken      *chainBreak // a break whose kind the next checkpoint tells
+	fork        *fork       // two lines continuing one: the next line tells which was inserted
+	run         runState
+	keysUsed    map[string]bool
+}
+
+// at is a line's place and hash.
+type at struct {
+	file string
+	line int
+	hash Hash
+}
+
+func (a at) String() string { return fmt.Sprintf("%s:%d", a.file, a.line) }
+
+// chainBreak is a line whose prev names no line seen: the line before
+// it was altered, or lines were removed between the two.
+type chainBreak struct {
+	before, after at
+	prev          Hash // what after's prev names
+}
+
+// runState is what one run of robotsgate wrote since its last checkpoint.
+type runState struct {
+	last     *Checkpoint // the last checkpoint; nil before the first
+	lastAt   at
+	since    int // records since it
+	unsigned at  // the first of them
+}
+
+func (v *verifier) add(file string, line int, msg string, note bool) {
+	v.rep.Findings = append(v.rep.Findings, Finding{File: file, Line: line, Msg: msg, Note: note})
+}
+
+// file reads one file's lines through the chain.
+func (v *verifier) file(name string) error {
+	lr, _, err := openLines(name)
+	if err != nil {
+		return err
+	}
+	defer lr.Close()
+	for n := 1; ; n++ {
+		line, ended, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			v.add(name, n, "cannot be read on: "+err.Error(), false)
+			v.cut = true
+			return nil
+		}
+		v.line(at{file: name, line: n, hash: LineHash(line)}, line, ended)
+		v.linked = true
+	}
+}

@@ -1,0 +1,128 @@
+package audit
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/robotsgate/robotsgate/proxy/identity"
+)
+
+// baseLog writes a log of one run: a start checkpoint (line 1), 12
+// records with an interval checkpoint after every 4 (lines 6, 11, 16) and
+// the shutdown checkpoint (line 17).
+func baseLog(t *testing.T, dir string) (string, *identity.Key) {
+	t.Helper()
+	c, key := newClock(), testKey(1)
+	path := filepath.Join(dir, "base.log")
+	l := openTest(t, path, key, c)
+	writeRun(l, c, 0, 12, 4)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, key
+}
+
+// writeLines writes ls to a file named name in dir.
+func writeLines(t *testing.T, dir, name string, ls [][]byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, bytes.Join(ls, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestVerifyTampered: each way a log can be tampered with is found, named
+// at its file and line, and the log is not intact.
+func TestVerifyTampered(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, key := baseLog(t, dir)
+	ls := lines(t, base)
+	if len(ls) != 17 {
+		t.Fatalf("base log of %d lines; want 17", len(ls))
+	}
+	edit := func(i int, f func([]byte) []byte) [][]byte {
+		out := make([][]byte, len(ls))
+		copy(out, ls)
+		out[i-1] = f(bytes.Clone(ls[i-1]))
+		return out
+	}
+	insert := func(i int, line []byte) [][]byte {
+		return append(append(append([][]byte{}, ls[:i-1]...), line), ls[i-1:]...)
+	}
+	forged := bytes.Replace(ls[8-1], []byte("articles/5"), []byte("articles/666"), -1)
+	forged = append(bytes.TrimSuffix(forged[:bytes.LastIndex(forged, []byte(`"prev":"`))], nil), []byte(`"prev":"`+LineHash(ls[7-1]).String()+`"}`+"\n")...)
+	chained := append(bytes.Clone(forged)[:bytes.LastIndex(forged, []byte(`"prev":"`))], []byte(`"prev":"`+LineHash(ls[8-1]).String()+`"}`+"\n")...)
+	tests := []struct {
+		name  string
+		ls    [][]byte
+		keys  []*identity.Key
+		line  int
+		want  string
+		write func(path string, b []byte) error
+	}{
+		{"a line edited", edit(8, func(b []byte) []byte { return bytes.Replace(b, []byte("articles/5"), []byte("articles/9"), -1) }), nil, 8, "an altered line", nil},
+		{"a line removed", append(append([][]byte{}, ls[:7]...), ls[8:]...), nil, 8, "1 line removed between", nil},
+		{"a line inserted", insert(9, forged), nil, 9, "an inserted line", nil},
+		{"a line inserted, chained", insert(9, chained), nil, 9, "an inserted line", nil},
+		{"a pair swapped", append(append(append([][]byte{}, ls[:7]...), ls[8], ls[7]), ls[9:]...), nil, 8, "lines in the wrong order", nil},
+		{"a foreign line", insert(8, []byte(`{"time":"2026-03-02T09:00:00Z","level":"INFO","msg":"hello"}`+"\n")), nil, 8, "no prev: not a robotsgate audit line", nil},
+		{"not JSON", insert(8, []byte("GET /x HTTP/1.1 200\n")), nil, 8, "not a JSON object", nil},
+		{"truncated mid-line", append(append([][]byte{}, ls[:16]...), ls[16][:40]), nil, 17, "an incomplete record", nil},
+		{"truncated at a line", ls[:14], nil, 12, "an unsigned tail: ", nil},
+		{"a checkpoint's signature", edit(6, func(b []byte) []byte { return bytes.Replace(b, []byte(`"sig":"`), []byte(`"sig":"AA`), 1) }), nil, 6, "signature is not key", nil},
+		{"a checkpoint's count", edit(11, func(b []byte) []byte { return bytes.Replace(b, []byte(`"lines":4`), []byte(`"lines":5`), 1) }), nil, 11, "missing since the checkpoint", nil},
+		{"a checkpoint's head", edit(11, func(b []byte) []byte {
+			h := LineHash(ls[0]).String()
+			return append(b[:bytes.Index(b, []byte(`"head":"`))+8], append([]byte(h), b[bytes.Index(b, []byte(`"head":"`))+8+64:]...)...)
+		}), nil, 11, "whose head", nil},
+		{"the first lines removed", ls[4:], nil, 1, "the first line does not start a chain", nil},
+		{"a wrong key", ls, []*identity.Key{testKey(2)}, 1, "which is not among the keys given", nil},
+		{"an over-long line", insert(8, append(bytes.Repeat([]byte("x"), MaxLine+10), '\n')), nil, 8, "a line longer than", nil},
+		{"a gzip file cut short", ls, nil, 0, "unexpected EOF", func(path string, b []byte) error {
+			var z bytes.Buffer
+			w := gzip.NewWriter(&z)
+			w.Write(b)
+			w.Close()
+			return os.WriteFile(path, z.Bytes()[:z.Len()-20], 0o600)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "audit.log")
+			write := tt.write
+			if write == nil {
+				write = func(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
+			}
+			if err := write(path, bytes.Join(tt.ls, nil)); err != nil {
+				t.Fatal(err)
+			}
+			keys := tt.keys
+			if keys == nil {
+				keys = []*identity.Key{key}
+			}
+			rep, err := Verify([]string{path}, VerifyOptions{Keys: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Intact() {
+				t.Fatalf("Verify: intact; want %q at line %d", tt.want, tt.line)
+			}
+			found := false
+			for _, f := range rep.Findings {
+				if f.File == path && (tt.line == 0 || f.Line == tt.line) && strings.Contains(f.Msg, tt.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("findings:\n%swant %q at %s:%d", findings(rep), tt.want, path, tt.line)
+			}
+		})
+	}
+}
