@@ -47,7 +47,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	fmt.Fprint(stderr, auditUsage)
-	return fmt.Errorf("%w: audit: unknown subcommand %q", errUsageShown, sub)
+	return fmt.Errorf("%w: audit: unknown subcommand %q", errUsage, sub)
 }
 
 // runAuditVerify checks audit logs' chain and signed checkpoints

@@ -110,12 +110,13 @@ func OpenWith(path string, o Options) (*Log, error) {
 	if err := l.Reopen(path); err != nil {
 		return nil, err
 	}
+	// A start checkpoint that cannot be written is a failed write, as a
+	// record's is: reported, and no reason not to start.
 	l.mu.Lock()
 	err := l.checkpoint(EventStart, false)
 	l.mu.Unlock()
 	if err != nil {
-		l.f.Close()
-		return nil, err
+		l.onError(err, Record{Msg: MsgCheckpoint})
 	}
 	if l.key != nil && l.ck.Interval > 0 {
 		go l.every(l.ck.Interval)

@@ -126,3 +126,34 @@ func TestVerifyTampered(t *testing.T) {
 		})
 	}
 }
+
+// TestTestdataLog: testdata/chain/audit.log is a log as baseLog writes
+// it (a real chained, signed log: the command's tests and the fuzz
+// targets read it), key.pem its key's public half, other.pem another
+// key's; it verifies with key.pem; -update writes them again.
+func TestTestdataLog(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("testdata", "chain")
+	if *update {
+		base, key := baseLog(t, t.TempDir())
+		b, err := os.ReadFile(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[string][]byte{"audit.log": b, "key.pem": MarshalPublicPEM(key), "other.pem": MarshalPublicPEM(testKey(2))}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := ParsePublicKeys("key.pem", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyOK(t, keys, filepath.Join(dir, "audit.log"))
+}
