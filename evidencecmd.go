@@ -31,7 +31,8 @@ func runEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("evidence", stderr)
 	path := fs.String("config", "", "config `FILE` ([[agents]], [[sites]], [robots], [evidence]); none: the built-in defaults")
 	store := fs.String("store", "", "the evidence store's `DIR`; default the config's [evidence] dir")
-	token := fs.String("agent", "", "product `TOKEN` to decide for; default the config's default_agent")
+	token := fs.String("agent", "", "product `TOKEN` to decide for, taken verbatim; default the config's default_agent")
+	ua := fs.String("user-agent", "", "full User-Agent header (`UA`) to take the token from, as the proxy does ([[agents]] included)")
 	atFlag := fs.String("at", "", "the `TIME` (RFC 3339, or a date: the end of that day, UTC); default now")
 	q := &evidenceQuery{}
 	fs.Func("audit", "audit `FILE` (plain or gzip; repeatable) to print the URL's records from", func(s string) error {
@@ -41,6 +42,9 @@ func runEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	urls, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if *token != "" && *ua != "" {
+		return fmt.Errorf("%w: evidence: -agent and -user-agent are exclusive", errUsage)
 	}
 	if len(urls) != 1 {
 		return fmt.Errorf("%w: evidence: give one URL", errUsage)
@@ -52,7 +56,7 @@ func runEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if q.Query, err = d.NewQuery(urls[0], *token); err != nil {
+	if q.Query, err = d.NewQuery(urls[0], *token, *ua); err != nil {
 		return fmt.Errorf("%w: evidence: %v", errUsage, err)
 	}
 	err = printCopy(ctx, stdout, stderr, d, dir, q)

@@ -173,6 +173,8 @@ func TestEvidenceAndReplay(t *testing.T) {
 			[]string{fmt.Sprintf("%x", v2), "allowed", `rule "allow: /open" line 2`}},
 		{"FooBot's group on day 1", []string{"-agent", "FooBot", "-at", at(run.day1), run.origin.URL + "/foo-only"}, 0,
 			[]string{"disallowed", `rule "disallow: /foo-only" line 6`}},
+		{"the token from a User-Agent, by [[agents]]", []string{"-user-agent", "Mozilla/5.0 FooCrawler/1.0", "-at", at(run.day1), run.origin.URL + "/foo-only"}, 0,
+			[]string{`token ["FooBot"]`, "disallowed", `rule "disallow: /foo-only" line 6`}},
 		{"before any fetch", []string{"-agent", "BarBot", "-at", "2026-03-01", run.origin.URL + "/open"}, 1,
 			[]string{"no copy of " + run.origin.URL + "/robots.txt was fetched before 2026-03-01T23:59:59.999Z"}},
 		{"bad time", []string{"-agent", "BarBot", "-at", "yesterday", run.origin.URL + "/open"}, 2, []string{"-at"}},

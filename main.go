@@ -85,7 +85,7 @@ const usage = `usage:
   robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] FILE...   (plain or gzip, any order)
   robotsgate audit key [-config FILE]
   robotsgate audit replay [-config FILE] [-store DIR] FILE...   (re-decide every record from the copy it names)
-  robotsgate evidence [-config FILE] [-store DIR] [-agent TOKEN] [-at TIME] [-audit FILE]... URL
+  robotsgate evidence [-config FILE] [-store DIR] [-agent TOKEN | -user-agent UA] [-at TIME] [-audit FILE]... URL
   robotsgate hash-password            (reads one password line on stdin)
   robotsgate healthcheck [-url URL] [-config FILE]
   robotsgate version

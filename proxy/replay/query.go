@@ -22,17 +22,21 @@ type Query struct {
 	path      string          // normalised, as records write it
 }
 
-// NewQuery returns the query of url for token ("": the config's
-// default_agent).
-func (x *Decider) NewQuery(url, token string) (*Query, error) {
+// NewQuery returns the query of url for token, taken verbatim, or when
+// token is "" for the tokens the proxy takes from the User-Agent header ua
+// (its [[agents]] rules included; with neither, default_agent).
+func (x *Decider) NewQuery(url, token, ua string) (*Query, error) {
 	o, err := fetch.ParseOrigin(url)
 	if err != nil {
 		return nil, err
 	}
-	if token == "" {
-		token = x.cfg.DefaultAgent
+	req := &policy.Request{Kind: policy.KindCheck, UserAgent: ua}
+	switch {
+	case token != "":
+		req.Agents = []string{token}
+	case ua == "":
+		req.Agents = []string{x.cfg.DefaultAgent}
 	}
-	req := &policy.Request{Kind: policy.KindCheck, Agents: []string{token}}
 	if err := req.SetURL(url); err != nil {
 		return nil, err
 	}
