@@ -213,7 +213,8 @@ func (s *Store) Keep(c Copy, body []byte) {
 	}
 }
 
-// drop counts a copy not kept and logs it, at most once a minute.
+// drop counts a copy not kept and logs it, at most once a minute (a full
+// disk would otherwise log every fetch).
 func (s *Store) drop(c Copy, why string) {
 	total := s.dropped.Add(1)
 	now := s.o.Now()
@@ -295,8 +296,7 @@ func (s *Store) write(k kept) {
 	if k.body != nil {
 		n, err := s.putObject(k.c.Sum, k.body)
 		if err != nil {
-			s.dropped.Add(1)
-			s.log.Error("evidence store: write copy", "url", k.c.URL, "sha256", k.c.Hex(), "err", err)
+			s.drop(k.c, "write failed: "+err.Error())
 			return
 		}
 		s.bytes.Add(n)
