@@ -122,7 +122,9 @@ func TestRoundTripAndDedupe(t *testing.T) {
 // every time, and every copy is counted as dropped.
 func TestQueueFullNeverBlocks(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, Options{QueueLen: 1, QueueBytes: 1 << 20})
+	var log testkit.Buffer
+	clk := &clock{t: t0}
+	s := openStore(t, Options{QueueLen: 1, QueueBytes: 1 << 20, Logger: slogTo(&log), Now: clk.Now})
 	objects := filepath.Join(s.Dir(), "objects")
 	if err := os.Remove(objects); err != nil {
 		t.Fatal(err)
@@ -145,6 +147,10 @@ func TestQueueFullNeverBlocks(t *testing.T) {
 		t.Fatal("Keep blocked")
 	}
 	testkit.Eventually(t, "every copy dropped", func() bool { return s.Dropped() == n })
+	// Logged, but not n times: at most a line a minute.
+	if got := strings.Count(log.String(), "copy not kept"); got != 1 {
+		t.Errorf("%d lines log the drops in the same minute; want 1:\n%s", got, log.String())
+	}
 	// The byte bound drops too.
 	small := openStore(t, Options{QueueBytes: 10})
 	small.Keep(copyOf("https://example.com/robots.txt", []byte("0123456789ab"), t0), []byte("0123456789ab"))
