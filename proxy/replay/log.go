@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/robotsgate/robotsgate/evidence"
@@ -86,20 +88,93 @@ type Replayer struct {
 }
 
 // Replay re-decides every record of the audit log read from r (named name
-// in findings), line by line: the log is never held whole. Its counts are
-// added to s. It returns an error only when r cannot be read.
+// in findings), line by line: the log is never held whole. Batches of
+// lines are decided on every CPU at once, and their findings reported in
+// the order of their lines. Its counts are added to s. It returns an
+// error only when r cannot be read, or ctx ends.
 func (p *Replayer) Replay(ctx context.Context, r io.Reader, name string, s *Summary) error {
-	if s.Skipped == nil {
-		s.Skipped = map[string]int{}
+	workers := max(1, runtime.GOMAXPROCS(0))
+	jobs := make(chan *batch)
+	order := make(chan *batch, 2*workers) // the batches in the order of their lines
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range jobs {
+				b.run(ctx, p.D, name)
+			}
+		}()
 	}
+	errc := make(chan error, 1)
+	go func() {
+		defer close(order)
+		defer close(jobs)
+		errc <- readBatches(ctx, r, name, func(b *batch) {
+			order <- b
+			jobs <- b
+		})
+	}()
+	for b := range order {
+		<-b.done
+		s.add(&b.s)
+		for _, f := range b.found {
+			if p.Report != nil {
+				p.Report(f)
+			}
+		}
+	}
+	wg.Wait()
+	return <-errc
+}
+
+// batchLines is how many lines a batch holds.
+const batchLines = 256
+
+// A batch is lines of a log decided together, and what they gave.
+type batch struct {
+	first int      // the line number of lines[0]
+	lines [][]byte // nil for a line too long to read
+	s     Summary
+	found []Finding
+	done  chan struct{} // closed when decided
+}
+
+// run decides b's lines.
+func (b *batch) run(ctx context.Context, d *Decider, name string) {
+	defer close(b.done)
+	b.s.Skipped = map[string]int{}
+	for i, line := range b.lines {
+		if ctx.Err() != nil {
+			return
+		}
+		n := b.first + i
+		if line != nil && len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		record(ctx, d, line, line == nil, n, &b.s, func(f Finding) {
+			f.File, f.Line = name, n
+			b.found = append(b.found, f)
+		})
+	}
+}
+
+// readBatches reads r's lines into batches and hands each to send.
+func readBatches(ctx context.Context, r io.Reader, name string, send func(*batch)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var line []byte
+	b := &batch{first: 1, done: make(chan struct{})}
+	var buf []byte
 	for n := 1; ; n++ {
-		var long bool
-		var err error
-		line, long, err = readLine(br, line[:0])
-		if len(bytes.TrimSpace(line)) > 0 || long {
-			p.record(ctx, line, long, name, n, s)
+		line, long, err := readLine(br, buf[:0])
+		buf = line
+		if long {
+			b.lines = append(b.lines, nil)
+		} else {
+			b.lines = append(b.lines, bytes.Clone(line))
+		}
+		if len(b.lines) == batchLines || err != nil {
+			send(b)
+			b = &batch{first: n + 1, done: make(chan struct{})}
 		}
 		if err == io.EOF {
 			return nil
@@ -108,8 +183,25 @@ func (p *Replayer) Replay(ctx context.Context, r io.Reader, name string, s *Summ
 			return fmt.Errorf("read %s: %w", name, err)
 		}
 		if err := ctx.Err(); err != nil {
+			send(b)
 			return err
 		}
+	}
+}
+
+// add adds o's counts to s.
+func (s *Summary) add(o *Summary) {
+	s.Records += o.Records
+	s.Reproduced += o.Reproduced
+	s.Differ += o.Differ
+	s.Missing += o.Missing
+	s.BadLines += o.BadLines
+	s.Agents += o.Agents
+	if s.Skipped == nil {
+		s.Skipped = map[string]int{}
+	}
+	for k, v := range o.Skipped {
+		s.Skipped[k] += v
 	}
 }
 
@@ -133,14 +225,9 @@ func readLine(br *bufio.Reader, buf []byte) (line []byte, long bool, err error) 
 	}
 }
 
-// record replays one line.
-func (p *Replayer) record(ctx context.Context, line []byte, long bool, name string, n int, s *Summary) {
-	report := func(f Finding) {
-		f.File, f.Line = name, n
-		if p.Report != nil {
-			p.Report(f)
-		}
-	}
+// record replays one line (long: one too long to read), counting it in s
+// and handing report what it finds.
+func record(ctx context.Context, d *Decider, line []byte, long bool, n int, s *Summary, report func(Finding)) {
 	var rec audit.Record
 	err := fmt.Errorf("longer than %d bytes", MaxLine)
 	if !long {
@@ -174,28 +261,28 @@ func (p *Replayer) record(ctx context.Context, line []byte, long bool, name stri
 		report(Finding{Kind: BadLine, Err: err})
 		return
 	}
-	d, err := p.D.Decide(ctx, req, copies, time.Time(rec.Time))
+	dec, err := d.Decide(ctx, req, copies, time.Time(rec.Time))
 	if err != nil {
 		s.Missing++
 		report(Finding{Kind: MissingCopy, Err: err})
 		return
 	}
-	if got := d.Agents.Slice(); !slices.Equal(got, rec.Agent) {
+	if got := dec.Agents.Slice(); !slices.Equal(got, rec.Agent) {
 		s.Agents++
 		report(Finding{Kind: AgentsDiffer, Said: fmt.Sprintf("%q", rec.Agent), Got: fmt.Sprintf("%q", got)})
 	}
-	rule, ruleLine := audit.RuleOf(d)
-	if liftedByResponse(&rec, d, rule) {
+	rule, ruleLine := audit.RuleOf(dec)
+	if liftedByResponse(&rec, dec, rule) {
 		s.Skipped["reservation the response may have lifted"]++
 		return
 	}
-	if reproduces(rec.Decision, d.Action) && rule == rec.Rule && ruleLine == rec.Line {
+	if reproduces(rec.Decision, dec.Action) && rule == rec.Rule && ruleLine == rec.Line {
 		s.Reproduced++
 		return
 	}
 	s.Differ++
 	report(Finding{Kind: Differs, Said: describe(rec.Decision, rec.Rule, rec.Line),
-		Got: describe(d.Action, rule, ruleLine) + " (" + d.Reason + "; copy sha256 " + orNone(rec.Copies[0].SHA256) + ")"})
+		Got: describe(dec.Action, rule, ruleLine) + " (" + dec.Reason + "; copy sha256 " + orNone(rec.Copies[0].SHA256) + ")"})
 }
 
 // unreplayable says why a record cannot be re-decided from a copy; "" when
