@@ -91,6 +91,9 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 		}
 	}
 	v.end()
+	if v.rep.Lines == 0 && len(names) > 0 {
+		v.add(names[0], 0, "no line in the files given: nothing is verified", false)
+	}
 	return v.rep, nil
 }
 
