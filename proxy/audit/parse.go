@@ -14,8 +14,9 @@ type lineInfo struct {
 	prev Hash
 	// ck is the line's checkpoint; nil for a record.
 	ck *Checkpoint
-	// time is the line's time as written, when it starts {"time":"…".
-	time string
+	// time is the line's time as written, when it starts {"time":"…;
+	// it is b's bytes, valid as long as b is.
+	time []byte
 }
 
 // The suffix robotsgate writes every record with: prev is its last
@@ -32,7 +33,7 @@ var checkpointFields = []string{"event", "head", "key", "level", "lines", "msg",
 // parseLine reads one audit line (without its "\n"): it must be a JSON
 // object with a prev of 64 hex digits; a line whose msg is "checkpoint"
 // must have a checkpoint's members, and only those. A record is not
-// decoded whole: it is checked to be valid JSON (json.Valid) and its
+// decoded whole: it is checked to be valid JSON (validJSON) and its
 // prev read where robotsgate writes it, its last member (anywhere else,
 // the line is decoded to find it).
 func parseLine(b []byte) (lineInfo, error) {
@@ -42,12 +43,12 @@ func parseLine(b []byte) (lineInfo, error) {
 		return li, errors.New("an empty line")
 	case b[0] != '{':
 		return li, errors.New("not a JSON object")
-	case b[len(b)-1] != '}' || !json.Valid(b):
+	case b[len(b)-1] != '}' || !validJSON(b):
 		return li, errors.New("not a whole JSON object (a write cut short, or not a robotsgate audit line)")
 	}
 	if bytes.HasPrefix(b, timePrefix) {
 		if i := bytes.IndexByte(b[len(timePrefix):], '"'); i > 0 && i < 40 {
-			li.time = string(b[len(timePrefix) : len(timePrefix)+i])
+			li.time = b[len(timePrefix) : len(timePrefix)+i]
 		}
 	}
 	if bytes.Contains(b, checkpointMsg) {

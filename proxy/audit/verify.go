@@ -191,6 +191,7 @@ type verifier struct {
 	fork        *fork       // two lines continuing one: the next line tells which was inserted
 	run         runState
 	keysUsed    map[string]bool
+	lastTime    []byte // the last line's time, as written
 }
 
 // at is a line's place and hash.

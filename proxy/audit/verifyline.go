@@ -12,11 +12,11 @@ import (
 func (v *verifier) line(a at, b []byte, ended bool) {
 	li, err := parseLine(b)
 	v.rep.Lines++
-	if li.time != "" {
+	if len(li.time) > 0 {
 		if v.rep.First == "" {
-			v.rep.First = li.time
+			v.rep.First = string(li.time)
 		}
-		v.rep.Last = li.time
+		v.lastTime = append(v.lastTime[:0], li.time...)
 	}
 	switch {
 	case err != nil && !ended:
@@ -250,6 +250,7 @@ func (v *verifier) end() {
 	v.resolveFork(at{}, Hash{})
 	v.flushBreak()
 	v.rep.Head = v.prev.String()
+	v.rep.Last = string(v.lastTime)
 	r := &v.run
 	switch {
 	case r.since == 0, v.cut: // a file not read to its end says so
