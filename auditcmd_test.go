@@ -233,3 +233,24 @@ func TestAuditCommands(t *testing.T) {
 		t.Error("audit key made a key; want it to make nothing")
 	}
 }
+
+// TestAuditKeyIdentity: with [identity], checkpoints are signed with the
+// identity key ring's key: audit key names it and its file.
+func TestAuditKeyIdentity(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.toml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "[tls]\nstate_dir = %s\n[identity]\nsignature_agent = \"https://bot.example\"\n", strconv.Quote(filepath.Join(dir, "state"))), 0o644)
+	if _, errOut, code := runCmd(t, "", "audit", "key", "-config", cfg); code != 1 || !strings.Contains(errOut, "no [identity] key yet") {
+		t.Errorf("audit key before a key: exit %d %q; want 1, no [identity] key yet", code, errOut)
+	}
+	_, keysErr, code := runCmd(t, "", "keys", "-config", cfg)
+	m := regexp.MustCompile(`(?m)^  (\S+)  signing$`).FindStringSubmatch(keysErr)
+	if code != 0 || m == nil {
+		t.Fatalf("keys: exit %d:\n%s", code, keysErr)
+	}
+	out, errOut, code := runCmd(t, "", "audit", "key", "-config", cfg)
+	if code != 0 || !strings.Contains(errOut, "the [identity] signing key") || !strings.Contains(errOut, "key id "+m[1]) || !strings.Contains(out, "BEGIN PUBLIC KEY") {
+		t.Errorf("audit key: exit %d\n%s%s\nwant the [identity] key %s", code, out, errOut, m[1])
+	}
+}

@@ -219,3 +219,45 @@ func rsaPEM(t *testing.T) []byte {
 	der, _ := x509.MarshalPKCS8PrivateKey(k)
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
+
+// TestVerifyFilesNotLinking: of three rotated files, the middle one
+// missing: the last does not continue any file given; the same file
+// given twice claims one place twice.
+func TestVerifyFilesNotLinking(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	l := openTest(t, path, key, c)
+	for i := range 2 {
+		writeRun(l, c, i*3, 3, 0)
+		os.Rename(path, path+"."+string(rune('2'-i)))
+		if err := l.Reopen(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRun(l, c, 6, 3, 0)
+	l.Close()
+	keys := []*identity.Key{key}
+	verifyOK(t, keys, path, path+".1", path+".2")
+	tests := []struct {
+		files []string
+		bad   string
+		want  string
+	}{
+		{[]string{path, path + ".2"}, path, "does not continue any file given"},
+		{[]string{path + ".2", path + ".1", path, path + ".1"}, path + ".1", "two files claim one place in the chain"},
+	}
+	for _, tt := range tests {
+		rep, err := Verify(tt.files, VerifyOptions{Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range rep.Findings {
+			found = found || f.File == tt.bad && f.Line == 1 && strings.Contains(f.Msg, tt.want)
+		}
+		if rep.Intact() || !found {
+			t.Errorf("Verify(%v):\n%swant %q at %s:1", tt.files, findings(rep), tt.want, tt.bad)
+		}
+	}
+}
