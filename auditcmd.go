@@ -98,7 +98,7 @@ func verifyKeys(files []string, config string) ([]*identity.Key, string, error) 
 	if len(files) > 0 {
 		var keys []*identity.Key
 		for _, name := range files {
-			b, err := os.ReadFile(name)
+			b, err := readKeyFile(name)
 			if err != nil {
 				return nil, "", fmt.Errorf("audit verify: -key: %w", err)
 			}
@@ -122,6 +122,22 @@ func verifyKeys(files []string, config string) ([]*identity.Key, string, error) 
 		return nil, "", fmt.Errorf("audit verify: %w", err)
 	}
 	return keys, sg.Path, nil
+}
+
+// readKeyFile reads a -key file, at most 1 MiB of it (a key file is a
+// few hundred bytes; a device or a FIFO given by mistake is not read for
+// ever).
+func readKeyFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err == nil && len(b) > 1<<20 {
+		err = fmt.Errorf("%s: more than 1 MiB: not a key file", name)
+	}
+	return b, err
 }
 
 // runAuditKey prints the public key checkpoints are signed with (PEM) on

@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/identity"
 )
 
@@ -260,4 +262,27 @@ func TestVerifyFilesNotLinking(t *testing.T) {
 			t.Errorf("Verify(%v):\n%swant %q at %s:1", tt.files, findings(rep), tt.want, tt.bad)
 		}
 	}
+}
+
+// TestIntervalCheckpoints: with an interval, the Log signs what was
+// written since its last checkpoint, and nothing when nothing was.
+func TestIntervalCheckpoints(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	l, err := OpenWith(path, Options{Now: c.now, Checkpoints: Checkpoints{Key: key, Interval: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Write(testRecord(c, 0))
+	testkit.Eventually(t, "an interval checkpoint", func() bool {
+		b, _ := os.ReadFile(path)
+		return bytes.Contains(b, []byte(`"event":"interval","lines":1,`))
+	})
+	l.Close()
+	ls := lines(t, path)
+	if n := len(ls); n != 4 {
+		t.Errorf("%d lines; want 4 (start, the record, one interval checkpoint, shutdown)", n)
+	}
+	verifyOK(t, []*identity.Key{key}, path)
 }
