@@ -34,7 +34,11 @@ import (
 // status it was answered with. An answer with no body (a 404: no
 // restrictions) has a zero Sum; its Status says what decided.
 type Copy struct {
-	URL     string
+	URL string
+	// For is the URL asked for when a redirect made URL differ from it
+	// (an origin's /robots.txt answered from https:// or www.): the index
+	// finds the copy by either. "" otherwise.
+	For     string
 	Sum     [sha256.Size]byte
 	Fetched time.Time
 	Status  int

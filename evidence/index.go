@@ -28,11 +28,12 @@ type Entry struct {
 	SHA256  string    `json:"sha256"` // hex; "" for an answer with no body
 	Fetched time.Time `json:"fetched"`
 	Status  int       `json:"status"`
+	For     string    `json:"for,omitempty"` // the URL asked for, when a redirect made URL differ
 }
 
 // Copy returns e as a Copy (its sum checked by DecodeEntry).
 func (e *Entry) Copy() Copy {
-	c := Copy{URL: e.URL, Fetched: e.Fetched, Status: e.Status}
+	c := Copy{URL: e.URL, For: e.For, Fetched: e.Fetched, Status: e.Status}
 	if e.SHA256 != "" {
 		hex.Decode(c.Sum[:], []byte(e.SHA256))
 	}
@@ -41,7 +42,7 @@ func (e *Entry) Copy() Copy {
 
 // entryOf is the index line of c.
 func entryOf(c Copy) Entry {
-	return Entry{URL: c.URL, SHA256: c.Hex(), Fetched: c.Fetched.UTC(), Status: c.Status}
+	return Entry{URL: c.URL, SHA256: c.Hex(), Fetched: c.Fetched.UTC(), Status: c.Status, For: c.For}
 }
 
 // DecodeEntry decodes one index line, refusing what the store would not
@@ -63,6 +64,8 @@ func DecodeEntry(line []byte) (Entry, error) {
 	switch {
 	case e.URL == "" || strings.ContainsAny(e.URL, " \t\r\n"):
 		return Entry{}, fmt.Errorf("bad url %q", e.URL)
+	case strings.ContainsAny(e.For, " \t\r\n") || e.For == e.URL:
+		return Entry{}, fmt.Errorf("bad for %q", e.For)
 	case e.SHA256 != "" && (!isHexSum(e.SHA256) || e.SHA256 == strings.Repeat("0", 64)):
 		return Entry{}, fmt.Errorf("bad sha256 %q", e.SHA256)
 	case e.Fetched.IsZero():
@@ -247,7 +250,7 @@ func InForce(dir, url string, at time.Time, bad func(line int, err error)) (e En
 	}
 	defer f.Close()
 	err = ScanIndex(f, path, func(x Entry) error {
-		if x.URL == url && !x.Fetched.After(at) && (!ok || !x.Fetched.Before(e.Fetched)) {
+		if (x.URL == url || x.For == url) && !x.Fetched.After(at) && (!ok || !x.Fetched.Before(e.Fetched)) {
 			e, ok = x, true
 		}
 		return nil

@@ -84,11 +84,16 @@ func TestRoundTripAndDedupe(t *testing.T) {
 	s.Keep(none, nil)
 	later := copyOf(c.URL, body, t0.Add(24*time.Hour)) // fetched again, unchanged
 	s.Keep(later, body)
+	// http://example.net/robots.txt redirected to https://www.example.net/robots.txt:
+	// found by either URL.
+	moved := copyOf("https://www.example.net/robots.txt", body, t0)
+	moved.For = "http://example.net/robots.txt"
+	s.Keep(moved, body)
 	if err := s.Close(5 * time.Second); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if got := indexLines(t, dir); len(got) != 3 {
-		t.Errorf("index has %d lines; want 3:\n%s", len(got), strings.Join(got, "\n"))
+	if got := indexLines(t, dir); len(got) != 4 {
+		t.Errorf("index has %d lines; want 4:\n%s", len(got), strings.Join(got, "\n"))
 	}
 	got, err := GetObject(dir, c.Sum, 0)
 	if err != nil || !bytes.Equal(got, body) {
@@ -109,6 +114,9 @@ func TestRoundTripAndDedupe(t *testing.T) {
 		{c.URL, t0.Add(23 * time.Hour), true, t0},
 		{c.URL, t0.Add(48 * time.Hour), true, t0.Add(24 * time.Hour)},
 		{none.URL, t0.Add(time.Hour), true, t0},
+		{moved.URL, t0, true, t0},
+		{moved.For, t0, true, t0},
+		{"https://example.net/robots.txt", t0, false, time.Time{}},
 	} {
 		e, ok, err := InForce(dir, tt.url, tt.at, func(int, error) {})
 		if err != nil || ok != tt.ok || !e.Fetched.Equal(tt.wantAt) {

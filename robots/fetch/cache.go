@@ -155,7 +155,11 @@ type Entry struct {
 // names it: where it came from (RulesURL), the SHA-256 of its body (zero
 // for an unavailable answer), when it was fetched and its status.
 func (e *Entry) Copy() evidence.Copy {
-	return evidence.Copy{URL: e.RulesURL(), Sum: e.Sum, Fetched: e.FetchedAt, Status: e.Status}
+	c := evidence.Copy{URL: e.RulesURL(), Sum: e.Sum, Fetched: e.FetchedAt, Status: e.Status}
+	if e.URL != "" {
+		c.For = e.Origin.RobotsURL()
+	}
+	return c
 }
 
 // bodySum is the Sum of an answer with outcome and body: the body's

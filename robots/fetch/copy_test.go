@@ -264,3 +264,37 @@ func TestDocCopies(t *testing.T) {
 		t.Errorf("404: kept %+v %q; want its copy, no body", copies, bodies)
 	}
 }
+
+// TestCopyRedirected: a robots.txt answered after a redirect names the URL
+// its body came from, and the origin's own /robots.txt as the URL asked
+// for, so that the evidence index finds it by either.
+func TestCopyRedirected(t *testing.T) {
+	t.Parallel()
+	const body = "User-agent: *\nDisallow: /moved\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.Redirect(w, r, "/real/robots.txt", http.StatusMovedPermanently)
+			return
+		}
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	o, err := fetch.ParseOrigin(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Date(2026, 11, 23, 8, 41, 38, 0, time.UTC)}
+	var k kept
+	a, err := copyCache(t, clk, &k, nil).Get(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := a.Copy()
+	want := evidence.Copy{URL: srv.URL + "/real/robots.txt", For: o.RobotsURL(), Sum: sha256.Sum256([]byte(body)), Fetched: clk.Now(), Status: 200}
+	if !ok || !same(got, want) || got.For != want.For {
+		t.Errorf("Copy() = %+v, %v; want %+v", got, ok, want)
+	}
+	if kc, _ := k.all(); len(kc) != 1 || kc[0].For != want.For {
+		t.Errorf("the Keeper was handed %+v; want one copy asked for as %s", kc, want.For)
+	}
+}
