@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // logFile is one file given to Verify, as its probe found it.
@@ -20,6 +21,9 @@ type logFile struct {
 	first   Hash
 	firstOK bool
 	last    Hash // the hash of its last line
+	// lastOK false: its last line is not known (a line too long, or a
+	// gzip file whose probe stopped at a line no robotsgate writes).
+	lastOK bool
 }
 
 // lineReader reads an audit file line by line, gzip or plain (told by
@@ -33,10 +37,20 @@ type lineReader struct {
 // errLongLine: a line longer than MaxLine, which cannot be read on.
 var errLongLine = fmt.Errorf("a line longer than %d bytes: not an audit log robotsgate wrote, and the rest of the file is not read", MaxLine)
 
-// openLines opens the file at name for reading its lines.
+// openLines opens the file at name for reading its lines. It must be a
+// regular file (a link to one is followed): it is opened without
+// blocking, so that a FIFO given by mistake, with no writer, is refused
+// at once rather than waited on for ever.
 func openLines(name string) (*lineReader, bool, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		return nil, false, err
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: not a regular file (%s)", name, info.Mode().Type())
+		}
 		return nil, false, err
 	}
 	lr := &lineReader{f: f}
@@ -102,15 +116,24 @@ func probe(name string) (logFile, error) {
 		if lf.last, _, err = tailHash(lr.f, info.Size()); err != nil {
 			return lf, nil // Verify reports the long line, where it is
 		}
+		lf.lastOK = true
 		return lf, nil
 	}
-	lf.last = LineHash(line)
+	// A gzip file is read through, but not past a line robotsgate never
+	// writes (shorter than a prev, or not an object): a gzip bomb of
+	// empty lines, a few KiB that decompress to gigabytes, stops here at
+	// its first line, and Verify at its first MaxFindings.
 	for {
-		line, _, err := lr.next()
-		if err != nil {
-			return lf, nil // io.EOF, or Verify reports it
+		if len(line) < len(prevKey)+64 || line[0] != '{' {
+			return lf, nil // Verify reports it
 		}
 		lf.last = LineHash(line)
+		if line, _, err = lr.next(); errors.Is(err, io.EOF) {
+			lf.lastOK = true
+			return lf, nil
+		} else if err != nil {
+			return lf, nil // Verify reports it
+		}
 	}
 }
 

@@ -85,6 +85,9 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 		if !seg.linked && seg.why != "" {
 			v.add(seg.file.name, 1, seg.why, false)
 		}
+		if v.stopped {
+			break
+		}
 		v.rep.Files = append(v.rep.Files, seg.file.name)
 		if err := v.file(seg.file.name); err != nil {
 			return nil, err
@@ -115,7 +118,7 @@ func order(files []logFile, from Hash, hasFrom bool) []segment {
 		if !f.empty && f.firstOK {
 			byFirst[f.first] = append(byFirst[f.first], i)
 		}
-		if !f.empty {
+		if !f.empty && f.lastOK {
 			lasts[f.last] = true
 		}
 	}
@@ -124,7 +127,7 @@ func order(files []logFile, from Hash, hasFrom bool) []segment {
 	follow := func(i int, why string) {
 		segs = append(segs, segment{file: files[i], why: why})
 		used[i] = true
-		for {
+		for files[i].lastOK {
 			next := -1
 			for _, j := range byFirst[files[i].last] {
 				if !used[j] {
@@ -178,6 +181,7 @@ type verifier struct {
 	rep     *Report
 	linked  bool // the file being read continues the line before
 	cut     bool // a file was not read to its end
+	stopped bool // MaxFindings were found: no more is read
 
 	started bool // a line was read
 	prev    Hash // the hash of the line before
@@ -218,7 +222,19 @@ type runState struct {
 	unsigned at  // the first of them
 }
 
+// MaxFindings bounds the findings Verify keeps: past it, Verify stops
+// reading (a file of a million bad lines, or a gzip bomb of empty lines
+// that a few KiB decompress to, would otherwise hold a finding for each
+// in memory, and take as long to report as to read).
+const MaxFindings = 1000
+
+// full reports whether MaxFindings are kept: add keeps no more.
+func (v *verifier) full() bool { return len(v.rep.Findings) >= MaxFindings }
+
 func (v *verifier) add(file string, line int, msg string, note bool) {
+	if v.full() {
+		return
+	}
 	v.rep.Findings = append(v.rep.Findings, Finding{File: file, Line: line, Msg: msg, Note: note})
 }
 
@@ -241,5 +257,11 @@ func (v *verifier) file(name string) error {
 		}
 		v.line(at{file: name, line: n, hash: LineHash(line)}, line, ended)
 		v.linked = true
+		if v.full() {
+			v.rep.Findings = append(v.rep.Findings, Finding{File: name, Line: n,
+				Msg: fmt.Sprintf("%d findings: verify stops here, and does not read the rest of this file nor the files after it", MaxFindings)})
+			v.cut, v.stopped = true, true
+			return nil
+		}
 	}
 }

@@ -44,6 +44,9 @@ func (v *verifier) line(a at, b []byte, ended bool) {
 // report adds a finding at where; each at among args is written as
 // "line N" in where's file, "FILE:N" in another.
 func (v *verifier) report(where at, note bool, format string, args ...any) {
+	if v.full() {
+		return
+	}
 	for i, a := range args {
 		if x, ok := a.(at); ok {
 			args[i] = x.rel(where.file)

@@ -1,0 +1,108 @@
+package audit
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/robotsgate/robotsgate/proxy/identity"
+)
+
+// TestVerifyAttacks: what an attacker without the key might try on a
+// signed log; none of it verifies as intact.
+func TestVerifyAttacks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, key := baseLog(t, dir)
+	ls := lines(t, base)
+	// rechain recomputes every prev (and a checkpoint's head) from line
+	// i on, as someone without the key can.
+	rechain := func(in [][]byte, i int) [][]byte {
+		out := make([][]byte, len(in))
+		for j := range in {
+			out[j] = bytes.Clone(in[j])
+		}
+		for j := i; j < len(out); j++ {
+			h := LineHash(out[j-1]).String()
+			b := out[j]
+			k := bytes.LastIndex(b, []byte(`"prev":"`)) + 8
+			b = append(b[:k:k], append([]byte(h), b[k+64:]...)...)
+			if k := bytes.Index(b, []byte(`"head":"`)); k >= 0 {
+				k += 8
+				b = append(b[:k:k], append([]byte(h), b[k+64:]...)...)
+			}
+			out[j] = b
+		}
+		return out
+	}
+	edited := make([][]byte, len(ls))
+	copy(edited, ls)
+	edited[7] = bytes.Replace(ls[7], []byte("articles/5"), []byte("articles/9"), -1)
+	crlf := make([][]byte, len(ls))
+	for i, l := range ls {
+		crlf[i] = append(bytes.TrimSuffix(bytes.Clone(l), []byte("\n")), '\r', '\n')
+	}
+	dupKey := make([][]byte, len(ls))
+	copy(dupKey, ls)
+	dupKey[7] = bytes.Replace(ls[7], []byte(`"decision":`), []byte(`"decision":"allowed","decision":`), 1)
+	tests := []struct {
+		name string
+		ls   [][]byte
+		want string
+	}{
+		{"edited, every later prev recomputed", rechain(edited, 8), "signature is not key"},
+		{"a checkpoint duplicated", append(append(append([][]byte{}, ls[:11]...), ls[10]), ls[11:]...), "an inserted line"},
+		{"CRLF line ends", crlf, "not a whole JSON object"},
+		{"a member duplicated", dupKey, "an altered line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeLines(t, t.TempDir(), "audit.log", tt.ls)
+			rep, err := Verify([]string{path}, VerifyOptions{Keys: []*identity.Key{key}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Findings {
+				found = found || strings.Contains(f.Msg, tt.want)
+			}
+			if !found {
+				t.Errorf("findings (intact %v):\n%swant %q", rep.Intact(), findings(rep), tt.want)
+			}
+		})
+	}
+}
+
+// TestVerifyBomb: a gzip file of millions of empty lines (a few KiB that
+// decompress to 16 MiB) is not intact, and its findings are bounded.
+func TestVerifyBomb(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "audit.log.1.gz")
+	var z bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	nl := bytes.Repeat([]byte("\n"), 1<<20)
+	for range 16 {
+		w.Write(nl)
+	}
+	w.Close()
+	if err := os.WriteFile(path, z.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify([]string{path}, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Intact() {
+		t.Fatal("a file of empty lines is intact")
+	}
+	if n := len(rep.Findings); n > MaxFindings+1 {
+		t.Errorf("%d findings kept for a %d-byte file; want at most %d", n, z.Len(), MaxFindings+1)
+	}
+	if last := rep.Findings[len(rep.Findings)-1]; !strings.Contains(last.Msg, "verify stops here") {
+		t.Errorf("last finding %s; want verify to say it stops", last)
+	}
+}
