@@ -50,8 +50,8 @@ type Options struct {
 	// Logger gets removals, drops (at most one line a minute) and write
 	// failures; nil: discarded.
 	Logger *slog.Logger
-	// NoSweeper: no hourly sweep (the one at Open still runs); for tests
-	// that call Sweep themselves.
+	// NoSweeper: no hourly sweep (the one at Open, and those of a write
+	// past MaxBytes, still run); for tests that call Sweep themselves.
 	NoSweeper bool
 }
 
@@ -132,7 +132,7 @@ func Open(o Options) (*Store, error) {
 		done:    make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
-	if _, err := s.sweep(true); err != nil {
+	if _, err := s.sweep(true, o.MaxBytes); err != nil {
 		log.Warn("evidence store: sweep at start", "dir", o.Dir, "err", err)
 	}
 	if err := s.compactIndex(); err != nil {
@@ -280,7 +280,7 @@ func (s *Store) run() {
 		case sum := <-s.renew:
 			s.touch(sum)
 		case <-tick:
-			if _, err := s.sweep(false); err != nil {
+			if _, err := s.sweep(false, s.o.MaxBytes); err != nil {
 				s.log.Warn("evidence store: sweep", "dir", s.o.Dir, "err", err)
 			}
 		case <-s.stop:
@@ -299,10 +299,19 @@ func (s *Store) write(k kept) {
 			s.drop(k.c, "write failed: "+err.Error())
 			return
 		}
-		s.bytes.Add(n)
+		total := s.bytes.Add(n)
 		s.mu.Lock()
 		s.known[k.c.Sum] = struct{}{}
 		s.mu.Unlock()
+		if s.o.MaxBytes > 0 && total > s.o.MaxBytes {
+			// Past the bound between hourly sweeps (many origins, or one
+			// whose body changes at every fetch): swept now, down to 7/8
+			// of it, so that the next sweep is an eighth of max_bytes of
+			// writes away rather than at the next copy.
+			if _, err := s.sweep(false, s.o.MaxBytes-s.o.MaxBytes/8); err != nil {
+				s.log.Warn("evidence store: sweep", "dir", s.o.Dir, "err", err)
+			}
+		}
 	}
 	if err := s.index.add(k.c); err != nil {
 		s.log.Error("evidence store: write index", "url", k.c.URL, "err", err)

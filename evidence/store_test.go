@@ -5,7 +5,9 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -408,5 +410,45 @@ func TestIndexCompaction(t *testing.T) {
 	info, err := os.Stat(filepath.Join(dir, indexName))
 	if err != nil || info.Mode().Perm() != 0o640 {
 		t.Errorf("index mode after compaction: %v, %v; want 0640", info.Mode(), err)
+	}
+}
+
+// TestBoundBetweenSweeps: copies written between the hourly sweeps never
+// take the store past max_bytes: a client that makes robotsgate fetch
+// robots.txt from many hosts serving distinct bodies (or one origin
+// whose body changes at each fetch) would otherwise fill the disk within
+// the hour.
+func TestBoundBetweenSweeps(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: t0}
+	dir := filepath.Join(t.TempDir(), "evidence")
+	const max = 8 << 10
+	s := openStore(t, Options{Dir: dir, Now: clk.Now, MaxBytes: max})
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var last [32]byte
+	for i := range 40 {
+		clk.Set(t0.Add(time.Duration(i) * time.Minute))
+		body := make([]byte, 1<<10) // random: gzip does not shrink it
+		for j := range body {
+			body[j] = byte(rnd.Uint32())
+		}
+		c := copyOf(fmt.Sprintf("https://h%d.example/robots.txt", i), body, clk.Now())
+		s.Keep(c, body)
+		last = c.Sum
+		testkit.Eventually(t, "copy written", func() bool { return s.Has(last) })
+	}
+	var onDisk int64
+	filepath.WalkDir(filepath.Join(dir, "objects"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			info, _ := d.Info()
+			onDisk += info.Size()
+		}
+		return nil
+	})
+	if onDisk > max || s.Bytes() > max {
+		t.Errorf("objects of %d bytes on disk (Bytes() %d) after 40 KiB kept; want at most max_bytes %d", onDisk, s.Bytes(), max)
+	}
+	if !s.Has(last) {
+		t.Error("the copy kept last was removed; want the ones named longest ago removed first")
 	}
 }

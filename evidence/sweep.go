@@ -32,11 +32,16 @@ type SweepResult struct {
 // Sweep removes the copies no record has named within retention, then, if
 // the store is still over max_bytes, the copies named longest ago until it
 // is under; each kind of removal is logged with its count and bytes. The
-// writer sweeps at Open and hourly; Sweep is for tests and tools, and must
-// not run beside the writer's own sweep (call it with NoSweeper).
-func (s *Store) Sweep() (SweepResult, error) { return s.sweep(false) }
+// writer sweeps at Open, hourly, and when a copy it writes takes the store
+// past max_bytes; Sweep is for tests and tools, and must not run beside
+// the writer's own sweep (call it with NoSweeper, and with no copy being
+// written past max_bytes).
+func (s *Store) Sweep() (SweepResult, error) { return s.sweep(false, s.o.MaxBytes) }
 
-func (s *Store) sweep(atStart bool) (SweepResult, error) {
+// sweep removes what retention expires, then the copies named longest
+// ago until the store holds at most bound bytes (max_bytes, or less when
+// a write took it past: room is made for more than the next copy).
+func (s *Store) sweep(atStart bool, bound int64) (SweepResult, error) {
 	var r SweepResult
 	objs, err := s.objects()
 	if err != nil {
@@ -70,7 +75,7 @@ func (s *Store) sweep(atStart bool) (SweepResult, error) {
 		keep = append(keep, o)
 	}
 	for _, o := range keep {
-		if s.o.MaxBytes <= 0 || total <= s.o.MaxBytes {
+		if s.o.MaxBytes <= 0 || total <= bound {
 			break
 		}
 		if err := os.Remove(o.path); err != nil {
