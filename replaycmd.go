@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/replay"
 )
 
@@ -47,7 +47,7 @@ func runAuditReplay(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // replayFile replays one audit file, plain or gzip.
 func replayFile(ctx context.Context, p *replay.Replayer, name string, s *replay.Summary) error {
-	f, err := os.Open(name)
+	f, err := audit.OpenFile(name) // a FIFO or a device is refused, not waited on
 	if err != nil {
 		return err
 	}

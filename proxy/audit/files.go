@@ -37,20 +37,31 @@ type lineReader struct {
 // errLongLine: a line longer than MaxLine, which cannot be read on.
 var errLongLine = fmt.Errorf("a line longer than %d bytes: not an audit log robotsgate wrote, and the rest of the file is not read", MaxLine)
 
-// openLines opens the file at name for reading its lines. It must be a
-// regular file (a link to one is followed): it is opened without
-// blocking, so that a FIFO given by mistake, with no writer, is refused
-// at once rather than waited on for ever.
-func openLines(name string) (*lineReader, bool, error) {
+// OpenFile opens an audit log file given to a command (verify, replay,
+// evidence -audit) for reading. It must be a regular file (a link to one
+// is followed): it is opened without blocking, so that a FIFO given by
+// mistake, with no writer, is refused at once rather than waited on for
+// ever, and a device is refused rather than read without end.
+func OpenFile(name string) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file (%s)", name, info.Mode().Type())
+	}
+	if err != nil {
 		f.Close()
-		if err == nil {
-			err = fmt.Errorf("%s: not a regular file (%s)", name, info.Mode().Type())
-		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// openLines opens the file at name for reading its lines (OpenFile).
+func openLines(name string) (*lineReader, bool, error) {
+	f, err := OpenFile(name)
+	if err != nil {
 		return nil, false, err
 	}
 	lr := &lineReader{f: f}
