@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -121,5 +122,32 @@ func TestReadFollowing(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("ReadFollowing(fifo) still blocked after 5 s")
+	}
+}
+
+// TestWriteFile: the file is replaced whole with its mode, read back as
+// written, and a failed write names the path and leaves nothing beside it.
+func TestWriteFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit-head")
+	for _, data := range []string{"first\n", "second, longer\n"} {
+		if err := WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ReadFile(path, 1<<10)
+		if err != nil || string(b) != data {
+			t.Fatalf("ReadFile = %q, %v; want %q", b, err, data)
+		}
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, %v; want 0600", info.Mode().Perm(), err)
+	}
+	missing := filepath.Join(dir, "none", "key.pem")
+	if err := WriteFile(missing, []byte("x"), 0o600); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("WriteFile into a missing directory = %v; want an error naming %s", err, missing)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the directory; want only the one written", len(ents))
 	}
 }

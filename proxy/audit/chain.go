@@ -163,30 +163,11 @@ func writeHead(path, file string, head Hash, t time.Time) error {
 	return replaceFile(path, append(b, '\n'), 0o600)
 }
 
-// replaceFile writes data to path whole: to a new file beside it, created
-// with mode, then renamed over it.
+// replaceFile writes data to path whole (statefile.WriteFile), making its
+// directory (0700) first.
 func replaceFile(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return statefile.WriteFile(path, data, mode)
 }

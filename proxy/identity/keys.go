@@ -226,33 +226,13 @@ func writeRetired(path string, keys []*Key) error {
 	return replaceFile(path, []byte(b.String()), 0o644)
 }
 
-// replaceFile writes data to path whole: to a new file beside it, created
-// with mode (never a moment readable by others when mode says so), then
-// renamed over it.
+// replaceFile writes data to path whole (statefile.WriteFile), making its
+// directory (0700) first.
 func replaceFile(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create the identity key directory: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return statefile.WriteFile(path, data, mode)
 }
 
 // Directory returns the key directory listing keys
