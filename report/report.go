@@ -78,6 +78,11 @@ func BlockedNames() string {
 // record.
 var ErrMalformed = errors.New("malformed audit line")
 
+// errCheckpoint is parseLine's error for a checkpoint line of the audit
+// chain (docs/auditors.md): signed by robotsgate, not a record, and not
+// malformed either.
+var errCheckpoint = errors.New("a checkpoint, not a record")
+
 // ParseRecord decodes the members of one audit line (JSON, as audit.Log
 // writes it) that a report counts: time, decision, origin, token, rule,
 // method and status. It fails, with an error wrapping ErrMalformed, when
@@ -117,6 +122,9 @@ func parseLine(s *scanner, line []byte) (parsed, error) {
 	}
 	if !f.time.set {
 		return parsed{}, fmt.Errorf("%w: no time", ErrMalformed)
+	}
+	if !f.decision.set && string(f.msg.bytes()) == "checkpoint" {
+		return parsed{}, errCheckpoint
 	}
 	ts := f.time.bytes()
 	t, ok := parseStamp(ts)
@@ -219,6 +227,7 @@ type Summary struct {
 	UsageSources []usage.SourceInfo
 
 	total, blocked, malformed, skipped int64
+	checkpoints                        int64  // the chain's signed lines: not records
 	firstMalformed                     string // "FILE line N: reason"
 	from, to                           time.Time
 	files                              []string
@@ -375,6 +384,10 @@ func (s *Summary) line(name string, n int, line []byte) {
 		return
 	}
 	p, err := parseLine(&s.scan, line)
+	if err == errCheckpoint {
+		s.checkpoints++
+		return
+	}
 	if err != nil {
 		s.malformedLine(name, n, strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
 		return
@@ -397,6 +410,10 @@ func (s *Summary) Blocked() int64 { return s.blocked }
 
 // Skipped is the number of records skipped for being before Since.
 func (s *Summary) Skipped() int64 { return s.skipped }
+
+// Checkpoints is the number of checkpoint lines read (the audit chain's
+// signed lines, docs/auditors.md): neither records nor malformed.
+func (s *Summary) Checkpoints() int64 { return s.checkpoints }
 
 // Malformed is the number of lines that were not audit records, and where
 // the first of them was ("FILE line N: reason"; "" if none).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -154,6 +155,54 @@ func TestReadLineEndings(t *testing.T) {
 		if s.Total() != 10 || n != 0 {
 			t.Errorf("%s: Total() = %d, Malformed() = %d (%s); want 10, 0", tt.name, s.Total(), n, first)
 		}
+	}
+}
+
+// TestReadCheckpoints: the signed checkpoint lines of a chained log (a
+// real one, written by proxy/audit's tests) are counted as checkpoints,
+// neither as records nor as malformed; a line that only says it is a
+// checkpoint but carries a decision is a record, and one with no time is
+// malformed.
+func TestReadCheckpoints(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile("testdata/chained.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records, checkpoints int64
+	for _, l := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+		if bytes.Contains(l, []byte(`"msg":"checkpoint"`)) {
+			checkpoints++
+		} else {
+			records++
+		}
+	}
+	if checkpoints == 0 || records == 0 {
+		t.Fatalf("testdata/chained.jsonl: %d checkpoints, %d records; want some of each", checkpoints, records)
+	}
+	s := &Summary{}
+	if err := s.Read("chained.jsonl", bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if n, first := s.Malformed(); s.Total() != records || s.Checkpoints() != checkpoints || n != 0 {
+		t.Errorf("Total %d, Checkpoints %d, Malformed %d (%s); want %d, %d, 0", s.Total(), s.Checkpoints(), n, first, records, checkpoints)
+	}
+	s = &Summary{}
+	odd := `{"time":"2026-11-23T08:41:38.637Z","msg":"checkpoint","decision":"disallowed"}` + "\n" + `{"msg":"checkpoint"}` + "\n"
+	if err := s.Read("odd", strings.NewReader(odd)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.Malformed(); s.Total() != 1 || s.Checkpoints() != 0 || n != 1 {
+		t.Errorf("odd lines: Total %d, Checkpoints %d, Malformed %d; want 1, 0, 1", s.Total(), s.Checkpoints(), n)
+	}
+	var out bytes.Buffer
+	s = &Summary{}
+	s.Read("chained.jsonl", bytes.NewReader(body))
+	if err := s.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("checkpoints %d (signed lines", checkpoints); !strings.Contains(out.String(), want) {
+		t.Errorf("text report lacks %q:\n%s", want, out.String())
 	}
 }
 
@@ -508,11 +557,11 @@ func TestWriteJSON(t *testing.T) {
 			// The allowed 200 and the would-block 200 reached docs.example;
 			// the paced 429 and the upstream-error 502 are robotsgate's.
 			`"by_class":{"1xx":0,"2xx":2,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{"https://docs.example:443":{"2xx":2}},` +
-			`"from":"2026-11-23T08:41:38.637Z","to":"2026-11-24T08:00:00.000Z","malformed":0,"files":["testdata/audit.jsonl"]}`},
+			`"from":"2026-11-23T08:41:38.637Z","to":"2026-11-24T08:00:00.000Z","malformed":0,"checkpoints":0,"files":["testdata/audit.jsonl"]}`},
 		{"empty", &Summary{}, `{"total":0,"blocked":0,"by_decision":{},"by_origin":{},"by_token":{},"by_rule":{},` +
 			`"by_disallow_rule":{},"by_allow_rule":{},"by_usage_rule":{},"by_usage_source":{"html head unreadable":0,"html meta":0,"response header":0,"robots.txt":0,"rsl licence":0,"tdmrep.json":0},"by_origin_decision":{},` +
 			`"by_class":{"1xx":0,"2xx":0,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{},` +
-			`"from":null,"to":null,"malformed":0,"files":[]}`},
+			`"from":null,"to":null,"malformed":0,"checkpoints":0,"files":[]}`},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -533,7 +582,7 @@ func TestWriteJSON(t *testing.T) {
 			t.Errorf("%s: want exactly one JSON object (%v)", tt.name, err)
 		}
 		want := []string{"blocked", "by_allow_rule", "by_class", "by_decision", "by_disallow_rule", "by_origin", "by_origin_class",
-			"by_origin_decision", "by_rule", "by_token", "by_usage_rule", "by_usage_source", "files", "from", "malformed", "to", "total"}
+			"by_origin_decision", "by_rule", "by_token", "by_usage_rule", "by_usage_source", "checkpoints", "files", "from", "malformed", "to", "total"}
 		if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
 			t.Errorf("%s: keys %q; want %q", tt.name, got, want)
 		}

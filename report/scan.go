@@ -47,6 +47,7 @@ type recordFields struct {
 	time, decision, origin, token, rule field
 	method                              field
 	status                              field // raw: the number's text
+	msg                                 field // "checkpoint" for the chain's signed lines
 }
 
 // bad returns the name of the first member that is neither a string nor
@@ -84,6 +85,8 @@ func (r *recordFields) slot(key []byte) *field {
 		return &r.method
 	case "status":
 		return &r.status
+	case "msg":
+		return &r.msg
 	}
 	return nil
 }

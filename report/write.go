@@ -98,6 +98,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	row("records", strconv.FormatInt(s.total, 10))
 	row("blocked", fmt.Sprintf("%d (%s; %s)", s.blocked, share(s.blocked, s.total), BlockedNames()))
 	row("malformed", lines(s.malformed)+" skipped")
+	if s.checkpoints > 0 {
+		row("checkpoints", fmt.Sprintf("%d (signed lines of the chain, not records: robotsgate audit verify checks them)", s.checkpoints))
+	}
 	if !s.Since.IsZero() {
 		row("since", fmt.Sprintf("%s (%d earlier records skipped)", stamp(s.Since), s.skipped))
 	}
@@ -292,6 +295,7 @@ type jsonSummary struct {
 	From             *string                     `json:"from"`
 	To               *string                     `json:"to"`
 	Malformed        int64                       `json:"malformed"`
+	Checkpoints      int64                       `json:"checkpoints"`
 	Files            []string                    `json:"files"`
 }
 
@@ -327,6 +331,7 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		ByClass:          map[string]int64{},
 		ByOriginClass:    map[string]map[string]int64{},
 		Malformed:        s.malformed,
+		Checkpoints:      s.checkpoints,
 		Files:            s.files,
 	}
 	for i, n := range s.answers {
