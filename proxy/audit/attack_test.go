@@ -3,6 +3,8 @@ package audit
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,5 +106,52 @@ func TestVerifyBomb(t *testing.T) {
 	}
 	if last := rep.Findings[len(rep.Findings)-1]; !strings.Contains(last.Msg, "verify stops here") {
 		t.Errorf("last finding %s; want verify to say it stops", last)
+	}
+}
+
+// halfWriter writes half of what it is given, then fails: a disk that
+// fills in the middle of a line.
+type halfWriter struct{ w io.Writer }
+
+func (h halfWriter) Write(b []byte) (int, error) {
+	n, _ := h.w.Write(b[:len(b)/2])
+	return n, errors.New("no space left on device")
+}
+
+// TestTornWrite: a write that fails midway leaves part of a line; the
+// next write ends it first, and the chain goes on from it as it does
+// after a crash: verify names that line, and only it, as incomplete,
+// rather than the next record glued to it and a break after.
+func TestTornWrite(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	var failed int
+	l, err := OpenWith(path, Options{Now: c.now, OnError: func(error, Record) { failed++ },
+		Checkpoints: Checkpoints{Key: key, HeadPath: filepath.Join(dir, HeadFileName)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRun(l, c, 0, 2, 0)
+	l.mu.Lock()
+	l.w = halfWriter{l.f}
+	l.mu.Unlock()
+	l.Write(testRecord(c, 2)) // line 4, cut short
+	l.mu.Lock()
+	l.w = l.f
+	l.mu.Unlock()
+	writeRun(l, c, 3, 2, 0)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if failed != 1 {
+		t.Errorf("%d failed writes reported; want 1", failed)
+	}
+	rep, err := Verify([]string{path}, VerifyOptions{Keys: []*identity.Key{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != 7 || len(rep.Findings) != 1 || rep.Findings[0].Line != 4 || !strings.Contains(rep.Findings[0].Msg, "an incomplete or unreadable record") {
+		t.Errorf("%d lines, findings:\n%swant 7 lines, one finding: an incomplete record at line 4", rep.Lines, findings(rep))
 	}
 }

@@ -54,6 +54,9 @@ type Log struct {
 	head  Hash // the hash of the last line written: the next line's prev
 	lines int  // lines written since the last checkpoint
 	key   *identity.Key
+	// torn is the part of a line that a failed write left (a disk full
+	// midway); the next write ends it first. nil: none.
+	torn []byte
 	// unchained writes lines without prev: for the benchmark that
 	// measures what the chain costs.
 	unchained bool
@@ -164,7 +167,12 @@ func (l *Log) Reopen(path string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// The old file is signed up to its end first: when path is the same
-	// file (no rotation), its last line is then that checkpoint.
+	// file (no rotation), its last line is then that checkpoint. A line
+	// a failed write cut short is ended first, with or without a key, so
+	// that the chain goes on from it into the new file.
+	if err := l.endTorn(); err != nil {
+		l.onError(err, Record{Msg: MsgCheckpoint})
+	}
 	if err := l.checkpoint(EventRotate, true); err != nil {
 		l.onError(err, Record{Msg: MsgCheckpoint})
 	}
@@ -181,7 +189,9 @@ func (l *Log) Reopen(path string) error {
 	if l.f != nil {
 		l.f.Close()
 	}
-	l.f, l.w, l.path, l.head = f, w, path, head
+	// A line still cut short is the old file's: when path is the same
+	// file, openFile ended it, and the chain goes on from it.
+	l.f, l.w, l.path, l.head, l.torn = f, w, path, head, nil
 	l.rememberHead()
 	return nil
 }
@@ -224,10 +234,13 @@ func (l *Log) openFile(path string) (*os.File, Hash, error) {
 // Write writes one record, setting its Prev.
 func (l *Log) Write(r *Record) {
 	l.mu.Lock()
-	if !l.unchained {
-		r.Prev = l.prevHex()
+	err := l.endTorn()
+	if err == nil {
+		if !l.unchained {
+			r.Prev = l.prevHex()
+		}
+		err = l.writeLine(r)
 	}
-	err := l.writeLine(r)
 	l.mu.Unlock()
 	if err != nil {
 		l.onError(err, *r)
@@ -250,7 +263,10 @@ func (l *Log) writeLine(v any) error {
 	if err := l.enc.Encode(v); err != nil { // a line: Encode ends it with "\n"
 		return err
 	}
-	if _, err := l.w.Write(l.buf.Bytes()); err != nil {
+	if n, err := l.w.Write(l.buf.Bytes()); err != nil {
+		if n > 0 {
+			l.torn = append(l.torn[:0], l.buf.Bytes()[:n]...)
+		}
 		return err
 	}
 	if !l.unchained {
@@ -260,12 +276,35 @@ func (l *Log) writeLine(v any) error {
 	return nil
 }
 
+// endTorn ends the part of a line a failed write left, with "\n", so
+// that the next line starts a line of its own, and moves the chain's
+// head to it (before the next line's prev is taken), as a start does with a last line cut short by a crash:
+// verify names it as the incomplete record it is, and nothing after it.
+// Under mu.
+func (l *Log) endTorn() error {
+	if l.torn == nil {
+		return nil
+	}
+	if _, err := l.w.Write([]byte{'\n'}); err != nil {
+		return fmt.Errorf("end a line cut short by a failed write: %w", err)
+	}
+	if !l.unchained {
+		l.head = LineHash(l.torn)
+	}
+	l.torn = nil
+	l.lines++ // a line of the chain, which the next checkpoint counts
+	return nil
+}
+
 // checkpoint writes a checkpoint line of event to the file, if there is a
 // key and a file; with ifLines, only if lines were written since the last
 // one. Under mu.
 func (l *Log) checkpoint(event string, ifLines bool) error {
-	if l.key == nil || l.f == nil || ifLines && l.lines == 0 {
+	if l.key == nil || l.f == nil || ifLines && l.lines == 0 && l.torn == nil {
 		return nil
+	}
+	if err := l.endTorn(); err != nil {
+		return fmt.Errorf("write a %s checkpoint to %s: %w", event, l.path, err)
 	}
 	head := l.prevHex()
 	c := Checkpoint{
