@@ -167,10 +167,15 @@ func readBatches(ctx context.Context, r io.Reader, name string, send func(*batch
 	for n := 1; ; n++ {
 		line, long, err := readLine(br, buf[:0])
 		buf = line
-		if long {
+		switch {
+		case err == io.EOF && !long && len(line) == 0:
+			// nothing after the last newline (or an empty file): no line
+		case long:
 			b.lines = append(b.lines, nil)
-		} else {
-			b.lines = append(b.lines, bytes.Clone(line))
+		default:
+			// never nil, which marks a line too long: bytes.Clone of an
+			// empty line may return nil
+			b.lines = append(b.lines, append(make([]byte, 0, len(line)), line...))
 		}
 		if len(b.lines) == batchLines || err != nil {
 			send(b)

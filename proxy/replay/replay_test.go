@@ -217,3 +217,47 @@ func FuzzReplay(f *testing.F) {
 		}
 	})
 }
+
+// TestReplayEdgeLines: an empty file (a log just rotated) holds no line,
+// an empty line is skipped, and a file whose only line is too long holds
+// that one bad line, not a second one after it.
+func TestReplayEdgeLines(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, nil)
+	long := strings.Repeat("x", 2<<20)
+	tests := []struct {
+		name   string
+		log    string
+		bad    []int // the lines reported
+		failed bool
+	}{
+		{"empty", "", nil, false},
+		{"one empty line", "\n", nil, false},
+		{"empty lines", "\n\n\n", nil, false},
+		{"a long line", long + "\n", []int{1}, true},
+		{"a long line, no newline", long, []int{1}, true},
+		{"an empty line, then a long one", "\n" + long + "\n", []int{2}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.log")
+			if err := os.WriteFile(path, []byte(tt.log), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var got []int
+			p := &Replayer{D: f.d, Report: func(x Finding) { got = append(got, x.Line) }}
+			var s Summary
+			if err := p.Replay(t.Context(), r, path, &s); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.bad) || s.Failed() != tt.failed || s.BadLines != len(tt.bad) {
+				t.Errorf("lines reported %v, %d bad, failed %v; want %v, %d, %v", got, s.BadLines, s.Failed(), tt.bad, len(tt.bad), tt.failed)
+			}
+		})
+	}
+}
