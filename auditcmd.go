@@ -59,7 +59,7 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	var keyFiles stringList
 	fs.Var(&keyFiles, "key", "a PEM `FILE` of the public key(s) checkpoints verify with (or a private key, whose public half is used); repeatable; none: the config's")
 	path := fs.String("config", "", "config `FILE` whose keys checkpoints verify with ([identity], or audit-key.pem in state_dir); none: the built-in defaults")
-	from := fs.String("from", "", "the `HASH` the first line may continue from (the final head an earlier verify printed)")
+	from := fs.String("from", "", "the `HASH` the first line must continue from exactly: the final head an earlier verify printed (without it, the first line must start a chain: prev 64 zeros)")
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

@@ -60,6 +60,16 @@ func TestReopenRotated(t *testing.T) {
 	if rep, err = Verify([]string{path}, VerifyOptions{Keys: keys, From: from}); err != nil || !rep.Intact() {
 		t.Errorf("Verify(-from %s) not intact (%v):\n%s", from, err, findings(rep))
 	}
+	// A log wiped and started again (a new chain, from 64 zeros) does not
+	// continue the head kept.
+	wiped := filepath.Join(t.TempDir(), "wiped.log") // no audit-head beside it
+	w := openTest(t, wiped, key, c)
+	writeRun(w, c, 0, 2, 0)
+	w.Close()
+	rep, err = Verify([]string{wiped}, VerifyOptions{Keys: keys, From: from})
+	if err != nil || rep.Intact() || !strings.Contains(findings(rep), wiped+":1: the first line starts a new chain") {
+		t.Errorf("Verify(a new chain, -from %s) = %v, %v:\n%swant the first line starting a new chain", from, rep.Intact(), err, findings(rep))
+	}
 }
 
 // TestCopytruncate: logrotate's copytruncate copies the file and empties

@@ -31,8 +31,9 @@ func (f Finding) String() string {
 type VerifyOptions struct {
 	// Keys are the public keys checkpoints may be signed with.
 	Keys []*identity.Key
-	// From is a head (hex) the first line may continue from besides
-	// ZeroHead: the final head of an earlier verify.
+	// From is the head (hex) the first line must continue from, the
+	// final head of an earlier verify; "": the first line must start a
+	// chain (ZeroHead).
 	From string
 }
 
@@ -58,7 +59,7 @@ func (r *Report) Intact() bool {
 // before it's last line). It checks every line's prev against the hash
 // of the line before; each checkpoint's head, signature (with o.Keys)
 // and count of lines within one run; that the first line starts a chain
-// (prev ZeroHead, or o.From); and that every line is signed by a
+// (prev o.From when given, else ZeroHead); and that every line is signed by a
 // checkpoint of the run that wrote it. A file that cannot be opened is
 // an error; everything found while reading is a Finding, and a log
 // that could not be read whole is never Intact.
@@ -153,9 +154,13 @@ func order(files []logFile, from Hash, hasFrom bool) []segment {
 			}
 		}
 	}
-	starts(func(f logFile) bool { return f.firstOK && (f.first == Hash{} || hasFrom && f.first == from) }, func(logFile) string {
+	ownChain := func(logFile) string {
 		return "starts a chain of its own (its first line's prev is 64 zeros or -from): the files given hold more than one chain"
-	})
+	}
+	if hasFrom { // the file continuing -from first: its first line is checked against it
+		starts(func(f logFile) bool { return f.firstOK && f.first == from }, ownChain)
+	}
+	starts(func(f logFile) bool { return f.firstOK && f.first == Hash{} }, ownChain)
 	starts(func(f logFile) bool { return !f.firstOK || !lasts[f.first] }, func(f logFile) string {
 		if !f.firstOK {
 			return "its first line does not read: where it belongs in the chain is unknown"

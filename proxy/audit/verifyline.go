@@ -79,12 +79,17 @@ func (r *runState) record(a at) {
 	r.since++
 }
 
-// checkStart checks the first line's prev: ZeroHead, or -from.
+// checkStart checks the first line's prev: -from exactly when given
+// (a new chain there is a log wiped and started again, which does not
+// continue the head kept), else ZeroHead.
 func (v *verifier) checkStart(a at, prev Hash) {
 	switch {
-	case prev == Hash{}, v.hasFrom && prev == v.from:
+	case v.hasFrom && prev == v.from:
+	case v.hasFrom && prev == Hash{}:
+		v.report(a, false, "the first line starts a new chain (its prev is 64 zeros), not -from's %s: the files given do not continue the head given (a log wiped or replaced, and started again)", v.from)
 	case v.hasFrom:
-		v.report(a, false, "the first line continues %s, not -from's %s nor a chain's start (64 zeros)", prev, v.from)
+		v.report(a, false, "the first line continues %s, not -from's %s: the files given do not continue the head given", prev, v.from)
+	case prev == Hash{}:
 	default:
 		v.report(a, false, "the first line does not start a chain: its prev is %s, not 64 zeros (give the file before it too, or -from %s if an earlier verify ended at that head)", prev, prev)
 	}
