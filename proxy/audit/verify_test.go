@@ -58,6 +58,7 @@ func TestVerifyTampered(t *testing.T) {
 	forged := bytes.Replace(ls[8-1], []byte("articles/5"), []byte("articles/666"), -1)
 	forged = append(bytes.TrimSuffix(forged[:bytes.LastIndex(forged, []byte(`"prev":"`))], nil), []byte(`"prev":"`+LineHash(ls[7-1]).String()+`"}`+"\n")...)
 	chained := append(bytes.Clone(forged)[:bytes.LastIndex(forged, []byte(`"prev":"`))], []byte(`"prev":"`+LineHash(ls[8-1]).String()+`"}`+"\n")...)
+	appended := append(bytes.Clone(forged)[:bytes.LastIndex(forged, []byte(`"prev":"`))], []byte(`"prev":"`+LineHash(ls[17-1]).String()+`"}`+"\n")...)
 	tests := []struct {
 		name  string
 		ls    [][]byte
@@ -70,6 +71,7 @@ func TestVerifyTampered(t *testing.T) {
 		{"a line removed", append(append([][]byte{}, ls[:7]...), ls[8:]...), nil, 8, "1 line removed between", nil},
 		{"a line inserted", insert(9, forged), nil, 9, "an inserted line", nil},
 		{"a line inserted, chained", insert(9, chained), nil, 9, "an inserted line", nil},
+		{"a line appended after the shutdown", append(append([][]byte{}, ls...), appended), nil, 18, "a line robotsgate did not write, inserted after the run's shutdown", nil},
 		{"a pair swapped", append(append(append([][]byte{}, ls[:7]...), ls[8], ls[7]), ls[9:]...), nil, 8, "lines in the wrong order", nil},
 		{"a foreign line", insert(8, []byte(`{"time":"2026-03-02T09:00:00Z","level":"INFO","msg":"hello"}`+"\n")), nil, 8, "no prev: not a robotsgate audit line", nil},
 		{"not JSON", insert(8, []byte("GET /x HTTP/1.1 200\n")), nil, 8, "not a JSON object", nil},

@@ -31,10 +31,14 @@ func (v *verifier) line(a at, b []byte, ended bool) {
 	default:
 		v.checkPrev(a, li.prev)
 	}
-	if err == nil && li.ck != nil {
+	switch r := &v.run; {
+	case err == nil && li.ck != nil:
 		v.checkpoint(a, li.ck)
-	} else {
-		v.run.record(a)
+	case err == nil && r.last != nil && r.last.Event == EventShutdown:
+		// Every run begins with a start checkpoint: no run wrote this.
+		v.report(a, false, "a line robotsgate did not write, inserted after the run's shutdown: it follows the shutdown checkpoint at %s with no start checkpoint between (every run begins with one)", r.lastAt)
+	default:
+		r.record(a)
 	}
 	v.started = true
 	v.prev = a.hash
