@@ -157,23 +157,43 @@ func (d *decoder) duration(dst *time.Duration) func(string, any) {
 }
 
 // days decodes a duration that may be written in days ("400d") as well
-// as any duration() takes.
+// as any duration() takes, up to maxDays.
 func (d *decoder) days(dst *time.Duration) func(string, any) {
-	plain := d.duration(dst)
+	const want = `a number of days such as "400d" or a duration such as "720h"`
 	return func(key string, v any) {
 		s, ok := v.(string)
-		if !ok || !strings.HasSuffix(s, "d") {
-			plain(key, v)
+		if !ok {
+			if n, isNum := v.(int64); isNum {
+				d.errorf(key, "%d is a bare number; write %s (\"%dd\")", n, want, n)
+				return
+			}
+			d.errorf(key, "want %s, got %s", want, tomlType(v))
 			return
 		}
-		n, err := strconv.ParseUint(strings.TrimSuffix(s, "d"), 10, 16)
-		if err != nil || n == 0 {
-			d.errorf(key, "%q is not a number of days such as \"400d\" (or a duration such as \"720h\")", s)
+		if n, found := strings.CutSuffix(s, "d"); found {
+			days, err := strconv.ParseUint(n, 10, 32)
+			switch {
+			case err != nil || days == 0:
+				d.errorf(key, "%q is not %s", s, want)
+			case days > maxDays:
+				d.errorf(key, "%q is more than %dd (a hundred years)", s, maxDays)
+			default:
+				*dst = time.Duration(days) * 24 * time.Hour
+			}
 			return
 		}
-		*dst = time.Duration(n) * 24 * time.Hour
+		t, err := time.ParseDuration(s)
+		if err != nil {
+			d.errorf(key, "%q is not %s", s, want)
+			return
+		}
+		*dst = t
 	}
 }
+
+// maxDays bounds a duration written in days: far past any retention, and
+// far from time.Duration's 292 years.
+const maxDays = 36500
 
 func (d *decoder) strs(dst *[]string) func(string, any) {
 	return func(key string, v any) {
