@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,9 +60,16 @@ func runEvidence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if q.Query, err = d.NewQuery(urls[0], *token, *ua); err != nil {
 		return fmt.Errorf("%w: evidence: %v", errUsage, err)
 	}
-	err = printCopy(ctx, stdout, stderr, d, dir, q)
+	sum, err := printCopy(ctx, stdout, stderr, d, dir, q)
+	if len(q.audits) > 0 {
+		fmt.Fprintf(stdout, "audit records of %s, at any time", q.URL)
+		if sum != "" {
+			fmt.Fprint(stdout, " (* : decided with the copy above)")
+		}
+		fmt.Fprintln(stdout, ":")
+	}
 	for _, name := range q.audits {
-		if aerr := printRecords(stdout, name, q); aerr != nil && (err == nil || errors.Is(err, errNoCopy)) {
+		if aerr := printRecords(stdout, name, q, sum); aerr != nil && (err == nil || errors.Is(err, errNoCopy)) {
 			err = aerr
 		}
 	}
@@ -84,20 +92,21 @@ func parseAt(s string, now time.Time) (time.Time, error) {
 	return t.Add(24*time.Hour - time.Millisecond), nil
 }
 
-// printCopy prints the copy in force and its verdict. It returns an error
-// wrapping errNoCopy when none was in force, or the one that was is not in
-// the store.
-func printCopy(ctx context.Context, stdout, stderr io.Writer, d *replay.Decider, dir string, q *evidenceQuery) error {
+// printCopy prints the copy in force and its verdict, and returns its
+// sha256 ("" when it has no body, or none was in force). Its error wraps
+// errNoCopy when none was in force, or the one that was is not in the
+// store or cannot be read from it.
+func printCopy(ctx context.Context, stdout, stderr io.Writer, d *replay.Decider, dir string, q *evidenceQuery) (string, error) {
 	robotsURL := q.RobotsURL
 	e, ok, err := evidence.InForce(dir, robotsURL, q.at, func(_ int, err error) {
 		fmt.Fprintf(stderr, "robotsgate: evidence: skipped: %v\n", err)
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	at := q.at.UTC().Format(audit.TimeFormat)
 	if !ok {
-		return fmt.Errorf("%w: no copy of %s was fetched before %s (the index of the store %s)", errNoCopy, robotsURL, at, dir)
+		return "", fmt.Errorf("%w: no copy of %s was fetched before %s (the index of the store %s)", errNoCopy, robotsURL, at, dir)
 	}
 	c := e.Copy()
 	fmt.Fprintf(stdout, "copy in force at %s:\n  url      %s\n  fetched  %s\n  status   %d\n  sha256   %s\n",
@@ -105,17 +114,19 @@ func printCopy(ctx context.Context, stdout, stderr io.Writer, d *replay.Decider,
 	if c.HasBody() {
 		if _, err := os.Lstat(evidence.ObjectPath(dir, c.Sum)); err != nil {
 			fmt.Fprintln(stdout, "  stored   no")
-			return fmt.Errorf("%w: the copy with sha256 %s is not in the store %s (removed by retention or its size bound, or never kept)", errNoCopy, e.SHA256, dir)
+			return "", fmt.Errorf("%w: the copy with sha256 %s is not in the store %s (removed by retention or its size bound, or never kept)", errNoCopy, e.SHA256, dir)
 		}
 		fmt.Fprintf(stdout, "  stored   %s\n", evidence.ObjectPath(dir, c.Sum))
 	}
 	dec, err := d.Decide(ctx, q.Request, []evidence.Copy{c}, q.at)
-	if errors.Is(err, replay.ErrMissing) {
+	switch {
+	case errors.Is(err, replay.ErrMissing):
 		fmt.Fprintln(stdout, "  stored   no")
-		return fmt.Errorf("%w: %w", errNoCopy, err)
-	}
-	if err != nil {
-		return err
+		return "", fmt.Errorf("%w: %w", errNoCopy, err)
+	case errors.Is(err, evidence.ErrCorrupt), errors.Is(err, evidence.ErrTooLarge):
+		return "", fmt.Errorf("%w: %w", errNoCopy, err)
+	case err != nil:
+		return "", err
 	}
 	rule, line := audit.RuleOf(dec)
 	fmt.Fprintf(stdout, "verdict for %s, token %q: %s (%s)", q.URL, dec.Agents.Slice(), dec.Action, dec.Reason)
@@ -123,7 +134,7 @@ func printCopy(ctx context.Context, stdout, stderr io.Writer, d *replay.Decider,
 		fmt.Fprintf(stdout, "; rule %q line %d", rule, line)
 	}
 	fmt.Fprintln(stdout)
-	return nil
+	return e.SHA256, nil
 }
 
 func orNoBody(s string) string {
@@ -134,8 +145,9 @@ func orNoBody(s string) string {
 }
 
 // printRecords prints the records of an audit file that name q's URL (by
-// their url, or their origin and path), each with its file and line.
-func printRecords(stdout io.Writer, name string, q *evidenceQuery) error {
+// their url, or their origin and path), each with its file and line, and
+// marked "*" when it names the copy whose sha256 is sum.
+func printRecords(stdout io.Writer, name string, q *evidenceQuery, sum string) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return fmt.Errorf("evidence: %w", err)
@@ -145,7 +157,12 @@ func printRecords(stdout io.Writer, name string, q *evidenceQuery) error {
 	if err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}
+	named := []byte(`"sha256":"` + sum + `"`)
 	return q.Records(r, shown, func(n int, rec []byte) {
-		fmt.Fprintf(stdout, "%s:%d: %s\n", shown, n, rec)
+		mark := " "
+		if sum != "" && bytes.Contains(rec, named) {
+			mark = "*"
+		}
+		fmt.Fprintf(stdout, "%s %s:%d: %s\n", mark, shown, n, rec)
 	})
 }

@@ -168,7 +168,8 @@ func TestEvidenceAndReplay(t *testing.T) {
 		want []string
 	}{
 		{"day 1", []string{"-agent", "BarBot", "-at", at(run.day1), "-audit", run.auditPath, run.origin.URL + "/private/x"}, 0,
-			[]string{fmt.Sprintf("%x", v1), "status   200", "disallowed", `rule "disallow: /private" line 2`, `"msg":"blocked"`}},
+			[]string{fmt.Sprintf("%x", v1), "status   200", "disallowed", `rule "disallow: /private" line 2`, `"msg":"blocked"`,
+				"audit records of " + run.origin.URL + "/private/x, at any time (* : decided with the copy above):", "* " + run.auditPath + ":"}},
 		{"day 2", []string{"-agent", "BarBot", "-at", at(run.day2), run.origin.URL + "/open"}, 0,
 			[]string{fmt.Sprintf("%x", v2), "allowed", `rule "allow: /open" line 2`}},
 		{"FooBot's group on day 1", []string{"-agent", "FooBot", "-at", at(run.day1), run.origin.URL + "/foo-only"}, 0,
@@ -212,6 +213,24 @@ func TestEvidenceAndReplay(t *testing.T) {
 	out, _, code = runCmd(t, "", "audit", "replay", "-config", run.cfgPath, editedPath)
 	if want := fmt.Sprintf("%s:%d: does not reproduce", editedPath, edited); code != 1 || !strings.Contains(out, want) {
 		t.Errorf("replay of an edited record: exit %d; want 1 and %q:\n%s", code, want, out)
+	}
+
+	// The second copy corrupted in the store: evidence exits 1 saying it
+	// cannot be read, and why.
+	v2Path := evidence.ObjectPath(run.store, v2)
+	good, err := os.ReadFile(v2Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v2Path, []byte("not gzip"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCmd(t, "", "evidence", "-config", run.cfgPath, "-agent", "BarBot", "-at", at(run.day2), run.origin.URL+"/open")
+	if want := fmt.Sprintf("(sha256 %x): %s: corrupted copy", v2, v2Path); code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("evidence of a corrupted copy: exit %d; want 1 and %q:\n%s%s", code, want, out, errOut)
+	}
+	if err := os.WriteFile(v2Path, good, 0o640); err != nil {
+		t.Fatal(err)
 	}
 
 	// The first copy removed from the store: replay exits 1 naming the
