@@ -20,7 +20,7 @@ var errAuditFailed = errors.New("audit: not intact")
 
 // auditUsage is the audit command's usage.
 const auditUsage = `usage:
-  robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] FILE...
+  robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] [-head HASH] FILE...
   robotsgate audit key [-config FILE]
   robotsgate audit replay [-config FILE] [-store DIR] FILE...
 `
@@ -60,6 +60,7 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&keyFiles, "key", "a PEM `FILE` of the public key(s) checkpoints verify with (or a private key, whose public half is used); repeatable; none: the config's")
 	path := fs.String("config", "", "config `FILE` whose keys checkpoints verify with ([identity], or audit-key.pem in state_dir); none: the built-in defaults")
 	from := fs.String("from", "", "the `HASH` the first line must continue from exactly: the final head an earlier verify printed (without it, the first line must start a chain: prev 64 zeros)")
+	head := fs.String("head", "", "a `HASH` the chain must reach: the final head an earlier verify of these files printed (lines cut from the end since are found)")
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := audit.Verify(names, audit.VerifyOptions{Keys: keys, From: *from})
+	rep, err := audit.Verify(names, audit.VerifyOptions{Keys: keys, From: *from, Head: *head})
 	if err != nil {
 		return fmt.Errorf("audit verify: %w", err)
 	}

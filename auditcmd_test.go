@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/testkit"
+	"github.com/robotsgate/robotsgate/proxy/audit"
 )
 
 // auditBinary is robotsgate built from this module, once, for the tests
@@ -220,6 +222,9 @@ func TestAuditCommands(t *testing.T) {
 		{"verify a missing file", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "nonexistent.log"}, 2, "", "nonexistent.log"},
 		{"verify a bad -from", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-from", "xyz", "proxy/audit/testdata/chain/audit.log"}, 2, "", "-from"},
 		{"verify", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "proxy/audit/testdata/chain/audit.log"}, 0, "intact: 1 files, 17 lines, 5 checkpoints", ""},
+		{"verify -head reached", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", chainHead(t, 16), "proxy/audit/testdata/chain/audit.log"}, 0, "intact: 1 files, 17 lines", ""},
+		{"verify -head not reached", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", strings.Repeat("ab", 32), "proxy/audit/testdata/chain/audit.log"}, 1, "the head given with -head", ""},
+		{"verify a bad -head", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", "xyz", "proxy/audit/testdata/chain/audit.log"}, 2, "", "-head"},
 		{"verify a wrong key", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/other.pem", "proxy/audit/testdata/chain/audit.log"}, 1, "which is not among the keys given", ""},
 		{"key: none yet", []string{"audit", "key", "-config", cfg}, 1, "", "no audit key yet at " + filepath.Join(dir, "state", "audit-key.pem") + ": it is made on the first start with [evidence] on"},
 	}
@@ -253,4 +258,14 @@ func TestAuditKeyIdentity(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "the [identity] signing key") || !strings.Contains(errOut, "key id "+m[1]) || !strings.Contains(out, "BEGIN PUBLIC KEY") {
 		t.Errorf("audit key: exit %d\n%s%s\nwant the [identity] key %s", code, out, errOut, m[1])
 	}
+}
+
+// chainHead is the hash of line n (from 1) of testdata/chain/audit.log.
+func chainHead(t *testing.T, n int) string {
+	t.Helper()
+	b, err := os.ReadFile("proxy/audit/testdata/chain/audit.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return audit.LineHash(bytes.SplitAfter(b, []byte("\n"))[n-1]).String()
 }

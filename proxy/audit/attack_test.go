@@ -155,3 +155,49 @@ func TestTornWrite(t *testing.T) {
 		t.Errorf("%d lines, findings:\n%swant 7 lines, one finding: an incomplete record at line 4", rep.Lines, findings(rep))
 	}
 }
+
+// TestVerifyTailCut: lines cut from the end right after a checkpoint
+// leave a chain that is whole, and verify cannot tell them from a log
+// still being written, except against a head kept from an earlier verify
+// (-head): the chain must reach it. Without one, verify notes that the
+// chain ends at a checkpoint other than a shutdown.
+func TestVerifyTailCut(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, key := baseLog(t, dir)
+	ls := lines(t, base)
+	kept := LineHash(ls[14]).String() // a head an auditor kept: line 15
+	relabeled := append(append([][]byte{}, ls[:10]...), bytes.Replace(ls[10], []byte(`"event":"interval"`), []byte(`"event":"shutdown"`), 1))
+	tests := []struct {
+		name   string
+		ls     [][]byte
+		head   string
+		intact bool
+		want   string
+	}{
+		{"whole, reaching the head kept", ls, kept, true, ""},
+		{"cut after a checkpoint, no head kept", ls[:11], "", true, "ends at the interval checkpoint at line 11, not a shutdown"},
+		{"cut after a checkpoint", ls[:11], kept, false, "no line given has hash " + kept},
+		{"cut, its last checkpoint made a shutdown", relabeled, kept, false, "no line given has hash " + kept},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeLines(t, t.TempDir(), "audit.log", tt.ls)
+			rep, err := Verify([]string{path}, VerifyOptions{Keys: []*identity.Key{key}, Head: tt.head})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := tt.want == ""
+			for _, f := range rep.Findings {
+				found = found || strings.Contains(f.Msg, tt.want)
+			}
+			if rep.Intact() != tt.intact || !found {
+				t.Errorf("intact %v, findings:\n%swant intact %v and %q", rep.Intact(), findings(rep), tt.intact, tt.want)
+			}
+		})
+	}
+	if _, err := Verify([]string{base}, VerifyOptions{Head: "xyz"}); err == nil || !strings.Contains(err.Error(), "-head") {
+		t.Errorf("Verify with a bad -head = %v; want an error naming -head", err)
+	}
+}

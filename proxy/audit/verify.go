@@ -35,6 +35,11 @@ type VerifyOptions struct {
 	// final head of an earlier verify; "": the first line must start a
 	// chain (ZeroHead).
 	From string
+	// Head is a head (hex) the chain must reach: the final head of an
+	// earlier verify of the same log, kept where its writers cannot edit
+	// it. Lines cut from the end since, right after a checkpoint, leave
+	// a chain otherwise whole: only a head kept elsewhere tells. "": none.
+	Head string
 }
 
 // Report is what Verify found: the files in chain order, what they hold,
@@ -80,6 +85,13 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 		files = append(files, lf)
 	}
 	v := &verifier{keys: o.Keys, from: from, hasFrom: o.From != "", rep: &Report{Head: ZeroHead}}
+	if o.Head != "" {
+		var err error
+		if v.want, err = ParseHash(o.Head); err != nil {
+			return nil, fmt.Errorf("-head: %w", err)
+		}
+		v.hasWant = true
+	}
 	for _, seg := range order(files, from, v.hasFrom) {
 		v.linked = seg.linked && !v.cut
 		v.cut = false
@@ -98,7 +110,25 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 	if v.rep.Lines == 0 && len(names) > 0 {
 		v.add(names[0], 0, "no line in the files given: nothing is verified", false)
 	}
+	v.checkEnd()
 	return v.rep, nil
+}
+
+// checkEnd reports how the chain ends: short of the head it must reach,
+// or (a note) at a checkpoint other than a shutdown, after which lines
+// may have been cut.
+func (v *verifier) checkEnd() {
+	if v.stopped || len(v.rep.Files) == 0 {
+		return
+	}
+	last := v.rep.Files[len(v.rep.Files)-1]
+	if v.hasWant && !v.reached {
+		v.add(last, 0, fmt.Sprintf("no line given has hash %s, the head given with -head: lines were removed from the end since that head was taken, or the file that holds it was not given", v.want), false)
+	}
+	r := &v.run
+	if r.since == 0 && r.last != nil && r.last.Event != EventShutdown && !v.hasWant {
+		v.report(r.lastAt, true, "the chain ends at the %s checkpoint at %s, not a shutdown: robotsgate is still writing this log, or lines after it were removed (verify cannot tell; give -head with the final head of an earlier verify to check that the chain reaches it)", r.last.Event, r.lastAt)
+	}
 }
 
 // segment is a file in the chain's order: linked when it continues the
@@ -187,6 +217,9 @@ type verifier struct {
 	linked  bool // the file being read continues the line before
 	cut     bool // a file was not read to its end
 	stopped bool // MaxFindings were found: no more is read
+	want    Hash // a line the chain must reach (-head)
+	hasWant bool
+	reached bool // want was read
 
 	started bool // a line was read
 	prev    Hash // the hash of the line before

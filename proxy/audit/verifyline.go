@@ -12,6 +12,7 @@ import (
 func (v *verifier) line(a at, b []byte, ended bool) {
 	li, err := parseLine(b)
 	v.rep.Lines++
+	v.reached = v.reached || v.hasWant && a.hash == v.want
 	if len(li.time) > 0 {
 		if v.rep.First == "" {
 			v.rep.First = string(li.time)
