@@ -83,7 +83,11 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	if !rep.Intact() {
 		verdict = "NOT INTACT"
 	}
-	fmt.Fprintf(stdout, "%s: %d files, %d lines, %d checkpoints signed by %s (keys from %s)\n", verdict, len(rep.Files), rep.Lines, rep.Checkpoints, orNone(rep.Keys), source)
+	signed := fmt.Sprintf("%d checkpoints", rep.Signed)
+	if rep.Signed != rep.Checkpoints {
+		signed = fmt.Sprintf("%d of %d checkpoints", rep.Signed, rep.Checkpoints)
+	}
+	fmt.Fprintf(stdout, "%s: %d files, %d lines, %s signed by %s (keys from %s)\n", verdict, len(rep.Files), rep.Lines, signed, orNone(rep.Keys), source)
 	fmt.Fprintf(stdout, "files in chain order: %s\n", strings.Join(rep.Files, " "))
 	fmt.Fprintf(stdout, "first line %s, last line %s\n", orDash(rep.First), orDash(rep.Last))
 	_, err = fmt.Fprintf(stdout, "final head: %s (keep it: verify the files that follow with -from it)\n", rep.Head)

@@ -48,6 +48,7 @@ type Report struct {
 	Files       []string // in the chain's order
 	Lines       int
 	Checkpoints int
+	Signed      int      // the checkpoints whose signature verified
 	Keys        []string // the ids of the keys that signed checkpoints
 	First, Last string   // the first and last lines' times, as written
 	Head        string   // the hash of the last line: a later verify's -from
@@ -234,6 +235,10 @@ type verifier struct {
 	run         runState
 	keysUsed    map[string]bool
 	lastTime    []byte // the last line's time, as written
+	// recounted is the last checkpoint found with its count altered (its
+	// head signed, the chain unbroken): its line's hash then breaks the
+	// chain at the next line, which is that same edit.
+	recounted at
 }
 
 // at is a line's place and hash.

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,7 +79,8 @@ func TestVerifyTampered(t *testing.T) {
 		{"truncated mid-line", append(append([][]byte{}, ls[:16]...), ls[16][:40]), nil, 17, "an incomplete record", nil},
 		{"truncated at a line", ls[:14], nil, 12, "an unsigned tail: ", nil},
 		{"a checkpoint's signature", edit(6, func(b []byte) []byte { return bytes.Replace(b, []byte(`"sig":"`), []byte(`"sig":"AA`), 1) }), nil, 6, "signature is not key", nil},
-		{"a checkpoint's count", edit(11, func(b []byte) []byte { return bytes.Replace(b, []byte(`"lines":4`), []byte(`"lines":5`), 1) }), nil, 11, "missing since the checkpoint", nil},
+		{"a checkpoint's count up", edit(11, func(b []byte) []byte { return bytes.Replace(b, []byte(`"lines":4`), []byte(`"lines":5`), 1) }), nil, 11, "a checkpoint whose count was altered: it counts 5 lines since line 6, and the chain there is unbroken with 4", nil},
+		{"a checkpoint's count down", edit(11, func(b []byte) []byte { return bytes.Replace(b, []byte(`"lines":4`), []byte(`"lines":3`), 1) }), nil, 11, "a checkpoint whose count was altered: it counts 3 lines", nil},
 		{"a checkpoint's head", edit(11, func(b []byte) []byte {
 			h := LineHash(ls[0]).String()
 			return append(b[:bytes.Index(b, []byte(`"head":"`))+8], append([]byte(h), b[bytes.Index(b, []byte(`"head":"`))+8+64:]...)...)
@@ -158,4 +160,59 @@ func TestTestdataLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	verifyOK(t, keys, filepath.Join(dir, "audit.log"))
+}
+
+// TestVerifyCheckpointEdits: a checkpoint whose count alone was edited is
+// named once, as a count altered (not lines inserted or removed, nor
+// another altered line after it); a checkpoint whose signature fails is
+// not counted as signed.
+func TestVerifyCheckpointEdits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, key := baseLog(t, dir)
+	ls := lines(t, base)
+	keys := []*identity.Key{key}
+	edit := func(i int, old, new string) string {
+		out := slices.Clone(ls)
+		out[i-1] = bytes.Replace(ls[i-1], []byte(old), []byte(new), 1)
+		return writeLines(t, t.TempDir(), "audit.log", out)
+	}
+	path := edit(11, `"lines":4`, `"lines":5`)
+	rep, err := Verify([]string{path}, VerifyOptions{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		path + ":11: a checkpoint whose count was altered: it counts 5 lines since line 6, and the chain there is unbroken with 4, up to a head its signature verifies (the edit changed this line's hash too: the chain breaks at the line after it)",
+	}
+	if got := strings.Split(strings.TrimSpace(findings(rep)), "\n"); !slices.Equal(got, want) {
+		t.Errorf("findings:\n%swant\n%s", findings(rep), strings.Join(want, "\n"))
+	}
+	if rep.Checkpoints != 5 || rep.Signed != 5 {
+		t.Errorf("%d checkpoints, %d signed; want 5, 5", rep.Checkpoints, rep.Signed)
+	}
+	path = edit(6, `"sig":"`, `"sig":"AA`)
+	if rep, err = Verify([]string{path}, VerifyOptions{Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Checkpoints != 5 || rep.Signed != 4 {
+		t.Errorf("a signature edited: %d checkpoints, %d signed; want 5, 4", rep.Checkpoints, rep.Signed)
+	}
+}
+
+// TestVerifyNoCheckpointYet: a live file just rotated, whose lines no
+// checkpoint signs yet, says they are not signed yet.
+func TestVerifyNoCheckpointYet(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, key := baseLog(t, dir)
+	ls := lines(t, base)
+	path := writeLines(t, dir, "audit.log", ls[1:5]) // records 2-5, after the start checkpoint
+	rep, err := Verify([]string{path}, VerifyOptions{Keys: []*identity.Key{key}, From: LineHash(ls[0]).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := findings(rep); !strings.Contains(f, path+":1: an unsigned tail: line 1 to line 4 (4 lines), with no checkpoint before them in the files given, are not signed yet") {
+		t.Errorf("findings:\n%swant an unsigned tail not signed yet", f)
+	}
 }

@@ -162,7 +162,10 @@ func (v *verifier) resolveFork(a at, prev Hash) bool {
 
 // flushBreak reports a break that no checkpoint's count told apart.
 func (v *verifier) flushBreak() {
-	if br := v.broken; br != nil {
+	if br := v.broken; br != nil && br.before == v.recounted {
+		v.report(br.after, false, "the chain breaks: this line's prev %s is not the hash of %s, the checkpoint whose count was altered", br.prev, br.before)
+		v.broken = nil
+	} else if br != nil {
 		v.report(br.after, false, "the chain breaks: this line's prev %s is not the hash of %s, the line before: that line was altered, or lines were removed between the two", br.prev, br.before)
 		v.broken = nil
 	}
@@ -176,7 +179,7 @@ func (v *verifier) checkpoint(a at, ck *Checkpoint) {
 	if ck.Head != ck.Prev {
 		v.report(a, false, "a checkpoint whose head %s is not its prev %s", ck.Head, ck.Prev)
 	}
-	v.checkSig(a, ck)
+	signed := v.checkSig(a, ck) && ck.Head == ck.Prev
 	r := &v.run
 	switch {
 	case ck.Event == EventStart:
@@ -193,19 +196,26 @@ func (v *verifier) checkpoint(a at, ck *Checkpoint) {
 		v.flushBreak()
 		v.report(a, false, "a %s checkpoint after the shutdown at %s with no start checkpoint between: a run's start is missing", ck.Event, r.lastAt)
 	default:
-		v.count(a, ck)
+		v.count(a, ck, signed)
 	}
 	v.run = runState{last: ck, lastAt: a}
 }
 
 // count checks a checkpoint's lines against the run's records since its
 // checkpoint before, and tells a break before it apart: with the count
-// right, a line was altered; with lines missing, lines were removed.
-func (v *verifier) count(a at, ck *Checkpoint) {
+// right, a line was altered; with lines missing, lines were removed. With
+// the chain unbroken up to a checkpoint whose head is signed, a count
+// that disagrees was itself altered.
+func (v *verifier) count(a at, ck *Checkpoint, signed bool) {
 	diff := ck.Lines - v.run.since
 	br := v.broken
 	v.broken = nil
 	switch {
+	case br != nil && diff == 0 && br.before == v.recounted:
+		// the checkpoint whose count was altered, reported with it
+	case br == nil && diff != 0 && signed:
+		v.report(a, false, "a checkpoint whose count was altered: it counts %d lines since %s, and the chain there is unbroken with %d, up to a head its signature verifies (the edit changed this line's hash too: the chain breaks at the line after it)", ck.Lines, v.run.lastAt, v.run.since)
+		v.recounted = a
 	case br != nil && diff == 0:
 		v.report(br.before, false, "an altered line: its hash no longer matches the prev of %s, the line after it (the checkpoint at %s counts the lines right)", br.after, a)
 	case br != nil && diff > 0:
@@ -233,8 +243,9 @@ func (v *verifier) uncleanStop(a at) {
 		r.unsigned, v.back[0], lineCount(r.since), r.lastAt, a)
 }
 
-// checkSig checks a checkpoint's signature with the key it names.
-func (v *verifier) checkSig(a at, ck *Checkpoint) {
+// checkSig checks a checkpoint's signature with the key it names, and
+// reports whether it verified.
+func (v *verifier) checkSig(a at, ck *Checkpoint) bool {
 	i := slices.IndexFunc(v.keys, func(k *identity.Key) bool { return k.ID == ck.Key })
 	if i < 0 {
 		ids := make([]string, len(v.keys))
@@ -242,12 +253,13 @@ func (v *verifier) checkSig(a at, ck *Checkpoint) {
 			ids[j] = k.ID
 		}
 		v.report(a, false, "a checkpoint signed with key %s, which is not among the keys given %v: pass that key's file with -key", ck.Key, ids)
-		return
+		return false
 	}
 	if !VerifySig(v.keys[i].Public, ck.Head, ck.Sig) {
 		v.report(a, false, "a checkpoint whose signature is not key %s's signature of its head", ck.Key)
-		return
+		return false
 	}
+	v.rep.Signed++
 	if v.keysUsed == nil {
 		v.keysUsed = map[string]bool{}
 	}
@@ -255,6 +267,7 @@ func (v *verifier) checkSig(a at, ck *Checkpoint) {
 		v.keysUsed[ck.Key] = true
 		v.rep.Keys = append(v.rep.Keys, ck.Key)
 	}
+	return true
 }
 
 // end reports what the last lines read leave open: a break no checkpoint
@@ -268,7 +281,7 @@ func (v *verifier) end() {
 	switch {
 	case r.since == 0, v.cut: // a file not read to its end says so
 	case r.last == nil:
-		v.report(r.unsigned, false, "%s to %s (%s): no checkpoint signs them (is [evidence] on?)", r.unsigned, v.back[0], lineCount(r.since))
+		v.report(r.unsigned, false, "an unsigned tail: %s to %s (%s), with no checkpoint before them in the files given, are not signed yet: a running robotsgate with [evidence] on signs them within checkpoint_interval (verify again then); with [evidence] off (or audit to stdout) nothing ever signs them", r.unsigned, v.back[0], lineCount(r.since))
 	default:
 		v.report(r.unsigned, false, "an unsigned tail: %s to %s (%s), after the last checkpoint at %s, are not signed yet: a running robotsgate signs them within checkpoint_interval (verify again then); a robotsgate that is not running stopped without a shutdown checkpoint (kill -9, a crash)",
 			r.unsigned, v.back[0], lineCount(r.since), r.lastAt)
