@@ -90,10 +90,12 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s: %d files, %d lines, %s signed by %s (keys from %s)\n", verdict, len(rep.Files), rep.Lines, signed, orNone(rep.Keys), source)
 	fmt.Fprintf(stdout, "files in chain order: %s\n", strings.Join(rep.Files, " "))
 	fmt.Fprintf(stdout, "first line %s, last line %s\n", orDash(rep.First), orDash(rep.Last))
-	_, err = fmt.Fprintf(stdout, "final head: %s (keep it: verify the files that follow with -from it)\n", rep.Head)
-	if err == nil && !rep.Intact() {
-		err = errAuditFailed
+	if !rep.Intact() {
+		// Not a head to keep: what it would prove continued is not intact.
+		fmt.Fprintf(stdout, "head of the lines read: %s (not intact: not a head to keep)\n", rep.Head)
+		return errAuditFailed
 	}
+	_, err = fmt.Fprintf(stdout, "final head: %s (keep it: verify the files that follow with -from it)\n", rep.Head)
 	return err
 }
 

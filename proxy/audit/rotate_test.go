@@ -250,14 +250,21 @@ func TestVerifyFilesNotLinking(t *testing.T) {
 	writeRun(l, c, 6, 3, 0)
 	l.Close()
 	keys := []*identity.Key{key}
-	verifyOK(t, keys, path, path+".1", path+".2")
+	whole := verifyOK(t, keys, path, path+".1", path+".2")
+	gzipFile(t, path+".1", path+".1.gz")
+	one := lines(t, path+".1")
+	short := writeLines(t, dir, "short.1", one[:len(one)-1])
 	tests := []struct {
-		files []string
-		bad   string
-		want  string
+		files  []string
+		bad    string
+		line   int
+		want   string
+		intact bool
 	}{
-		{[]string{path, path + ".2"}, path, "does not continue any file given"},
-		{[]string{path + ".2", path + ".1", path, path + ".1"}, path + ".1", "two files claim one place in the chain"},
+		{[]string{path, path + ".2"}, path, 1, "does not continue any file given", false},
+		{[]string{path + ".2", path + ".1", path, short}, short, 1, "two files claim one place in the chain", false},
+		{[]string{path + ".2", path + ".1", path, path + ".1"}, path + ".1", 0, "the same lines as " + path + ".1: given twice", true},
+		{[]string{path + ".2", path + ".1", path, path + ".1.gz"}, path + ".1.gz", 0, "the same lines as " + path + ".1: given twice", true},
 	}
 	for _, tt := range tests {
 		rep, err := Verify(tt.files, VerifyOptions{Keys: keys})
@@ -266,11 +273,20 @@ func TestVerifyFilesNotLinking(t *testing.T) {
 		}
 		found := false
 		for _, f := range rep.Findings {
-			found = found || f.File == tt.bad && f.Line == 1 && strings.Contains(f.Msg, tt.want)
+			found = found || f.File == tt.bad && f.Line == tt.line && strings.Contains(f.Msg, tt.want)
 		}
-		if rep.Intact() || !found {
-			t.Errorf("Verify(%v):\n%swant %q at %s:1", tt.files, findings(rep), tt.want, tt.bad)
+		if rep.Intact() != tt.intact || !found {
+			t.Errorf("Verify(%v): intact %v\n%swant %q at %s:%d", tt.files, rep.Intact(), findings(rep), tt.want, tt.bad, tt.line)
 		}
+		if tt.intact && (rep.Last != whole.Last || rep.Head != whole.Head || rep.Lines != whole.Lines || len(rep.Files) != 3) {
+			t.Errorf("Verify(%v): last line %s, head %s, %d lines, files %v; want %s, %s, %d, the three files", tt.files, rep.Last, rep.Head, rep.Lines, rep.Files, whole.Last, whole.Head, whole.Lines)
+		}
+	}
+	// An empty file (the live one just rotated) ends where -from began.
+	empty := writeLines(t, dir, "empty.log", nil)
+	rep, err := Verify([]string{empty}, VerifyOptions{Keys: keys, From: whole.Head})
+	if err != nil || rep.Head != whole.Head {
+		t.Errorf("Verify(an empty file, -from %s): head %s, %v; want -from's", whole.Head, rep.Head, err)
 	}
 }
 

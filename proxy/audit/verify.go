@@ -85,7 +85,9 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 		}
 		files = append(files, lf)
 	}
-	v := &verifier{keys: o.Keys, from: from, hasFrom: o.From != "", rep: &Report{Head: ZeroHead}}
+	// prev is from until a line is read: files without a line end where
+	// they began, at -from's head.
+	v := &verifier{keys: o.Keys, from: from, hasFrom: o.From != "", prev: from, rep: &Report{Head: from.String()}}
 	if o.Head != "" {
 		var err error
 		if v.want, err = ParseHash(o.Head); err != nil {
@@ -94,6 +96,10 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 		v.hasWant = true
 	}
 	for _, seg := range order(files, from, v.hasFrom) {
+		if seg.same != "" { // read once, where the other copy is
+			v.add(seg.file.name, 0, "the same lines as "+seg.same+": given twice (read once)", true)
+			continue
+		}
 		v.linked = seg.linked && !v.cut
 		v.cut = false
 		if !seg.linked && seg.why != "" {
@@ -138,6 +144,20 @@ type segment struct {
 	file   logFile
 	linked bool
 	why    string
+	same   string // the file given before with the same lines: not read
+}
+
+// sameAs returns the index of a file before files[i] that holds the same
+// lines (a rotated file given both plain and gzip), or -1: the same
+// first prev and the same last line.
+func sameAs(files []logFile, i int) int {
+	f := files[i]
+	if f.empty || !f.firstOK || !f.lastOK {
+		return -1
+	}
+	return slices.IndexFunc(files[:i], func(g logFile) bool {
+		return !g.empty && g.firstOK && g.lastOK && g.first == f.first && g.last == f.last
+	})
 }
 
 // order puts files in the chain's order: from each file that continues
@@ -155,7 +175,13 @@ func order(files []logFile, from Hash, hasFrom bool) []segment {
 		}
 	}
 	used := make([]bool, len(files))
-	var segs []segment
+	var segs, same []segment
+	for i := range files {
+		if j := sameAs(files, i); j >= 0 {
+			same = append(same, segment{file: files[i], same: files[j].name})
+			used[i] = true
+		}
+	}
 	follow := func(i int, why string) {
 		segs = append(segs, segment{file: files[i], why: why})
 		used[i] = true
@@ -206,7 +232,7 @@ func order(files []logFile, from Hash, hasFrom bool) []segment {
 			segs = append(segs, segment{file: f, linked: true})
 		}
 	}
-	return segs
+	return append(segs, same...)
 }
 
 // verifier is Verify's state through the chain's lines.
