@@ -437,6 +437,7 @@ func TestBoundBetweenSweeps(t *testing.T) {
 		last = c.Sum
 		testkit.Eventually(t, "copy written", func() bool { return s.Has(last) })
 	}
+	s.Close(time.Second) // the writer done: its last sweep too
 	var onDisk int64
 	filepath.WalkDir(filepath.Join(dir, "objects"), func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
