@@ -74,12 +74,15 @@ func (s *Store) sweep(atStart bool, bound int64) (SweepResult, error) {
 		}
 		keep = append(keep, o)
 	}
+	left := keep[:0] // what is still on disk after the evictions
 	for _, o := range keep {
 		if s.o.MaxBytes <= 0 || total <= bound {
-			break
+			left = append(left, o)
+			continue
 		}
 		if err := os.Remove(o.path); err != nil {
 			errs = append(errs, err)
+			left = append(left, o)
 			continue
 		}
 		r.Evicted++
@@ -87,7 +90,7 @@ func (s *Store) sweep(atStart bool, bound int64) (SweepResult, error) {
 		total -= o.size
 	}
 	s.bytes.Store(total)
-	s.setKnown(keep, r.Evicted)
+	s.setKnown(left)
 	if r.Expired > 0 {
 		s.log.Info("evidence store: removed copies not named within retention",
 			"dir", s.o.Dir, "count", r.Expired, "bytes", r.ExpiredBytes, "retention", s.o.Retention)
@@ -99,11 +102,13 @@ func (s *Store) sweep(atStart bool, bound int64) (SweepResult, error) {
 	return r, errors.Join(errs...)
 }
 
-// setKnown makes the store's set of objects those of objs after the first
-// evicted (the ones a sweep removed to bring the store under its bound).
-func (s *Store) setKnown(objs []object, evicted int) {
+// setKnown makes the store's set of objects those of objs, the ones a
+// sweep left on disk. (It took the objects after the first evicted ones,
+// which a removal that failed among them shifted: a copy removed stayed
+// known, and Keep never wrote it again.)
+func (s *Store) setKnown(objs []object) {
 	known := make(map[[32]byte]struct{}, len(objs))
-	for _, o := range objs[min(evicted, len(objs)):] {
+	for _, o := range objs {
 		if sum, ok := sumOfName(filepath.Base(o.path)); ok {
 			known[sum] = struct{}{}
 		}
