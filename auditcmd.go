@@ -83,11 +83,11 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	if !rep.Intact() {
 		verdict = "NOT INTACT"
 	}
-	signed := fmt.Sprintf("%d checkpoints", rep.Signed)
+	signed := plural(rep.Signed, "checkpoint", "checkpoints")
 	if rep.Signed != rep.Checkpoints {
 		signed = fmt.Sprintf("%d of %d checkpoints", rep.Signed, rep.Checkpoints)
 	}
-	fmt.Fprintf(stdout, "%s: %d files, %d lines, %s signed by %s (keys from %s)\n", verdict, len(rep.Files), rep.Lines, signed, orNone(rep.Keys), source)
+	fmt.Fprintf(stdout, "%s: %s, %s, %s signed by %s (keys from %s)\n", verdict, plural(len(rep.Files), "file", "files"), plural(rep.Lines, "line", "lines"), signed, orNone(rep.Keys), source)
 	fmt.Fprintf(stdout, "files in chain order: %s\n", strings.Join(rep.Files, " "))
 	fmt.Fprintf(stdout, "first line %s, last line %s\n", orDash(rep.First), orDash(rep.Last))
 	if !rep.Intact() {
@@ -202,4 +202,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// plural is "1 one" or "N many".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

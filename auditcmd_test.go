@@ -208,6 +208,8 @@ func TestAuditCommands(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "c.toml")
 	os.WriteFile(cfg, fmt.Appendf(nil, "[tls]\nstate_dir = %s\n", strconv.Quote(filepath.Join(dir, "state"))), 0o644)
+	oneBad := filepath.Join(dir, "one-bad.log")
+	os.WriteFile(oneBad, []byte(`{"time":"2026-03-02T10:00:00Z","msg":"blocked","copies":[{"url":"x","sha256":"zz"}]}`+"\n"), 0o644)
 	tests := []struct {
 		name    string
 		args    []string
@@ -220,9 +222,12 @@ func TestAuditCommands(t *testing.T) {
 		{"verify no file", []string{"audit", "verify", "-config", cfg}, 2, "", "name the audit files"},
 		{"verify no key", []string{"audit", "verify", "-config", cfg, "proxy/audit/testdata/chain/audit.log"}, 2, "", "no key to verify with at " + filepath.Join(dir, "state", "audit-key.pem")},
 		{"verify a missing file", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "nonexistent.log"}, 2, "", "nonexistent.log"},
+		{"verify a directory", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", dir}, 2, "", dir + ": is a directory"},
+		{"replay a directory", []string{"audit", "replay", "-config", cfg, "-store", dir, dir}, 2, "", dir + ": is a directory"},
+		{"replay one bad line", []string{"audit", "replay", "-config", cfg, "-store", dir, oneBad}, 1, "1 record: 0 reproduced, 0 differ, 0 not replayed for a missing copy (store " + dir + "), 1 line not a record\n", ""},
 		{"verify a bad -from", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-from", "xyz", "proxy/audit/testdata/chain/audit.log"}, 2, "", "-from"},
-		{"verify", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "proxy/audit/testdata/chain/audit.log"}, 0, "intact: 1 files, 17 lines, 5 checkpoints", ""},
-		{"verify -head reached", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", chainHead(t, 16), "proxy/audit/testdata/chain/audit.log"}, 0, "intact: 1 files, 17 lines", ""},
+		{"verify", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "proxy/audit/testdata/chain/audit.log"}, 0, "intact: 1 file, 17 lines, 5 checkpoints", ""},
+		{"verify -head reached", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", chainHead(t, 16), "proxy/audit/testdata/chain/audit.log"}, 0, "intact: 1 file, 17 lines", ""},
 		{"verify -head not reached", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", strings.Repeat("ab", 32), "proxy/audit/testdata/chain/audit.log"}, 1, "the head given with -head", ""},
 		{"verify a bad -head", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", "xyz", "proxy/audit/testdata/chain/audit.log"}, 2, "", "-head"},
 		{"verify a wrong key", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/other.pem", "proxy/audit/testdata/chain/audit.log"}, 1, "which is not among the keys given", ""},

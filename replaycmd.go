@@ -61,8 +61,8 @@ func replayFile(ctx context.Context, p *replay.Replayer, name string, s *replay.
 
 // printSummary prints replay's counts.
 func printSummary(w io.Writer, s *replay.Summary, dir string) {
-	fmt.Fprintf(w, "%d records: %d reproduced, %d differ, %d not replayed for a missing copy (store %s), %d lines not records",
-		s.Records, s.Reproduced, s.Differ, s.Missing, dir, s.BadLines)
+	fmt.Fprintf(w, "%s: %d reproduced, %d differ, %d not replayed for a missing copy (store %s), %s",
+		plural(s.Records, "record", "records"), s.Reproduced, s.Differ, s.Missing, dir, plural(s.BadLines, "line not a record", "lines not records"))
 	var skipped []string
 	for _, why := range slices.Sorted(maps.Keys(s.Skipped)) {
 		skipped = append(skipped, fmt.Sprintf("%d %s", s.Skipped[why], why))

@@ -48,7 +48,11 @@ func OpenFile(name string) (*os.File, error) {
 		return nil, err
 	}
 	info, err := f.Stat()
-	if err == nil && !info.Mode().IsRegular() {
+	switch {
+	case err != nil:
+	case info.IsDir():
+		err = fmt.Errorf("%s: is a directory", name)
+	case !info.Mode().IsRegular():
 		err = fmt.Errorf("%s: not a regular file (%s)", name, info.Mode().Type())
 	}
 	if err != nil {

@@ -47,7 +47,7 @@ func parseLine(b []byte) (lineInfo, error) {
 		return li, errors.New("not a whole JSON object (a write cut short, or not a robotsgate audit line)")
 	}
 	if bytes.HasPrefix(b, timePrefix) {
-		if i := bytes.IndexByte(b[len(timePrefix):], '"'); i > 0 && i < 40 {
+		if i := bytes.IndexByte(b[len(timePrefix):], '"'); i > 0 && i < 40 && isTime(b[len(timePrefix):len(timePrefix)+i]) {
 			li.time = b[len(timePrefix) : len(timePrefix)+i]
 		}
 	}
@@ -128,4 +128,47 @@ func parseCheckpoint(b []byte) (*Checkpoint, bool, error) {
 		return nil, false, fmt.Errorf("a checkpoint counting %d lines", c.Lines)
 	}
 	return &c, true, nil
+}
+
+// isTime reports whether b is an RFC 3339 time, as audit lines write it
+// ("2026-03-02T09:14:07.412Z", or with an offset): a line's time that is
+// not one is not shown as the log's first or last time. It is checked
+// without allocating, as every line's is.
+func isTime(b []byte) bool {
+	const shape = "dddd-dd-ddTdd:dd:dd"
+	if len(b) < len(shape)+1 {
+		return false
+	}
+	for i := range len(shape) {
+		if c := b[i]; shape[i] == 'd' && (c < '0' || c > '9') || shape[i] != 'd' && c != shape[i] {
+			return false
+		}
+	}
+	num := func(i int) int { return int(b[i]-'0')*10 + int(b[i+1]-'0') }
+	if m, d := num(5), num(8); m < 1 || m > 12 || d < 1 || d > 31 || num(11) > 23 || num(14) > 59 || num(17) > 60 {
+		return false
+	}
+	rest := b[len(shape):]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	switch {
+	case len(rest) == 1 && rest[0] == 'Z':
+		return true
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		for _, i := range []int{1, 2, 4, 5} {
+			if rest[i] < '0' || rest[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

@@ -320,7 +320,11 @@ func (v *verifier) file(name string) error {
 			return nil
 		}
 		if err != nil {
-			v.add(name, n, "cannot be read on: "+err.Error(), false)
+			msg := err.Error()
+			if lr.gz != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+				msg = "the gzip stream ends early: the file was cut short (a copy or a compression not finished, or truncated)"
+			}
+			v.add(name, n, "cannot be read on: "+msg, false)
 			v.cut = true
 			return nil
 		}

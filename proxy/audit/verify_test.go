@@ -88,7 +88,7 @@ func TestVerifyTampered(t *testing.T) {
 		{"the first lines removed", ls[4:], nil, 1, "the first line does not start a chain", nil},
 		{"a wrong key", ls, []*identity.Key{testKey(2)}, 1, "which is not among the keys given", nil},
 		{"an over-long line", insert(8, append(bytes.Repeat([]byte("x"), MaxLine+10), '\n')), nil, 8, "a line longer than", nil},
-		{"a gzip file cut short", ls, nil, 0, "unexpected EOF", func(path string, b []byte) error {
+		{"a gzip file cut short", ls, nil, 0, "cannot be read on: the gzip stream ends early: the file was cut short", func(path string, b []byte) error {
 			var z bytes.Buffer
 			w := gzip.NewWriter(&z)
 			w.Write(b)
@@ -214,5 +214,41 @@ func TestVerifyNoCheckpointYet(t *testing.T) {
 	}
 	if f := findings(rep); !strings.Contains(f, path+":1: an unsigned tail: line 1 to line 4 (4 lines), with no checkpoint before them in the files given, are not signed yet") {
 		t.Errorf("findings:\n%swant an unsigned tail not signed yet", f)
+	}
+}
+
+// TestVerifyTimes: a line whose time is not a time is not shown as the
+// log's first or last time.
+func TestVerifyTimes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		time string
+		ok   bool
+	}{
+		{"2026-03-02T09:14:07.412Z", true},
+		{"2026-03-02T09:14:07Z", true},
+		{"2026-03-02T09:14:07.4+01:00", true},
+		{"not a time", false},
+		{"2026-13-02T09:14:07Z", false},
+		{"2026-03-02T09:14:07.Z", false},
+		{"2026-03-02 09:14:07Z", false},
+		{"2026-03-02T09:14:07", false},
+	} {
+		if got := isTime([]byte(tt.time)); got != tt.ok {
+			t.Errorf("isTime(%q) = %v; want %v", tt.time, got, tt.ok)
+		}
+	}
+	dir := t.TempDir()
+	base, key := baseLog(t, dir)
+	ls := lines(t, base)
+	first, last := string(ls[0][9:33]), string(ls[16][9:33])
+	ls[0] = bytes.Replace(ls[0], []byte(first), []byte("not a time, not a time  "), 1)
+	ls[16] = bytes.Replace(ls[16], []byte(last), []byte("2026-99-99T99:99:99.999Z"), 1)
+	rep, err := Verify([]string{writeLines(t, dir, "audit.log", ls)}, VerifyOptions{Keys: []*identity.Key{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want0, want1 := string(ls[1][9:33]), string(ls[15][9:33]); rep.First != want0 || rep.Last != want1 {
+		t.Errorf("first line %q, last line %q; want %q, %q (the times of lines 2 and 16)", rep.First, rep.Last, want0, want1)
 	}
 }
