@@ -186,12 +186,16 @@ func (s *Store) Keep(c Copy, body []byte) {
 	k := kept{c: c}
 	s.mu.Lock()
 	_, stored := s.known[c.Sum]
+	s.mu.Unlock()
 	if stored { // indexed only: the body is not copied again
 		s.queued.Add(-n)
 		n = 0
 	} else if body != nil {
+		// Copied outside the lock, which every audited request's Named
+		// takes: a robots.txt may be 500 KiB.
 		k.body = append([]byte(nil), body...)
 	}
+	s.mu.Lock()
 	sent := false
 	if !s.closed {
 		select {
