@@ -15,33 +15,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/robotsgate/robotsgate/evidence"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy"
 	"github.com/robotsgate/robotsgate/proxy/config"
 )
-
-// fakeClock is a clock a test moves on.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // evidenceRun is a proxy run whose evidence the commands read: requests
 // through the proxy to an origin whose robots.txt changes between two
@@ -95,7 +77,7 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 		t.Fatal(err)
 	}
 	cfg.Listen = "127.0.0.1:0"
-	clk := &fakeClock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	srv, err := proxy.NewServer(cfg, proxy.Options{Now: clk.Now, Version: "test", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +115,7 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 	get("/other", "BarBot/1.0", 200, "ai-train")      // both read, neither refuses
 	get("/tdm/x", "BarBot/1.0", 403, "ai-train")      // tdmrep.json reserves it, and the response does not lift it
 	get("/tdm/lifted", "BarBot/1.0", 200, "ai-train") // the response lifts it: not replayable, responses are not kept
-	clk.Add(25 * time.Hour)                           // past cache_ttl: robots.txt is fetched again, and has changed
+	clk.Advance(25 * time.Hour)                       // past cache_ttl: robots.txt is fetched again, and has changed
 	robotsBody.Store(run.v2)
 	run.day2 = clk.Now()
 	get("/open", "BarBot/1.0", 200)

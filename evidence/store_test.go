@@ -11,31 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/statefile"
 	"github.com/robotsgate/robotsgate/internal/testkit"
 )
-
-// clock is a settable clock for a store's Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
@@ -133,7 +114,7 @@ func TestRoundTripAndDedupe(t *testing.T) {
 func TestQueueFullNeverBlocks(t *testing.T) {
 	t.Parallel()
 	var log testkit.Buffer
-	clk := &clock{t: t0}
+	clk := testkit.NewClock(t0)
 	s := openStore(t, Options{QueueLen: 1, QueueBytes: 1 << 20, Logger: slogTo(&log), Now: clk.Now})
 	objects := filepath.Join(s.Dir(), "objects")
 	if err := os.Remove(objects); err != nil {
@@ -186,7 +167,7 @@ func keepAll(t *testing.T, s *Store, bodies ...string) [][32]byte {
 
 func TestRetentionSweep(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: t0}
+	clk := testkit.NewClock(t0)
 	s := openStore(t, Options{Now: clk.Now, Retention: 400 * 24 * time.Hour})
 	sums := keepAll(t, s, "a", "b", "c")
 	clk.Set(t0.Add(200 * 24 * time.Hour))
@@ -207,7 +188,7 @@ func TestRetentionSweep(t *testing.T) {
 
 func TestBoundSweep(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: t0}
+	clk := testkit.NewClock(t0)
 	dir := filepath.Join(t.TempDir(), "evidence")
 	s := openStore(t, Options{Dir: dir, Now: clk.Now})
 	var sums [][32]byte
@@ -381,7 +362,7 @@ func slogTo(w *testkit.Buffer) *slog.Logger { return slog.New(slog.NewTextHandle
 // URL stays, however old, so that the copy in force now is found.
 func TestIndexCompaction(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: t0}
+	clk := testkit.NewClock(t0)
 	dir := filepath.Join(t.TempDir(), "evidence")
 	o := Options{Dir: dir, Now: clk.Now, Retention: 400 * 24 * time.Hour}
 	s := openStore(t, o)
@@ -420,7 +401,7 @@ func TestIndexCompaction(t *testing.T) {
 // the hour.
 func TestBoundBetweenSweeps(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: t0}
+	clk := testkit.NewClock(t0)
 	dir := filepath.Join(t.TempDir(), "evidence")
 	const max = 8 << 10
 	s := openStore(t, Options{Dir: dir, Now: clk.Now, MaxBytes: max})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/evidence"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/robots/fetch/filestore"
 )
@@ -40,24 +41,6 @@ func (k *kept) all() ([]evidence.Copy, [][]byte) {
 // one read back cold is in the local zone).
 func same(a, b evidence.Copy) bool {
 	return a.URL == b.URL && a.Sum == b.Sum && a.Fetched.Equal(b.Fetched) && a.Status == b.Status
-}
-
-// clock is a clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // copyOrigin serves robots.txt as body with status (200 when 0), and
@@ -94,7 +77,7 @@ func (o *copyOrigin) origin(t *testing.T) fetch.Origin {
 	return or
 }
 
-func copyCache(t *testing.T, clk *clock, k evidence.Keeper, store fetch.Store) *fetch.Cache {
+func copyCache(t *testing.T, clk *testkit.Clock, k evidence.Keeper, store fetch.Store) *fetch.Cache {
 	t.Helper()
 	c, err := fetch.NewCache(fetch.CacheOptions{
 		Fetcher: fetch.NewFetcher(fetch.FetcherOptions{Now: clk.Now, Timeout: 5 * time.Second}),
@@ -134,7 +117,7 @@ func TestCopies(t *testing.T) {
 			t.Parallel()
 			o := newCopyOrigin(t, body)
 			o.status.Store(int64(tt.status))
-			clk := &clock{now: time.Date(2026, 11, 23, 8, 41, 38, 637_000_000, time.UTC)}
+			clk := testkit.NewClock(time.Date(2026, 11, 23, 8, 41, 38, 637_000_000, time.UTC))
 			fetchedAt := clk.Now()
 			var k kept
 			var store fetch.Store
@@ -166,7 +149,7 @@ func TestCopies(t *testing.T) {
 				t.Errorf("no answer was read back cold: %+v", s)
 			}
 			if tt.stale {
-				clk.advance(2 * time.Hour)
+				clk.Advance(2 * time.Hour)
 				o.status.Store(503)
 				check("stale", c)
 				if a, _ := c.Get(t.Context(), o.origin(t)); !a.Stale {
@@ -225,7 +208,7 @@ func TestDocCopies(t *testing.T) {
 	t.Parallel()
 	const body = `[{"location":"/","tdm-reservation":1}]`
 	o := newCopyOrigin(t, body)
-	clk := &clock{now: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
 	docs := &memDocs{docs: map[string]*fetch.StoredDoc{}}
 	newDocs := func(k evidence.Keeper) *fetch.DocCache[string] {
 		return fetch.NewDocCache(fetch.DocCacheOptions[string]{
@@ -253,7 +236,7 @@ func TestDocCopies(t *testing.T) {
 		t.Errorf("fetched %d times; want once, the second process reading the store", n)
 	}
 	o.status.Store(404)
-	clk.advance(48 * time.Hour)
+	clk.Advance(48 * time.Hour)
 	var k kept
 	d, err := newDocs(&k).Get(t.Context(), url)
 	want404 := evidence.Copy{URL: url, Fetched: clk.Now(), Status: 404}
@@ -283,7 +266,7 @@ func TestCopyRedirected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: time.Date(2026, 11, 23, 8, 41, 38, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 23, 8, 41, 38, 0, time.UTC))
 	var k kept
 	a, err := copyCache(t, clk, &k, nil).Get(t.Context(), o)
 	if err != nil {
