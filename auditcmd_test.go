@@ -181,6 +181,10 @@ func TestAuditRealProcess(t *testing.T) {
 	testkit.Eventually(t, "three records written", func() bool { return countLines(log) == 7 })
 	g.stop(t, syscall.SIGKILL)
 	g = startGate(t, bin, cfg, dir)
+	// The start says so on the operational log, at the first unsigned line.
+	if warn := "level=WARN msg=\"audit: the run before stopped without its shutdown checkpoint"; !strings.Contains(g.stderr(), warn) || !strings.Contains(g.stderr(), "line=5 unsigned_lines=3") {
+		t.Errorf("start after kill -9: logs\n%swant %s… line=5 unsigned_lines=3", g.stderr(), warn)
+	}
 	g.block(t, origin.URL)
 	g.stop(t, syscall.SIGTERM)
 	out, errOut, code := runCmd(t, "", "audit", "verify", "-config", cfg, log+".1", log)

@@ -41,9 +41,13 @@ import (
 type Log struct {
 	stdout  io.Writer           // where records go when the path is ""
 	onError func(error, Record) // a failed write
-	now     func() time.Time
-	ck      Checkpoints
-	done    chan struct{} // closed by Close: ends the interval's goroutine
+	warn    func(msg string, args ...any)
+	// starting: OpenWith's first open of the file, which the run before
+	// may have left without its shutdown checkpoint.
+	starting bool
+	now      func() time.Time
+	ck       Checkpoints
+	done     chan struct{} // closed by Close: ends the interval's goroutine
 
 	mu    sync.Mutex
 	path  string       // the file written to; "" for stdout
@@ -86,6 +90,10 @@ type Options struct {
 	Now func() time.Time
 	// Checkpoints sign the chain.
 	Checkpoints Checkpoints
+	// Warn is told, with slog's key-value pairs, what the operational log
+	// should warn of (a start after a run that stopped uncleanly); nil:
+	// nothing is.
+	Warn func(msg string, args ...any)
 }
 
 // Open opens the audit log: the file at path appended to (created with
@@ -107,12 +115,17 @@ func OpenWith(path string, o Options) (*Log, error) {
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
-	l := &Log{stdout: o.Stdout, onError: o.OnError, now: o.Now, ck: o.Checkpoints, key: o.Checkpoints.Key, done: make(chan struct{})}
+	if o.Warn == nil {
+		o.Warn = func(string, ...any) {}
+	}
+	l := &Log{stdout: o.Stdout, onError: o.OnError, warn: o.Warn, now: o.Now, ck: o.Checkpoints, key: o.Checkpoints.Key, done: make(chan struct{})}
 	l.enc = json.NewEncoder(&l.buf)
 	l.enc.SetEscapeHTML(false)
+	l.starting = true
 	if err := l.Reopen(path); err != nil {
 		return nil, err
 	}
+	l.starting = false
 	// A start checkpoint that cannot be written is a failed write, as a
 	// record's is: reported, and no reason not to start.
 	l.mu.Lock()
@@ -216,6 +229,8 @@ func (l *Log) openFile(path string) (*os.File, Hash, error) {
 		return nil, Hash{}, err
 	}
 	switch {
+	case !empty && l.starting && l.key != nil: // a start, with evidence on
+		l.warnUncleanStop(f, path)
 	case !empty:
 	case l.f != nil:
 		h = l.head // a reopen: the file's chain goes on from memory

@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -311,4 +312,67 @@ func TestIntervalCheckpoints(t *testing.T) {
 		t.Errorf("%d lines; want 4 (start, the record, one interval checkpoint, shutdown)", n)
 	}
 	verifyOK(t, []*identity.Key{key}, path)
+}
+
+// TestWarnUncleanStop: a start into a file whose last run stopped without
+// its shutdown checkpoint warns, naming the file and the first line no
+// checkpoint of that run signs; a clean stop, a file without checkpoints
+// and a log without a key do not.
+func TestWarnUncleanStop(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		key  bool
+		run  func(l *Log, c *fakeClock)
+		want string // "": no warning
+	}{
+		{"killed after unsigned lines", true, func(l *Log, c *fakeClock) { writeRun(l, c, 0, 5, 3); l.f.Close() },
+			"[file PATH line 6 unsigned_lines 2]"},
+		{"killed right after a checkpoint", true, func(l *Log, c *fakeClock) { writeRun(l, c, 0, 3, 3); l.f.Close() },
+			"[file PATH line 5]"},
+		{"a clean stop", true, func(l *Log, c *fakeClock) { writeRun(l, c, 0, 5, 3); l.Close() }, ""},
+		{"no key", false, func(l *Log, c *fakeClock) { writeRun(l, c, 0, 5, 3); l.f.Close() }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir, c := t.TempDir(), newClock()
+			path := filepath.Join(dir, "audit.log")
+			var key *identity.Key
+			if tt.key {
+				key = testKey(1)
+			}
+			tt.run(openTest(t, path, key, c), c)
+			var got []string
+			o := Options{Now: c.now, Warn: func(msg string, args ...any) { got = append(got, msg+" "+fmt.Sprint(args)) }}
+			if key != nil {
+				o.Checkpoints = Checkpoints{Key: key}
+			}
+			l, err := OpenWith(path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			want := strings.ReplaceAll(tt.want, "PATH", path)
+			if tt.want == "" && len(got) > 0 || tt.want != "" && (len(got) != 1 || !strings.HasSuffix(got[0], want) || !strings.Contains(got[0], "audit verify will")) {
+				t.Errorf("warnings %q; want one ending %q", got, want)
+			}
+		})
+	}
+	// A file with records and no checkpoint (evidence just turned on):
+	// no warning.
+	dir, c := t.TempDir(), newClock()
+	path := filepath.Join(dir, "audit.log")
+	l := openTest(t, path, nil, c)
+	writeRun(l, c, 0, 3, 0)
+	l.Close()
+	var got []string
+	l, err := OpenWith(path, Options{Now: c.now, Checkpoints: Checkpoints{Key: testKey(1)}, Warn: func(msg string, args ...any) { got = append(got, msg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if len(got) > 0 {
+		t.Errorf("warnings %q for a file without checkpoints; want none", got)
+	}
 }
