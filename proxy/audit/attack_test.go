@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -200,4 +201,37 @@ func TestVerifyTailCut(t *testing.T) {
 	if _, err := Verify([]string{base}, VerifyOptions{Head: "xyz"}); err == nil || !strings.Contains(err.Error(), "-head") {
 		t.Errorf("Verify with a bad -head = %v; want an error naming -head", err)
 	}
+}
+
+// TestHugeRecord: a record whose line would pass MaxLine (a client's URL
+// and User-Agent of megabytes, which limits.max_header_bytes allows up
+// to 16 MiB) is written with its strings and lists cut, marked, so that
+// verify reads the log on past it and a restart can read its last line.
+func TestHugeRecord(t *testing.T) {
+	t.Parallel()
+	dir, c, key := t.TempDir(), newClock(), testKey(1)
+	path := filepath.Join(dir, "audit.log")
+	l := openTest(t, path, key, c)
+	r := testRecord(c, 0)
+	r.URL = "https://news.example/" + strings.Repeat("a", 2<<20)
+	r.Path = r.URL[len("https://news.example"):]
+	r.UserAgent = strings.Repeat("\x01", 600<<10) // six bytes each, escaped
+	for i := range 1000 {
+		r.Purpose = append(r.Purpose, fmt.Sprintf("purpose-%d-%s", i, strings.Repeat("é", 100)))
+	}
+	l.Write(r)
+	l.Write(testRecord(c, 1))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ls := lines(t, path)
+	for i, line := range ls {
+		if len(line) > MaxLine {
+			t.Errorf("line %d: %d bytes; want at most MaxLine, %d", i+1, len(line), MaxLine)
+		}
+	}
+	if len(ls) != 4 || !bytes.Contains(ls[1], []byte(`bytes cut]","path":"/aaa`)) {
+		t.Errorf("%d lines; want 4, the record's url cut and marked", len(ls))
+	}
+	verifyOK(t, []*identity.Key{key}, path)
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/robotsgate/robotsgate/proxy/identity"
 )
@@ -278,6 +280,15 @@ func (l *Log) writeLine(v any) error {
 	if err := l.enc.Encode(v); err != nil { // a line: Encode ends it with "\n"
 		return err
 	}
+	if r, ok := v.(*Record); ok && l.buf.Len() > MaxLine {
+		l.buf.Reset()
+		if err := l.enc.Encode(clipped(r)); err != nil {
+			return err
+		}
+		if l.buf.Len() > MaxLine { // clipped's bounds make it far shorter
+			return fmt.Errorf("a record of %d bytes, cut, is still longer than %d", l.buf.Len(), MaxLine)
+		}
+	}
 	if n, err := l.w.Write(l.buf.Bytes()); err != nil {
 		if n > 0 {
 			l.torn = append(l.torn[:0], l.buf.Bytes()[:n]...)
@@ -289,6 +300,52 @@ func (l *Log) writeLine(v any) error {
 	}
 	l.lines++
 	return nil
+}
+
+// Bounds of a record whose line would be longer than MaxLine.
+const (
+	clipString = 2 << 10 // bytes of each string
+	clipList   = 16      // entries of each list
+)
+
+// clipped returns a copy of r fit for a line of at most MaxLine bytes
+// (which verify reads, and a restart reads back): each string cut to
+// clipString bytes, marked with how much was cut, and each list to
+// clipList entries. A client's URL or User-Agent can be megabytes long
+// (limits.max_header_bytes allows 16 MiB); even with every byte escaped
+// as \u00XX, what is left is under 1 MiB.
+func clipped(r *Record) *Record {
+	c := *r
+	for _, s := range []*string{&c.Client, &c.User, &c.Method, &c.URL, &c.Path, &c.Origin, &c.UserAgent,
+		&c.Token, &c.RobotsURL, &c.Rule, &c.Reason, &c.Charged} {
+		*s = clip(*s)
+	}
+	clipStrings := func(l []string) []string {
+		out := make([]string, min(len(l), clipList))
+		for i := range out {
+			out[i] = clip(l[i])
+		}
+		return out
+	}
+	c.Agent, c.Purpose = clipStrings(c.Agent), clipStrings(c.Purpose)
+	c.Copies = slices.Clone(c.Copies[:min(len(c.Copies), clipList)])
+	for i := range c.Copies {
+		c.Copies[i].URL = clip(c.Copies[i].URL)
+	}
+	return &c
+}
+
+// clip cuts s to at most clipString bytes, at a character's start, and
+// says how many bytes were cut.
+func clip(s string) string {
+	if len(s) <= clipString {
+		return s
+	}
+	n := clipString
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s…[%d bytes cut]", s[:n], len(s)-n)
 }
 
 // endTorn ends the part of a line a failed write left, with "\n", so
