@@ -20,6 +20,8 @@ type Finding struct {
 	Note bool
 }
 
+// String writes f as verify prints it: FILE:LINE: what (FILE: what, for
+// the file as a whole).
 func (f Finding) String() string {
 	if f.Line == 0 {
 		return f.File + ": " + f.Msg

@@ -22,9 +22,10 @@ import (
 	"github.com/robotsgate/robotsgate/usage"
 )
 
-// MaxLine bounds one line of an audit log: a longer one is reported and
+// MaxLine bounds one line of an audit log, as the Log writes and verify
+// reads it (audit.MaxLine): a longer one is reported and
 // skipped, never read whole.
-const MaxLine = 1 << 20
+const MaxLine = audit.MaxLine
 
 // msgCheckpoint is the msg of the audit log's signed checkpoint lines,
 // which are not records.
