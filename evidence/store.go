@@ -322,10 +322,18 @@ func (s *Store) write(k kept) {
 	}
 }
 
-// touch renews a copy's object: its mtime becomes now.
+// touch renews a copy's object: its mtime becomes now. An object that is
+// not a regular file (a link put in its place) is left alone: Chtimes
+// follows links, and would renew a file outside the store.
 func (s *Store) touch(sum [32]byte) {
 	now := s.o.Now()
 	p := s.objectPath(sum)
+	if info, err := os.Lstat(p); err != nil || !info.Mode().IsRegular() {
+		if err == nil {
+			s.log.Warn("evidence store: not an object, not renewed", "file", p, "mode", info.Mode().Type().String())
+		}
+		return
+	}
 	if err := os.Chtimes(p, now, now); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("evidence store: renew copy", "file", p, "err", err)
 	}

@@ -434,3 +434,33 @@ func TestBoundBetweenSweeps(t *testing.T) {
 		t.Error("the copy kept last was removed; want the ones named longest ago removed first")
 	}
 }
+
+// TestRenewNoFollow: renewing a copy whose object was replaced by a
+// symbolic link does not follow it: the file it points at, outside the
+// store, keeps its time.
+func TestRenewNoFollow(t *testing.T) {
+	t.Parallel()
+	clk := testkit.NewClock(t0)
+	s := openStore(t, Options{Now: clk.Now})
+	sum := keepAll(t, s, "linked")[0]
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("not the store's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	os.Chtimes(outside, old, old)
+	p := ObjectPath(s.Dir(), sum)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, p); err != nil {
+		t.Skip(err)
+	}
+	clk.Set(t0.Add(2 * time.Hour))
+	s.Named([]Copy{{Sum: sum}})
+	keepAll(t, s, "after") // the writer has taken the renewal before this
+	s.Close(time.Second)
+	if info, err := os.Stat(outside); err != nil || !info.ModTime().Equal(old) {
+		t.Errorf("the file a link in the store points at: mtime %v, %v; want %v, untouched", info.ModTime(), err, old)
+	}
+}
