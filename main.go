@@ -82,7 +82,7 @@ const usage = `usage:
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
   robotsgate keys [-config FILE] [-rotate | -remove ID]
-  robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] FILE...   (plain or gzip, any order)
+  robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] [-head HASH] FILE...   (plain or gzip, any order)
   robotsgate audit key [-config FILE]
   robotsgate audit replay [-config FILE] [-store DIR] FILE...   (re-decide every record from the copy it names)
   robotsgate evidence [-config FILE] [-store DIR] [-agent TOKEN | -user-agent UA] [-at TIME] [-audit FILE]... URL
