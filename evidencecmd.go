@@ -109,7 +109,7 @@ func printCopy(ctx context.Context, stdout, stderr io.Writer, d *replay.Decider,
 		return "", fmt.Errorf("%w: no copy of %s was fetched before %s (the index of the store %s)", errNoCopy, robotsURL, at, dir)
 	}
 	c := e.Copy()
-	fmt.Fprintf(stdout, "copy in force at %s:\n  url      %s\n  fetched  %s\n  status   %d\n  sha256   %s\n",
+	fmt.Fprintf(stdout, "copy in force at %s:\n  url      %s\n  fetched  %s (its first fetch: refetches that found it unchanged are not indexed)\n  status   %d\n  sha256   %s\n",
 		at, e.URL, e.Fetched.UTC().Format(audit.TimeFormat), e.Status, orNoBody(e.SHA256))
 	if c.HasBody() {
 		if _, err := os.Lstat(evidence.ObjectPath(dir, c.Sum)); err != nil {
@@ -148,7 +148,7 @@ func orNoBody(s string) string {
 // their url, or their origin and path), each with its file and line, and
 // marked "*" when it names the copy whose sha256 is sum.
 func printRecords(stdout io.Writer, name string, q *evidenceQuery, sum string) error {
-	f, err := os.Open(name)
+	f, err := audit.OpenFile(name) // a FIFO or a device is refused, not waited on
 	if err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,6 +196,16 @@ func TestEvidenceAndReplay(t *testing.T) {
 	out, _, code = runCmd(t, "", "audit", "replay", "-config", run.cfgPath, editedPath)
 	if want := fmt.Sprintf("%s:%d: does not reproduce", editedPath, edited); code != 1 || !strings.Contains(out, want) {
 		t.Errorf("replay of an edited record: exit %d; want 1 and %q:\n%s", code, want, out)
+	}
+
+	// A FIFO given as an audit file is refused, not waited on for ever.
+	fifo := filepath.Join(run.dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCmd(t, "", "evidence", "-config", run.cfgPath, "-agent", "BarBot", "-at", at(run.day1), "-audit", fifo, run.origin.URL+"/private/x")
+	if code != 2 || !strings.Contains(errOut, fifo) {
+		t.Errorf("evidence -audit FIFO: exit %d; want 2 naming it:\n%s%s", code, out, errOut)
 	}
 
 	// The second copy corrupted in the store: evidence exits 1 saying it

@@ -3,6 +3,7 @@ package evidence
 import (
 	"bufio"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 )
@@ -11,28 +12,35 @@ import (
 // retention ago that are not their URL's last: the copies they name are
 // past retention too, unless renewed, and the last entry of each URL
 // stays, so that the copy in force now is always found. It runs at Open,
-// before the writer starts; a failure leaves the index as it was.
+// before the writer starts, and hourly on the writer's goroutine; a
+// failure leaves the index as it was. Each URL's last entry is found in
+// the file itself (a first pass keeps 16 bytes a URL: its hash and
+// latest time), not from what the index remembers, which is bounded.
 func (s *Store) compactIndex() error {
 	if s.o.Retention <= 0 {
 		return nil
 	}
 	x := s.index
 	cutoff := s.o.Now().Add(-s.o.Retention)
-	drop := func(e Entry) bool {
-		l := x.last[e.URL]
-		return e.Fetched.Before(cutoff) && !(l.Fetched.Equal(e.Fetched) && l.SHA256 == e.SHA256)
-	}
-	var dropped int
-	if _, err := x.f.Seek(0, 0); err != nil {
+	seed := maphash.MakeSeed()
+	latest := map[uint64]int64{} // URL's hash → its last entry's fetch time
+	if err := x.scan(func(e Entry) {
+		h, t := maphash.String(seed, e.URL), e.Fetched.UnixNano()
+		if l, ok := latest[h]; !ok || t > l {
+			latest[h] = t
+		}
+	}); err != nil {
 		return err
 	}
-	err := ScanIndex(x.f, x.name, func(e Entry) error {
+	drop := func(e Entry) bool {
+		return e.Fetched.Before(cutoff) && e.Fetched.UnixNano() != latest[maphash.String(seed, e.URL)]
+	}
+	var dropped int
+	if err := x.scan(func(e Entry) {
 		if drop(e) {
 			dropped++
 		}
-		return nil
-	}, func(int, error) {})
-	if err != nil || dropped == 0 {
+	}); err != nil || dropped == 0 {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(x.name), ".index-*")
@@ -55,6 +63,18 @@ func (s *Store) compactIndex() error {
 	x.f = f
 	s.log.Info("evidence store: index compacted", "file", x.name, "entries_removed", dropped, "older_than", cutoff)
 	return nil
+}
+
+// scan reads every good entry of the index from its start (the writer
+// appends at its end whatever the offset).
+func (x *index) scan(fn func(Entry)) error {
+	if _, err := x.f.Seek(0, 0); err != nil {
+		return fmt.Errorf("read %s: %w", x.name, err)
+	}
+	return ScanIndex(x.f, x.name, func(e Entry) error {
+		fn(e)
+		return nil
+	}, func(int, error) {})
 }
 
 // writeKept writes the index's good entries that drop does not drop to

@@ -137,13 +137,47 @@ func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
 	}
 }
 
-// index is the store's open index: appended to by the writer, with the
-// last entry of each URL, so that a copy indexed already (an instance
-// restarting reloads the copies it had) is not indexed twice.
+// index is the store's open index: appended to by the writer, a line for
+// each change of a URL's copy (its body or status), so that it grows with
+// what sites change, not with how often they are fetched. It remembers
+// the last entry of at most maxLast URLs (any one of them forgotten when
+// more come): a copy whose URL it forgot is indexed again, unchanged,
+// which costs a line and loses nothing.
 type index struct {
 	f    *os.File
 	name string
-	last map[string]Entry
+	last map[string]lastEntry
+	max  int // URLs remembered at most: maxLast
+}
+
+// maxLast bounds the URLs whose last entry an index remembers: about 8
+// MiB of them.
+const maxLast = 1 << 16
+
+// lastEntry is what an index remembers of a URL's last entry.
+type lastEntry struct {
+	sum     string // its sha256 (hex; "" for no body)
+	status  int
+	fetched time.Time
+}
+
+// same reports whether e names the copy l remembers.
+func (l lastEntry) same(e *Entry) bool { return l.sum == e.SHA256 && l.status == e.Status }
+
+// remember makes e its URL's last entry, unless a later one is; it
+// forgets another URL when maxLast are remembered.
+func (x *index) remember(e *Entry) {
+	l, ok := x.last[e.URL]
+	if ok && e.Fetched.Before(l.fetched) {
+		return
+	}
+	if !ok && len(x.last) >= x.max {
+		for u := range x.last { // any one: map order
+			delete(x.last, u)
+			break
+		}
+	}
+	x.last[e.URL] = lastEntry{sum: e.SHA256, status: e.Status, fetched: e.Fetched}
 }
 
 // openIndex opens (creating, 0640) the index at path for appending, without
@@ -163,11 +197,9 @@ func openIndex(path string, log *slog.Logger) (*index, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: not a regular file: %v", path, err)
 	}
-	x := &index{f: f, name: path, last: map[string]Entry{}}
+	x := &index{f: f, name: path, last: map[string]lastEntry{}, max: maxLast}
 	err = ScanIndex(f, path, func(e Entry) error {
-		if l, ok := x.last[e.URL]; !ok || !e.Fetched.Before(l.Fetched) {
-			x.last[e.URL] = e
-		}
+		x.remember(&e)
 		return nil
 	}, func(_ int, err error) {
 		log.Warn("evidence store: index line skipped", "err", err)
@@ -196,10 +228,11 @@ func endLine(f *os.File, size int64) error {
 	return nil
 }
 
-// add appends c's entry unless it is its URL's last entry already.
+// add appends c's entry unless its URL's last entry names the same copy
+// (a refetch that found it unchanged, or a restart reading it again).
 func (x *index) add(c Copy) error {
 	e := entryOf(c)
-	if l, ok := x.last[e.URL]; ok && l.SHA256 == e.SHA256 && l.Fetched.Equal(e.Fetched) && l.Status == e.Status {
+	if l, ok := x.last[e.URL]; ok && l.same(&e) {
 		return nil
 	}
 	b, err := marshalEntry(e)
@@ -209,9 +242,7 @@ func (x *index) add(c Copy) error {
 	if _, err := x.f.Write(b); err != nil {
 		return fmt.Errorf("write %s: %w", x.name, err)
 	}
-	if l, ok := x.last[e.URL]; !ok || !e.Fetched.Before(l.Fetched) {
-		x.last[e.URL] = e
-	}
+	x.remember(&e)
 	return nil
 }
 

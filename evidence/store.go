@@ -287,6 +287,9 @@ func (s *Store) run() {
 			if _, err := s.sweep(false, s.o.MaxBytes); err != nil {
 				s.log.Warn("evidence store: sweep", "dir", s.o.Dir, "err", err)
 			}
+			if err := s.compactIndex(); err != nil {
+				s.log.Warn("evidence store: index not compacted", "dir", s.o.Dir, "err", err)
+			}
 		case <-s.stop:
 			s.drain()
 			return

@@ -65,8 +65,10 @@ func TestRoundTripAndDedupe(t *testing.T) {
 	s = openStore(t, Options{Dir: dir})
 	s.Keep(c, body)
 	s.Keep(none, nil)
-	later := copyOf(c.URL, body, t0.Add(24*time.Hour)) // fetched again, unchanged
+	later := copyOf(c.URL, body, t0.Add(24*time.Hour)) // fetched again, unchanged: not indexed
 	s.Keep(later, body)
+	changed := copyOf(c.URL, []byte("User-agent: *\nDisallow: /\n"), t0.Add(72*time.Hour))
+	s.Keep(changed, []byte("User-agent: *\nDisallow: /\n"))
 	// http://example.net/robots.txt redirected to https://www.example.net/robots.txt:
 	// found by either URL.
 	moved := copyOf("https://www.example.net/robots.txt", body, t0)
@@ -76,7 +78,7 @@ func TestRoundTripAndDedupe(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	if got := indexLines(t, dir); len(got) != 4 {
-		t.Errorf("index has %d lines; want 4:\n%s", len(got), strings.Join(got, "\n"))
+		t.Errorf("index has %d lines; want 4 (a line for each change, none for the unchanged refetch):\n%s", len(got), strings.Join(got, "\n"))
 	}
 	got, err := GetObject(dir, c.Sum, 0)
 	if err != nil || !bytes.Equal(got, body) {
@@ -95,7 +97,8 @@ func TestRoundTripAndDedupe(t *testing.T) {
 		{c.URL, t0.Add(-time.Second), false, time.Time{}},
 		{c.URL, t0, true, t0},
 		{c.URL, t0.Add(23 * time.Hour), true, t0},
-		{c.URL, t0.Add(48 * time.Hour), true, t0.Add(24 * time.Hour)},
+		{c.URL, t0.Add(48 * time.Hour), true, t0}, // unchanged since its first fetch
+		{c.URL, t0.Add(72 * time.Hour), true, t0.Add(72 * time.Hour)},
 		{none.URL, t0.Add(time.Hour), true, t0},
 		{moved.URL, t0, true, t0},
 		{moved.For, t0, true, t0},
@@ -367,10 +370,10 @@ func TestIndexCompaction(t *testing.T) {
 	o := Options{Dir: dir, Now: clk.Now, Retention: 400 * 24 * time.Hour}
 	s := openStore(t, o)
 	a, b := "https://a.example/robots.txt", "https://b.example/robots.txt"
-	for _, c := range []Copy{
+	for _, c := range []Copy{ // a changes at each fetch
 		{URL: a, Fetched: t0, Status: 404},
 		{URL: b, Fetched: t0, Status: 404},
-		{URL: a, Fetched: t0.Add(24 * time.Hour), Status: 404},
+		{URL: a, Fetched: t0.Add(24 * time.Hour), Status: 410},
 		{URL: a, Fetched: t0.Add(500 * 24 * time.Hour), Status: 404},
 	} {
 		s.Keep(c, nil)
@@ -391,6 +394,48 @@ func TestIndexCompaction(t *testing.T) {
 	info, err := os.Stat(filepath.Join(dir, indexName))
 	if err != nil || info.Mode().Perm() != 0o640 {
 		t.Errorf("index mode after compaction: %v, %v; want 0640", info.Mode(), err)
+	}
+}
+
+// TestIndexRemembersBounded: the index remembers the last entry of at
+// most max URLs; a URL it forgot is indexed again when fetched, unchanged
+// (a line more, nothing lost), and one it remembers is not.
+func TestIndexRemembersBounded(t *testing.T) {
+	t.Parallel()
+	x, err := openIndex(filepath.Join(t.TempDir(), indexName), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.f.Close()
+	x.max = 2
+	urls := []string{"https://a.example/robots.txt", "https://b.example/robots.txt", "https://c.example/robots.txt"}
+	for _, u := range urls {
+		if err := x.add(Copy{URL: u, Fetched: t0, Status: 404}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(x.last) != 2 {
+		t.Fatalf("remembers %d URLs; want 2", len(x.last))
+	}
+	for _, u := range urls { // each fetched again, unchanged
+		if err := x.add(Copy{URL: u, Fetched: t0.Add(time.Hour), Status: 404}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One of the three was forgotten and is indexed again; remembered
+	// then, it makes the index forget another, which is indexed again too
+	// if it comes later in the loop: 4 to 6 lines, never the 3 of a
+	// bounded memory that forgot nothing, nor the 6 a remembered URL
+	// would add to for ever.
+	if n := len(indexLines(t, filepath.Dir(x.name))); n < 4 || n > 6 || len(x.last) != 2 {
+		t.Errorf("%d lines and %d URLs remembered; want 4 to 6 lines, 2 URLs", n, len(x.last))
+	}
+	for _, u := range urls[:1] { // a, remembered or not, once more: at most one line
+		x.add(Copy{URL: u, Fetched: t0.Add(2 * time.Hour), Status: 404})
+		x.add(Copy{URL: u, Fetched: t0.Add(3 * time.Hour), Status: 404})
+	}
+	if n := len(indexLines(t, filepath.Dir(x.name))); n > 7 {
+		t.Errorf("%d lines after a remembered URL was fetched twice unchanged; want at most 7", n)
 	}
 }
 
