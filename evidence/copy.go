@@ -1,12 +1,12 @@
 // Package evidence keeps what an audit needs months later: the copies of
 // sites' files (robots.txt, tdmrep.json, RSL licences) that decided, each
 // distinct body once, named by its SHA-256 and compressed, with an index
-// of when each URL was fetched and what it answered (docs/auditors.md).
+// of when each URL's copy changed (docs/auditors.md).
 //
 // A Store keeps them under a directory of its own:
 //
 //	objects/ab/<hex>.gz   a body, gzip, named by the SHA-256 of the body
-//	index.jsonl           one line per copy kept: {url, sha256, fetched, status}
+//	index.jsonl           a line when a URL's copy changes: {url, sha256, fetched, status[, for]}
 //
 // An object's mtime is when an audit record last named it (renewed at most
 // once an hour); retention and the size bound sweep by it, the copies
