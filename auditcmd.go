@@ -180,7 +180,7 @@ func runAuditKey(args []string, stdout, stderr io.Writer) error {
 		what = "the [identity] signing key"
 	}
 	fmt.Fprintf(stderr, "robotsgate audit key: %s %s, key id %s\n", what, sg.Path, k.ID)
-	_, err = stdout.Write(audit.MarshalPublicPEM(k))
+	_, err = stdout.Write(identity.MarshalPublicPEM(k))
 	return err
 }
 

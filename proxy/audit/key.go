@@ -1,9 +1,6 @@
 package audit
 
 import (
-	"crypto/ed25519"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -122,47 +119,13 @@ func VerifyKeys(cfg *config.Config) ([]*identity.Key, Signing, error) {
 	return []*identity.Key{k}, s, nil
 }
 
-// ParsePublicKeys reads the Ed25519 public keys of a PEM file: each
-// "PUBLIC KEY" block, and the public half of each "PRIVATE KEY" block
-// (so a key file, or a .retired list of identity keys, can be given as
-// it is). name is the file's name, for errors.
+// ParsePublicKeys reads the Ed25519 public keys of a PEM file given to
+// verify (identity.ParsePublicKeys); a file with none is an error. name is
+// the file's name, for errors.
 func ParsePublicKeys(name string, b []byte) ([]*identity.Key, error) {
-	var keys []*identity.Key
-	for rest := b; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		switch block.Type {
-		case "PUBLIC KEY":
-			pub, err := x509.ParsePKIXPublicKey(block.Bytes)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			p, ok := pub.(ed25519.PublicKey)
-			if !ok {
-				return nil, fmt.Errorf("%s: a %T key: want Ed25519", name, pub)
-			}
-			keys = append(keys, &identity.Key{Public: p, ID: identity.Thumbprint(p)})
-		case "PRIVATE KEY":
-			k, err := identity.ParsePrivateKey(pem.EncodeToMemory(block))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			keys = append(keys, &identity.Key{Public: k.Public, ID: k.ID})
-		default:
-			return nil, fmt.Errorf("%s: a PEM %q block: want PUBLIC KEY or PRIVATE KEY", name, block.Type)
-		}
+	keys, err := identity.ParsePublicKeys(name, b)
+	if err == nil && len(keys) == 0 {
+		err = fmt.Errorf("%s: no PEM PUBLIC KEY or PRIVATE KEY block", name)
 	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%s: no PEM PUBLIC KEY or PRIVATE KEY block", name)
-	}
-	return keys, nil
-}
-
-// MarshalPublicPEM returns k's public key as a PEM "PUBLIC KEY".
-func MarshalPublicPEM(k *identity.Key) []byte {
-	der, _ := x509.MarshalPKIXPublicKey(k.Public) // an Ed25519 key: cannot fail
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	return keys, err
 }

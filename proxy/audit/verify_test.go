@@ -144,7 +144,7 @@ func TestTestdataLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files := map[string][]byte{"audit.log": b, "key.pem": MarshalPublicPEM(key), "other.pem": MarshalPublicPEM(testKey(2))}
+		files := map[string][]byte{"audit.log": b, "key.pem": identity.MarshalPublicPEM(key), "other.pem": identity.MarshalPublicPEM(testKey(2))}
 		for name, b := range files {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/robotsgate/robotsgate/internal/statefile"
 )
@@ -148,24 +147,52 @@ func readRetired(path string) ([]*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the retired identity keys: %w", err)
 	}
+	keys, err := ParsePublicKeys(path, b)
+	if err != nil {
+		return nil, fmt.Errorf("retired identity keys %w", err)
+	}
+	return keys, nil
+}
+
+// ParsePublicKeys reads the Ed25519 public keys of a PEM file: each
+// "PUBLIC KEY" block, and the public half of each "PRIVATE KEY" block (so
+// a key file, or a list of retired keys, can be given as it is); none
+// for a file with no block. name is the file's name, for errors.
+func ParsePublicKeys(name string, b []byte) ([]*Key, error) {
 	var keys []*Key
 	for rest := b; ; {
 		var block *pem.Block
 		block, rest = pem.Decode(rest)
 		if block == nil {
-			break
+			return keys, nil
 		}
-		pub, err := x509.ParsePKIXPublicKey(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("retired identity keys %s: %w", path, err)
+		switch block.Type {
+		case "PUBLIC KEY":
+			pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			p, ok := pub.(ed25519.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("%s: a %T key: want Ed25519", name, pub)
+			}
+			keys = append(keys, keyOf(nil, p))
+		case "PRIVATE KEY":
+			k, err := ParsePrivateKey(pem.EncodeToMemory(block))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			keys = append(keys, keyOf(nil, k.Public))
+		default:
+			return nil, fmt.Errorf("%s: a PEM %q block: want PUBLIC KEY or PRIVATE KEY", name, block.Type)
 		}
-		p, ok := pub.(ed25519.PublicKey)
-		if !ok {
-			return nil, fmt.Errorf("retired identity keys %s: a %T key: want Ed25519", path, pub)
-		}
-		keys = append(keys, keyOf(nil, p))
 	}
-	return keys, nil
+}
+
+// MarshalPublicPEM returns k's public key as a PEM "PUBLIC KEY" block.
+func MarshalPublicPEM(k *Key) []byte {
+	der, _ := x509.MarshalPKIXPublicKey(k.Public) // an Ed25519 key: cannot fail
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
 
 // Rotate makes a new signing key; the current one is retired, listed in
@@ -215,15 +242,11 @@ func (r *KeyRing) writeCurrent() error {
 }
 
 func writeRetired(path string, keys []*Key) error {
-	var b strings.Builder
+	var b []byte
 	for _, k := range keys {
-		der, err := x509.MarshalPKIXPublicKey(k.Public)
-		if err != nil {
-			return fmt.Errorf("encode a retired key: %w", err)
-		}
-		b.Write(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+		b = append(b, MarshalPublicPEM(k)...)
 	}
-	return replaceFile(path, []byte(b.String()), 0o644)
+	return replaceFile(path, b, 0o644)
 }
 
 // replaceFile writes data to path whole (statefile.WriteFile), making its
