@@ -83,11 +83,14 @@ func runAuditVerify(args []string, stdout, stderr io.Writer) error {
 	if !rep.Intact() {
 		verdict = "NOT INTACT"
 	}
-	signed := plural(rep.Signed, "checkpoint", "checkpoints")
-	if rep.Signed != rep.Checkpoints {
-		signed = fmt.Sprintf("%d of %d checkpoints", rep.Signed, rep.Checkpoints)
+	signed := plural(rep.Signed, "checkpoint", "checkpoints") + " signed by " + orNone(rep.Keys)
+	switch {
+	case rep.Signed == 0 && rep.Checkpoints > 0:
+		signed = fmt.Sprintf("%s, none signed by the keys given", plural(rep.Checkpoints, "checkpoint", "checkpoints"))
+	case rep.Signed != rep.Checkpoints:
+		signed = fmt.Sprintf("%d of %d checkpoints signed by %s", rep.Signed, rep.Checkpoints, orNone(rep.Keys))
 	}
-	fmt.Fprintf(stdout, "%s: %s, %s, %s signed by %s (keys from %s)\n", verdict, plural(len(rep.Files), "file", "files"), plural(rep.Lines, "line", "lines"), signed, orNone(rep.Keys), source)
+	fmt.Fprintf(stdout, "%s: %s, %s, %s (keys from %s)\n", verdict, plural(len(rep.Files), "file", "files"), plural(rep.Lines, "line", "lines"), signed, source)
 	fmt.Fprintf(stdout, "files in chain order: %s\n", strings.Join(rep.Files, " "))
 	fmt.Fprintf(stdout, "first line %s, last line %s\n", orDash(rep.First), orDash(rep.Last))
 	if !rep.Intact() {

@@ -235,6 +235,7 @@ func TestAuditCommands(t *testing.T) {
 		{"verify -head not reached", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", strings.Repeat("ab", 32), "proxy/audit/testdata/chain/audit.log"}, 1, "the head given with -head", ""},
 		{"verify a bad -head", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/key.pem", "-head", "xyz", "proxy/audit/testdata/chain/audit.log"}, 2, "", "-head"},
 		{"verify a wrong key", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/other.pem", "proxy/audit/testdata/chain/audit.log"}, 1, "which is not among the keys given", ""},
+		{"verify a wrong key: the summary", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/other.pem", "proxy/audit/testdata/chain/audit.log"}, 1, "5 checkpoints, none signed by the keys given (keys from", ""},
 		{"verify not intact: no head to keep", []string{"audit", "verify", "-key", "proxy/audit/testdata/chain/other.pem", "proxy/audit/testdata/chain/audit.log"}, 1, "\nhead of the lines read: " + chainHead(t, 17) + " (not intact: not a head to keep)\n", ""},
 		{"key: none yet", []string{"audit", "key", "-config", cfg}, 1, "", "no audit key yet at " + filepath.Join(dir, "state", "audit-key.pem") + ": it is made on the first start with [evidence] on"},
 	}

@@ -391,7 +391,7 @@ func (s *Server) observeFile(url string, outcome fetch.Outcome, problem string) 
 // [identity] key ring's key, else the audit key in the state directory,
 // made at first start.
 func (s *Server) openAudit(cfg *config.Config, ring *identity.KeyRing) (*audit.Log, error) {
-	o := audit.Options{Stdout: s.opts.AuditOut, OnError: s.auditFailed, Now: s.opts.Now, Warn: s.log.Warn}
+	o := audit.Options{Stdout: s.opts.AuditOut, OnError: s.auditFailed, Now: s.opts.Now, Warn: s.log.Warn, Info: s.log.Info}
 	if cfg.EvidenceOn() {
 		dir, err := cfg.StateDir()
 		if err != nil {

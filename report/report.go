@@ -123,9 +123,6 @@ func parseLine(s *scanner, line []byte) (parsed, error) {
 	if !f.time.set {
 		return parsed{}, fmt.Errorf("%w: no time", ErrMalformed)
 	}
-	if !f.decision.set && string(f.msg.bytes()) == "checkpoint" {
-		return parsed{}, errCheckpoint
-	}
 	ts := f.time.bytes()
 	t, ok := parseStamp(ts)
 	if !ok {
@@ -133,6 +130,9 @@ func parseLine(s *scanner, line []byte) (parsed, error) {
 		if t, err = time.Parse(time.RFC3339Nano, string(ts)); err != nil {
 			return parsed{}, fmt.Errorf("%w: time %q is not RFC 3339", ErrMalformed, clip(string(ts), 40))
 		}
+	}
+	if !f.decision.set && string(f.msg.bytes()) == "checkpoint" {
+		return parsed{time: t}, errCheckpoint
 	}
 	p := parsed{time: t, decision: f.decision.bytes(), origin: f.origin.bytes(), token: f.token.bytes(), rule: f.rule.bytes(),
 		method: f.method.bytes(), status: statusOf(f.status.raw)}
@@ -385,7 +385,9 @@ func (s *Summary) line(name string, n int, line []byte) {
 	}
 	p, err := parseLine(&s.scan, line)
 	if err == errCheckpoint {
-		s.checkpoints++
+		if s.Since.IsZero() || !p.time.Before(s.Since) {
+			s.checkpoints++
+		}
 		return
 	}
 	if err != nil {

@@ -195,6 +195,15 @@ func TestReadCheckpoints(t *testing.T) {
 	if n, _ := s.Malformed(); s.Total() != 1 || s.Checkpoints() != 0 || n != 1 {
 		t.Errorf("odd lines: Total %d, Checkpoints %d, Malformed %d; want 1, 0, 1", s.Total(), s.Checkpoints(), n)
 	}
+	// With -since, only the checkpoints from then on are counted, as the
+	// records are.
+	s = &Summary{Since: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if err := s.Read("chained.jsonl", bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Checkpoints() != 0 || s.Total() != 0 {
+		t.Errorf("since 2100: Checkpoints %d, Total %d; want 0, 0", s.Checkpoints(), s.Total())
+	}
 	var out bytes.Buffer
 	s = &Summary{}
 	s.Read("chained.jsonl", bytes.NewReader(body))

@@ -104,29 +104,36 @@ type Checkpoint struct {
 	Key   string `json:"key"`
 }
 
+// tail is what tailOf finds at the end of a file.
+type tail struct {
+	head  Hash // its last line's hash
+	empty bool // the file has no line
+	cut   bool // its last line had no "\n": tailOf ended it
+}
+
 // tailOf returns the hash of f's last line, and whether f is empty. A
 // last line cut short (a write that a kill -9 or a full disk left without
 // its "\n") is ended with "\n" first, so that it stays a line of its own,
 // which the chain then continues from (verify reports it). f is open for
 // reading and appending.
-func tailOf(f *os.File) (h Hash, empty bool, err error) {
+func tailOf(f *os.File) (tail, error) {
 	info, err := f.Stat()
 	if err != nil {
-		return h, false, err
+		return tail{}, err
 	}
 	if info.Size() == 0 {
-		return h, true, nil
+		return tail{empty: true}, nil
 	}
 	h, ended, err := tailHash(f, info.Size())
 	if err != nil {
-		return h, false, err
+		return tail{}, err
 	}
 	if !ended {
 		if _, err := f.Write([]byte{'\n'}); err != nil {
-			return h, false, fmt.Errorf("end its last line, cut short: %w", err)
+			return tail{}, fmt.Errorf("end its last line, cut short: %w", err)
 		}
 	}
-	return h, false, nil
+	return tail{head: h, cut: !ended}, nil
 }
 
 // headFile is what <state_dir>/audit-head remembers: the chain's head

@@ -83,5 +83,5 @@ func (l *Log) warnUncleanStop(f *os.File, path string) {
 		return
 	}
 	args = append(args, "unsigned_lines", s.after)
-	l.warn("audit: the run before stopped without its shutdown checkpoint (kill -9, a crash): the lines it wrote after its last checkpoint, from line, were never signed by it; audit verify will report an unclean stop there (this run's start checkpoint signs them as they are)", args...)
+	l.warn("audit: the run before stopped without its shutdown checkpoint (kill -9, a crash): the unsigned_lines lines it wrote after its last checkpoint, the first at line, were never signed by it; audit verify will report an unclean stop there (this run's start checkpoint signs them as they are)", args...)
 }

@@ -44,6 +44,7 @@ type Log struct {
 	stdout  io.Writer           // where records go when the path is ""
 	onError func(error, Record) // a failed write
 	warn    func(msg string, args ...any)
+	info    func(msg string, args ...any)
 	// starting: OpenWith's first open of the file, which the run before
 	// may have left without its shutdown checkpoint.
 	starting bool
@@ -96,6 +97,9 @@ type Options struct {
 	// should warn of (a start after a run that stopped uncleanly); nil:
 	// nothing is.
 	Warn func(msg string, args ...any)
+	// Info is told, likewise, what the operational log should say at a
+	// start: where the chain goes on from, in a new file; nil: nothing is.
+	Info func(msg string, args ...any)
 }
 
 // Open opens the audit log: the file at path appended to (created with
@@ -120,7 +124,10 @@ func OpenWith(path string, o Options) (*Log, error) {
 	if o.Warn == nil {
 		o.Warn = func(string, ...any) {}
 	}
-	l := &Log{stdout: o.Stdout, onError: o.OnError, warn: o.Warn, now: o.Now, ck: o.Checkpoints, key: o.Checkpoints.Key, done: make(chan struct{})}
+	if o.Info == nil {
+		o.Info = func(string, ...any) {}
+	}
+	l := &Log{stdout: o.Stdout, onError: o.OnError, warn: o.Warn, info: o.Info, now: o.Now, ck: o.Checkpoints, key: o.Checkpoints.Key, done: make(chan struct{})}
 	l.enc = json.NewEncoder(&l.buf)
 	l.enc.SetEscapeHTML(false)
 	l.starting = true
@@ -225,15 +232,19 @@ func (l *Log) openFile(path string) (*os.File, Hash, error) {
 	if err != nil {
 		return nil, Hash{}, err
 	}
-	h, empty, err := tailOf(f)
+	t, err := tailOf(f)
 	if err != nil {
 		f.Close()
 		return nil, Hash{}, err
 	}
+	if t.cut {
+		l.warn("audit: the file's last line was cut short (a write a kill -9, a crash or a full disk left unfinished): it is ended and kept as it is; audit verify will report it as an incomplete record", "file", path)
+	}
+	h := t.head
 	switch {
-	case !empty && l.starting && l.key != nil: // a start, with evidence on
+	case !t.empty && l.starting && l.key != nil: // a start, with evidence on
 		l.warnUncleanStop(f, path)
-	case !empty:
+	case !t.empty:
 	case l.f != nil:
 		h = l.head // a reopen: the file's chain goes on from memory
 	case l.ck.HeadPath != "":
@@ -241,7 +252,15 @@ func (l *Log) openFile(path string) (*os.File, Hash, error) {
 		if h, ok, err = readHead(l.ck.HeadPath); err != nil {
 			f.Close()
 			return nil, Hash{}, fmt.Errorf("continue the chain: %w", err)
-		} else if !ok {
+		}
+		if l.starting && l.key != nil {
+			if ok {
+				l.info("audit: a new file: its chain continues from the head remembered in audit-head (the last line written before)", "file", path, "head_file", l.ck.HeadPath)
+			} else {
+				l.info("audit: a new chain starts: no earlier line in the file, and no audit-head", "file", path)
+			}
+		}
+		if !ok {
 			h = Hash{}
 		}
 	}

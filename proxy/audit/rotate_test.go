@@ -376,3 +376,47 @@ func TestWarnUncleanStop(t *testing.T) {
 		t.Errorf("warnings %q for a file without checkpoints; want none", got)
 	}
 }
+
+// TestStartMessages: a start says on the operational log what it found:
+// a last line cut short (warned: verify will report it), a new file that
+// continues the chain from audit-head, a new chain with neither.
+func TestStartMessages(t *testing.T) {
+	t.Parallel()
+	key := testKey(1)
+	open := func(t *testing.T, path, head string, c *fakeClock) (warns, infos []string) {
+		t.Helper()
+		o := Options{Now: c.now, Checkpoints: Checkpoints{Key: key, HeadPath: head},
+			Warn: func(msg string, _ ...any) { warns = append(warns, msg) },
+			Info: func(msg string, _ ...any) { infos = append(infos, msg) }}
+		l, err := OpenWith(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		return warns, infos
+	}
+	dir, c := t.TempDir(), newClock()
+	path, head := filepath.Join(dir, "audit.log"), filepath.Join(dir, HeadFileName)
+	if warns, infos := open(t, path, head, c); len(warns) != 0 || len(infos) != 1 || !strings.Contains(infos[0], "a new chain starts") {
+		t.Errorf("first start: warnings %q, infos %q; want one info: a new chain", warns, infos)
+	}
+	// The file rotated away while stopped: the new one goes on from audit-head.
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if warns, infos := open(t, path, head, c); len(warns) != 0 || len(infos) != 1 || !strings.Contains(infos[0], "continues from the head remembered in audit-head") {
+		t.Errorf("start into a new file: warnings %q, infos %q; want one info: from audit-head", warns, infos)
+	}
+	// Its last line cut short by a crash: a warning.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b[:len(b)-20], 0o640); err != nil {
+		t.Fatal(err)
+	}
+	warns, infos := open(t, path, head, c)
+	if len(warns) == 0 || !strings.Contains(warns[0], "last line was cut short") || len(infos) != 0 {
+		t.Errorf("start after a line cut short: warnings %q, infos %q; want the cut line warned of", warns, infos)
+	}
+}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -120,7 +121,24 @@ func Verify(names []string, o VerifyOptions) (*Report, error) {
 		v.add(names[0], 0, "no line in the files given: nothing is verified", false)
 	}
 	v.checkEnd()
+	v.rep.sortFindings()
 	return v.rep, nil
+}
+
+// sortFindings puts the findings in the order of the lines they name:
+// files in chain order (those outside it first), then lines. Some are
+// found only later (an unclean stop when the next run's start is read).
+func (r *Report) sortFindings() {
+	at := make(map[string]int, len(r.Files))
+	for i, f := range r.Files {
+		at[f] = i + 1
+	}
+	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
+		if c := cmp.Compare(at[a.File], at[b.File]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Line, b.Line)
+	})
 }
 
 // checkEnd reports how the chain ends: short of the head it must reach,
@@ -136,7 +154,11 @@ func (v *verifier) checkEnd() {
 	}
 	r := &v.run
 	if r.since == 0 && r.last != nil && r.last.Event != EventShutdown && !v.hasWant && !v.cut {
-		v.report(r.lastAt, true, "the chain ends at the %s checkpoint at %s, not a shutdown: robotsgate is still writing this log, or lines after it were removed (verify cannot tell; give -head with the final head of an earlier verify to check that the chain reaches it)", r.last.Event, r.lastAt)
+		if r.last.Event == EventRotate {
+			v.report(r.lastAt, true, "the chain ends at the rotate checkpoint at %s: it goes on in the file robotsgate reopened then, which is not given (give it too; or -head with the final head of an earlier verify to check that the chain reaches it)", r.lastAt)
+		} else {
+			v.report(r.lastAt, true, "the chain ends at the %s checkpoint at %s, not a shutdown: robotsgate is still writing this log, or lines after it were removed (verify cannot tell; give -head with the final head of an earlier verify to check that the chain reaches it)", r.last.Event, r.lastAt)
+		}
 	}
 }
 

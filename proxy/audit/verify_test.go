@@ -252,3 +252,27 @@ func TestVerifyTimes(t *testing.T) {
 		t.Errorf("first line %q, last line %q; want %q, %q (the times of lines 2 and 16)", rep.First, rep.Last, want0, want1)
 	}
 }
+
+// TestFindingsInLineOrder: findings come out in the order of the lines
+// they name, files in chain order, whatever order they were found in (an
+// unclean stop is found only at the next run's start, after the lines
+// that follow it).
+func TestFindingsInLineOrder(t *testing.T) {
+	t.Parallel()
+	r := &Report{Files: []string{"audit.log.1", "audit.log"}, Findings: []Finding{
+		{File: "audit.log", Line: 261, Msg: "incomplete"},
+		{File: "audit.log.1", Line: 9, Msg: "altered"},
+		{File: "audit.log", Line: 4, Msg: "unclean stop"},
+		{File: "audit.log.1.gz", Line: 0, Msg: "given twice"},
+		{File: "audit.log", Line: 4, Msg: "second at 4"},
+	}}
+	r.sortFindings()
+	var got []string
+	for _, f := range r.Findings {
+		got = append(got, f.Msg)
+	}
+	want := []string{"given twice", "altered", "unclean stop", "second at 4", "incomplete"}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings in order %q; want %q", got, want)
+	}
+}
