@@ -51,6 +51,12 @@ func TestReopenRotated(t *testing.T) {
 			t.Errorf("Verify(%v) ordered %v; want %v", files, rep.Files, want)
 		}
 	}
+	// The old file alone is intact, and its end is said to go on in the
+	// file reopened then.
+	rep := verifyOK(t, keys, path+".1")
+	if !strings.Contains(findings(rep), "it goes on in the file robotsgate reopened then") {
+		t.Errorf("Verify(the old file alone): notes\n%s\nwant one saying the chain goes on in the reopened file", findings(rep))
+	}
 	// One file alone: the new one does not start a chain.
 	rep, err := Verify([]string{path}, VerifyOptions{Keys: keys})
 	if err != nil || rep.Intact() || !strings.Contains(findings(rep), "does not start a chain") {
