@@ -15,7 +15,8 @@ import (
 const evidenceDrain = 5 * time.Second
 
 // openEvidence opens the store of copies when evidence is on
-// (cfg.EvidenceOn: enabled, with an audit file), and registers its
+// (cfg.EvidenceOn: enabled, with an audit file), which then keeps each
+// body read and learns the copies records name; and registers its
 // metrics, which read 0 when it is off.
 func (s *Server) openEvidence(cfg *config.Config) error {
 	s.metrics.reg.MustRegister(
@@ -56,7 +57,7 @@ func (s *Server) openEvidence(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	s.evidence = st
+	s.evidence, s.keep, s.named = st, st, st.Named
 	return nil
 }
 

@@ -229,10 +229,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		s.audit.Close()
 		return nil, err
 	}
-	if s.evidence != nil { // it keeps each body read, and the copies records name
-		s.keep, s.named = s.evidence, s.evidence.Named
-	}
-	ro.Keeper = s.keep
+	ro.Keeper = s.keep // the evidence store when it is on
 	s.cache, err = upstream.NewRobotsCache(&cfg.Robots, ro)
 	var docs fetch.DocStore
 	if s.cluster != nil {
