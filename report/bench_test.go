@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/jsonscan"
 )
 
 // BenchmarkReport10M streams a synthetic audit log of ten million lines
@@ -38,7 +40,7 @@ func BenchmarkReport10M(b *testing.B) {
 // BenchmarkParseLine decodes one proxy-like audit line.
 func BenchmarkParseLine(b *testing.B) {
 	line := gen{lines: 1, origins: 1, step: time.Second}.appendLine(nil, 4)
-	var sc scanner
+	var sc jsonscan.Scanner
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -31,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/robotsgate/robotsgate/internal/jsonscan"
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/usage"
@@ -93,7 +94,7 @@ var errCheckpoint = errors.New("a checkpoint, not a record")
 // "", and a status that is not a JSON integer from 100 to 999 is 0. Member
 // names match exactly, and the last of repeated names wins.
 func ParseRecord(line []byte) (audit.Record, error) {
-	p, err := parseLine(new(scanner), line)
+	p, err := parseLine(new(jsonscan.Scanner), line)
 	if err != nil {
 		return audit.Record{}, err
 	}
@@ -112,7 +113,7 @@ type parsed struct {
 }
 
 // parseLine is ParseRecord without the copies.
-func parseLine(s *scanner, line []byte) (parsed, error) {
+func parseLine(s *jsonscan.Scanner, line []byte) (parsed, error) {
 	var f recordFields
 	if !scanRecord(s, line, &f) {
 		return parsed{}, fmt.Errorf("%w: not a JSON object", ErrMalformed)
@@ -239,7 +240,7 @@ type Summary struct {
 	bySource                          map[string]int64    // usage rules, by the name of where their statement came from (usageSourceName)
 	listSources                       []usage.SourceInfo  // source.List's, when UsageSources is nil
 	timeline                          timeline
-	scan                              scanner // reused by Read
+	scan                              jsonscan.Scanner // reused by Read
 }
 
 // Add counts one record (its time, decision, origin, token, rule, method

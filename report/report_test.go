@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/jsonscan"
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 )
@@ -312,7 +313,7 @@ func TestParseRecord(t *testing.T) {
 		{"{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"a\tb\"}", audit.Record{}, "not a JSON object"},
 		{`["time","decision"]`, audit.Record{}, "not a JSON object"},
 		{`null`, audit.Record{}, "not a JSON object"},
-		{`{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, audit.Record{}, "not a JSON object"},
+		{`{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`, audit.Record{}, "not a JSON object"},
 	}
 	for _, tt := range tests {
 		got, err := ParseRecord([]byte(tt.line))
@@ -328,9 +329,9 @@ func TestParseRecord(t *testing.T) {
 		}
 	}
 	// The deepest nesting encoding/json accepts is accepted.
-	deep := `{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","a":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `}`
+	deep := `{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","a":` + strings.Repeat("[", jsonscan.MaxDepth-1) + strings.Repeat("]", jsonscan.MaxDepth-1) + `}`
 	if _, err := ParseRecord([]byte(deep)); err != nil || !json.Valid([]byte(deep)) {
-		t.Errorf("ParseRecord(nesting %d) = %v; want no error", maxDepth, err)
+		t.Errorf("ParseRecord(nesting %d) = %v; want no error", jsonscan.MaxDepth, err)
 	}
 }
 

@@ -88,19 +88,3 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
-
-// FuzzValidJSON: validJSON says what json.Valid says, of any bytes.
-func FuzzValidJSON(f *testing.F) {
-	seedLines(f)
-	for _, s := range []string{`{}`, `[]`, ` {"a":[1,-0.5e+3,true,false,null,"\u00e9\n"]} `, `{"a":1,}`, `[1,]`, `01`, `1.`, `-`, `"\x"`, "\"\x01\"", `{"a" 1}`, `tru`, `1e`, `{"a":{"b":[{}]}}`, "\"\xff\""} {
-		f.Add([]byte(s))
-	}
-	f.Add(bytes.Repeat([]byte("["), maxDepth+1))
-	f.Add(append(bytes.Repeat([]byte("["), maxDepth), bytes.Repeat([]byte("]"), maxDepth)...))
-	f.Add(append(bytes.Repeat([]byte("["), maxDepth+1), bytes.Repeat([]byte("]"), maxDepth+1)...))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := validJSON(b), json.Valid(b); got != want {
-			t.Fatalf("validJSON(%q) = %v; json.Valid says %v", b, got, want)
-		}
-	})
-}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/robotsgate/robotsgate/internal/jsonscan"
 )
 
 // lineInfo is what verify reads of one audit line.
@@ -33,7 +35,7 @@ var checkpointFields = []string{"event", "head", "key", "level", "lines", "msg",
 // parseLine reads one audit line (without its "\n"): it must be a JSON
 // object with a prev of 64 hex digits; a line whose msg is "checkpoint"
 // must have a checkpoint's members, and only those. A record is not
-// decoded whole: it is checked to be valid JSON (validJSON) and its
+// decoded whole: it is checked to be valid JSON (jsonscan.Valid) and its
 // prev read where robotsgate writes it, its last member (anywhere else,
 // the line is decoded to find it).
 func parseLine(b []byte) (lineInfo, error) {
@@ -43,7 +45,7 @@ func parseLine(b []byte) (lineInfo, error) {
 		return li, errors.New("an empty line")
 	case b[0] != '{':
 		return li, errors.New("not a JSON object")
-	case b[len(b)-1] != '}' || !validJSON(b):
+	case b[len(b)-1] != '}' || !jsonscan.Valid(b):
 		return li, errors.New("not a whole JSON object (a write cut short, or not a robotsgate audit line)")
 	}
 	if bytes.HasPrefix(b, timePrefix) {
