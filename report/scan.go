@@ -101,10 +101,7 @@ func scanRecord(s *jsonscan.Scanner, line []byte, r *recordFields) bool {
 		}
 		f := r.slot(key)
 		switch {
-		case f == nil:
-			if _, ok := s.Skip(); !ok {
-				return false
-			}
+		case f == nil: // Next skips the value
 		case f == &r.status:
 			raw, ok := s.Skip()
 			if !ok {

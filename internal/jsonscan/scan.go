@@ -41,24 +41,25 @@ func Unquote(raw []byte) string {
 
 // Scanner walks one JSON object member by member, validating it as it
 // goes: Object starts it, each Next moves to a member, whose Name the
-// caller reads and whose value it then takes with exactly one of Str,
-// Null or Skip (Lead tells which fits); End says whether the whole input
-// was one valid object. Nothing is decoded or copied: names and values
-// are slices of the input. The zero Scanner is ready, and one reused
-// from input to input allocates nothing.
+// caller reads and whose value it then takes with Str, Null or Skip
+// (Lead tells which fits), or leaves for Next to skip; End says whether
+// the whole input was one valid object. Nothing is decoded or copied:
+// names and values are slices of the input. The zero Scanner is ready
+// for Object, and one reused from input to input allocates nothing.
 type Scanner struct {
 	b     []byte
 	i     int
+	state uint8                   // see the constants below
+	esc   bool                    // name holds a backslash
+	name  []byte                  // the current member's name
 	depth int                     // open objects and arrays around i
 	open  [MaxDepth/64 + 1]uint64 // bit d: the container at depth d is an object
-	name  []byte                  // the current member's name
-	esc   bool                    // name holds a backslash
-	state uint8                   // see the constants below
 }
 
 // Scanner states.
 const (
-	inFirst = iota // after the object's '{'
+	idle    = iota // no walk started
+	inFirst        // after the object's '{'
 	inNext         // after a member's value
 	inValue        // after a member's name and ':', its value to take
 	closed         // after the object's '}'
@@ -77,16 +78,23 @@ func (s *Scanner) Object(b []byte) bool {
 }
 
 // Next moves to the object's next member, reporting whether there is one;
-// false at the object's end and on invalid input (End tells which).
+// false at the object's end and on invalid input (End tells which). The
+// value of the member before, if not taken, is skipped as Skip does.
 func (s *Scanner) Next() bool {
-	s.ws()
 	switch s.state {
 	case inFirst:
+		s.ws()
 		if s.eat('}') {
 			s.state = closed
 			return false
 		}
+	case inValue:
+		if !s.value() {
+			return s.fail()
+		}
+		fallthrough
 	case inNext:
+		s.ws()
 		if s.eat('}') {
 			s.state = closed
 			return false
@@ -95,8 +103,8 @@ func (s *Scanner) Next() bool {
 			return s.fail()
 		}
 		s.ws()
-	default: // a value not taken, the end, or a failure
-		return s.fail()
+	default: // no walk, its end, or a failure
+		return false
 	}
 	name, esc, ok := s.str()
 	if !ok {
@@ -126,7 +134,8 @@ func (s *Scanner) Lead() byte {
 
 // Str takes the current member's value, a string, returning its content
 // between the quotes and whether it holds an escape (Unquote decodes it);
-// ok is false, and the walk over, if the value is no valid string.
+// ok is false, and the walk over, if no value is pending or it is no
+// valid string.
 func (s *Scanner) Str() (raw []byte, escaped, ok bool) {
 	if s.state != inValue {
 		return nil, false, s.fail()
@@ -150,7 +159,7 @@ func (s *Scanner) Null() bool {
 
 // Skip takes the current member's value, whatever it is, validating it
 // without decoding it, and returns its text; ok is false, and the walk
-// over, if it is no valid JSON value.
+// over, if no value is pending or it is no valid JSON value.
 func (s *Scanner) Skip() (raw []byte, ok bool) {
 	start := s.i
 	if s.state != inValue || !s.value() {

@@ -2,8 +2,10 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"maps"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,7 +111,8 @@ func FuzzObject(f *testing.F) {
 }
 
 // TestScanner holds the walk to its contract where the fuzz targets
-// cannot say it: values not taken, and depth counted from the object.
+// cannot say it: values not taken, taken twice or taken as what they
+// are not, and depth counted from the object.
 func TestScanner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -117,7 +120,14 @@ func TestScanner(t *testing.T) {
 		walk func(s *Scanner) bool
 		want bool
 	}{
-		{"value not taken", `{"a":1,"b":2}`, func(s *Scanner) bool { s.Next(); return s.Next() }, false},
+		{"value not taken: Next skips it", `{"a":[1,{"c":2}],"b":2}`, func(s *Scanner) bool {
+			s.Next()
+			s.Next()
+			raw, _ := s.Name()
+			return string(raw) == "b" && !s.Next() && s.End()
+		}, true},
+		{"no value for Next to skip", `{"a":}`, func(s *Scanner) bool { s.Next(); return s.Next() || s.End() }, false},
+		{"Skip with no value pending", `{"a":1}`, func(s *Scanner) bool { s.Next(); s.Skip(); _, ok := s.Skip(); return ok }, false},
 		{"Str of a number", `{"a":1}`, func(s *Scanner) bool { s.Next(); _, _, ok := s.Str(); return ok }, false},
 		{"Null of a string", `{"a":"null"}`, func(s *Scanner) bool { s.Next(); return s.Null() }, false},
 		{"Str after a Null that was not", `{"a":"x"}`, func(s *Scanner) bool { s.Next(); s.Null(); _, _, ok := s.Str(); return ok }, true},
@@ -165,6 +175,50 @@ func BenchmarkValid(b *testing.B) {
 	for b.Loop() {
 		if !Valid(line) {
 			b.Fatal("not valid")
+		}
+	}
+}
+
+// TestSpecial holds special, which reads a string's bytes eight at a
+// time, to a byte-by-byte reading: the first byte it marks is the first
+// control character, '"' or '\\', with one or two such bytes anywhere in
+// words of plain bytes of every kind.
+func TestSpecial(t *testing.T) {
+	first := func(w [8]byte) int {
+		for i, c := range w {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return i
+			}
+		}
+		return 8
+	}
+	check := func(w [8]byte) {
+		m := special(binary.LittleEndian.Uint64(w[:]))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) / 8
+		}
+		if want := first(w); got != want {
+			t.Fatalf("special(%q) marks byte %d first; want %d", w, got, want)
+		}
+	}
+	for _, bg := range []byte{'a', 0x20, 0x21, 0x7f, 0x80, 0xdc, 0xff} {
+		for p := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = bg
+				}
+				w[p] = byte(c)
+				check(w)
+				for q := p + 1; q < 8; q++ {
+					for _, d := range []byte{0, 0x1f, '"', '\\', 0x5d, 0xa2, 0xff} {
+						w2 := w
+						w2[q] = d
+						check(w2)
+					}
+				}
+			}
 		}
 	}
 }

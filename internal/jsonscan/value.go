@@ -1,5 +1,10 @@
 package jsonscan
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 func (s *Scanner) eat(c byte) bool {
 	if s.i < len(s.b) && s.b[s.i] == c {
 		s.i++
@@ -42,6 +47,17 @@ func (s *Scanner) str() (raw []byte, escaped, ok bool) {
 	}
 	b, i := s.b, s.i
 	for i < len(b) {
+		// Eight bytes at a time up to the first that is not plain.
+		for len(b)-i >= 8 {
+			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			i++
@@ -73,6 +89,21 @@ func (s *Scanner) str() (raw []byte, escaped, ok bool) {
 		}
 	}
 	return nil, false, false
+}
+
+// Bytes repeated across a word, for special.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special returns a word whose lowest set bit lies in the first of w's
+// eight bytes (in little-endian order) that is not plain in a string: a
+// control character, '"' or '\\'; 0 if all eight are plain. (A borrow
+// can mark bytes after the first, never one before it.)
+func special(w uint64) uint64 {
+	quote, backslash := w^(ones*'"'), w^(ones*'\\')
+	return ((w-ones*0x20)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash) & highs
 }
 
 func isHex(c byte) bool {
