@@ -59,24 +59,12 @@ func (s *Store) sweep(atStart bool, bound int64) (SweepResult, error) {
 	now := s.o.Now()
 	slices.SortFunc(objs, func(a, b object) int { return a.named.Compare(b.named) })
 	var errs []error
-	keep := objs[:0]
+	// Oldest named first: those past retention are the first ones, then
+	// the copies named longest ago go while the store is over bound.
+	left := objs[:0] // what is still on disk after the removals
 	for _, o := range objs {
-		if s.o.Retention > 0 && now.Sub(o.named) > s.o.Retention {
-			if err := os.Remove(o.path); err != nil {
-				errs = append(errs, err)
-				keep = append(keep, o)
-				continue
-			}
-			r.Expired++
-			r.ExpiredBytes += o.size
-			total -= o.size
-			continue
-		}
-		keep = append(keep, o)
-	}
-	left := keep[:0] // what is still on disk after the evictions
-	for _, o := range keep {
-		if s.o.MaxBytes <= 0 || total <= bound {
+		expired := s.o.Retention > 0 && now.Sub(o.named) > s.o.Retention
+		if !expired && (s.o.MaxBytes <= 0 || total <= bound) {
 			left = append(left, o)
 			continue
 		}
@@ -85,8 +73,13 @@ func (s *Store) sweep(atStart bool, bound int64) (SweepResult, error) {
 			left = append(left, o)
 			continue
 		}
-		r.Evicted++
-		r.EvictedBytes += o.size
+		if expired {
+			r.Expired++
+			r.ExpiredBytes += o.size
+		} else {
+			r.Evicted++
+			r.EvictedBytes += o.size
+		}
 		total -= o.size
 	}
 	s.bytes.Store(total)

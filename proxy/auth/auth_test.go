@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -38,35 +39,17 @@ func TestAuthenticatorRemembers(t *testing.T) {
 	}
 }
 
-// authClock is a clock a test sets by hand.
-type authClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *authClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *authClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // countingAuth is an authenticator for user "u" with password "pw" (a
 // bcrypt.MinCost hash), a hand-set clock, and a count of the comparisons
 // it runs (real bcrypt ones).
-func countingAuth(t *testing.T) (*Authenticator, *authClock, *atomic.Int64) {
+func countingAuth(t *testing.T) (*Authenticator, *testkit.Clock, *atomic.Int64) {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &authClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	a := New([]User{{Name: "u", PasswordHash: string(hash)}}, clock.now)
+	clock := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	a := New([]User{{Name: "u", PasswordHash: string(hash)}}, clock.Now)
 	calls := new(atomic.Int64)
 	a.compare = func(hash, password []byte) error {
 		calls.Add(1)
@@ -120,7 +103,7 @@ func TestAuthFailureBudget(t *testing.T) {
 				t.Errorf("new credentials from an address past its budget accepted without a comparison")
 			}
 			// One failure comes back per authFailRefill.
-			clock.advance(authFailRefill)
+			clock.Advance(authFailRefill)
 			before := calls.Load()
 			guess(tc.remotes[0])
 			guess(tc.remotes[0])
@@ -134,7 +117,7 @@ func TestAuthFailureBudget(t *testing.T) {
 				t.Errorf("another address: %d comparisons; want 1", got)
 			}
 			// A right password costs nothing from the budget.
-			clock.advance(authFailBurst * authFailRefill)
+			clock.Advance(authFailBurst * authFailRefill)
 			if user, ok := a.CheckRequest(authRequest(t.Context(), tc.remotes[0], "u:pw"), false); !ok || user != "u" {
 				t.Fatalf("check(u:pw) = %q, %v; want u, true", user, ok)
 			}
@@ -162,7 +145,7 @@ func TestAuthRepeatedFailureRemembered(t *testing.T) {
 	if got := calls.Load(); got != 1 {
 		t.Errorf("one wrong password three times: %d comparisons; want 1", got)
 	}
-	clock.advance(authFailTTL)
+	clock.Advance(authFailTTL)
 	a.CheckRequest(authRequest(t.Context(), "198.51.100.7:1", "u:wrong"), false)
 	if got := calls.Load(); got != 2 {
 		t.Errorf("the same wrong password after authFailTTL: %d comparisons; want 2", got)
@@ -363,10 +346,10 @@ func TestAuthTablesBounded(t *testing.T) {
 		t.Errorf("verified credential after %d failures: ok %v, %d comparisons; want ok from the memo", n, ok, bcrypts.Load()-before)
 	}
 	// Budgets that are full again are the first to go.
-	clock.advance(authFailRefill)
+	clock.Advance(authFailRefill)
 	a.mu.Lock()
 	for i := 0; len(a.fails) < a.maxFails; i++ {
-		a.fails[netip.AddrFrom4([4]byte{172, 16, byte(i >> 8), byte(i)})] = clock.now()
+		a.fails[netip.AddrFrom4([4]byte{172, 16, byte(i >> 8), byte(i)})] = clock.Now()
 	}
 	a.mu.Unlock()
 	a.CheckRequest(authRequest(t.Context(), "192.0.2.2:1", "u:wrong-again"), false)
