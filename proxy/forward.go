@@ -55,6 +55,9 @@ type forwarding struct {
 type outcome struct {
 	answered int        // the origin's status, when it answered (even if robotsgate withheld the answer); 0 otherwise
 	charged  pay.Amount // what the site charged for it (pay-per-crawl); zero when nothing
+	// audited: the answer is audited even with log_allowed off (a 402 to a
+	// path never paid for, a site's crawler-error), its reason saying why.
+	audited bool
 }
 
 // forward sends a request that goes through upstream, exactly as decided

@@ -11,7 +11,6 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/audit"
-	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/proxy/upstream"
 	"github.com/robotsgate/robotsgate/proxy/wire"
@@ -169,7 +168,7 @@ func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, u
 	if d.Paced {
 		s.metrics.pacedWait.Observe(d.Waited.Seconds())
 	}
-	s.record(p, r, d, up.charged, status, connect)
+	s.record(p, r, d, up, status, connect)
 }
 
 // respond returns robotsgate's own answer to r for d, in d's block style;
@@ -179,16 +178,17 @@ func (s *Server) respond(r *http.Request, d *policy.Decision) *http.Response {
 }
 
 // record writes the audit record of an answer, when it is to be logged
-// (allowed ones only with log_allowed, and any a site charged for), and
-// keeps the non-allowed ones for /status.
-func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, charged pay.Amount, status int, connect string) {
+// (allowed ones only with log_allowed, and any a site charged for or
+// that pay-per-crawl has something to say of: up.audited), and keeps the
+// non-allowed ones for /status.
+func (s *Server) record(p *policy.Policy, r *http.Request, d *policy.Decision, up outcome, status int, connect string) {
 	msg := audit.MsgOf(d)
-	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed && charged.Currency == "" { // a payment is always audited
+	if msg == audit.MsgAllowed && !p.Config().Audit.LogAllowed && up.charged.Currency == "" && !up.audited { // a payment is always audited
 		return
 	}
 	rec := audit.RecordOf(s.opts.Now(), d, status)
 	rec.SetClient(wire.ClientAddr(r))
-	rec.SetCharged(charged)
+	rec.SetCharged(up.charged)
 	rec.Method, rec.UserAgent = r.Method, r.Header.Get("User-Agent")
 	switch {
 	case connect != "":

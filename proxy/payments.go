@@ -26,17 +26,28 @@ func removePriceOffers(h http.Header) {
 	header.RemoveSpellings(h, "crawler-exact-price", "crawler-max-price")
 }
 
+// reasonFree is the audit's reason for a 402 to a path never paid for.
+const reasonFree = "a path never paid for (robots.txt, sitemap.xml, security.txt, crawlers.json): the site's 402 passed on, nothing paid"
+
 // pay settles a site's 402 to the request when pay-per-crawl is on
 // ([payments]), as pay.Negotiator.Settle does: a price within max_price,
 // while the day's budget has room for it, is accepted once, the request
 // sent again naming it, signed as every request is (payAgain); the site's
 // answer then goes to the client, and what it charged is spent, audited
-// and counted. A refused price is answered by robotsgate: 402
+// and counted. A path never paid for (pay.Free) is not: its 402 is passed
+// on and audited. A refused price is answered by robotsgate: 402
 // price-refused, nothing paid. A 402 that names no price, or any other
 // answer, is the site's own, passed on.
 func (f *forwarding) pay(resp *http.Response) *http.Response {
 	maxPrice, budget, on := f.sn.pol.Payments()
 	if resp.StatusCode != http.StatusPaymentRequired || !on {
+		return resp
+	}
+	if pay.Free(f.req.Target) {
+		// Never paid for, whoever asks: the site's 402 is passed on, as
+		// one that names no price is, and audited.
+		f.up.audited = true
+		f.d.Reason = "pay-per-crawl: " + reasonFree
 		return resp
 	}
 	s, d := f.s, f.d

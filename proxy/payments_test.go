@@ -493,3 +493,53 @@ func TestPayPerCrawlMITM(t *testing.T) {
 		t.Errorf("audit = %v; want charged USD 0.01", rec)
 	}
 }
+
+// TestPayNeverForFreePaths: the paths Cloudflare never charges for are
+// never paid for, whoever asks and however the path is spelt: the site's
+// 402 reaches the client as the site sent it (as a 402 that names no
+// price does), nothing is spent, and the answer is audited though
+// log_allowed is off. Another path at the same site is paid.
+func TestPayNeverForFreePaths(t *testing.T) {
+	t.Parallel()
+	var paidHits atomic.Int64
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Crawler-Exact-Price") == "USD 0.01" {
+			paidHits.Add(1)
+			w.Header().Set("Crawler-Charged", "USD 0.01")
+			io.WriteString(w, "paid "+r.URL.Path+"\n")
+			return
+		}
+		w.Header().Set("Crawler-Price", "USD 0.01")
+		w.WriteHeader(http.StatusPaymentRequired)
+		io.WriteString(w, "the site's own 402\n")
+	}))
+	t.Cleanup(o.Close)
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+		return c
+	}())
+	c := p.client()
+	for _, target := range []string{"/robots.txt", "/robots.txt?x=1", "/%72obots.txt", "/sitemap.xml", "/security.txt",
+		"/.well-known/security.txt", "/.well-known/%73ecurity.txt", "/crawlers.json", "/a/../crawlers.json"} {
+		resp, body := get(t, c, o.URL+target)
+		if resp.StatusCode != 402 || body != "the site's own 402\n" || resp.Header.Get("Crawler-Price") != "USD 0.01" {
+			t.Errorf("GET %s: %d %q; want the site's own 402 passed on", target, resp.StatusCode, body)
+		}
+		rec := p.lastAudit(t)
+		if reason, _ := rec["reason"].(string); !strings.Contains(reason, "never paid for") || rec["charged"] != "" || rec["status"] != float64(402) {
+			t.Errorf("GET %s: audit %v; want a 402, the reason naming a path never paid for, nothing charged", target, rec)
+		}
+	}
+	if n := paidHits.Load(); n != 0 {
+		t.Errorf("%d paid requests for paths never paid for; want none", n)
+	}
+	spent, err := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
+	if err != nil || spent.Nanos != 0 {
+		t.Errorf("budget spent = %v, %v; want nothing", spent, err)
+	}
+	if resp, body := get(t, c, o.URL+"/ROBOTS.TXT"); resp.StatusCode != 200 || body != "paid /ROBOTS.TXT\n" {
+		t.Errorf("GET /ROBOTS.TXT: %d %q; want it paid (paths are case-sensitive)", resp.StatusCode, body)
+	}
+}

@@ -123,3 +123,39 @@ func FuzzParseAmount(f *testing.F) {
 		}
 	})
 }
+
+// TestFree: the paths never paid for, in any spelling robots.Normalize
+// reads as them, with or without a query; letter case counts.
+func TestFree(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		target string
+		free   bool
+	}{
+		{"/robots.txt", true},
+		{"/robots.txt?x=1", true},
+		{"/%72obots.txt", true},
+		{"/%72%6Fbots.txt", true},
+		{"/sitemap.xml", true},
+		{"/a/../sitemap.xml", true},
+		{"/security.txt", true},
+		{"/.well-known/security.txt", true},
+		{"/.well-known/%73ecurity.txt?", true},
+		{"/crawlers.json", true},
+		{"/ROBOTS.TXT", false},
+		{"/robots.txt/", false},
+		{"/robots.txt.bak", false},
+		{"/sitemap.xml.gz", false},
+		{"/sitemap_index.xml", false},
+		{"//robots.txt", false},
+		{"/robots%2Etxt", true},
+		{"/robots%2Ftxt", false},
+		{"/article", false},
+		{"", false},
+		{"*", false},
+	} {
+		if got := Free(tt.target); got != tt.free {
+			t.Errorf("Free(%q) = %v; want %v", tt.target, got, tt.free)
+		}
+	}
+}
