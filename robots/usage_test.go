@@ -56,11 +56,11 @@ var usageTests = []struct {
 	{"content-usage before any group applies to all", "Content-Usage: train-ai=n\nUser-agent: *\nDisallow:\n", "bot", "/", wantUsage{"refused 1", "", ""}},
 	{"bad value ignored", "User-agent: *\nContent-Usage: train-ai=no, search=y\n", "bot", "/", wantUsage{"", "", "allowed 2"}},
 	{"unknown key ignored", "User-agent: *\nContent-Usage: foo=n, genai=n, search=n\n", "bot", "/", wantUsage{"", "", "refused 2"}},
-	// Earlier drafts' names, read leniently: train-genai as train-ai,
-	// ai-use as ai-input, bots for every purpose but those named.
-	{"train-genai read as train-ai", "User-agent: *\nContent-Usage: train-genai=n\n", "bot", "/", wantUsage{"refused 2", "", ""}},
-	{"bots for every purpose", "User-agent: *\nContent-Usage: bots=n\n", "bot", "/", wantUsage{"refused 2", "refused 2", "refused 2"}},
-	{"a category of its own overrides bots", "User-agent: *\nContent-Usage: bots=n, search=y\n", "bot", "/", wantUsage{"refused 2", "refused 2", "allowed 2"}},
+	// draft-ietf-aipref-vocab-08 has three flat categories and ignores
+	// unknown keys: the earlier drafts' train-genai and bots state nothing.
+	{"train-genai is an unknown key", "User-agent: *\nContent-Usage: train-genai=n\n", "bot", "/", wantUsage{}},
+	{"bots is an unknown key", "User-agent: *\nContent-Usage: bots=n\n", "bot", "/", wantUsage{}},
+	{"bots beside a category of the vocabulary", "User-agent: *\nContent-Usage: bots=n, search=y\n", "bot", "/", wantUsage{"", "", "allowed 2"}},
 	{"string value ignored", "User-agent: *\nContent-Usage: train-ai=\"n\"\n", "bot", "/", wantUsage{}},
 	{"parameters ignored", "User-agent: *\nContent-Usage: train-ai=n;q=1\n", "bot", "/", wantUsage{"refused 2", "", ""}},
 	{"a key given twice keeps its refusal", "User-agent: *\nContent-Usage: train-ai=n, train-ai=y\n", "bot", "/", wantUsage{"refused 2", "", ""}},

@@ -78,19 +78,19 @@ func ParseTDMReservation(v string) (st States) {
 	return st
 }
 
-// ParseContentUsage reads an aipref preference list, a structured-field
-// dictionary (RFC 9651): "train-ai=n, search=y". Keys name categories of
-// the IETF aipref vocabulary (draft-ietf-aipref-vocab-07: train-ai and
-// search), and, read leniently, those of its earlier drafts: train-genai
-// (a part of training, read as train-ai: a crawler that trains cannot
-// show it trains no generative model), ai-use (as ai-input), and bots
-// (automated processing, every purpose, which a category of its own
-// overrides, as the vocabulary nests them); other keys are ignored. A
-// value other than the token y or n is ignored; a key given twice keeps
-// its most restrictive value; a dictionary that does not parse states
-// nothing, and ok is false.
+// ParseContentUsage reads an aipref preference expression, a
+// structured-field dictionary (RFC 9651): "train-ai=n, search=y". Keys
+// name the three flat categories of the IETF aipref vocabulary
+// (draft-ietf-aipref-vocab-08): train-ai (as ai-train), ai-use (as
+// ai-input) and search; there is no hierarchy and no default, so a
+// category the expression does not name is unstated, and search states
+// only what it names. Every other key is ignored, as the vocabulary says
+// of unknown keys, the earlier drafts' train-genai and bots included. A
+// value other than the token y or n is ignored, as are parameters; a key
+// given twice keeps its refusal (any n wins, where a structured field
+// would keep the last); a dictionary that does not parse states nothing,
+// and ok is false.
 func ParseContentUsage(value string) (st States, ok bool) {
-	var all State // bots=: every purpose, where no category of its own says otherwise
 	ok = parseDictionary(value, func(key string, tok string) {
 		var v State
 		switch tok {
@@ -101,29 +101,27 @@ func ParseContentUsage(value string) (st States, ok bool) {
 		default:
 			return
 		}
-		// A key given twice keeps its most restrictive value (where a
-		// structured field would keep the last): a site that writes both
-		// "n" and "y" has refused.
-		switch key {
-		case "train-ai", "train-genai":
-			st[AITrain] = max(st[AITrain], v)
-		case "ai-use":
-			st[AIInput] = max(st[AIInput], v)
-		case "search":
-			st[Search] = max(st[Search], v)
-		case "bots":
-			all = max(all, v)
+		if p, known := vocabCategory(key); known {
+			st[p] = max(st[p], v)
 		}
 	})
 	if !ok {
 		return States{}, false
 	}
-	for p := range st {
-		if st[p] == Unstated {
-			st[p] = all
-		}
-	}
 	return st, true
+}
+
+// vocabCategory returns the purpose an aipref vocabulary key stands for.
+func vocabCategory(key string) (Purpose, bool) {
+	switch key {
+	case "train-ai":
+		return AITrain, true
+	case "ai-use":
+		return AIInput, true
+	case "search":
+		return Search, true
+	}
+	return 0, false
 }
 
 // ParseContentSignal reads Content-Signal preferences: "key=yes|no"

@@ -1,7 +1,11 @@
 package usage
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -113,6 +117,11 @@ func FuzzHeaderUsage(f *testing.F) {
 		f.Add("Content-Signal", v)
 	}
 	f.Add("TDM-Reservation", "1")
+	for _, c := range readVocabCases(f) {
+		for _, v := range c.Values {
+			f.Add("Content-Usage", v)
+		}
+	}
 	f.Fuzz(func(t *testing.T, name, value string) {
 		u := HeaderUsage(name, []string{value})
 		for p, v := range u {
@@ -124,4 +133,51 @@ func FuzzHeaderUsage(f *testing.F) {
 			t.Fatalf("parseDictionary(%q) parses, but not with spaces around it", value)
 		}
 	})
+}
+
+// vocabCase is one line of testdata/aipref-vocab-08.jsonl: Content-Usage
+// field lines and what they state of each purpose, by name ("refused",
+// "allowed"; absent for unstated), extended from the examples of
+// draft-ietf-aipref-vocab-08 and draft-ietf-aipref-attach-05.
+type vocabCase struct {
+	Name   string            `json:"name"`
+	Values []string          `json:"values"`
+	Want   map[string]string `json:"want"`
+}
+
+func readVocabCases(t testing.TB) []vocabCase {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "aipref-vocab-08.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []vocabCase
+	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var c vocabCase
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatalf("aipref-vocab-08.jsonl line %d: %v", i+1, err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func TestVocab08(t *testing.T) {
+	t.Parallel()
+	cases := readVocabCases(t)
+	if len(cases) < 20 {
+		t.Fatalf("%d cases; want the file's", len(cases))
+	}
+	for _, c := range cases {
+		u := HeaderUsage("Content-Usage", c.Values)
+		got := map[string]string{}
+		for p, v := range u {
+			if v.State != Unstated {
+				got[Purpose(p).String()] = v.State.String()
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.Want) {
+			t.Errorf("%s: HeaderUsage(Content-Usage, %q) = %v; want %v", c.Name, c.Values, got, c.Want)
+		}
+	}
 }
