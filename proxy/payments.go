@@ -40,6 +40,7 @@ const reasonFree = "a path never paid for (robots.txt, sitemap.xml, security.txt
 // answer, is the site's own, passed on.
 func (f *forwarding) pay(resp *http.Response) *http.Response {
 	maxPrice, budget, on := f.sn.pol.Payments()
+	f.noteCrawlerError(resp)
 	if resp.StatusCode != http.StatusPaymentRequired || !on {
 		return resp
 	}
@@ -68,15 +69,41 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		d.Action, d.Reason = policy.ActionPriceRefused, "price refused: "+st.Why
 		body := fmt.Sprintf("robotsgate: %s asks for a payment robotsgate does not make\n\nprice:       %s\nmax_price:   %s\nbudget left: %s of %s today (UTC)\nreason:      %s\n",
 			o.URL, stated, maxPrice, n.Left(o.Day, budget), budget, st.Why)
-		out := answer.Text(f.out, http.StatusPaymentRequired, policy.ActionPriceRefused, s.opts.Now(), body)
+		status := http.StatusPaymentRequired
+		if st.Status != 0 {
+			status = st.Status
+		}
+		if st.Code != "" {
+			body += fmt.Sprintf("crawler-error: %s (%s)\n", st.Code, pay.Describe(st.Code))
+		}
+		out := answer.Text(f.out, status, policy.ActionPriceRefused, s.opts.Now(), body)
 		out.Header.Set(pay.FieldPrice, stated) // the site's own offer, for the client to see
+		if st.Code != "" {
+			out.Header.Set(pay.FieldError, st.Code) // read by ParseError: letters and digits only
+		}
 		return out
 	case st.Err != nil:
 		f.own = true
 		return s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), st.Err, d)
 	}
+	if st.Resp != resp {
+		f.noteCrawlerError(st.Resp) // the paid request's answer
+	}
 	f.up.answered = st.Resp.StatusCode
 	return st.Resp
+}
+
+// noteCrawlerError audits a site's error answer that names a
+// crawler-error code (pay.ParseError), whether or not pay-per-crawl is
+// on: the record's reason names the code, whatever log_allowed says.
+func (f *forwarding) noteCrawlerError(resp *http.Response) {
+	if resp.StatusCode < 400 {
+		return
+	}
+	if code := pay.ParseError(resp.Header.Get(pay.FieldError)); code != "" {
+		f.up.audited = true
+		f.d.Reason = fmt.Sprintf("the site answered %d, %s", resp.StatusCode, pay.Explain(code))
+	}
 }
 
 // payAgain sends the request once more, naming price, on a connection of

@@ -543,3 +543,110 @@ func TestPayNeverForFreePaths(t *testing.T) {
 		t.Errorf("GET /ROBOTS.TXT: %d %q; want it paid (paths are case-sensitive)", resp.StatusCode, body)
 	}
 }
+
+// errorOrigin is a pay-per-crawl site that answers with crawler-error
+// codes: /forbidden 403 CrawlerForbidden; /payfail a price and
+// PaymentFailed; /missing a price and MissingCrawlerPrice (the first
+// 402's usual code), then paid; /refused a price, and the paid request
+// 403 PaymentFailed; /flaky a price, the first paid request 500
+// InternalError, the second paid; /broken a price, every paid request
+// 500 InternalError. paid counts the paid requests by path.
+func errorOrigin(t *testing.T) (*httptest.Server, func(path string) int) {
+	var mu sync.Mutex
+	paid := map[string]int{}
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fail := func(status int, code string) {
+			w.Header().Set("Crawler-Error", code)
+			w.WriteHeader(status)
+			io.WriteString(w, "the site's "+code+"\n")
+		}
+		if r.URL.Path == "/forbidden" {
+			fail(403, "CrawlerForbidden")
+			return
+		}
+		if r.Header.Get("Crawler-Exact-Price") != "USD 0.01" {
+			w.Header().Set("Crawler-Price", "USD 0.01")
+			code := map[string]string{"/payfail": "PaymentFailed", "/missing": "MissingCrawlerPrice"}[r.URL.Path]
+			if code == "" {
+				code = "MissingCrawlerPrice"
+			}
+			fail(402, code)
+			return
+		}
+		mu.Lock()
+		paid[r.URL.Path]++
+		n := paid[r.URL.Path]
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/refused":
+			fail(403, "PaymentFailed")
+		case r.URL.Path == "/broken", r.URL.Path == "/flaky" && n == 1:
+			fail(500, "InternalError")
+		default:
+			w.Header().Set("Crawler-Charged", "USD 0.01")
+			io.WriteString(w, "paid "+r.URL.Path+"\n")
+		}
+	}))
+	t.Cleanup(o.Close)
+	return o, func(path string) int { mu.Lock(); defer mu.Unlock(); return paid[path] }
+}
+
+// TestPayCrawlerError: a site's crawler-error codes are audited (the
+// reason names the code, log_allowed off), shown in robotsgate's own 402
+// or 403, and never retried, but for InternalError, retried once.
+func TestPayCrawlerError(t *testing.T) {
+	t.Parallel()
+	o, paid := errorOrigin(t)
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+		return c
+	}())
+	c := p.client()
+	for _, tt := range []struct {
+		path   string
+		status int
+		gate   string // X-Robots-Gate: "price-refused" for robotsgate's own answer
+		body   string // in the answer
+		reason string // in the audit record's reason
+		paid   int    // paid requests the site received
+		spent  bool
+	}{
+		{"/forbidden", 403, "", "the site's CrawlerForbidden", "crawler-error CrawlerForbidden (the site owner blocks this crawler)", 0, false},
+		{"/payfail", 402, "price-refused", "crawler-error: PaymentFailed (", "the site's 402 says crawler-error PaymentFailed", 0, false},
+		{"/missing", 200, "", "paid /missing", "", 1, true},
+		{"/refused", 403, "price-refused", "crawler-error: PaymentFailed (", "answered the paid request 403, crawler-error PaymentFailed", 1, false},
+		{"/flaky", 200, "", "paid /flaky", "", 2, true},
+		{"/broken", 500, "", "the site's InternalError", "the site answered 500, crawler-error InternalError", 2, false},
+	} {
+		before, _ := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
+		resp, body := get(t, c, o.URL+tt.path)
+		if resp.StatusCode != tt.status || resp.Header.Get("X-Robots-Gate") != tt.gate || !strings.Contains(body, tt.body) {
+			t.Errorf("GET %s: %d %q %q; want %d %q, %q in the body", tt.path, resp.StatusCode, resp.Header.Get("X-Robots-Gate"), body, tt.status, tt.gate, tt.body)
+		}
+		if tt.gate != "" && resp.Header.Get("Crawler-Error") == "" {
+			t.Errorf("GET %s: robotsgate's answer does not name the crawler-error", tt.path)
+		}
+		rec := p.lastAudit(t)
+		if reason, _ := rec["reason"].(string); tt.reason != "" && !strings.Contains(reason, tt.reason) {
+			t.Errorf("GET %s: audit reason %q; want %q in it", tt.path, reason, tt.reason)
+		}
+		if got := paid(tt.path); got != tt.paid {
+			t.Errorf("GET %s: the site received %d paid requests; want %d", tt.path, got, tt.paid)
+		}
+		after, _ := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
+		if spent := after.Nanos - before.Nanos; (spent == 10_000_000) != tt.spent || spent != 0 && spent != 10_000_000 {
+			t.Errorf("GET %s: spent %d billionths; want the price spent: %v", tt.path, spent, tt.spent)
+		}
+	}
+
+	// Without pay-per-crawl, a crawler-error is audited all the same.
+	q := startProxy(t, loopbackConfig())
+	if resp, _ := get(t, q.client(), o.URL+"/forbidden"); resp.StatusCode != 403 {
+		t.Errorf("GET /forbidden, payments off: %d; want the site's 403", resp.StatusCode)
+	}
+	if reason, _ := q.lastAudit(t)["reason"].(string); !strings.Contains(reason, "crawler-error CrawlerForbidden") {
+		t.Errorf("audit reason, payments off: %q; want the code named", reason)
+	}
+}

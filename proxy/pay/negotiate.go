@@ -67,7 +67,9 @@ type Offer struct {
 // nothing is counted: no price, or a price paid and nothing charged).
 // Refused: robotsgate answers 402 price-refused, saying Why; otherwise Err
 // is the paid request's failure, or Resp is the answer for the client.
-// Charged is what is counted as spent.
+// Charged is what is counted as spent. Code is the site's crawler-error
+// code, if it named one (ParseError); Status, when not 0, is the status
+// a refusal is answered with (the site's 403), else 402.
 type Settlement struct {
 	Result  string
 	Refused bool
@@ -75,6 +77,8 @@ type Settlement struct {
 	Resp    *http.Response
 	Err     error
 	Charged Amount
+	Code    string
+	Status  int
 }
 
 // Settle answers o under t: a price within MaxPrice, while the day's
@@ -82,23 +86,44 @@ type Settlement struct {
 // with send; the site's answer then goes to the client, and what it
 // charged is spent. A price in another currency or above MaxPrice, a
 // spent budget, a request with content (which is not sent twice), a
-// budget that cannot be checked, a client gone, or a second 402 is
-// refused: nothing paid. A 402 that names no price is the site's own
-// answer, passed on (Resp).
+// budget that cannot be checked, a client gone, a second 402, or a
+// crawler-error that is the site's refusal (any code but
+// MissingCrawlerPrice and InvalidCrawlerMaxPrice on the 402; a 402 or 403
+// with any code to the paid request) is refused: nothing paid, never
+// retried. A paid request answered crawler-error InternalError is sent
+// once more. A 402 that names no price is the site's own answer, passed
+// on (Resp).
 func (n *Negotiator) Settle(o *Offer, t Terms, send Send) Settlement {
 	stated := o.Resp.Header.Get(FieldPrice)
+	code := ParseError(o.Resp.Header.Get(FieldError))
 	if stated == "" {
-		return Settlement{Resp: o.Resp}
+		return Settlement{Resp: o.Resp, Code: code}
 	}
-	price, s, ok := n.reserve(o, t, stated)
-	if !ok {
-		// Closed unread: the connection is not reused, and a site that
-		// trickles its 402 holds nothing.
+	if !payable(code) {
 		o.Resp.Body.Close()
+		s := refused(Failed, "the site's 402 says "+Explain(code)+": not paid, not retried")
+		s.Code = code
 		return s
 	}
-	o.Resp.Body.Close() // unread: nothing of it is needed, and a trickle holds nothing
+	price, s, ok := n.reserve(o, t, stated)
+	// Closed unread: the connection is not reused, and a site that
+	// trickles its 402 holds nothing; nothing of it is needed.
+	o.Resp.Body.Close()
+	if !ok {
+		return s
+	}
 	paid, connected, err := send(stated)
+	if err == nil && ParseError(paid.Header.Get(FieldError)) == InternalError {
+		// The site's own failure, the one code worth a retry: once.
+		paid.Body.Close()
+		paid, connected, err = send(stated)
+	}
+	return n.settlePaid(o, price, paid, connected, err)
+}
+
+// settlePaid settles the reservation of price by the paid request's
+// answer (or its failure, and whether it had a connection).
+func (n *Negotiator) settlePaid(o *Offer, price Amount, paid *http.Response, connected bool, err error) Settlement {
 	switch {
 	case err != nil && !connected:
 		// It never left (no connection: refused, a private address, a
@@ -113,12 +138,21 @@ func (n *Negotiator) Settle(o *Offer, t Terms, send Send) Settlement {
 		// request is not sent again.
 		n.logger().Warn("pay-per-crawl: the paid request's answer was lost; its price is counted as spent", "url", o.URL, "price", price.String(), "err", err)
 		return Settlement{Result: Failed, Err: err, Charged: price}
-	case paid.StatusCode == http.StatusPaymentRequired:
+	}
+	code := ParseError(paid.Header.Get(FieldError))
+	switch {
+	case paid.StatusCode == http.StatusPaymentRequired && code == "":
 		n.refund(o.Day, price)
 		paid.Body.Close()
 		return refused(Failed, "the site asked again (a second 402)")
+	case (paid.StatusCode == http.StatusPaymentRequired || paid.StatusCode == http.StatusForbidden) && code != "":
+		n.refund(o.Day, price)
+		paid.Body.Close()
+		s := refused(Failed, fmt.Sprintf("the site answered the paid request %d, %s: not retried", paid.StatusCode, Explain(code)))
+		s.Code, s.Status = code, paid.StatusCode
+		return s
 	}
-	s = Settlement{Resp: paid, Charged: n.charged(o, price, paid.Header.Get(FieldCharged))}
+	s := Settlement{Resp: paid, Code: code, Charged: n.charged(o, price, paid.Header.Get(FieldCharged))}
 	if s.Charged.Currency != "" {
 		s.Result = Paid
 	}

@@ -2,6 +2,7 @@ package pay
 
 import (
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -158,4 +159,54 @@ func TestFree(t *testing.T) {
 			t.Errorf("Free(%q) = %v; want %v", tt.target, got, tt.free)
 		}
 	}
+}
+
+// TestParseError: a crawler-error value is one code of letters and
+// digits, at most 64 bytes; anything else is not a code.
+func TestParseError(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"PaymentFailed", "PaymentFailed"},
+		{" InternalError\t", "InternalError"},
+		{"SomethingNew2027", "SomethingNew2027"},
+		{"", ""},
+		{"Payment Failed", ""},
+		{"PaymentFailed, InternalError", ""},
+		{"Ünicode", ""},
+		{"<script>", ""},
+		{strings.Repeat("A", 64), strings.Repeat("A", 64)},
+		{strings.Repeat("A", 65), ""},
+		{strings.Repeat(" ", 100) + "A", ""},
+	} {
+		if got := ParseError(tt.in); got != tt.want {
+			t.Errorf("ParseError(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := Describe("SomethingNew2027"); !strings.Contains(got, "does not document") {
+		t.Errorf("Describe of an unknown code = %q", got)
+	}
+}
+
+// FuzzParseError: whatever a site sends, ParseError returns a code of
+// letters and digits within the bound, or nothing, and never panics.
+func FuzzParseError(f *testing.F) {
+	seeds, err := os.ReadFile("testdata/crawler-errors.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range strings.Split(string(seeds), "\n") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		code := ParseError(v)
+		if len(code) > maxErrorCode || code != "" && code != strings.Trim(v, " \t") {
+			t.Fatalf("ParseError(%q) = %q", v, code)
+		}
+		for i := 0; i < len(code); i++ {
+			if c := code[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+				t.Fatalf("ParseError(%q) = %q: byte %q", v, code, c)
+			}
+		}
+		_ = Explain(code)
+	})
 }
