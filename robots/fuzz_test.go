@@ -96,6 +96,9 @@ func addSeeds(f *testing.F) {
 	for _, tt := range usageTests {
 		f.Add([]byte(tt.robots), tt.token, "https://example.com"+tt.path)
 	}
+	for _, c := range readJSONL[attachCase](f, "aipref-attach-05.jsonl") {
+		f.Add([]byte(c.Robots), c.Agent, "https://example.com"+c.Path)
+	}
 	files, _ := filepath.Glob("testdata/corpus/*.txt")
 	for i, name := range files {
 		if i%8 != 0 {
@@ -175,6 +178,13 @@ func checkUsage(t *testing.T, r *Robots, agent, path string) {
 		}
 		if v.Source != usage.FromRobotsTxt || v.Line < 1 || v.Line > int(r.lines) || !strings.HasPrefix(v.Statement, "content-usage: ") && !strings.HasPrefix(v.Statement, "content-signal: ") {
 			t.Fatalf("Usage(%q)[%s] = %+v; want a statement on one of the file's %d lines", path, usage.Purpose(p), v, r.lines)
+		}
+	}
+	// A purpose refused on every path is refused on this one.
+	every := r.Group(agent).UsageEverywhere()
+	for p, v := range every {
+		if v.State == usage.Refused && u[p].State != usage.Refused {
+			t.Fatalf("UsageEverywhere()[%s] = %+v, but Usage(%q) = %+v", usage.Purpose(p), v, path, u[p])
 		}
 	}
 	all := r.Statements()

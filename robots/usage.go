@@ -50,6 +50,7 @@ type usageStmt struct {
 	line    int32
 	block   int32 // -1: before any group
 	signal  bool
+	invalid bool // a Content-Usage value that is not a dictionary: no rule at all
 	state   usage.States
 }
 
@@ -67,8 +68,11 @@ func (p *parser) usageLine(num int, value []byte, signal bool) {
 	if signal {
 		field = fieldSignal
 	}
+	// attach-05: a Content-Usage path starts with "/", and a value that
+	// starts with anything else is all preferences; Content-Signal paths
+	// may start with "*" too, as robotsgate has read them.
 	var path, prefs []byte
-	if len(value) > 0 && (value[0] == '/' || value[0] == '*') {
+	if len(value) > 0 && (value[0] == '/' || signal && value[0] == '*') {
 		end := indexBlank(value)
 		if end < 0 {
 			end = len(value)
@@ -123,7 +127,9 @@ func (r *Robots) finishUsage(spans []usageSpan) {
 		if sp.signal {
 			s.state, s.use = usage.ParseContentSignal(s.value)
 		} else {
-			s.state, _ = usage.ParseContentUsage(s.value)
+			var ok bool
+			s.state, ok = usage.ParseContentUsage(s.value)
+			s.invalid = !ok
 		}
 	}
 }
@@ -185,13 +191,20 @@ func (g Group) eachStatement(f func(*usageStmt)) {
 
 // Usage answers, for each purpose, what the statements that apply to the
 // group say about path (a request target as given to [Group.Test]). Each
-// kind of statement decides on its own, as allow and disallow rules do: of
-// the statements that match path and state the purpose, the one with the
-// longest path pattern decides (a statement with no path matches every path
-// with length 0), and among equally long ones a refusal wins. Then any
-// refusal, from either kind, refuses (the most restrictive answer wins); a
-// grant answers only when nothing refuses. A statement that does not state
-// a purpose leaves it to the shorter ones. Usage does not allocate.
+// kind of statement decides on its own, as allow and disallow rules do.
+// Content-Usage lines follow draft-ietf-aipref-attach-05: the lines with
+// the longest path pattern that matches path decide (a line with no path
+// matches every path with length 0), their preference expressions
+// combining as draft-ietf-aipref-vocab-08 combines expressions (any n
+// wins); a purpose they do not state is unstated, whatever a shorter line
+// says; a line whose value is not a structured-field dictionary is no
+// rule at all, so a typo never lifts a shorter line's refusal.
+// Content-Signal lines decide purpose by purpose: of those that match
+// path and state the purpose, the longest decides, and among equally long
+// ones a refusal wins; one that does not state a purpose leaves it to the
+// shorter ones. Then any refusal, from either kind, refuses (the most
+// restrictive answer wins); a grant answers only when nothing refuses.
+// Usage does not allocate.
 func (g Group) Usage(path string) usage.Usage { return g.usage(path, nil) }
 
 // usage is Usage under budget w.
@@ -200,24 +213,34 @@ func (g Group) usage(path string, w *Budget) usage.Usage {
 		prio int
 		s    *usageStmt
 	}
-	var best [2][usage.NumPurposes]pick // by kind: [0] Content-Usage, [1] Content-Signal
-	for k := range best {
-		for p := range best[k] {
-			best[k][p].prio = -1
-		}
+	var signal [usage.NumPurposes]pick // Content-Signal, purpose by purpose
+	for p := range signal {
+		signal[p].prio = -1
 	}
+	var cu [usage.NumPurposes]*usageStmt // Content-Usage: the longest lines' deciding one
+	cuPrio := -1
 	sr := search{path: path, w: w}
 	g.eachStatement(func(s *usageStmt) {
 		if !w.spend(ruleCost+len(s.pattern)) || !sr.patternMatches(s.pattern) {
 			return
 		}
-		kind := 0
-		if s.signal {
-			kind = 1
-		}
 		prio := len(s.pattern)
+		if !s.signal {
+			if s.invalid || prio < cuPrio {
+				return
+			}
+			if prio > cuPrio {
+				cuPrio, cu = prio, [usage.NumPurposes]*usageStmt{}
+			}
+			for p, st := range s.state {
+				if st != usage.Unstated && (cu[p] == nil || st > cu[p].state[p]) {
+					cu[p] = s
+				}
+			}
+			return
+		}
 		for p, st := range s.state {
-			b := &best[kind][p]
+			b := &signal[p]
 			if st == usage.Unstated || prio < b.prio {
 				continue
 			}
@@ -227,12 +250,12 @@ func (g Group) usage(path string, w *Budget) usage.Usage {
 		}
 	})
 	var u usage.Usage
-	for k := range best {
-		for p, b := range best[k] {
-			if b.s == nil {
+	for p := range u {
+		for _, s := range [2]*usageStmt{cu[p], signal[p].s} {
+			if s == nil {
 				continue
 			}
-			v := usage.Verdict{State: b.s.state[p], Statement: b.s.text, Line: int(b.s.line), Source: usage.FromRobotsTxt}
+			v := usage.Verdict{State: s.state[p], Statement: s.text, Line: int(s.line), Source: usage.FromRobotsTxt}
 			if v.State > u[p].State {
 				u[p] = v
 			}
@@ -245,7 +268,9 @@ func (g Group) usage(path string, w *Budget) usage.Usage {
 // on every path, as a tunnelling proxy that cannot see paths must know:
 // Refused where, for either kind of statement, one matching every path
 // ("", "/", "/*" or "*") refuses it and no longer statement of that kind
-// grants it; Unstated otherwise.
+// could answer otherwise on some path: for Content-Usage, no longer line
+// that does not refuse it (the longest lines decide every purpose), for
+// Content-Signal, no longer line that grants it. Unstated otherwise.
 func (g Group) UsageEverywhere() usage.Usage {
 	var u usage.Usage
 	for p := range u {
@@ -260,11 +285,14 @@ func (g Group) UsageEverywhere() usage.Usage {
 			if refusal == nil {
 				continue
 			}
-			granted := false
+			lifted := false
 			g.eachStatement(func(s *usageStmt) {
-				granted = granted || s.signal == signal && s.state[p] == usage.Granted && len(s.pattern) > len(refusal.pattern)
+				if s.signal != signal || s.invalid || len(s.pattern) <= len(refusal.pattern) {
+					return
+				}
+				lifted = lifted || signal && s.state[p] == usage.Granted || !signal && s.state[p] != usage.Refused
 			})
-			if !granted {
+			if !lifted {
 				u[p] = usage.Verdict{State: usage.Refused, Statement: refusal.text, Line: int(refusal.line), Source: usage.FromRobotsTxt}
 				break
 			}

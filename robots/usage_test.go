@@ -40,7 +40,12 @@ var usageTests = []struct {
 	{"shorter path elsewhere", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ train-ai=y\n", "bot", "/news", wantUsage{"refused 2", "", ""}},
 	{"a refusal wins among equals", "User-agent: *\nContent-Usage: /a train-ai=y\nContent-Usage: /a train-ai=n\n", "bot", "/a", wantUsage{"refused 3", "", ""}},
 	{"a refusal wins among equals, either order", "User-agent: *\nContent-Usage: /a train-ai=n\nContent-Usage: /a train-ai=y\n", "bot", "/a", wantUsage{"refused 2", "", ""}},
-	{"unstated falls through to the shorter", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ search=y\n", "bot", "/blog/x", wantUsage{"refused 2", "", "allowed 3"}},
+	// attach-05: the longest matching line decides every purpose; what it
+	// does not state is unstated (robotsgate fell through to the shorter
+	// line, purpose by purpose, until November 2026).
+	{"the longest line decides every purpose", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ search=y\n", "bot", "/blog/x", wantUsage{"", "", "allowed 3"}},
+	{"a line that is not a dictionary is no rule", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /blog/ Train-AI=y\n", "bot", "/blog/x", wantUsage{"refused 2", "", ""}},
+	{"content-signal still falls through", "User-agent: *\nContent-Signal: ai-train=no\nContent-Signal: /blog/ search=yes\n", "bot", "/blog/x", wantUsage{"refused 2", "", "allowed 3"}},
 	{"wildcard and end anchor", "User-agent: *\nContent-Usage: /*.pdf$ train-ai=n\n", "bot", "/docs/a.pdf", wantUsage{"refused 2", "", ""}},
 	{"end anchor not matched", "User-agent: *\nContent-Usage: /*.pdf$ train-ai=n\n", "bot", "/docs/a.pdf?x", wantUsage{}},
 	{"path not matched", "User-agent: *\nContent-Usage: /private/ train-ai=n\n", "bot", "/public", wantUsage{}},
@@ -213,6 +218,62 @@ func TestUsageEverywhere(t *testing.T) {
 		u := Parse([]byte(tt.robots), WithNormalization()).Group("bot").UsageEverywhere()
 		if got := compact(&u); got != tt.want {
 			t.Errorf("%s: UsageEverywhere = %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// attachCase is one line of testdata/aipref-attach-05.jsonl: robots.txt's
+// Content-Usage lines as draft-ietf-aipref-attach-05 reads them, extended
+// from its own example: what the group of agent says of path ("state
+// line" by purpose name; absent for unstated), whether path may be
+// crawled, and, when everywhere is given, what UsageEverywhere says.
+type attachCase struct {
+	Name       string            `json:"name"`
+	Robots     string            `json:"robots"`
+	Agent      string            `json:"agent"`
+	Path       string            `json:"path"`
+	Crawl      bool              `json:"crawl"`
+	Want       map[string]string `json:"want"`
+	Everywhere map[string]string `json:"everywhere"`
+}
+
+func named(u *usage.Usage) map[string]string {
+	out := map[string]string{}
+	for p, v := range u {
+		if v.State != usage.Unstated {
+			out[usage.Purpose(p).String()] = fmt.Sprintf("%s %d", v.State, v.Line)
+		}
+	}
+	return out
+}
+
+func TestAttach05(t *testing.T) {
+	t.Parallel()
+	cases := readJSONL[attachCase](t, "aipref-attach-05.jsonl")
+	if len(cases) < 20 {
+		t.Fatalf("%d cases; want the file's", len(cases))
+	}
+	for _, c := range cases {
+		for _, opts := range [][]Option{nil, {WithNormalization()}} {
+			g := Parse([]byte(c.Robots), opts...).Group(c.Agent)
+			path := c.Path
+			if len(opts) > 0 {
+				path = Normalize(path)
+			}
+			u := g.Usage(path)
+			if got := named(&u); fmt.Sprint(got) != fmt.Sprint(c.Want) {
+				t.Errorf("%s (normalised %v): Usage(%q) = %v; want %v", c.Name, len(opts) > 0, c.Path, got, c.Want)
+			}
+			if got := g.Test(path).Allowed; got != c.Crawl {
+				t.Errorf("%s: Test(%q) allowed %v; want %v", c.Name, c.Path, got, c.Crawl)
+			}
+			if c.Everywhere == nil {
+				continue
+			}
+			e := g.UsageEverywhere()
+			if got := named(&e); fmt.Sprint(got) != fmt.Sprint(c.Everywhere) {
+				t.Errorf("%s: UsageEverywhere() = %v; want %v", c.Name, got, c.Everywhere)
+			}
 		}
 	}
 }
