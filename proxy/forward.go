@@ -47,6 +47,9 @@ type forwarding struct {
 	own bool
 	// up is what happened upstream, apart from d, what was decided.
 	up outcome
+	// offer is the crawler-max-price the request carries, if any
+	// (offerPrice).
+	offer priceOffer
 }
 
 // outcome is what happened upstream to a forwarded request, kept apart
@@ -69,6 +72,7 @@ func (s *Server) forward(sn *snapshot, in *http.Request, req *policy.Request, ci
 	f.prepare()
 	resp, err := f.send()
 	if err != nil {
+		f.lostOffer()
 		resp = s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), err, d)
 	} else {
 		resp = f.answer(resp)
@@ -85,6 +89,7 @@ func (f *forwarding) prepare() {
 	f.dropPurposeHeaders()
 	f.readableHead()
 	f.dropPriceOffers()
+	f.offerPrice()
 	f.guardContent()
 	f.bindToDecision()
 	f.sign()
@@ -195,7 +200,12 @@ func (f *forwarding) bindToDecision() {
 // own Signature fields are replaced.
 func (f *forwarding) sign() {
 	if signer := f.sn.signer; signer != nil {
-		signer.Sign(f.out.Header, f.out.Host)
+		if f.offer.amount.Currency != "" {
+			// A price offered is covered: it cannot be replayed with another.
+			signer.SignWith(f.out.Header, f.out.Host, pay.FieldMaxPrice)
+		} else {
+			signer.Sign(f.out.Header, f.out.Host)
+		}
 		f.s.metrics.signed.Inc()
 	}
 }
@@ -206,7 +216,7 @@ var errUnaskedSwitch = errors.New("the origin switched protocols unasked")
 // send sends out through the egress and notes the origin's answer.
 func (f *forwarding) send() (*http.Response, error) {
 	start := time.Now()
-	resp, err := f.sn.out.send.RoundTrip(f.out)
+	resp, err := f.roundTrip()
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && !header.IsWebSocketUpgrade(f.out.Header) {
 		// A 101 to a request that asked for no upgrade (its Upgrade is
 		// removed unless it is a WebSocket's): no protocol to relay.

@@ -41,6 +41,9 @@ const reasonFree = "a path never paid for (robots.txt, sitemap.xml, security.txt
 func (f *forwarding) pay(resp *http.Response) *http.Response {
 	maxPrice, budget, on := f.sn.pol.Payments()
 	f.noteCrawlerError(resp)
+	if f.offer.amount.Currency != "" && f.settleOffer(resp) {
+		return resp
+	}
 	if resp.StatusCode != http.StatusPaymentRequired || !on {
 		return resp
 	}
@@ -59,10 +62,7 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 	if st.Result != "" {
 		s.metrics.payments.WithLabelValues(st.Result).Inc()
 	}
-	if st.Charged.Currency != "" {
-		f.up.charged = st.Charged
-		s.metrics.spent.WithLabelValues(st.Charged.Currency).Add(st.Charged.Float())
-	}
+	f.spend(o.Day, st.Charged)
 	switch {
 	case st.Refused:
 		f.own = true
@@ -114,6 +114,7 @@ func (f *forwarding) payAgain(price string) (*http.Response, bool, error) {
 	sendCtx := httptrace.WithClientTrace(context.WithValue(f.out.Context(), sendOnceKey{}, new(atomic.Bool)),
 		&httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	again := f.out.Clone(sendCtx)
+	again.Header.Del(pay.FieldMaxPrice) // one price field per request (ConflictingPriceHeaders)
 	again.Header.Set(pay.FieldExactPrice, price)
 	if signer := f.sn.signer; signer != nil {
 		// A fresh signature that covers the price accepted too: it cannot
@@ -185,4 +186,91 @@ func newPaymentMetrics(reg *prometheus.Registry) (payments, spent *prometheus.Co
 		payments.WithLabelValues(r)
 	}
 	return payments, spent
+}
+
+// priceOffer is a crawler-max-price a request carries: reserved from
+// day's budget before it is sent (offerPrice).
+type priceOffer struct {
+	amount    pay.Amount   // zero when none is offered
+	day       string       // the UTC day it is reserved on
+	connected *atomic.Bool // whether the request had a connection to the site
+}
+
+// offerPrice offers crawler-max-price when the origin charged today
+// (Server.charging), so that the site can charge at once, saving the 402
+// and the retry: the lower of max_price and the budget left, reserved
+// first, as a price accepted is (pay.Negotiator.ReserveOffer). A path
+// never paid for, and a budget with nothing left, offer nothing.
+func (f *forwarding) offerPrice() {
+	maxPrice, budget, on := f.sn.pol.Payments()
+	if !on || f.sn.signer == nil || pay.Free(f.req.Target) {
+		return
+	}
+	day := pay.Day(f.s.opts.Now())
+	if !f.s.charging.Charged(day, f.d.Origin.String()) {
+		return
+	}
+	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
+	offer, ok := n.ReserveOffer(day, pay.Terms{MaxPrice: maxPrice, Budget: budget})
+	if !ok {
+		return
+	}
+	f.offer = priceOffer{amount: offer, day: day, connected: new(atomic.Bool)}
+	f.out.Header.Set(pay.FieldMaxPrice, offer.String())
+}
+
+// roundTrip sends the request upstream: one that offers a price as a
+// paid request is sent, once, on a connection of its own (paidTransport),
+// since the site may charge for it at once.
+func (f *forwarding) roundTrip() (*http.Response, error) {
+	if f.offer.amount.Currency == "" {
+		return f.sn.out.send.RoundTrip(f.out)
+	}
+	connected := f.offer.connected
+	ctx := httptrace.WithClientTrace(context.WithValue(f.out.Context(), sendOnceKey{}, new(atomic.Bool)),
+		&httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+	return f.sn.out.paid.RoundTrip(f.out.WithContext(ctx))
+}
+
+// settleOffer settles a crawler-max-price offer by the site's answer, and
+// reports whether that is the client's (not a 402, which is then settled
+// as any other: the exact-price retry).
+func (f *forwarding) settleOffer(resp *http.Response) bool {
+	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
+	o := pay.Offer{Resp: resp, Client: f.client, Day: f.offer.day, URL: answer.DisplayURL(f.out)}
+	st := n.SettleOffer(&o, f.offer.amount)
+	if st.Resp == nil {
+		return false
+	}
+	if st.Result != "" {
+		f.s.metrics.payments.WithLabelValues(st.Result).Inc()
+	}
+	f.spend(o.Day, st.Charged)
+	return true
+}
+
+// lostOffer settles a crawler-max-price offer whose request got no
+// answer: counted as spent if it may have reached the site.
+func (f *forwarding) lostOffer() {
+	if f.offer.amount.Currency == "" {
+		return
+	}
+	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
+	if charged := n.LostOffer(f.offer.day, f.offer.amount, f.offer.connected.Load()); charged.Currency != "" {
+		f.s.metrics.payments.WithLabelValues(pay.Failed).Inc()
+		f.up.charged = charged
+		f.s.metrics.spent.WithLabelValues(charged.Currency).Add(charged.Float())
+	}
+}
+
+// spend accounts for what a site charged on day (nothing when zero): the
+// audit's charged, robotsgate_spent_total, and the origin remembered as
+// one that charges (offerPrice).
+func (f *forwarding) spend(day string, charged pay.Amount) {
+	if charged.Currency == "" {
+		return
+	}
+	f.up.charged = charged
+	f.s.metrics.spent.WithLabelValues(charged.Currency).Add(charged.Float())
+	f.s.charging.Mark(day, f.d.Origin.String())
 }

@@ -190,7 +190,8 @@ func TestPayPerCrawlFleet(t *testing.T) {
 }
 
 // lossyPricedOrigin is a pay-per-crawl site on a raw socket that loses
-// its answers to paid requests: /paid is answered 402 with a price (an
+// its answers to paid requests (a price accepted or offered): /paid is
+// answered 402 with a price (an
 // empty body, so that the connection goes back to the proxy's pool); a
 // request that accepts the price is read, counted, and its connection
 // closed without an answer, as a site that drops a kept-alive connection
@@ -243,7 +244,7 @@ func (o *lossyPricedOrigin) serve(c net.Conn) {
 			case <-time.After(5 * time.Second): // a bound, not an assertion: fewer connections then
 			}
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
-		case req.Header.Get("Crawler-Exact-Price") != "":
+		case req.Header.Get("Crawler-Exact-Price") != "", req.Header.Get("Crawler-Max-Price") != "":
 			var head strings.Builder
 			req.Header.Write(&head)
 			o.mu.Lock()
@@ -648,5 +649,203 @@ func TestPayCrawlerError(t *testing.T) {
 	}
 	if reason, _ := q.lastAudit(t)["reason"].(string); !strings.Contains(reason, "crawler-error CrawlerForbidden") {
 		t.Errorf("audit reason, payments off: %q; want the code named", reason)
+	}
+}
+
+// maxPriceOrigin is a pay-per-crawl site that takes crawler-max-price:
+// a signed offer (the offer covered) at or above the price is charged at
+// once; one below it is answered 402 InvalidCrawlerMaxPrice; both price
+// fields at once are answered 400. /dear costs USD 0.04, anything else
+// USD 0.01; /ignores takes crawler-exact-price only. seen lists each
+// request as "path max=... exact=...".
+func maxPriceOrigin(t *testing.T, dir func() []byte) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var seen []string
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			io.WriteString(w, "User-agent: *\nAllow: /\n")
+			return
+		}
+		maxOffer, exact := r.Header.Get("Crawler-Max-Price"), r.Header.Get("Crawler-Exact-Price")
+		mu.Lock()
+		seen = append(seen, r.URL.Path+" max="+maxOffer+" exact="+exact)
+		mu.Unlock()
+		price := "USD 0.01"
+		if r.URL.Path == "/dear" {
+			price = "USD 0.04"
+		}
+		sig, err := identitytest.Verify(r, dir(), time.Now())
+		charge := func() {
+			w.Header().Set("Crawler-Charged", price)
+			io.WriteString(w, "content "+r.URL.Path+"\n")
+		}
+		offer, _ := pay.ParseAmount(maxOffer)
+		want, _ := pay.ParseAmount(price)
+		switch {
+		case maxOffer != "" && exact != "":
+			w.Header().Set("Crawler-Error", "ConflictingPriceHeaders")
+			w.WriteHeader(400)
+		case exact == price && err == nil && slices.Contains(sig.Covered, `"crawler-exact-price"`):
+			charge()
+		case maxOffer != "" && r.URL.Path != "/ignores" && err == nil && slices.Contains(sig.Covered, `"crawler-max-price"`) && offer.Nanos >= want.Nanos:
+			charge()
+		default:
+			code := "MissingCrawlerPrice"
+			if maxOffer != "" {
+				code = "InvalidCrawlerMaxPrice"
+			}
+			w.Header().Set("Crawler-Price", price)
+			w.Header().Set("Crawler-Error", code)
+			w.WriteHeader(http.StatusPaymentRequired)
+		}
+	}))
+	t.Cleanup(o.Close)
+	return o, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(seen) }
+}
+
+// TestPayMaxPrice: once an origin has charged today, its later requests
+// offer crawler-max-price (the lower of max_price and the budget left,
+// signed), and are charged at once, in one round trip; an offer below
+// the price, or a site that answers 402 anyway, falls back to the
+// exact-price retry; a budget spent offers nothing.
+func TestPayMaxPrice(t *testing.T) {
+	t.Parallel()
+	var dir atomic.Value
+	dir.Store([]byte(nil))
+	o, seen := maxPriceOrigin(t, func() []byte { return dir.Load().([]byte) })
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.02", "USD 0.05"
+		return c
+	}())
+	dir.Store(directoryOf(t, p))
+	checkMaxPrice(t, p, o, seen)
+}
+
+// TestPayMaxPriceFleet: the offers are reserved from the fleet's budget,
+// in Redis, as the exact-price retries are.
+func TestPayMaxPriceFleet(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	var dir atomic.Value
+	dir.Store([]byte(nil))
+	o, seen := maxPriceOrigin(t, func() []byte { return dir.Load().([]byte) })
+	p := startFleet(t, r, 1, func(c *config.Config) {
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.02", "USD 0.05"
+		c.Payments.KeyPrefix = "rgtest:" + t.Name() + ":"
+	})[0]
+	dir.Store(directoryOf(t, p))
+	checkMaxPrice(t, p, o, seen)
+}
+
+// checkMaxPrice runs TestPayMaxPrice's requests through p, with
+// max_price USD 0.02 and budget USD 0.05, to o (maxPriceOrigin).
+func checkMaxPrice(t *testing.T, p *testProxy, o *httptest.Server, seen func() []string) {
+	t.Helper()
+	c := p.client()
+	for i, tt := range []struct {
+		path   string
+		status int
+		seen   []string // what the site received
+		spent  string   // the budget after
+	}{
+		{"/a", 200, []string{"/a max= exact=", "/a max= exact=USD 0.01"}, "USD 0.01"},
+		{"/b", 200, []string{"/b max=USD 0.02 exact="}, "USD 0.02"},
+		{"/dear", 402, []string{"/dear max=USD 0.02 exact="}, "USD 0.02"},
+		{"/ignores", 200, []string{"/ignores max=USD 0.02 exact=", "/ignores max= exact=USD 0.01"}, "USD 0.03"},
+		{"/c", 200, []string{"/c max=USD 0.02 exact="}, "USD 0.04"},
+		{"/d", 200, []string{"/d max=USD 0.01 exact="}, "USD 0.05"}, // the budget left, below max_price
+		{"/e", 402, []string{"/e max= exact="}, "USD 0.05"},         // nothing left: nothing offered
+	} {
+		before := len(seen())
+		resp, body := get(t, c, o.URL+tt.path)
+		if resp.StatusCode != tt.status {
+			t.Errorf("%d. GET %s: %d %q; want %d", i+1, tt.path, resp.StatusCode, body, tt.status)
+		}
+		if got := seen()[before:]; !slices.Equal(got, tt.seen) {
+			t.Errorf("%d. GET %s: the site received %q; want %q", i+1, tt.path, got, tt.seen)
+		}
+		if spent, err := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD"); err != nil || spent.String() != tt.spent {
+			t.Errorf("%d. GET %s: spent %v, %v; want %s", i+1, tt.path, spent, err, tt.spent)
+		}
+		if rec := p.lastAudit(t); tt.status == 200 && rec["charged"] != "USD 0.01" {
+			t.Errorf("%d. GET %s: audit %v; want charged USD 0.01", i+1, tt.path, rec)
+		}
+	}
+	if got := testutil.ToFloat64(p.srv.metrics.payments.WithLabelValues("paid")); got != 5 {
+		t.Errorf("robotsgate_payments_total{result=\"paid\"} = %v; want 5", got)
+	}
+}
+
+// TestPayOfferOnceWhenTheAnswerIsLost: a request that offers
+// crawler-max-price (its origin charged today) is sent once, as a paid
+// request is: its answer lost, the client gets 502 and the offer is
+// counted as spent.
+func TestPayOfferOnceWhenTheAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	o := newLossyPricedOrigin(t, 0)
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+		return c
+	}())
+	for range 2 { // the first pays after a 402; the second offers at once
+		if resp, body := get(t, p.client(), "http://"+o.addr+"/paid"); resp.StatusCode != http.StatusBadGateway {
+			t.Errorf("GET /paid: %d %q; want 502 (the answer was lost)", resp.StatusCode, body)
+		}
+	}
+	got := o.paidRequests()
+	if len(got) != 2 || !strings.Contains(got[1], "Crawler-Max-Price: USD 0.01") {
+		t.Errorf("the site received %d paid requests; want 2, the second offering USD 0.01:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	spent, err := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
+	if err != nil || spent.String() != "USD 0.02" {
+		t.Errorf("budget spent = %v, %v; want USD 0.02 (each lost answer counted)", spent, err)
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" || rec["status"] != float64(502) {
+		t.Errorf("audit = %v; want status 502, charged USD 0.01", rec)
+	}
+}
+
+// BenchmarkPaidRequest: a paid page through the proxy, signed and
+// charged, to a site that takes crawler-max-price ("max-price": one
+// round trip, on a connection of its own) and to one that answers 402
+// anyway ("402-then-exact": the offer, its 402, then the exact-price
+// retry, as every paid page cost before crawler-max-price). The
+// signatures are not checked: what is measured is robotsgate's path.
+func BenchmarkPaidRequest(b *testing.B) {
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		takesMax := r.URL.Path == "/max-price" && r.Header.Get("Crawler-Max-Price") != ""
+		if !takesMax && r.Header.Get("Crawler-Exact-Price") != "USD 0.000000001" {
+			w.Header().Set("Crawler-Price", "USD 0.000000001")
+			w.WriteHeader(http.StatusPaymentRequired)
+			return
+		}
+		w.Header().Set("Crawler-Charged", "USD 0.000000001")
+		io.WriteString(w, "content\n")
+	}))
+	b.Cleanup(o.Close)
+	p := startProxy(b, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.000000001", "USD 1000"
+		return c
+	}())
+	c := p.client()
+	for _, path := range []string{"/max-price", "/402-then-exact"} {
+		b.Run(path[1:], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.Get(o.URL + path)
+				if err != nil || resp.StatusCode != 200 {
+					b.Fatalf("GET %s: %v %v", path, resp, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }

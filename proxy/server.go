@@ -115,6 +115,9 @@ type Server struct {
 	// budget is what pay-per-crawl spends from each day: the fleet's with
 	// [cluster], else this process's.
 	budget pay.Budget
+	// charging remembers the origins that charged today, which are
+	// offered crawler-max-price at once (offerPrice).
+	charging *pay.Recent
 	// stopping ends, with policy.ErrShuttingDown, when a shutdown's drain
 	// time is up: every request's context derives from it, so that
 	// requests still held or waiting on an origin are then answered 503
@@ -260,6 +263,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 // and registers robotsgate_budget_spent_today.
 func (s *Server) openBudget(cfg *config.Config, pol *policy.Policy) error {
 	var err error
+	s.charging = pay.NewRecent(pay.MaxRecent)
 	if s.cluster != nil {
 		s.budget = fleetBudget{s.cluster.Counter(cfg.Payments.KeyPrefix)} // one budget for the fleet
 	} else if s.budget, err = s.localBudget(cfg); err != nil {

@@ -256,3 +256,60 @@ func (n *Negotiator) logger() *slog.Logger {
 	}
 	return n.Logger
 }
+
+// FieldMaxPrice offers a price before any 402 (docs/identity.md,
+// "crawler-max-price"): the most the request may be charged, at once.
+const FieldMaxPrice = "Crawler-Max-Price"
+
+// ReserveOffer reserves a crawler-max-price offer on day: the lower of
+// t.MaxPrice and what is left of t.Budget, as a price accepted is reserved
+// before it is sent. It returns false, nothing reserved, when nothing is
+// left or the budget cannot be read (the request then goes unpriced, and
+// a 402 is settled as always).
+func (n *Negotiator) ReserveOffer(day string, t Terms) (Amount, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
+	defer cancel()
+	offer := t.MaxPrice
+	spent, ok, err := n.Budget.Reserve(ctx, day, offer, t.Budget)
+	if err != nil {
+		return Amount{}, false
+	}
+	if !ok {
+		offer.Nanos = min(offer.Nanos, t.Budget.Nanos-spent.Nanos)
+		if offer.Nanos <= 0 {
+			return Amount{}, false
+		}
+		if _, ok, err = n.Budget.Reserve(ctx, day, offer, t.Budget); err != nil || !ok {
+			return Amount{}, false
+		}
+	}
+	return offer, true
+}
+
+// SettleOffer settles the reservation of offered, a crawler-max-price
+// offer on o's day, by the site's answer to it: a 402 gives it back (the
+// 402 is then settled as any other, with Settle); any other answer is
+// the client's, and what it charged (FieldCharged) is spent, as a price
+// accepted is (Settle).
+func (n *Negotiator) SettleOffer(o *Offer, offered Amount) Settlement {
+	if o.Resp.StatusCode == http.StatusPaymentRequired {
+		n.refund(o.Day, offered)
+		return Settlement{}
+	}
+	s := Settlement{Resp: o.Resp, Code: ParseError(o.Resp.Header.Get(FieldError)), Charged: n.charged(o, offered, o.Resp.Header.Get(FieldCharged))}
+	if s.Charged.Currency != "" {
+		s.Result = Paid
+	}
+	return s
+}
+
+// LostOffer settles the reservation of offered when the request that
+// carried it got no answer: given back when it never left (no
+// connection), else counted as spent, as a lost paid answer is.
+func (n *Negotiator) LostOffer(day string, offered Amount, connected bool) Amount {
+	if !connected {
+		n.refund(day, offered)
+		return Amount{}
+	}
+	return offered
+}

@@ -2,6 +2,7 @@ package pay
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -209,4 +210,70 @@ func FuzzParseError(f *testing.F) {
 		}
 		_ = Explain(code)
 	})
+}
+
+// TestRecent: at most max origins, the least recently used forgotten
+// first; a new day forgets them all; a late mark of the day before is
+// not kept.
+func TestRecent(t *testing.T) {
+	t.Parallel()
+	r := NewRecent(2)
+	r.Mark("2026-11-27", "https://a:443")
+	r.Mark("2026-11-27", "https://b:443")
+	if !r.Charged("2026-11-27", "https://a:443") { // a is now the most recent
+		t.Fatal("a forgotten")
+	}
+	r.Mark("2026-11-27", "https://c:443")
+	if r.Charged("2026-11-27", "https://b:443") || !r.Charged("2026-11-27", "https://a:443") || !r.Charged("2026-11-27", "https://c:443") || r.Len() != 2 {
+		t.Errorf("after a third origin: want b forgotten, a and c kept, 2 in all (%d)", r.Len())
+	}
+	if r.Charged("2026-11-28", "https://a:443") {
+		t.Error("an origin of the day before is remembered the next day")
+	}
+	r.Mark("2026-11-28", "https://d:443")
+	r.Mark("2026-11-27", "https://e:443")
+	if r.Len() != 1 || !r.Charged("2026-11-28", "https://d:443") || r.Charged("2026-11-28", "https://e:443") {
+		t.Errorf("a new day: want d alone (%d)", r.Len())
+	}
+	big := NewRecent(0)
+	for i := range MaxRecent + 10 {
+		big.Mark("2026-11-27", strconv.Itoa(i))
+	}
+	if big.Len() != MaxRecent {
+		t.Errorf("Len = %d; want the bound, %d", big.Len(), MaxRecent)
+	}
+}
+
+// TestReserveOffer: an offer is the lower of max_price and the budget
+// left, reserved; nothing is offered once the budget is spent.
+func TestReserveOffer(t *testing.T) {
+	t.Parallel()
+	b, _ := NewLocal("")
+	n := Negotiator{Budget: b}
+	usd := func(s string) Amount { a, _ := ParseAmount("USD " + s); return a }
+	terms := Terms{MaxPrice: usd("0.02"), Budget: usd("0.05")}
+	for i, want := range []string{"USD 0.02", "USD 0.02", "USD 0.01", ""} {
+		got, ok := n.ReserveOffer("2026-11-27", terms)
+		if ok != (want != "") || ok && got.String() != want {
+			t.Errorf("offer %d = %v, %v; want %q", i+1, got, ok, want)
+		}
+	}
+	if spent, _ := b.Spent(t.Context(), "2026-11-27", "USD"); spent.String() != "USD 0.05" {
+		t.Errorf("spent = %v; want the offers reserved, USD 0.05", spent)
+	}
+}
+
+// BenchmarkOfferCheck: what every request pays for asking whether to
+// offer a price, with pay-per-crawl on: Free, then Charged.
+func BenchmarkOfferCheck(b *testing.B) {
+	r := NewRecent(0)
+	for i := range MaxRecent {
+		r.Mark("2026-11-27", "https://site"+strconv.Itoa(i)+".example:443")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Free("/articles/2026/robots-and-proxies?page=2") {
+			r.Charged("2026-11-27", "https://site17.example:443")
+		}
+	}
 }
