@@ -40,11 +40,11 @@ const reasonFree = "a path never paid for (robots.txt, sitemap.xml, security.txt
 // answer, is the site's own, passed on.
 func (f *forwarding) pay(resp *http.Response) *http.Response {
 	maxPrice, budget, on := f.sn.pol.Payments()
-	f.noteCrawlerError(resp)
-	if f.offer.amount.Currency != "" && f.settleOffer(resp) {
-		return resp
-	}
-	if resp.StatusCode != http.StatusPaymentRequired || !on {
+	if f.offer.amount.Currency != "" && f.settleOffer(resp) || resp.StatusCode != http.StatusPaymentRequired || !on {
+		// The site's answer is the client's: a code it names is
+		// audited. (A 402 about to be paid is not: its code,
+		// MissingCrawlerPrice, is the protocol's first step.)
+		f.noteCrawlerError(resp)
 		return resp
 	}
 	if pay.Free(f.req.Target) {
@@ -86,9 +86,7 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		f.own = true
 		return s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), st.Err, d)
 	}
-	if st.Resp != resp {
-		f.noteCrawlerError(st.Resp) // the paid request's answer
-	}
+	f.noteCrawlerError(st.Resp) // the paid request's answer, or the 402 that named no price
 	f.up.answered = st.Resp.StatusCode
 	return st.Resp
 }

@@ -849,3 +849,23 @@ func BenchmarkPaidRequest(b *testing.B) {
 		})
 	}
 }
+
+// TestPayAuditReasonOfAPaidPage: a 402 that is paid is the protocol's
+// first step, not an error: its MissingCrawlerPrice does not become the
+// paid request's audit reason.
+func TestPayAuditReasonOfAPaidPage(t *testing.T) {
+	t.Parallel()
+	o, _ := errorOrigin(t)
+	p := startProxy(t, func() *config.Config {
+		c := loopbackConfig()
+		c.Identity.SignatureAgent = testAgent
+		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
+		return c
+	}())
+	if resp, _ := get(t, p.client(), o.URL+"/missing"); resp.StatusCode != 200 {
+		t.Fatalf("GET /missing: %d; want it paid", resp.StatusCode)
+	}
+	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" || strings.Contains(rec["reason"].(string), "crawler-error") {
+		t.Errorf("audit of a paid page = %v; want charged, no crawler-error in the reason", rec)
+	}
+}
