@@ -33,7 +33,7 @@ func (r *Robots) MemSize() int {
 		n += heapSize(cap(x.usage)*int(unsafe.Sizeof(usageStmt{})), true)
 		for i := range x.usage {
 			s := &x.usage[i]
-			n += r.owned(s.pattern) + r.owned(s.use)
+			n += r.owned(s.pattern)
 		}
 		n += heapSize(cap(x.normal)*int(unsafe.Sizeof(normalDisplay{})), false)
 		n += heapSize(8*cap(x.delays), false)

@@ -27,7 +27,7 @@ type Statement struct {
 	Line  int          // line in robots.txt
 	Group int          // index of its group in [Robots.Groups]; -1 before any group (applies to every group)
 	State usage.States // what it says of each purpose
-	Use   string       // Content-Signal's "use=" value, read and not enforced
+	Use   string       // Content-Signal's use= level ("immediate", "reference", "full"; "" for none), shown and not enforced
 }
 
 // Text returns the statement as the proxy shows it: the field name
@@ -46,7 +46,7 @@ type usageStmt struct {
 	pattern string // as matched (normalised when the file is); "" for every path
 	path    string // as written (escaped)
 	value   string
-	use     string
+	use     usage.ContentUse
 	line    int32
 	block   int32 // -1: before any group
 	signal  bool
@@ -152,7 +152,7 @@ func (s *usageStmt) export() Statement {
 	if s.signal {
 		field = fieldSignal
 	}
-	return Statement{Field: field, Path: s.path, Value: s.value, Line: int(s.line), Group: int(s.block), State: s.state, Use: s.use}
+	return Statement{Field: field, Path: s.path, Value: s.value, Line: int(s.line), Group: int(s.block), State: s.state, Use: s.use.String()}
 }
 
 // Statements returns the statements that apply to the group's token: those

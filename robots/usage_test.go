@@ -80,6 +80,8 @@ var usageTests = []struct {
 	{"content-signal before groups, no group selected", "Content-Signal: ai-train=no\nUser-agent: a\nDisallow:\n", "other", "/", wantUsage{"refused 1", "", ""}},
 	{"content-signal values in any case, spaces", "User-agent: *\nContent-Signal: AI-Train = No ,search=YES,junk,ai-input=maybe\n", "bot", "/", wantUsage{"refused 2", "", "allowed 2"}},
 	{"content-signal with semicolons and quotes", "User-agent: *\nContent-Signal: search=yes; ai-train=\"no\"\n", "bot", "/", wantUsage{"refused 2", "", "allowed 2"}},
+	{"content-signal use=full does not lift a refusal", "User-agent: *\nContent-Signal: ai-train=no, search=yes, use=full\n", "bot", "/", wantUsage{"refused 2", "", "allowed 2"}},
+	{"content-signal use= alone states nothing", "User-agent: *\nContent-Signal: use=immediate\n", "bot", "/", wantUsage{}},
 	{"content-signal key twice", "User-agent: *\nContent-Signal: ai-train=no, ai-train=yes\n", "bot", "/", wantUsage{"refused 2", "", ""}},
 	{"content-signal with a path", "User-agent: *\nContent-Signal: ai-train=yes\nContent-Signal: /members/ ai-train=no\n", "bot", "/members/x", wantUsage{"refused 3", "", ""}},
 	{"both syntaxes: either refusal refuses", "User-agent: *\nContent-Usage: /blog/ train-ai=y\nContent-Signal: ai-train=no\n", "bot", "/blog/post", wantUsage{"refused 3", "", ""}},

@@ -127,10 +127,12 @@ func vocabCategory(key string) (Purpose, bool) {
 // ParseContentSignal reads Content-Signal preferences: "key=yes|no"
 // separated by commas (or semicolons, as some sites write them), keys search, ai-input
 // and ai-train, names and values compared case-insensitively and values
-// quoted or not; and use=, returned as written. Members that do not read
-// are skipped: Content-Signal is not a structured field. A key given twice
-// keeps its most restrictive value.
-func ParseContentSignal(value string) (st States, use string) {
+// quoted or not; and use=, Cloudflare's content-use level (see
+// ContentUse). Members that do not read are skipped: Content-Signal is not
+// a structured field. A key given twice keeps its most restrictive value,
+// use= its narrowest level. use= states nothing of any purpose: a line
+// that refuses one refuses it whatever its use= says.
+func ParseContentSignal(value string) (st States, use ContentUse) {
 	for member := range strings.FieldsFuncSeq(value, func(r rune) bool { return r == ',' || r == ';' }) {
 		k, v, found := strings.Cut(member, "=")
 		if !found {
@@ -138,7 +140,9 @@ func ParseContentSignal(value string) (st States, use string) {
 		}
 		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
 		if strings.EqualFold(k, "use") {
-			use = v
+			if u, ok := ParseContentUse(v); ok && (use == UseUnstated || u < use) {
+				use = u
+			}
 			continue
 		}
 		var p Purpose
@@ -160,4 +164,43 @@ func ParseContentSignal(value string) (st States, use string) {
 		}
 	}
 	return st, use
+}
+
+// ContentUse is Content-Signal's use= value: how much of the content a
+// use the site allows may keep and reproduce, narrowest first. It
+// qualifies an allowance and never makes one: robotsgate shows it and
+// enforces no purpose by it.
+type ContentUse uint8
+
+// Content-use levels.
+const (
+	UseUnstated  ContentUse = iota // no use=, or one that is not a level below
+	UseImmediate                   // "immediate": interact with the content, store and reuse none of it
+	UseReference                   // "reference": index, excerpt and link back
+	UseFull                        // "full": summarise and reproduce
+)
+
+// String returns the level's name as sites write it ("" when unstated).
+func (u ContentUse) String() string {
+	switch u {
+	case UseImmediate:
+		return "immediate"
+	case UseReference:
+		return "reference"
+	case UseFull:
+		return "full"
+	}
+	return ""
+}
+
+// ParseContentUse reads a use= value, ignoring ASCII case and
+// surrounding spaces.
+func ParseContentUse(v string) (ContentUse, bool) {
+	v = strings.TrimSpace(v)
+	for _, u := range [...]ContentUse{UseImmediate, UseReference, UseFull} {
+		if strings.EqualFold(v, u.String()) {
+			return u, true
+		}
+	}
+	return UseUnstated, false
 }

@@ -122,7 +122,17 @@ func FuzzHeaderUsage(f *testing.F) {
 			f.Add("Content-Usage", v)
 		}
 	}
+	for _, c := range readSignalCases(f) {
+		f.Add("Content-Signal", c.Value)
+	}
 	f.Fuzz(func(t *testing.T, name, value string) {
+		// use= never grants or refuses a purpose.
+		st, _ := ParseContentSignal(value)
+		for _, level := range []string{", use=full", "; use=immediate", ",use=reference"} {
+			if more, _ := ParseContentSignal(value + level); more != st {
+				t.Fatalf("ParseContentSignal(%q) = %v; with %q, %v", value, st, level, more)
+			}
+		}
 		u := HeaderUsage(name, []string{value})
 		for p, v := range u {
 			if v.State != Unstated && (v.Line != 0 || !strings.HasSuffix(v.Statement, ": "+value)) {
@@ -178,6 +188,48 @@ func TestVocab08(t *testing.T) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(c.Want) {
 			t.Errorf("%s: HeaderUsage(Content-Usage, %q) = %v; want %v", c.Name, c.Values, got, c.Want)
+		}
+	}
+}
+
+// signalCase is one line of testdata/content-signal.jsonl: a Content-Signal
+// value, what it states of each purpose and its use= level.
+type signalCase struct {
+	Name  string            `json:"name"`
+	Value string            `json:"value"`
+	Want  map[string]string `json:"want"`
+	Use   string            `json:"use"`
+}
+
+func readSignalCases(t testing.TB) []signalCase {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "content-signal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []signalCase
+	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var c signalCase
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatalf("content-signal.jsonl line %d: %v", i+1, err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func TestContentSignal(t *testing.T) {
+	t.Parallel()
+	for _, c := range readSignalCases(t) {
+		st, use := ParseContentSignal(c.Value)
+		got := map[string]string{}
+		for p, s := range st {
+			if s != Unstated {
+				got[Purpose(p).String()] = s.String()
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.Want) || use.String() != c.Use {
+			t.Errorf("%s: ParseContentSignal(%q) = %v, use %q; want %v, use %q", c.Name, c.Value, got, use, c.Want, c.Use)
 		}
 	}
 }
