@@ -353,8 +353,9 @@ func TestMITMUntrustedUpstream(t *testing.T) {
 	}
 }
 
-// TestMITMHTTP2Client: a client that offers h2 gets HTTP/1.1 inside the
-// tunnel, and every request is still decided.
+// TestMITMHTTP2Client: a client that offers h2 gets it inside the
+// tunnel ([tls] http2 is on by default), and every stream is still
+// decided (see h2_test.go; TestH2Off for http2 = false).
 func TestMITMHTTP2Client(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
@@ -362,17 +363,16 @@ func TestMITMHTTP2Client(t *testing.T) {
 	p := startMITM(t, pki, nil)
 	c := p.mitmClient(t, nil, true)
 	resp, _ := get(t, c, "https://a.example:"+port+"/private")
-	if resp.StatusCode != 403 || resp.ProtoMajor != 1 {
-		t.Errorf("h2-offering client: %d over %s; want 403 over HTTP/1.1", resp.StatusCode, resp.Proto)
+	if resp.StatusCode != 403 || resp.ProtoMajor != 2 {
+		t.Errorf("h2-offering client: %d over %s; want 403 over HTTP/2", resp.StatusCode, resp.Proto)
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.srv.CA().PEM())
-	c2, br := p.rawTunnel(t, "a.example:"+port, "a.example", true)
-	tc := tls.Client(c2, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2"}})
-	if err := tc.Handshake(); err == nil && tc.ConnectionState().NegotiatedProtocol == "h2" {
-		t.Error("the proxy negotiated h2")
+	c2, _ := p.rawTunnel(t, "a.example:"+port, "a.example", true)
+	tc := tls.Client(c2, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2", "http/1.1"}})
+	if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != "h2" {
+		t.Errorf("handshake offering h2 and http/1.1: %v, chose %q; want h2", err, tc.ConnectionState().NegotiatedProtocol)
 	}
-	_ = br
 	if o.count("/private") != 0 {
 		t.Error("blocked request reached the origin")
 	}

@@ -495,7 +495,7 @@ func loadMITM(cfg *config.Config, now func() time.Time) (*mitm.Terminator, error
 	if err != nil {
 		return nil, err
 	}
-	return mitm.NewTerminator(ca, now)
+	return mitm.NewTerminator(ca, now, cfg.TLS.HTTP2)
 }
 
 // newGoproxy sets goproxy up with robotsgate's hooks, and against each of

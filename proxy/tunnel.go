@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,8 +22,9 @@ type connectKey struct{}
 // confirms the CONNECT and looks at what the client sends. TLS is relayed
 // to the target in tunnel mode and terminated with a leaf for the CONNECT
 // host in MITM mode; plain HTTP is taken as it is, in either mode; the
-// requests inside are then served by h1's loop, each through the proxy's
-// one hook (serveInner); anything else is closed.
+// requests inside are then served by h1's loop, or, for a MITM client that
+// chose h2 by ALPN, by serveH2, each through the proxy's one hook
+// (serveInner); anything else is closed.
 func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) {
 	defer client.Close()
 	if ci.upstream != nil {
@@ -87,9 +89,14 @@ func (s *Server) serveTunnel(r *http.Request, client net.Conn, ci *connectInfo) 
 	// Inner requests are for this origin only (421 otherwise): found once
 	// here, not at every request. The CONNECT's own decision parsed it.
 	ci.tunnel.Origin, _ = fetch.OriginOf(scheme, ci.tunnel.Authority)
+	ctx := context.WithValue(s.stopping, connectKey{}, ci) // ends, like every request's, when a shutdown's drain time is up
+	if tlsConn, ok := conn.(*tls.Conn); ok && tlsConn.ConnectionState().NegotiatedProtocol == "h2" {
+		s.serveH2(ctx, tlsConn, r.RemoteAddr, lim) // [tls] http2: each stream to serveInner too
+		return
+	}
 	opts := h1.Options{
 		Scheme: scheme, Authority: ci.tunnel.Authority, RemoteAddr: r.RemoteAddr, Logger: s.log,
-		Context: context.WithValue(s.stopping, connectKey{}, ci), // ends, like every request's, when a shutdown's drain time is up
+		Context: ctx,
 		Active:  &s.tunnelRequests,
 	}
 	if tc != nil {

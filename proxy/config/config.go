@@ -51,6 +51,9 @@ type TLSConfig struct {
 	CACert   string // "" = <state_dir>/ca.pem
 	CAKey    string // "" = <state_dir>/ca-key.pem
 	StateDir string // "" = $XDG_DATA_HOME/robotsgate or ~/.local/share/robotsgate
+	// HTTP2 offers h2 beside http/1.1 by ALPN to clients inside MITM
+	// tunnels (true by default); false offers HTTP/1.x only.
+	HTTP2 bool
 }
 
 // UpstreamConfig is the [upstream] table.
@@ -327,7 +330,7 @@ func Default() *Config {
 		Listen:       "127.0.0.1:8080",
 		Mode:         "enforce",
 		DefaultAgent: "*",
-		TLS:          TLSConfig{Mode: "mitm"},
+		TLS:          TLSConfig{Mode: "mitm", HTTP2: true},
 		Upstream:     UpstreamConfig{BlockPrivate: true, Timeout: 30 * time.Second},
 		Robots: RobotsConfig{
 			CacheTTL:         fetch.DefaultTTL,

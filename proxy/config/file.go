@@ -301,6 +301,7 @@ func (d *decoder) tlsFields(t *TLSConfig) fields {
 		"ca_cert":   d.str(&t.CACert),
 		"ca_key":    d.str(&t.CAKey),
 		"state_dir": d.str(&t.StateDir),
+		"http2":     d.boolean(&t.HTTP2),
 	}
 }
 

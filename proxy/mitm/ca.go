@@ -358,13 +358,14 @@ type Terminator struct {
 	config *tls.Config
 }
 
-// NewTerminator returns a Terminator for ca, on the clock now.
-func NewTerminator(ca *CA, now func() time.Time) (*Terminator, error) {
+// NewTerminator returns a Terminator for ca, on the clock now, that offers
+// clients h2 beside HTTP/1.x by ALPN when http2 is true ([tls] http2).
+func NewTerminator(ca *CA, now func() time.Time, http2 bool) (*Terminator, error) {
 	leaves, err := newLeafCache(ca, now)
 	if err != nil {
 		return nil, err
 	}
-	return &Terminator{ca: ca, leaves: leaves, config: serverConfig()}, nil
+	return &Terminator{ca: ca, leaves: leaves, config: serverConfig(http2)}, nil
 }
 
 // CA returns the CA whose leaves the Terminator presents.
@@ -372,6 +373,8 @@ func (t *Terminator) CA() *CA { return t.ca }
 
 // Terminate is the MITM handshake with the client on conn, with a leaf for
 // host (in its normal form: punycode, no trailing dot), within timeout.
+// The connection's ConnectionState().NegotiatedProtocol says whether the
+// client chose "h2".
 func (t *Terminator) Terminate(conn net.Conn, host string, timeout time.Duration) (*tls.Conn, error) {
 	leaf, err := t.leaves.get(host)
 	if err != nil {
@@ -387,15 +390,21 @@ func (t *Terminator) Terminate(conn net.Conn, host string, timeout time.Duration
 }
 
 // serverConfig is the one TLS config presented to clients in every MITM
-// tunnel: HTTP/1.x only, so that no HTTP/2 stream can be routed by its own
-// :authority, and the leaf of each connection's CONNECT host (not its SNI),
-// which Terminate hands over with the connection. Being one config, its
-// session ticket keys are shared by every tunnel (and rotated by crypto/tls):
-// a client that reconnects resumes its session instead of a full handshake.
-func serverConfig() *tls.Config {
+// tunnel: h2 first when http2 is true (each stream is decided as an
+// HTTP/1.1 request is, its :authority held to the CONNECT host as a Host
+// header is), then HTTP/1.x; and the leaf of each connection's CONNECT
+// host (not its SNI), which Terminate hands over with the connection.
+// Being one config, its session ticket keys are shared by every tunnel
+// (and rotated by crypto/tls): a client that reconnects resumes its
+// session instead of a full handshake.
+func serverConfig(http2 bool) *tls.Config {
+	protos := []string{"http/1.1", "http/1.0"} // a client that offers only HTTP/1.0 (curl --http1.0) gets it
+	if http2 {
+		protos = append([]string{"h2"}, protos...)
+	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1", "http/1.0"}, // a client that offers only HTTP/1.0 (curl --http1.0) gets it
+		NextProtos: protos,
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if lc, ok := hello.Conn.(*leafConn); ok {
 				return lc.leaf, nil

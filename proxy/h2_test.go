@@ -1,0 +1,419 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+)
+
+// h2Tunnel opens a CONNECT tunnel to authority and speaks TLS in it with
+// serverName, offering only h2; it fails the test unless h2 is chosen.
+func (p *testProxy) h2Tunnel(t *testing.T, authority, serverName string) *tls.Conn {
+	t.Helper()
+	resp, c, _ := connect(t, p, authority)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT %s: %v", authority, resp.Status)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.srv.CA().PEM())
+	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: serverName, NextProtos: []string{"h2"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS to %s: %v", serverName, err)
+	}
+	if got := tc.ConnectionState().NegotiatedProtocol; got != "h2" {
+		t.Fatalf("ALPN chose %q; want h2", got)
+	}
+	return tc
+}
+
+// h2Conn is an HTTP/2 client connection inside a MITM tunnel to authority:
+// its requests go on this one connection whatever they name.
+func (p *testProxy) h2Conn(t *testing.T, authority string) *http2.ClientConn {
+	t.Helper()
+	host, _, _ := strings.Cut(authority, ":")
+	cc, err := (&http2.Transport{}).NewClientConn(p.h2Tunnel(t, authority, host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func roundTripH2(t *testing.T, cc *http2.ClientConn, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// TestH2BlockedAndAllowed: Go's client, offered h2 inside the tunnel,
+// takes it; each stream is decided and audited as an HTTP/1.1 request.
+func TestH2BlockedAndAllowed(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, testRobots, "shop.example")
+	p := startMITM(t, pki, nil)
+	var dials atomic.Int64
+	c := p.mitmClient(t, &dials, true)
+	base := "https://shop.example:" + port
+
+	resp, body := get(t, c, base+"/private/a", "User-Agent", "ShopBot/1.0")
+	if resp.ProtoMajor != 2 || resp.StatusCode != 403 || resp.Header.Get("X-Robots-Gate") != "disallowed" || resp.Header.Get("X-Robots-Gate-Rule") != "disallow: /private (line 2)" {
+		t.Errorf("blocked: %d over %s %v\n%s", resp.StatusCode, resp.Proto, resp.Header, body)
+	}
+	rec := p.lastAudit(t)
+	if rec["origin"] != base || rec["url"] != base+"/private/a" || rec["msg"] != "blocked" || rec["status"] != 403.0 {
+		t.Errorf("audit = %v", rec)
+	}
+	resp, body = get(t, c, base+"/public", "User-Agent", "ShopBot/1.0")
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 || body != "secure page /public host shop.example:"+port+"\n" {
+		t.Errorf("allowed: %d over %s %q", resp.StatusCode, resp.Proto, body)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("client opened %d connections to the proxy; want 1", n)
+	}
+	if o.count("/private/a") != 0 || o.count("/public") != 1 {
+		t.Errorf("origin hits: /private/a %d, /public %d", o.count("/private/a"), o.count("/public"))
+	}
+}
+
+// TestH2HostileStreams: the raw attacks of the h1 loop, over h2: an
+// :authority unlike the CONNECT host (and SNI) is refused 421 as a Host
+// header is; a GET with content, of stated length or none, is refused
+// 400; a :path is decided as sent.
+func TestH2HostileStreams(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, testRobots, "a.example")
+	o.handler = func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "secure page %s body %q\n", r.URL.Path, b)
+	}
+	p := startMITM(t, pki, nil)
+	cc := p.h2Conn(t, "a.example:"+port)
+
+	req, _ := http.NewRequest(http.MethodGet, "https://a.example:"+port+"/public", nil)
+	req.Host = "b.example:" + port
+	resp, body := roundTripH2(t, cc, req)
+	if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get("X-Robots-Gate") != "misdirected" {
+		t.Errorf(":authority of another host: %d %q %q", resp.StatusCode, resp.Header.Get("X-Robots-Gate"), body)
+	}
+	if rec := p.lastAudit(t); rec["decision"] != "misdirected" || rec["status"] != 421.0 {
+		t.Errorf("audit = %v", rec)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		length int64
+	}{{"stated length", 5}, {"no stated length", -1}} {
+		req, _ := http.NewRequest(http.MethodGet, "https://a.example:"+port+"/public", io.NopCloser(strings.NewReader("hello")))
+		req.ContentLength = tc.length
+		resp, body := roundTripH2(t, cc, req)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "GET with content") {
+			t.Errorf("GET with content, %s: %d %q", tc.name, resp.StatusCode, body)
+		}
+	}
+
+	req, _ = http.NewRequest(http.MethodGet, "https://a.example:"+port+"/x", nil)
+	req.URL.Opaque = "/pub/../private/z" // sent as the :path, as written
+	resp, _ = roundTripH2(t, cc, req)
+	if resp.StatusCode != 403 {
+		t.Errorf(":path /pub/../private/z: %d; want 403 (decided as the origin reads it)", resp.StatusCode)
+	}
+
+	for _, length := range []int64{6, -1} { // stated, and sent until the stream ends
+		req, _ = http.NewRequest(http.MethodPost, "https://a.example:"+port+"/public", io.NopCloser(strings.NewReader("form=1")))
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, body = roundTripH2(t, cc, req)
+		if resp.StatusCode != 200 || body != "secure page /public body \"form=1\"\n" {
+			t.Errorf("POST with a body of length %d: %d %q", length, resp.StatusCode, body)
+		}
+	}
+	if o.count("/public") != 2 || o.count("/private/z") != 0 {
+		t.Errorf("origin hits: /public %d, /private/z %d; want 2, 0", o.count("/public"), o.count("/private/z"))
+	}
+}
+
+// TestH2StreamsPaced: many concurrent streams on one connection are
+// decided and paced one by one, as as many HTTP/1.1 requests are.
+func TestH2StreamsPaced(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, "User-agent: *\nAllow: /\n", "a.example")
+	p := startMITM(t, pki, func(c *config.Config) { c.Politeness.MinInterval = 150 * time.Millisecond })
+	starts := logStarts(p)
+	var dials atomic.Int64
+	c := p.mitmClient(t, &dials, true)
+	base := "https://a.example:" + port
+	get(t, c, base+"/warm") // the connection, and its first start
+	codes := fire(t, c, base+"/page", 8)
+	for _, code := range codes {
+		if code != 200 {
+			t.Fatalf("statuses %v; want all 200", codes)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections; want the 9 requests as streams of one", n)
+	}
+	checkGaps(t, starts.gaps(t, base), 8, 150*time.Millisecond, time.Second)
+}
+
+// TestH2Off: [tls] http2 = false offers HTTP/1.1 only.
+func TestH2Off(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, testRobots, "a.example")
+	p := startMITM(t, pki, func(c *config.Config) { c.TLS.HTTP2 = false })
+	c := p.mitmClient(t, nil, true)
+	resp, _ := get(t, c, "https://a.example:"+port+"/private")
+	if resp.StatusCode != 403 || resp.ProtoMajor != 1 {
+		t.Errorf("h2-offering client: %d over %s; want 403 over HTTP/1.1", resp.StatusCode, resp.Proto)
+	}
+	c2, _ := p.rawTunnel(t, "a.example:"+port, "", true)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.srv.CA().PEM())
+	tc := tls.Client(c2, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2"}})
+	if err := tc.Handshake(); err == nil && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		t.Error("the proxy negotiated h2 with http2 = false")
+	}
+}
+
+// TestH2Curl: curl --http2 through the proxy.
+func TestH2Curl(t *testing.T) {
+	t.Parallel()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl is not installed: curl --http2 is not tried")
+	}
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, testRobots, "a.example")
+	p := startMITM(t, pki, nil)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, p.srv.CA().PEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/private": "2 403", "/public": "2 200"} {
+		out, err := exec.Command(curl, "-sS", "--max-time", "10", "--http2", "--proxy", p.url.String(), "--cacert", ca,
+			"-o", os.DevNull, "-w", "%{http_version} %{http_code}", "https://a.example:"+port+path).CombinedOutput()
+		if err != nil || string(out) != want {
+			t.Errorf("curl --http2 %s: %q, %v; want %q", path, out, err, want)
+		}
+	}
+}
+
+// rawH2 is a raw HTTP/2 client over a MITM tunnel, for attacks: frames
+// are written to buf, then sent in one write by send; its reader reports
+// on ended how the connection ended.
+type rawH2 struct {
+	conn   *tls.Conn
+	buf    bytes.Buffer
+	fr     *http2.Framer // writes to buf
+	ended  chan string
+	header []byte // an encoded request header block: GET /x
+}
+
+func (p *testProxy) rawH2(t *testing.T, authority string) *rawH2 {
+	t.Helper()
+	host, _, _ := strings.Cut(authority, ":")
+	r := &rawH2{conn: p.h2Tunnel(t, authority, host), ended: make(chan string, 1)}
+	t.Cleanup(func() { r.conn.Close() })
+	r.conn.SetDeadline(time.Now().Add(20 * time.Second))
+	r.buf.WriteString(http2.ClientPreface)
+	r.fr = http2.NewFramer(&r.buf, nil)
+	r.fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", authority}, {":path", "/x"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	r.header = hb.Bytes()
+	go func() {
+		rf := http2.NewFramer(io.Discard, r.conn)
+		for {
+			f, err := rf.ReadFrame()
+			if err != nil {
+				r.ended <- "closed: " + err.Error()
+				return
+			}
+			if ga, ok := f.(*http2.GoAwayFrame); ok {
+				r.ended <- "GOAWAY " + ga.ErrCode.String()
+				return
+			}
+		}
+	}()
+	r.send()
+	return r
+}
+
+// send writes the frames buffered; it reports false once the connection
+// has ended.
+func (r *rawH2) send() bool {
+	_, err := r.conn.Write(r.buf.Bytes())
+	r.buf.Reset()
+	return err == nil
+}
+
+// waitEnd returns how the connection ended, or "" if it did not within
+// 10 seconds.
+func (r *rawH2) waitEnd() string {
+	select {
+	case how := <-r.ended:
+		return how
+	case <-time.After(10 * time.Second):
+		return ""
+	}
+}
+
+// checkHealthy: the proxy still answers a new h2 client.
+func checkHealthy(t *testing.T, p *testProxy, base string) {
+	t.Helper()
+	resp, _ := get(t, p.mitmClient(t, nil, true), base+"/public")
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Errorf("after the attack: %d over %s; want 200 over HTTP/2", resp.StatusCode, resp.Proto)
+	}
+}
+
+// TestH2RapidReset: a client that opens streams and resets them at once
+// (CVE-2023-44487) never has more than h2MaxConcurrentStreams handlers
+// running: x/net queues the rest, and sends GOAWAY ENHANCE_YOUR_CALM
+// once more than four times as many are queued, which happens when the
+// handlers fall behind the resets (on a busy machine they may keep up:
+// then every stream is handled and the connection lives on). Either
+// way the goroutines stay bounded and the proxy goes on serving others.
+// Not parallel: it counts the process's goroutines.
+func TestH2RapidReset(t *testing.T) {
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, testRobots, "a.example", "b.example")
+	// Each stream's request waits for its slot at the origin: its handler
+	// outlives the reset as long as it takes to notice it.
+	p := startMITM(t, pki, func(c *config.Config) {
+		c.Politeness.MinInterval, c.Politeness.MaxDelay = time.Minute, time.Minute
+	})
+	r := p.rawH2(t, "a.example:"+port)
+	base := runtime.NumGoroutine()
+	peak := base
+	const batches, perBatch = 50, 200 // 10,000 streams at most
+	how := ""
+	for b := uint32(0); b < batches && how == ""; b++ {
+		for i := uint32(0); i < perBatch; i++ {
+			id := 2*(b*perBatch+i) + 1
+			r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.header, EndStream: true, EndHeaders: true})
+			r.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		}
+		if !r.send() {
+			how = r.waitEnd()
+		}
+		peak = max(peak, runtime.NumGoroutine())
+		select {
+		case how = <-r.ended:
+		default:
+		}
+	}
+	if how == "" {
+		select {
+		case how = <-r.ended:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	t.Logf("rapid reset: %q; goroutines %d before, %d at most during", how, base, peak)
+	if how != "" && how != "GOAWAY ENHANCE_YOUR_CALM" && !strings.HasPrefix(how, "closed") {
+		t.Errorf("the attacker's connection ended with %q; want GOAWAY ENHANCE_YOUR_CALM", how)
+	}
+	if peak-base > 4*h2MaxConcurrentStreams {
+		t.Errorf("goroutines went from %d to %d during the attack; want at most %d more", base, peak, 4*h2MaxConcurrentStreams)
+	}
+	checkHealthy(t, p, "https://b.example:"+port) // (a.example's next slot is a minute away)
+}
+
+// TestH2ContinuationFlood: a header block sent as endless CONTINUATION
+// frames is cut at max_header_bytes: the connection ends, the proxy goes
+// on serving others.
+func TestH2ContinuationFlood(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	_, port := tlsOrigin(t, pki, testRobots, "a.example")
+	p := startMITM(t, pki, func(c *config.Config) { c.Limits.MaxHeaderBytes = 8 << 10 })
+	r := p.rawH2(t, "a.example:"+port)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("a", 1000), Sensitive: true})
+	r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.header, EndStream: true})
+	sent, how := 0, ""
+	for sent < 10000 && how == "" { // 10 MB at most, 1,250 times the limit
+		r.fr.WriteContinuation(1, false, hb.Bytes())
+		if sent++; sent%100 == 0 {
+			select {
+			case how = <-r.ended:
+			default:
+				if !r.send() {
+					how = r.waitEnd()
+				}
+			}
+		}
+	}
+	if how == "" {
+		how = r.waitEnd()
+	}
+	if how != "GOAWAY PROTOCOL_ERROR" && !strings.HasPrefix(how, "closed") {
+		t.Fatalf("after %d CONTINUATION frames of 1 kB: %q; want GOAWAY PROTOCOL_ERROR", sent, how)
+	}
+	t.Logf("CONTINUATION flood: %s after %d frames", how, sent)
+	checkHealthy(t, p, "https://a.example:"+port)
+}
+
+// BenchmarkMITMH2Throughput: kept-alive requests through a MITM tunnel
+// over h2 (benchConns streams on one connection) beside HTTP/1.1
+// (benchConns connections), alternating in one run; ratio is h2's
+// requests per second over HTTP/1.1's.
+func BenchmarkMITMH2Throughput(b *testing.B) {
+	const round = 2000
+	m := newMITMBench(b)
+	drive := func(h2 bool, n int) time.Duration {
+		return driveClient(b, &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyURL(m.rg),
+			TLSClientConfig:     &tls.Config{RootCAs: m.pool},
+			MaxIdleConnsPerHost: benchConns,
+			ForceAttemptHTTP2:   h2,
+			DisableCompression:  true,
+		}}, m.target, n)
+	}
+	drive(true, round/4)
+	drive(false, round/4)
+	var t1, t2 time.Duration
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			t1 += drive(false, round)
+			t2 += drive(true, round)
+		} else {
+			t2 += drive(true, round)
+			t1 += drive(false, round)
+		}
+		i++
+	}
+	n := float64(b.N * round)
+	b.ReportMetric(n/t1.Seconds(), "h1-req/s")
+	b.ReportMetric(n/t2.Seconds(), "h2-req/s")
+	b.ReportMetric(t1.Seconds()/t2.Seconds(), "ratio")
+}
