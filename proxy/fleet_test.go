@@ -155,6 +155,12 @@ func TestFleetPurgeUsageFiles(t *testing.T) {
 		if resp := train(p); resp.StatusCode != 200 {
 			t.Fatalf("instance %d, licence permitting all: %d %v", i, resp.StatusCode, resp.Header)
 		}
+		if i == 0 {
+			// A fetched file is answered before it is saved to Redis (the
+			// save is not the request's to wait for): on a busy machine the
+			// other instance could ask before it lands, and fetch it again.
+			waitStored(t, p, o.URL+"/license.xml", o.URL+"/.well-known/tdmrep.json")
+		}
 	}
 	if n := o.count("/license.xml") + o.count("/.well-known/tdmrep.json"); n != 2 {
 		t.Errorf("%d fetches of the usage files by two instances; want 2 (one each, shared)", n)
@@ -177,6 +183,19 @@ func TestFleetPurgeUsageFiles(t *testing.T) {
 	if n := o.count("/license.xml"); n != 2 {
 		t.Errorf("licence fetched %d times; want 2 (once more after the purge)", n)
 	}
+}
+
+// waitStored waits for p to have saved urls in the fleet's Redis.
+func waitStored(t *testing.T, p *testProxy, urls ...string) {
+	t.Helper()
+	testkit.Eventually(t, fmt.Sprintf("%v in the fleet's store", urls), func() bool {
+		for _, u := range urls {
+			if sd, err := p.srv.cluster.LoadDoc(t.Context(), u); err != nil || sd == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestFleetCrawlDelay: requests to one site through three instances at
