@@ -10,6 +10,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/answer"
 	"github.com/robotsgate/robotsgate/proxy/head"
 	"github.com/robotsgate/robotsgate/proxy/header"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
@@ -197,9 +198,10 @@ func (f *forwarding) bindToDecision() {
 
 // sign signs the request with [identity]'s key, for the authority
 // decided, which it names (out.Host, set by bindToDecision); a client's
-// own Signature fields are replaced.
+// own Signature fields are replaced. The matching [[sites]] rule's
+// signature_agent_form wins over [identity]'s.
 func (f *forwarding) sign() {
-	if signer := f.sn.signer; signer != nil {
+	if signer := f.signer(); signer != nil {
 		if f.offer.amount.Currency != "" {
 			// A price offered is covered: it cannot be replayed with another.
 			signer.SignWith(f.out.Header, f.out.Host, pay.FieldMaxPrice)
@@ -208,6 +210,17 @@ func (f *forwarding) sign() {
 		}
 		f.s.metrics.signed.Inc()
 	}
+}
+
+// signer returns the signer in force for the request decided: the
+// snapshot's, in the form of Signature-Agent its [[sites]] rule names, if
+// any; nil when [identity] is off.
+func (f *forwarding) signer() *identity.Signer {
+	s := f.sn.signer
+	if s != nil && f.d.Site != nil {
+		s = s.Form(f.d.Site.AgentForm)
+	}
+	return s
 }
 
 // errUnaskedSwitch is a 101 to a request that asked for no upgrade.

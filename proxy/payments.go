@@ -114,7 +114,7 @@ func (f *forwarding) payAgain(price string) (*http.Response, bool, error) {
 	again := f.out.Clone(sendCtx)
 	again.Header.Del(pay.FieldMaxPrice) // one price field per request (ConflictingPriceHeaders)
 	again.Header.Set(pay.FieldExactPrice, price)
-	if signer := f.sn.signer; signer != nil {
+	if signer := f.signer(); signer != nil {
 		// A fresh signature that covers the price accepted too: it cannot
 		// be replayed with another.
 		signer.SignWith(again.Header, again.Host, pay.FieldExactPrice)

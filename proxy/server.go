@@ -369,11 +369,20 @@ func (s *Server) loadIdentity(cfg *config.Config) (*identity.KeyRing, *identity.
 	if made {
 		s.log.Info("made an identity key: publish the key directory (robotsgate keys prints it)", "key_file", ring.Path, "keyid", ring.Current.ID)
 	}
-	signer, err := identity.NewSigner(ring.Current, ic.SignatureAgent, ic.Validity, s.opts.Now)
+	signer, err := identity.NewSigner(ring.Current, ic.SignatureAgent, agentForm(ic.SignatureAgentForm), ic.Validity, s.opts.Now)
 	if err != nil {
 		return nil, nil, fmt.Errorf("identity: %w", err)
 	}
 	return ring, signer, nil
+}
+
+// agentForm is the identity.Form named s (CheckConfig has checked it);
+// FormDictionary when it names none.
+func agentForm(s string) identity.Form {
+	if f, err := identity.ParseForm(s); err == nil {
+		return f
+	}
+	return identity.FormDictionary
 }
 
 // observeFile logs a usage file (tdmrep.json, an RSL licence) that could

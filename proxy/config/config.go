@@ -125,6 +125,9 @@ type SiteRule struct {
 	Agents      []string
 	Reason      string
 	MinInterval time.Duration
+	// SignatureAgentForm is the [identity] signature_agent_form for the
+	// requests the rule matches; "": [identity]'s.
+	SignatureAgentForm string
 }
 
 // ClusterConfig is the [cluster] table: state shared by several instances
@@ -170,6 +173,11 @@ type IdentityConfig struct {
 	KeyFile string
 	// Validity is expires - created of each signature.
 	Validity time.Duration
+	// SignatureAgentForm is how Signature-Agent is sent: "dictionary"
+	// (sig1="URL", draft-ietf-webbotauth-httpsig-protocol-01) or
+	// "string" (a bare quoted URL, for verifiers that predate it). A
+	// [[sites]] rule's own wins for the requests it matches.
+	SignatureAgentForm string
 }
 
 // KeyPath returns the identity key's file: KeyFile, or its place in
@@ -354,7 +362,7 @@ func Default() *Config {
 		Politeness: PolitenessConfig{CrawlDelay: true, MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
 		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:", OpTimeout: DefaultClusterOpTimeout},
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
-		Identity:   IdentityConfig{Validity: 5 * time.Minute},
+		Identity:   IdentityConfig{Validity: 5 * time.Minute, SignatureAgentForm: "dictionary"},
 		Payments:   PaymentsConfig{KeyPrefix: "robotsgate:"},
 		Evidence: EvidenceConfig{
 			Enabled:            true,

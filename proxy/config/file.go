@@ -268,9 +268,10 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"responses": section(func() fields { return fields{"block_style": d.str(&c.Responses.BlockStyle)} }),
 		"identity": section(func() fields {
 			return fields{
-				"signature_agent": d.str(&c.Identity.SignatureAgent),
-				"key_file":        d.str(&c.Identity.KeyFile),
-				"validity":        d.duration(&c.Identity.Validity),
+				"signature_agent":      d.str(&c.Identity.SignatureAgent),
+				"key_file":             d.str(&c.Identity.KeyFile),
+				"validity":             d.duration(&c.Identity.Validity),
+				"signature_agent_form": d.str(&c.Identity.SignatureAgentForm),
 			}
 		}),
 		"payments": section(func() fields {
@@ -396,11 +397,12 @@ func (d *decoder) siteTables(dst *[]SiteRule) func(string, any) {
 		d.tables(k, v, func(i int, m map[string]any) {
 			s := SiteRule{Policy: "robots"}
 			d.table(fmt.Sprintf("%s[%d]", k, i), m, fields{
-				"host":         d.str(&s.Host),
-				"policy":       d.str(&s.Policy),
-				"agents":       d.strs(&s.Agents),
-				"reason":       d.str(&s.Reason),
-				"min_interval": d.duration(&s.MinInterval),
+				"host":                 d.str(&s.Host),
+				"policy":               d.str(&s.Policy),
+				"agents":               d.strs(&s.Agents),
+				"reason":               d.str(&s.Reason),
+				"min_interval":         d.duration(&s.MinInterval),
+				"signature_agent_form": d.str(&s.SignatureAgentForm),
 			})
 			*dst = append(*dst, s)
 		})

@@ -14,6 +14,9 @@ import (
 // for (AgentAuthority), and a validity from 10 s to a day.
 func CheckConfig(c *config.Config, pb *config.Problems) {
 	ic := &c.Identity
+	if _, err := ParseForm(ic.SignatureAgentForm); err != nil {
+		pb.Addf("identity.signature_agent_form", "%v", err)
+	}
 	if ic.SignatureAgent == "" {
 		if ic.KeyFile != "" {
 			pb.Addf("identity.key_file", "set without identity.signature_agent: nothing is signed")

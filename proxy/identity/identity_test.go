@@ -89,7 +89,7 @@ func TestSignVerifies(t *testing.T) {
 	var now atomic.Int64
 	now.Store(1_700_000_000)
 	clock := func() time.Time { return time.Unix(now.Load(), 0) }
-	s, err := identity.NewSigner(k, "https://bot.example/.well-known/http-message-signatures-directory", 5*time.Minute, clock)
+	s, err := identity.NewSigner(k, "https://bot.example/.well-known/http-message-signatures-directory", 0, 5*time.Minute, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestSignVerifies(t *testing.T) {
 	if _, err := identitytest.Verify(later, dir, clock().Add(5*time.Minute)); err == nil {
 		t.Error("an expired signature verified")
 	}
-	if _, err := identity.NewSigner(k, "https://bot.example/\x01", time.Minute, nil); err == nil {
+	if _, err := identity.NewSigner(k, "https://bot.example/\x01", 0, time.Minute, nil); err == nil {
 		t.Error("an agent URL with a control byte was taken")
 	}
 }
@@ -211,7 +211,7 @@ func TestKeyRing(t *testing.T) {
 // or every 30 s), beside Ed25519 alone.
 func BenchmarkSign(b *testing.B) {
 	k := testKey(b)
-	s, err := identity.NewSigner(k, "https://bot.example", 5*time.Minute, nil)
+	s, err := identity.NewSigner(k, "https://bot.example", 0, 5*time.Minute, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func BenchmarkSign(b *testing.B) {
 	b.Run("new", func(b *testing.B) {
 		b.ReportAllocs()
 		var tick int64 // a minute a call: nothing is reused
-		fresh, _ := identity.NewSigner(k, "https://bot.example", 5*time.Minute, func() time.Time { tick += 60; return time.Unix(tick, 0) })
+		fresh, _ := identity.NewSigner(k, "https://bot.example", 0, 5*time.Minute, func() time.Time { tick += 60; return time.Unix(tick, 0) })
 		for b.Loop() {
 			fresh.Sign(h, "shop.example")
 		}
@@ -262,7 +262,7 @@ func TestSignDirectoryAuthority(t *testing.T) {
 		"https://[0:0::1]/d":                                                "[::1]",
 		"https://user@Bot.Example/d":                                        "bot.example",
 	} {
-		s, err := identity.NewSigner(k, agent, time.Minute, nil)
+		s, err := identity.NewSigner(k, agent, 0, time.Minute, nil)
 		if err != nil {
 			t.Fatalf("NewSigner(%q): %v", agent, err)
 		}
@@ -271,7 +271,7 @@ func TestSignDirectoryAuthority(t *testing.T) {
 		}
 	}
 	for _, agent := range []string{"bot.example", "https://bot.example./d", "https://bot.example.:8443/d", "ftp://bot.example/d", "https://999.1.1.1/d"} {
-		if s, err := identity.NewSigner(k, agent, time.Minute, nil); err == nil {
+		if s, err := identity.NewSigner(k, agent, 0, time.Minute, nil); err == nil {
 			t.Errorf("NewSigner(%q): signs the directory for %q; want an error", agent, s.DirectoryAuthority())
 		}
 	}

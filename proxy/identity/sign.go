@@ -35,11 +35,51 @@ const label = "sig1"
 
 // The components a request's signature covers, as the draft has it: the
 // target's authority and the Signature-Agent member that names where the
-// key directory is published.
+// key directory is published (componentAgentString: the whole field, in
+// the legacy string form).
 const (
-	componentAuthority = `"@authority"`
-	componentAgent     = `"signature-agent";key="` + label + `"`
+	componentAuthority   = `"@authority"`
+	componentAgent       = `"signature-agent";key="` + label + `"`
+	componentAgentString = `"signature-agent"`
 )
+
+// A Form is how Signature-Agent is sent: its zero value is no choice (the
+// signer's own form applies).
+type Form uint8
+
+// The forms of Signature-Agent.
+const (
+	// FormDictionary is draft-ietf-webbotauth-httpsig-protocol-01's:
+	// Signature-Agent: sig1="<URL>", the signature covering the member
+	// ("signature-agent";key="sig1").
+	FormDictionary Form = iota + 1
+	// FormString is the legacy single quoted string, Signature-Agent:
+	// "<URL>", the signature covering the whole field ("signature-agent"),
+	// which the npm web-bot-auth 0.1.3 verifier expects.
+	FormString
+)
+
+// ParseForm returns the Form named s: "dictionary" or "string".
+func ParseForm(s string) (Form, error) {
+	switch s {
+	case "dictionary":
+		return FormDictionary, nil
+	case "string":
+		return FormString, nil
+	}
+	return 0, fmt.Errorf("%q: want \"dictionary\" or \"string\"", s)
+}
+
+// String returns the form's name, as the config spells it.
+func (f Form) String() string {
+	switch f {
+	case FormDictionary:
+		return "dictionary"
+	case FormString:
+		return "string"
+	}
+	return ""
+}
 
 // A Signer signs requests as one bot: with its key ring's current key,
 // naming Agent, the URL its key directory is published at. Signatures are
@@ -49,9 +89,12 @@ const (
 // minute): signing a request to a hot origin costs a map lookup. It is safe
 // for concurrent use.
 type Signer struct {
-	key      *Key
-	agent    []string // Signature-Agent's value, sig1="<agent>", shared by every request
-	agentVal string   // the covered member's value: "<agent>", an sf-string
+	key       *Key
+	form      Form
+	other     *Signer  // the signer of the other form, sharing the key
+	agent     []string // Signature-Agent's value, sig1="<agent>" or "<agent>", shared by every request
+	agentVal  string   // the covered component's value: "<agent>", an sf-string
+	component string   // the covered component's identifier (componentAgent or componentAgentString)
 	// directory is the authority of agent's URL, where the key directory
 	// is published: the one authority a directory is signed for.
 	directory string
@@ -77,8 +120,10 @@ type signed struct {
 const maxSigned = 16 << 10
 
 // NewSigner returns a Signer for agent (an https URL, printable ASCII)
-// with key; now is the clock (nil: time.Now).
-func NewSigner(key *Key, agent string, validity time.Duration, now func() time.Time) (*Signer, error) {
+// with key, sending Signature-Agent in form (0: FormDictionary); now is
+// the clock (nil: time.Now). Its Form method returns the signer of the
+// other form.
+func NewSigner(key *Key, agent string, form Form, validity time.Duration, now func() time.Time) (*Signer, error) {
 	if key == nil || key.Private == nil {
 		return nil, errors.New("no signing key")
 	}
@@ -96,11 +141,32 @@ func NewSigner(key *Key, agent string, validity time.Duration, now func() time.T
 	if now == nil {
 		now = time.Now
 	}
-	return &Signer{
-		key: key, agent: []string{label + "=" + val}, agentVal: val, directory: directory, validity: validity,
-		reuse: min(validity/10, time.Minute), now: now, cache: map[string]*signed{},
-	}, nil
+	dict := &Signer{
+		key: key, form: FormDictionary, agent: []string{label + "=" + val}, agentVal: val, component: componentAgent,
+		directory: directory, validity: validity, reuse: min(validity/10, time.Minute), now: now, cache: map[string]*signed{},
+	}
+	str := &Signer{
+		key: key, form: FormString, agent: []string{val}, agentVal: val, component: componentAgentString,
+		directory: directory, validity: validity, reuse: dict.reuse, now: now, cache: map[string]*signed{},
+	}
+	dict.other, str.other = str, dict
+	if form == FormString {
+		return str, nil
+	}
+	return dict, nil
 }
+
+// Form returns the signer that sends Signature-Agent in form f, with the
+// same key, agent and validity: s itself when f is s's form or 0.
+func (s *Signer) Form(f Form) *Signer {
+	if f == 0 || f == s.form {
+		return s
+	}
+	return s.other
+}
+
+// AgentForm returns the form s sends Signature-Agent in.
+func (s *Signer) AgentForm() Form { return s.form }
 
 // KeyID returns the signing key's id (its JWK thumbprint).
 func (s *Signer) KeyID() string { return s.key.ID }
@@ -165,7 +231,7 @@ func (s *Signer) put(h http.Header, e *signed) {
 // make makes the signature of a request to authority created at now,
 // covering extra components (identifier and value) after the draft's.
 func (s *Signer) make(authority string, now int64, extra [][2]string) *signed {
-	covered := append([][2]string{{componentAuthority, authority}, {componentAgent, s.agentVal}}, extra...)
+	covered := append([][2]string{{componentAuthority, authority}, {s.component, s.agentVal}}, extra...)
 	ids := make([]string, len(covered))
 	for i, c := range covered {
 		ids[i] = c[0]

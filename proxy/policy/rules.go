@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -170,7 +171,10 @@ type Site struct {
 	Agents      []string // tokens it is for; none: every token
 	Reason      string
 	MinInterval time.Duration // its own pacing interval; 0: none
-	match       string        // normalised: the exact host, or the suffix ".example.com"
+	// AgentForm is the form of Signature-Agent sent on the requests it
+	// matches; 0: [identity]'s.
+	AgentForm identity.Form
+	match     string // normalised: the exact host, or the suffix ".example.com"
 }
 
 // compileSite checks s (key is its path) and compiles it.
@@ -192,6 +196,13 @@ func compileSite(s *config.SiteRule, key string, pb *config.Problems) Site {
 	}
 	site.match = h
 	checkTokens(pb, key+".agents", s.Agents)
+	if s.SignatureAgentForm != "" {
+		f, err := identity.ParseForm(s.SignatureAgentForm)
+		if err != nil {
+			pb.Addf(key+".signature_agent_form", "%v", err)
+		}
+		site.AgentForm = f
+	}
 	return site
 }
 

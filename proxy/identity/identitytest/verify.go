@@ -23,8 +23,12 @@ import (
 
 // Signature is what Verify found in a verified request.
 type Signature struct {
-	KeyID   string
-	Agent   string // the Signature-Agent member the signature covers
+	KeyID string
+	Agent string // the Signature-Agent member (or string) the signature covers
+	// Form is "dictionary" when the signature covers the Signature-Agent
+	// member ("signature-agent";key=<label>), "string" when it covers
+	// the whole field, a single quoted string ("signature-agent").
+	Form    string
 	Created time.Time
 	Expires time.Time
 	Tag     string
@@ -33,7 +37,8 @@ type Signature struct {
 
 // Verify checks the web-bot-auth signature of r, a request as an origin
 // received it: its Signature-Input and Signature with one label, covering
-// "@authority" and the Signature-Agent member it names, tag web-bot-auth,
+// "@authority" and the Signature-Agent member it names (or, in the legacy
+// string form, the whole field, a single sf-string), tag web-bot-auth,
 // alg ed25519, valid at now, signed by the key of the directory (a JSON
 // Web Key Set) whose JWK SHA-256 thumbprint is its keyid.
 func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error) {
@@ -106,6 +111,7 @@ func Verify(r *http.Request, directory []byte, now time.Time) (*Signature, error
 func signatureBase(r *http.Request, il httpsfv.InnerList, lbl string, s *Signature) (string, error) {
 	var base strings.Builder
 	covered := map[string]bool{}
+	var ok bool
 	for _, it := range il.Items {
 		name, _ := it.Value.(string)
 		id, err := httpsfv.Marshal(it)
@@ -140,13 +146,27 @@ func signatureBase(r *http.Request, il httpsfv.InnerList, lbl string, s *Signatu
 				vals[i] = strings.TrimSpace(vals[i])
 			}
 			value = strings.Join(vals, ", ")
+			if name == "signature-agent" {
+				it, err := httpsfv.UnmarshalItem(vals)
+				if err != nil {
+					return "", fmt.Errorf("signature-agent, covered whole: %w", err)
+				}
+				if s.Agent, ok = it.Value.(string); !ok {
+					return "", fmt.Errorf("signature-agent, covered whole, is %q: want a string", value)
+				}
+			}
 		}
 		covered[id] = true
 		s.Covered = append(s.Covered, id)
 		fmt.Fprintf(&base, "%s: %s\n", id, value)
 	}
-	if !covered[`"@authority"`] || !covered[`"signature-agent";key="`+lbl+`"`] {
-		return "", fmt.Errorf("covers %v: want \"@authority\" and \"signature-agent\";key=%q", covered, lbl)
+	switch dict, str := covered[`"signature-agent";key="`+lbl+`"`], covered[`"signature-agent"`]; {
+	case !covered[`"@authority"`] || dict == str:
+		return "", fmt.Errorf("covers %v: want \"@authority\" and either \"signature-agent\";key=%q or \"signature-agent\"", covered, lbl)
+	case dict:
+		s.Form = "dictionary"
+	default:
+		s.Form = "string"
 	}
 	params, err := httpsfv.Marshal(il)
 	if err != nil {
