@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -56,6 +57,33 @@ func TestSignForms(t *testing.T) {
 	for _, bad := range []string{"", "Dictionary", "list", "sf-string"} {
 		if _, err := identity.ParseForm(bad); err == nil {
 			t.Errorf("ParseForm(%q): no error", bad)
+		}
+	}
+}
+
+// TestAuthorityPorts: "@authority" as RFC 9421 section 2.2.3 and the
+// draft have it: the host lower-cased, the scheme's default port left
+// out, any other port kept (even the other scheme's default).
+func TestAuthorityPorts(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ target, want string }{
+		{"https://Shop.Example/p", "shop.example"},
+		{"https://shop.example:443/p", "shop.example"},
+		{"http://shop.example:80/p", "shop.example"},
+		{"https://shop.example:80/p", "shop.example:80"},
+		{"http://shop.example:443/p", "shop.example:443"},
+		{"https://shop.example:8443/p", "shop.example:8443"},
+		{"http://SHOP.example:8080/p", "shop.example:8080"},
+		{"https://[2001:DB8::1]:443/p", "[2001:db8::1]"},
+		{"https://[2001:db8::1]:8443/p", "[2001:db8::1]:8443"},
+	}
+	for _, tt := range tests {
+		u, err := url.Parse(tt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := identity.Authority(&http.Request{URL: u, Host: u.Host}); got != tt.want {
+			t.Errorf("Authority(%s) = %q; want %q", tt.target, got, tt.want)
 		}
 	}
 }
