@@ -50,7 +50,11 @@ type usageStmt struct {
 	line    int32
 	block   int32 // -1: before any group
 	signal  bool
-	invalid bool // a Content-Usage value that is not a dictionary: no rule at all
+	// invalid: a Content-Usage line that is no rule at all: its value is
+	// not a dictionary, or states none of the vocabulary's categories
+	// (only unknown keys, such as the older drafts' bots or train-genai,
+	// or none), so that it never lifts a shorter line's refusal.
+	invalid bool
 	state   usage.States
 }
 
@@ -99,6 +103,16 @@ func (p *parser) usageLine(num int, value []byte, signal bool) {
 	})
 }
 
+// statesAny reports whether st states some purpose.
+func statesAny(st *usage.States) bool {
+	for _, x := range st {
+		if x != usage.Unstated {
+			return true
+		}
+	}
+	return false
+}
+
 // usageSpan is a statement while parsing: offsets into the arena, which
 // may still move.
 type usageSpan struct {
@@ -129,7 +143,7 @@ func (r *Robots) finishUsage(spans []usageSpan) {
 		} else {
 			var ok bool
 			s.state, ok = usage.ParseContentUsage(s.value)
-			s.invalid = !ok
+			s.invalid = !ok || !statesAny(&s.state)
 		}
 	}
 }
