@@ -88,5 +88,9 @@ func read(path string, max int64, follow bool) ([]byte, fs.FileMode, error) {
 
 // openError describes a failed open of path.
 func openError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) { // it names the path already: "open P: ..."
+		return err
+	}
 	return fmt.Errorf("open %s: %w", path, err)
 }

@@ -102,6 +102,11 @@ func TestReadFollowing(t *testing.T) {
 	if b, mode, err := ReadFollowing(link, 10); err != nil || string(b) != "hello" || mode.Perm() != 0o400 {
 		t.Errorf("ReadFollowing(link to a 0400 file) = %q, %v, %v; want hello, -r--------", b, mode, err)
 	}
+	// A missing file is named once: "open P: no such file or directory".
+	missing := filepath.Join(dir, "missing")
+	if _, _, err := ReadFollowing(missing, 10); !errors.Is(err, fs.ErrNotExist) || strings.Count(err.Error(), missing) != 1 {
+		t.Errorf("ReadFollowing(missing) = %v; want ErrNotExist, naming the path once", err)
+	}
 	zero := filepath.Join(dir, "zero")
 	if err := os.Symlink("/dev/zero", zero); err != nil {
 		t.Fatal(err)

@@ -21,12 +21,15 @@ func CheckConfig(c *config.Config, pb *config.Problems) {
 		if ic.KeyFile != "" {
 			pb.Addf("identity.key_file", "set without identity.signature_agent: nothing is signed")
 		}
+		if ic.SignatureAgentForm == "string" {
+			pb.Addf("identity.signature_agent_form", "set without identity.signature_agent: nothing is signed")
+		}
 		return
 	}
 	u, err := url.Parse(ic.SignatureAgent)
 	switch {
 	case err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(ic.SignatureAgent, `"\#`):
-		pb.Addf("identity.signature_agent", "%q is not an https URL without a fragment or quotes (where your key directory is published: https://bot.example)", ic.SignatureAgent)
+		pb.Addf("identity.signature_agent", "%q is not an https URL without a fragment or quotes (the URL your key directory is served at, as sites fetch it: https://bot.example/.well-known/http-message-signatures-directory)", ic.SignatureAgent)
 	case strings.ContainsFunc(ic.SignatureAgent, func(r rune) bool { return r < 0x21 || r > 0x7e }):
 		pb.Addf("identity.signature_agent", "%q: only printable ASCII without spaces can be sent (percent-encode the rest)", ic.SignatureAgent)
 	default:

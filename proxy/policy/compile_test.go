@@ -294,6 +294,7 @@ func TestConfigIdentityPayments(t *testing.T) {
 		{"[identity]\nsignature_agent = \"https://bot.example/a b\"\n", "x.toml:2: identity.signature_agent: " + `"https://bot.example/a b"` + ": only printable ASCII"},
 		{id + "validity = \"1s\"\n", "x.toml:3: identity.validity: 1s: want from 10s to 24h"},
 		{"[identity]\nkey_file = \"/k.pem\"\n", "x.toml:2: identity.key_file: set without identity.signature_agent"},
+		{"[identity]\nsignature_agent_form = \"string\"\n", "x.toml:2: identity.signature_agent_form: set without identity.signature_agent: nothing is signed"},
 		{id + "signature_agent_form = \"string\"\n", ""},
 		{id + "signature_agent_form = \"dictionary\"\n[[sites]]\nhost = \"old.example\"\nsignature_agent_form = \"string\"\n", ""},
 		{id + "signature_agent_form = \"list\"\n", `x.toml:3: identity.signature_agent_form: "list": want "dictionary" or "string"`},
