@@ -70,6 +70,16 @@ func directoryOf(t *testing.T, p *testProxy) []byte {
 	return []byte(body)
 }
 
+// payingProxy is a proxy that signs ([identity]) and pays up to maxPrice
+// a request, within budget a day.
+func payingProxy(t *testing.T, maxPrice, budget string) *testProxy {
+	t.Helper()
+	c := loopbackConfig()
+	c.Identity.SignatureAgent = testAgent
+	c.Payments.MaxPrice, c.Payments.Budget = maxPrice, budget
+	return startProxy(t, c)
+}
+
 // TestPayPerCrawl: a price within max_price is paid once, signed, and the
 // charge audited (log_allowed off) and counted; a price over max_price, a
 // second 402, a request with content and a spent budget are answered 402
@@ -79,12 +89,7 @@ func TestPayPerCrawl(t *testing.T) {
 	var dir atomic.Value
 	dir.Store([]byte(nil))
 	o, _ := pricedOrigin(t, func() []byte { return dir.Load().([]byte) })
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.02", "USD 0.03"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.02", "USD 0.03")
 	dir.Store(directoryOf(t, p))
 	c := p.client()
 
@@ -146,12 +151,7 @@ func TestPayBudgetBelowMaxPrice(t *testing.T) {
 	var dir atomic.Value
 	dir.Store([]byte(nil))
 	o, _ := pricedOrigin(t, func() []byte { return dir.Load().([]byte) })
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.05", "USD 0.03"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.05", "USD 0.03")
 	dir.Store(directoryOf(t, p))
 	c := p.client()
 	if resp, body := get(t, c, o.URL+"/priced"); resp.StatusCode != 200 || body != "content /priced\n" {
@@ -340,12 +340,7 @@ func TestPayOnceWhenTheAnswerIsLost(t *testing.T) {
 	t.Parallel()
 	const warm = 4
 	o := newLossyPricedOrigin(t, warm)
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.01", "USD 1")
 	c := p.client()
 	c.Transport.(*http.Transport).MaxIdleConnsPerHost = warm
 	// Connections to the site in the proxy's pool, idle once answered.
@@ -443,12 +438,7 @@ func TestPayNotCountedWhenNeverSent(t *testing.T) {
 	t.Parallel()
 	o := newLossyPricedOrigin(t, 0)
 	o.refuse = true
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.01", "USD 1")
 	if resp, body := get(t, p.client(), "http://"+o.addr+"/paid"); resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("GET /paid: %d %q; want 502 (the paid request's connection was refused)", resp.StatusCode, body)
 	}
@@ -515,12 +505,7 @@ func TestPayNeverForFreePaths(t *testing.T) {
 		io.WriteString(w, "the site's own 402\n")
 	}))
 	t.Cleanup(o.Close)
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.01", "USD 1")
 	c := p.client()
 	for _, target := range []string{"/robots.txt", "/robots.txt?x=1", "/%72obots.txt", "/sitemap.xml", "/security.txt",
 		"/.well-known/security.txt", "/.well-known/%73ecurity.txt", "/crawlers.json", "/a/../crawlers.json"} {
@@ -598,12 +583,7 @@ func errorOrigin(t *testing.T) (*httptest.Server, func(path string) int) {
 func TestPayCrawlerError(t *testing.T) {
 	t.Parallel()
 	o, paid := errorOrigin(t)
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.01", "USD 1")
 	c := p.client()
 	for _, tt := range []struct {
 		path   string
@@ -713,12 +693,7 @@ func TestPayMaxPrice(t *testing.T) {
 	var dir atomic.Value
 	dir.Store([]byte(nil))
 	o, seen := maxPriceOrigin(t, func() []byte { return dir.Load().([]byte) })
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.02", "USD 0.05"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.02", "USD 0.05")
 	dir.Store(directoryOf(t, p))
 	checkMaxPrice(t, p, o, seen)
 }
@@ -786,12 +761,7 @@ func checkMaxPrice(t *testing.T, p *testProxy, o *httptest.Server, seen func() [
 func TestPayOfferOnceWhenTheAnswerIsLost(t *testing.T) {
 	t.Parallel()
 	o := newLossyPricedOrigin(t, 0)
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.01", "USD 1")
 	for range 2 { // the first pays after a 402; the second offers at once
 		if resp, body := get(t, p.client(), "http://"+o.addr+"/paid"); resp.StatusCode != http.StatusBadGateway {
 			t.Errorf("GET /paid: %d %q; want 502 (the answer was lost)", resp.StatusCode, body)
@@ -856,12 +826,7 @@ func BenchmarkPaidRequest(b *testing.B) {
 func TestPayAuditReasonOfAPaidPage(t *testing.T) {
 	t.Parallel()
 	o, _ := errorOrigin(t)
-	p := startProxy(t, func() *config.Config {
-		c := loopbackConfig()
-		c.Identity.SignatureAgent = testAgent
-		c.Payments.MaxPrice, c.Payments.Budget = "USD 0.01", "USD 1"
-		return c
-	}())
+	p := payingProxy(t, "USD 0.01", "USD 1")
 	if resp, _ := get(t, p.client(), o.URL+"/missing"); resp.StatusCode != 200 {
 		t.Fatalf("GET /missing: %d; want it paid", resp.StatusCode)
 	}
