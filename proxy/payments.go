@@ -201,11 +201,13 @@ type priceOffer struct {
 // never paid for, and a budget with nothing left, offer nothing.
 func (f *forwarding) offerPrice() {
 	maxPrice, budget, on := f.sn.pol.Payments()
-	if !on || f.sn.signer == nil || pay.Free(f.req.Target) {
+	if !on || f.sn.signer == nil {
 		return
 	}
+	// Most origins never charge: that is asked first, the path's
+	// normalisation (pay.Free) only for one that did.
 	day := pay.Day(f.s.opts.Now())
-	if !f.s.charging.Charged(day, f.d.Origin.String()) {
+	if !f.s.charging.Charged(day, f.d.Origin.String()) || pay.Free(f.req.Target) {
 		return
 	}
 	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
