@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -81,7 +82,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, remoteAddr 
 			// and is decided as such (a GET with content is refused).
 			r.TransferEncoding = []string{"chunked"}
 		}
-		r.Body = &h2Body{rc: r.Body, ctl: http.NewResponseController(w), idle: idle}
+		body := &h2Body{rc: r.Body, ctl: http.NewResponseController(w), idle: idle}
+		defer body.end()
+		r.Body = body
 	}
 	resp := s.answerStream(r)
 	writeStream(w, r, resp)
@@ -154,18 +157,37 @@ func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 
 // h2Body is an h2 request's body: each read must make progress within
 // idle ([limits] idle_timeout), as h1's loop holds a body to it, or it
-// ends with a timeout, which forward answers as a stalled body.
+// ends with a timeout, which forward answers as a stalled body. The
+// deadline is set through the stream's ResponseWriter, which x/net
+// forgets once the handler returns, while the upstream transport may
+// still be reading the body (a request sent while its answer was given):
+// after end, a read sets no deadline.
 type h2Body struct {
 	rc   io.ReadCloser
 	ctl  *http.ResponseController
 	idle time.Duration
+
+	mu    sync.Mutex
+	ended bool // the stream's handler has returned (end)
 }
 
 func (b *h2Body) Read(p []byte) (int, error) {
 	if b.idle > 0 {
-		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+		b.mu.Lock()
+		if !b.ended {
+			b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+		}
+		b.mu.Unlock()
 	}
 	return b.rc.Read(p)
+}
+
+// end says the stream's handler is returning: the ResponseWriter is not
+// to be used again.
+func (b *h2Body) end() {
+	b.mu.Lock()
+	b.ended = true
+	b.mu.Unlock()
 }
 
 func (b *h2Body) Close() error { return b.rc.Close() }

@@ -419,3 +419,47 @@ func BenchmarkMITMH2Throughput(b *testing.B) {
 	b.ReportMetric(n/t2.Seconds(), "h2-req/s")
 	b.ReportMetric(t1.Seconds()/t2.Seconds(), "ratio")
 }
+
+// TestH2BodyAfterAnswer: an origin that answers before it reads a
+// request's body has the stream's handler return while the upstream
+// transport still reads the body; the body's deadline must not be set
+// through the stream's forgotten ResponseWriter then (a nil dereference
+// and a race in x/net, which took the whole proxy down).
+func TestH2BodyAfterAnswer(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, testRobots, "a.example")
+	o.handler = func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "answered unread\n") // the body is never read
+	}
+	p := startMITM(t, pki, nil)
+	cc := p.h2Conn(t, "a.example:"+port)
+	for i := range 20 {
+		pr, pw := io.Pipe()
+		go func() { // the body keeps coming after the answer, then ends
+			defer pw.Close()
+			for range 8 {
+				if _, err := pw.Write(bytes.Repeat([]byte("x"), 16<<10)); err != nil {
+					return
+				}
+			}
+		}()
+		req, _ := http.NewRequest(http.MethodPost, "https://a.example:"+port+"/public", pr)
+		req.ContentLength = -1
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			continue // the stream may be reset once the answer is whole: either is fine
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %d: %d; want 200", i, resp.StatusCode)
+		}
+	}
+	// The proxy is still there.
+	req, _ := http.NewRequest(http.MethodGet, "https://a.example:"+port+"/public", nil)
+	resp, body := roundTripH2(t, p.h2Conn(t, "a.example:"+port), req)
+	if resp.StatusCode != 200 {
+		t.Errorf("after: %d %q; want 200", resp.StatusCode, body)
+	}
+}
