@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,7 +51,11 @@ func TestConfigSyntaxError(t *testing.T) {
 }
 
 func FuzzParseConfig(f *testing.F) {
-	for _, name := range []string{"../../config.toml", "testdata/bad.toml"} {
+	names, err := filepath.Glob("testdata/messages/*.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range append(names, "../../config.toml", "testdata/bad.toml") {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
@@ -75,6 +80,10 @@ func FuzzParseConfig(f *testing.F) {
 			var ce *Error
 			if !errors.As(err, &ce) || ce.File != "fuzz.toml" {
 				t.Fatalf("Parse: %v (%T); want *Error of fuzz.toml", err, err)
+			}
+			// What Parse finds is in the file: its line is known.
+			if ce.Line < 1 || ce.Line > bytes.Count(data, []byte("\n"))+1 {
+				t.Fatalf("Parse(%q): %v: want the line it is on", data, err)
 			}
 		}
 		if err != nil {

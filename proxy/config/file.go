@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -35,16 +36,31 @@ func Parse(path string, data []byte) (*Config, error) {
 	cfg.Source = path
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &Error{File: path, Line: pe.Position.Line, Msg: pe.Message}
-		}
-		return nil, &Error{File: path, Msg: err.Error()}
+		return nil, syntaxError(path, data, err)
 	}
 	cfg.lines = indexLines(string(data))
 	d := &decoder{p: cfg.Problems()}
 	d.config(tree, cfg)
 	return cfg, d.p.Err()
+}
+
+// syntaxError is err, TOML's error for data (the file at path), as an
+// *Error that names the line and the key being read: the one written on
+// that line, else the last key the parser read, else none.
+func syntaxError(path string, data []byte, err error) *Error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return &Error{File: path, Msg: err.Error()}
+	}
+	line := pe.Position.Line
+	if line < 1 { // at the end of the input, TOML gives only the offset
+		line = 1 + bytes.Count(data[:min(max(pe.Position.Start, 0), len(data))], []byte("\n"))
+	}
+	key := indexLines(string(data)).keyOn(line)
+	if key == "" {
+		key = pe.LastKey
+	}
+	return &Error{File: path, Line: line, Key: key, Msg: "TOML syntax: " + pe.Message}
 }
 
 // decoder turns the decoded TOML tree into a Config, collecting every
@@ -75,15 +91,30 @@ func (d *decoder) table(prefix string, m map[string]any, fs fields) {
 			f(key, m[k])
 			continue
 		}
-		for known := range fs {
-			if strings.EqualFold(known, k) {
-				d.errorf(key, "unknown key; keys are case-sensitive: did you mean %q?", known)
-				goto next
-			}
-		}
-		d.errorf(key, "unknown key")
-	next:
+		d.unknown(key, k, m[k], fs)
 	}
+}
+
+// unknown reports key, whose last part k is none of fs's keys: with the
+// key it differs from only by case, or else the nearest by spelling
+// (suggest).
+func (d *decoder) unknown(key, k string, v any, fs fields) {
+	what := "key"
+	switch v.(type) {
+	case map[string]any, []map[string]any:
+		what = "table"
+	}
+	for known := range fs {
+		if strings.EqualFold(known, k) {
+			d.errorf(key, "unknown %s; keys are case-sensitive: did you mean %q?", what, known)
+			return
+		}
+	}
+	if near := suggest(k, fs); near != "" {
+		d.errorf(key, "unknown %s; did you mean %s?", what, near)
+		return
+	}
+	d.errorf(key, "unknown %s", what)
 }
 
 func (d *decoder) str(dst *string) func(string, any) {
@@ -429,57 +460,4 @@ func tomlType(v any) string {
 		return "an array of tables"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// lineIndex finds the line of a key in a TOML file: it tracks table
-// headers ("[a]", "[[a]]", counting array entries) and "key =" lines.
-type lineIndex map[string]int
-
-func indexLines(data string) lineIndex {
-	idx := lineIndex{}
-	table := ""
-	counts := map[string]int{}
-	for n, line := range strings.Split(data, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "[["):
-			name := strings.TrimSpace(strings.Trim(strings.SplitN(line, "#", 2)[0], "[] \t"))
-			table = fmt.Sprintf("%s[%d]", name, counts[name])
-			counts[name]++
-			idx[table] = n + 1
-		case strings.HasPrefix(line, "["):
-			table = strings.TrimSpace(strings.Trim(strings.SplitN(line, "#", 2)[0], "[] \t"))
-			idx[table] = n + 1
-		default:
-			k, _, ok := strings.Cut(line, "=")
-			if !ok || strings.HasPrefix(line, "#") {
-				continue
-			}
-			k = strings.Trim(strings.TrimSpace(k), `"'`)
-			key := k
-			if table != "" {
-				key = table + "." + k
-			}
-			if _, seen := idx[key]; !seen {
-				idx[key] = n + 1
-			}
-		}
-	}
-	return idx
-}
-
-// line returns the line of key, or of the nearest enclosing table that has
-// one, or 0.
-func (idx lineIndex) line(key string) int {
-	for key != "" {
-		if n, ok := idx[key]; ok {
-			return n
-		}
-		i := strings.LastIndexAny(key, ".[")
-		if i < 0 {
-			break
-		}
-		key = key[:i]
-	}
-	return 0
 }

@@ -371,7 +371,7 @@ func TestConfigBlockStyle(t *testing.T) {
 		{"[responses]\n\nblock_style = \"Browser\"\n", "", `x.toml:3: responses.block_style: "Browser" is not one of ["plain" "browser"]`},
 		{"[responses]\nblock_style = \"\"\n", "", `x.toml:2: responses.block_style: "" is not one of ["plain" "browser"]`},
 		{"[responses]\nblock_style = true\n", "", `x.toml:2: responses.block_style: want a string, got a boolean`},
-		{"[responses]\nblockstyle = \"browser\"\n", "", `x.toml:2: responses.blockstyle: unknown key`},
+		{"[responses]\nblockstyle = \"browser\"\n", "", `x.toml:2: responses.blockstyle: unknown key; did you mean block_style?`},
 		{"[responses]\nBlock_style = \"browser\"\n", "", `x.toml:2: responses.Block_style: unknown key; keys are case-sensitive: did you mean "block_style"?`},
 	}
 	for _, tt := range tests {
