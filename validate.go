@@ -1,11 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+
+	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 )
 
-// runValidate checks a config file as the proxy would, and says so.
+// runValidate checks a config file as the proxy would, and says so: its
+// values, and the files the proxy would refuse to start on that
+// validate can read without side effects (the [identity] key).
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("validate", stderr)
 	path := fs.String("config", "", "config `FILE` to check; none: the built-in defaults")
@@ -15,13 +22,41 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: validate: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	if _, err := loadConfig(*path, nil); err != nil {
+	cfg, err := loadConfig(*path, nil)
+	if err != nil {
+		return err
+	}
+	if err := checkIdentityKey(cfg, stderr); err != nil {
 		return err
 	}
 	name := *path
 	if name == "" {
 		name = "built-in defaults"
 	}
-	_, err := fmt.Fprintf(stdout, "%s: ok\n", name)
+	_, err = fmt.Fprintf(stdout, "%s: ok\n", name)
 	return err
+}
+
+// checkIdentityKey reads the [identity] key ring as the proxy does at
+// start (identity.OpenRing: the file present, an Ed25519 key, a mode that
+// grants nothing to others nor write to its group, the retired keys
+// beside it), making nothing. A key missing from the state directory,
+// with no key_file, is not an error: the proxy makes it on first start,
+// and validate says so.
+func checkIdentityKey(cfg *config.Config, stderr io.Writer) error {
+	if cfg.Identity.SignatureAgent == "" {
+		return nil
+	}
+	_, _, err := identity.OpenRing(cfg, false)
+	if errors.Is(err, fs.ErrNotExist) && cfg.Identity.KeyFile == "" {
+		dir, _ := cfg.StateDir() // OpenRing found it
+		fmt.Fprintf(stderr, "robotsgate validate: no identity key in %s yet: the proxy makes it on first start (robotsgate keys makes it now)\n", cfg.Identity.KeyPath(dir))
+		return nil
+	}
+	if err != nil {
+		pb := cfg.Problems()
+		pb.Addf("identity.key_file", "%v", err)
+		return pb.Err()
+	}
+	return nil
 }

@@ -354,15 +354,10 @@ func (s *Server) loadIdentity(cfg *config.Config) (*identity.KeyRing, *identity.
 	if ic.SignatureAgent == "" {
 		return nil, nil, nil
 	}
-	dir, err := cfg.StateDir()
-	if err != nil {
-		return nil, nil, err
-	}
 	// A key is made only at first start, in the state directory: a
 	// key_file that is missing (a Secret not mounted), or a key gone at a
 	// reload, is an error, never a new identity nobody published.
-	create := ic.KeyFile == "" && s.snap.Load() == nil
-	ring, made, err := identity.LoadKeyRing(ic.KeyPath(dir), create)
+	ring, made, err := identity.OpenRing(cfg, s.snap.Load() == nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 
 	"github.com/robotsgate/robotsgate/internal/statefile"
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // A Key is an Ed25519 key pair, named by its JWK thumbprint.
@@ -136,6 +137,22 @@ func LoadKeyRing(path string, create bool) (ring *KeyRing, made bool, err error)
 		return nil, false, err
 	}
 	return ring, made, nil
+}
+
+// OpenRing reads the key ring cfg's [identity] names (LoadKeyRing, its
+// mode rule included): key_file, or identity-key.pem in the state
+// directory. With firstStart and no key_file, a missing key is made (made
+// reports so); a key_file is never made in its place, nor a key gone at a
+// reload: either would be a new identity nobody published. The proxy
+// opens its ring with it at start and at each reload, and validate
+// checks the same file with it.
+func OpenRing(cfg *config.Config, firstStart bool) (ring *KeyRing, made bool, err error) {
+	dir, err := cfg.StateDir()
+	if err != nil {
+		return nil, false, err
+	}
+	ic := &cfg.Identity
+	return LoadKeyRing(ic.KeyPath(dir), firstStart && ic.KeyFile == "")
 }
 
 // readRetired reads the retired keys at path; none when it does not exist.
