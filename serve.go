@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -126,11 +127,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				logger.Error("reload failed: keeping the running config", "err", err)
 				continue
 			}
+			keys := s.IdentityKeys()
 			if err := s.Reload(next); err != nil {
 				logger.Error("reload failed: keeping the running config", "err", err)
 				continue
 			}
 			changed := config.Changed(cfg, next)
+			if !slices.Equal(keys, s.IdentityKeys()) {
+				// The key files changed, not the config: keys -rotate or -remove.
+				changed = append(changed, "identity.keys")
+			}
 			if len(changed) == 0 {
 				changed = []string{"nothing"}
 			}

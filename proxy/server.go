@@ -338,6 +338,23 @@ func (s *Server) localBudget(cfg *config.Config) (*pay.Local, error) {
 	return pay.NewLocal(filepath.Join(dir, "pay-budget.json"))
 }
 
+// IdentityKeys returns the ids (JWK thumbprints) of the keys the key
+// directory lists now, the signing key first; nil when [identity] is off.
+// A reload that read other keys (robotsgate keys -rotate or -remove) lists
+// others: what it compares to say so.
+func (s *Server) IdentityKeys() []string {
+	sn := s.snap.Load()
+	if sn == nil || sn.ring == nil {
+		return nil
+	}
+	keys := sn.ring.Keys()
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	return ids
+}
+
 // signer returns the signer in force; nil when [identity] is off.
 func (s *Server) signer() *identity.Signer {
 	if sn := s.snap.Load(); sn != nil {
