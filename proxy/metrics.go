@@ -7,7 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/robotsgate/robotsgate/cluster"
 	"github.com/robotsgate/robotsgate/proxy/audit"
+	"github.com/robotsgate/robotsgate/proxy/pace"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 )
@@ -23,6 +25,11 @@ type metrics struct {
 	upstream      prometheus.Histogram
 	pacedWait     prometheus.Histogram
 	reloads       *prometheus.CounterVec
+	// reloadOK is 1 when the last reload was applied (or none was
+	// tried), 0 when it was refused and the config before it runs on.
+	reloadOK prometheus.Gauge
+	// auditErrors counts audit lines that could not be written.
+	auditErrors   prometheus.Counter
 	backoffs      prometheus.Counter
 	clusterErrors prometheus.Counter
 	signed        prometheus.Counter     // requests sent with a Web Bot Auth signature
@@ -73,6 +80,15 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		Name: "robotsgate_config_reloads_total",
 		Help: "Config reloads (SIGHUP), by result (success, failure).",
 	}, []string{"result"})
+	m.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "robotsgate_config_last_reload_successful",
+		Help: "1 when the last config reload (SIGHUP) was applied, or none was tried; 0 when it was refused and the config before it is still in force.",
+	})
+	m.reloadOK.Set(1)
+	m.auditErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "robotsgate_audit_write_errors_total",
+		Help: "Audit log lines (records and checkpoints) that could not be written: each is also logged on stderr.",
+	})
 	m.backoffs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "robotsgate_origin_backoffs_total",
 		Help: "Times an origin's 429, or 503 with Retry-After, held its host.",
@@ -96,7 +112,7 @@ func newMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) *metrics
 		Name: "robotsgate_usage_trailer_statements_total",
 		Help: "Responses to requests that declare purposes whose trailer, arriving after the body was sent, refused one (logged, not enforced).",
 	})
-	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.backoffs, m.clusterErrors, m.signed, answers, m.trailerStatements)
+	m.reg.MustRegister(m.requests, m.fetches, m.fetchDuration, m.upstream, m.pacedWait, m.reloads, m.reloadOK, m.auditErrors, m.backoffs, m.clusterErrors, m.signed, answers, m.trailerStatements)
 	m.reg.MustRegister(stateMetrics(cacheStats, conns)...)
 	for _, a := range policy.Actions() {
 		m.byDecision[a] = [2]prometheus.Counter{m.requests.WithLabelValues(a.String(), "http"), m.requests.WithLabelValues(a.String(), "https")}
@@ -136,7 +152,37 @@ func stateMetrics(cacheStats func() fetch.CacheStats, conns *connTracker) []prom
 			func() float64 { return float64(conns.count.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_open_tunnels", Help: "CONNECT tunnels and WebSockets open."},
 			func() float64 { return float64(conns.tunnels.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_max_connections", Help: "limits.max_connections as in force: client connections past it are answered 503 (overloaded)."},
+			func() float64 { return float64(conns.max) }),
 	}
+}
+
+// fleetMetrics are the gauges of what holds requests now and, with
+// [cluster] (c not nil), of the fleet's Redis, read when /metrics is
+// scraped.
+func fleetMetrics(backoffs *pace.Backoffs, c *cluster.Client) []prometheus.Collector {
+	out := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_backoff_hosts", Help: "Hosts held now by their origin's back-off (a 429, or a 503 with Retry-After); with [cluster], the fleet's, as each instance applies them."},
+			func() float64 {
+				n := 0
+				for _, h := range backoffs.Holds() {
+					if !h.Until.IsZero() {
+						n++
+					}
+				}
+				return float64(n)
+			}),
+	}
+	if c != nil {
+		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_cluster_up", Help: "1 while the fleet's Redis answers ([cluster]), 0 while this instance goes on with its own state; absent without [cluster]."},
+			func() float64 {
+				if c.Status().Up {
+					return 1
+				}
+				return 0
+			}))
+	}
+	return out
 }
 
 // observeFetch records one robots.txt fetch.

@@ -248,6 +248,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		}
 		return nil, err
 	}
+	s.metrics.reg.MustRegister(fleetMetrics(s.backoffs, s.cluster)...)
 	sn := s.newSnapshot(cfg, pol)
 	sn.ring, sn.signer, sn.out = ring, signer, out
 	s.snap.Store(sn)
@@ -438,6 +439,7 @@ func (s *Server) openAudit(cfg *config.Config, ring *identity.KeyRing) (*audit.L
 
 // auditFailed reports a failed audit write on the operational log.
 func (s *Server) auditFailed(err error, r audit.Record) {
+	s.metrics.auditErrors.Inc()
 	s.log.Error("audit log write failed", "err", err, "msg", r.Msg, "url", r.URL)
 }
 
@@ -758,6 +760,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 			"robots_txt", robots, "usage_files", files)
 	}
 	s.metrics.reloads.WithLabelValues("success").Inc()
+	s.metrics.reloadOK.Set(1)
 	return nil
 }
 
@@ -791,7 +794,10 @@ func (s *Server) warnRestart(cfg *config.Config) {
 }
 
 // ReloadFailed counts a reload that did not happen (a bad new config).
-func (s *Server) ReloadFailed() { s.metrics.reloads.WithLabelValues("failure").Inc() }
+func (s *Server) ReloadFailed() {
+	s.metrics.reloads.WithLabelValues("failure").Inc()
+	s.metrics.reloadOK.Set(0)
+}
 
 // ServeHTTP serves one request on the proxy's listener: through goproxy's
 // handler, whatever it is, behind a guard that turns a panic into a 500
