@@ -1,0 +1,376 @@
+'use strict';
+/**
+ * robotsgate-crawlee: Crawlee's crawlers, told what robotsgate answered.
+ *
+ * robotsgate (https://github.com/robotsgate/robotsgate) marks every answer it
+ * makes itself with an `X-Robots-Gate` header (`disallowed`, `paced`, ...),
+ * and a robots.txt or usage block with `X-Robots-Gate-Rule` (the deciding
+ * rule and its line). Crawlee reads a 401, 403 or 429 as a blocked session:
+ * it retires the session (with a browser crawler, the browser too) and
+ * retries the request up to `maxRequestRetries` times, so every block would
+ * be sent again and again, and a `paced` 429 read as a ban.
+ *
+ * `new RobotsGate().wrap(options)` returns a crawler's options with:
+ *
+ * - a post-navigation hook, first of the hooks, that reads robotsgate's
+ *   answer before Crawlee's session check: a block fails the request at once
+ *   (`request.noRetry`) with a `RobotsGateBlocked` error naming the decision
+ *   and the rule (or robotsgate's reason); a temporary answer (`paced`,
+ *   `unreachable`, `overloaded`, `shutting-down`, `upstream-error`) fails
+ *   this attempt with a `RobotsGateRetry` error, to be retried;
+ * - an `errorHandler` that waits for a temporary answer's `Retry-After`
+ *   before Crawlee retries it (within `maxRequestRetries`), then calls
+ *   yours;
+ * - a `failedRequestHandler` that counts what failed, then calls yours;
+ * - neither handler lets a robotsgate answer count against the session: the
+ *   session is neither retired nor marked bad (a site's own 401, 403 and 429,
+ *   which carry no `X-Robots-Gate`, are left to Crawlee as before).
+ *
+ * It needs nothing from Crawlee's packages (it only reads the crawling
+ * context), so `npm install ./integrations/crawlee` works beside any Crawlee
+ * 3 (tested with 3.18), in CommonJS and ES modules.
+ */
+
+const { setTimeout: sleep } = require('node:timers/promises');
+
+/** BLOCKED are the decisions retrying cannot change: never retried. */
+const BLOCKED = new Set([
+    'disallowed',
+    'denied',
+    'private-address',
+    'usage-refused',
+    'price-refused',
+    'bad-request',
+    'misdirected',
+    'auth-required',
+]);
+
+/** TEMPORARY are the decisions retried, after their Retry-After if any. */
+const TEMPORARY = new Set(['paced', 'unreachable', 'overloaded', 'shutting-down', 'upstream-error']);
+
+const DECISION = /^[a-z][a-z-]{0,31}$/;
+const MAX_DETAIL = 300; // characters of a rule or reason put in a message
+const MAX_BODY = 8192; // bytes of robotsgate's body read for its reason
+const BODY_TIMEOUT_MS = 5000; // the longest a reason's body is waited for
+const INTERNAL_MARGIN_SECS = 30; // kept free of Crawlee's internal timeout
+
+/**
+ * RobotsGateError is what the hook throws for an answer robotsgate made
+ * itself. Its stack is its one line: Crawlee logs a final failure's stack,
+ * and a block is not a fault in the crawler's code.
+ */
+class RobotsGateError extends Error {
+    constructor(message, { decision, rule, reason, status, url }) {
+        super(message);
+        this.name = new.target.name;
+        /** The `X-Robots-Gate` value: `disallowed`, `paced`, ... */
+        this.decision = decision;
+        /** `X-Robots-Gate-Rule`, "" if none. */
+        this.rule = rule;
+        /** robotsgate's reason from its body, "" if none or a rule was given. */
+        this.reason = reason;
+        /** The status robotsgate answered with. */
+        this.status = status;
+        /** The URL robotsgate answered for (after redirects). */
+        this.url = url;
+        this.stack = `${this.name}: ${message}`;
+    }
+}
+
+/** RobotsGateBlocked fails a request robotsgate blocked; it is never retried. */
+class RobotsGateBlocked extends RobotsGateError {}
+
+/**
+ * RobotsGateRetry fails one attempt robotsgate answered for the time being
+ * (`paced`, `unreachable`, ...); the request is retried after
+ * `retryAfterSecs`.
+ */
+class RobotsGateRetry extends RobotsGateError {
+    constructor(message, fields) {
+        super(message, fields);
+        /** Seconds from `Retry-After` (null without one). */
+        this.retryAfterSecs = fields.retryAfterSecs;
+    }
+}
+
+/**
+ * RobotsGate holds the settings and the counts of one or more crawlers'
+ * dealings with robotsgate.
+ */
+class RobotsGate {
+    /**
+     * @param {object} [settings]
+     * @param {number} [settings.maxRetryAfterSecs=300] the longest wait for a
+     *   Retry-After; a longer one is cut to it (and to what Crawlee's internal
+     *   timeout for its error handler leaves).
+     */
+    constructor({ maxRetryAfterSecs = 300 } = {}) {
+        if (!(maxRetryAfterSecs >= 0)) {
+            throw new TypeError(`robotsgate-crawlee: maxRetryAfterSecs must be a number >= 0, got ${maxRetryAfterSecs}`);
+        }
+        this.maxRetryAfterSecs = maxRetryAfterSecs;
+        /**
+         * The counts, live. answers: every answer robotsgate made itself, by
+         * its X-Robots-Gate value; blocked: requests failed as blocks (never
+         * retried); retries: attempts retried after a temporary answer;
+         * waitedSecs: time waited for Retry-After; gaveUp: requests whose
+         * last attempt was a temporary answer when maxRequestRetries ran out;
+         * held and heldSecs: allowed answers robotsgate held for pacing or an
+         * origin's back-off (X-Robots-Gate-Held), and the time they were held.
+         */
+        this.stats = { answers: {}, blocked: 0, retries: 0, waitedSecs: 0, gaveUp: 0, held: 0, heldSecs: 0 };
+    }
+
+    /**
+     * wrap returns a copy of a Crawlee crawler's options (CheerioCrawler,
+     * PlaywrightCrawler, and the other HTTP and browser crawlers) with this
+     * gate's hook first among postNavigationHooks and errorHandler and
+     * failedRequestHandler wrapped around yours (each is called as before).
+     */
+    wrap(options = {}) {
+        const userError = options.errorHandler;
+        const userFailed = options.failedRequestHandler ?? options.handleFailedRequestFunction;
+        const wrapped = {
+            ...options,
+            postNavigationHooks: [(ctx) => this._afterNavigation(ctx), ...(options.postNavigationHooks ?? [])],
+            errorHandler: (ctx, error) => this._onError(ctx, error, userError),
+            failedRequestHandler: (ctx, error) => this._onFailed(ctx, error, userFailed),
+        };
+        delete wrapped.handleFailedRequestFunction;
+        return wrapped;
+    }
+
+    /** _afterNavigation reads robotsgate's answer, and throws for its own. */
+    async _afterNavigation(ctx) {
+        const answer = readAnswer(ctx.response);
+        if (!answer) return;
+        if (!answer.decision) {
+            this._countHeld(ctx, answer);
+            return;
+        }
+        const { decision } = answer;
+        this._countAnswer(decision);
+        if (BLOCKED.has(decision)) {
+            ctx.request.noRetry = true;
+            const reason = answer.rule ? '' : await readReason(ctx.response);
+            discard(ctx.response);
+            throw new RobotsGateBlocked(
+                `robotsgate blocked ${answer.url}: ${decision}, ${detail(answer.rule, reason)}; not retried`,
+                { ...answer, reason },
+            );
+        }
+        if (TEMPORARY.has(decision)) {
+            const raw = answer.header('retry-after');
+            const retryAfterSecs = parseRetryAfter(raw);
+            discard(ctx.response);
+            throw new RobotsGateRetry(
+                `robotsgate answered ${answer.url}: ${decision} (${answer.status}, Retry-After: ${raw || 'none'})`,
+                { ...answer, reason: '', retryAfterSecs },
+            );
+        }
+        if (decision === 'would-block') {
+            ctx.log?.info(`robotsgate would block ${answer.url} (report mode): ${detail(answer.rule, '')}`);
+        }
+    }
+
+    _countAnswer(decision) {
+        const { answers } = this.stats;
+        answers[decision] = (Object.hasOwn(answers, decision) ? answers[decision] : 0) + 1;
+    }
+
+    _countHeld(ctx, answer) {
+        const held = Number.parseFloat(answer.header('x-robots-gate-held'));
+        if (!(held >= 0)) return;
+        this.stats.held++;
+        this.stats.heldSecs += held;
+        ctx.log?.debug(`robotsgate held ${answer.url} for ${held} s`);
+    }
+
+    /**
+     * _onError runs when Crawlee is about to retry a request: yours first,
+     * then, for a temporary answer still to be retried, the wait for its
+     * Retry-After.
+     */
+    async _onError(ctx, error, userError) {
+        try {
+            if (userError) await userError(ctx, error);
+            if (error instanceof RobotsGateRetry && !ctx.request.noRetry) {
+                await this._wait(ctx, error);
+            }
+        } finally {
+            if (error instanceof RobotsGateError) keepSession(ctx);
+        }
+    }
+
+    async _wait(ctx, error) {
+        const budget = (ctx.crawler?.internalTimeoutMillis ?? 300e3) / 1000 - INTERNAL_MARGIN_SECS;
+        const secs = Math.max(0, Math.min(error.retryAfterSecs ?? 0, this.maxRetryAfterSecs, budget));
+        if (secs > 0) {
+            ctx.log?.info(`robotsgate ${error.decision} ${error.url}: retrying in ${secs} s`);
+            await prolongLock(ctx, secs);
+            await sleep(secs * 1000);
+        }
+        this.stats.retries++;
+        this.stats.waitedSecs += secs;
+    }
+
+    /**
+     * _onFailed runs once for a request that failed for good: counts it,
+     * explains a robotsgate answer Crawlee failed before the hook saw it, then
+     * calls yours.
+     */
+    async _onFailed(ctx, error, userFailed) {
+        let gate = error instanceof RobotsGateError;
+        if (error instanceof RobotsGateBlocked) {
+            this.stats.blocked++;
+        } else if (error instanceof RobotsGateRetry) {
+            this.stats.gaveUp++;
+        } else {
+            gate = await this._failedEarly(ctx);
+        }
+        try {
+            if (userFailed) await userFailed(ctx, error);
+        } finally {
+            if (gate) keepSession(ctx);
+        }
+    }
+
+    /**
+     * _failedEarly counts and logs an answer of robotsgate's that Crawlee
+     * failed before any post-navigation hook ran: an HTTP crawler refuses a
+     * text/plain body outright unless its status is 5xx or a blocked status
+     * code (robotsgate's 400, 402, 407 and 421), without retrying it.
+     */
+    async _failedEarly(ctx) {
+        const answer = readAnswer(ctx.response);
+        if (!answer?.decision) return false;
+        const { decision } = answer;
+        this._countAnswer(decision);
+        if (TEMPORARY.has(decision)) {
+            this.stats.gaveUp++;
+        } else {
+            this.stats.blocked++;
+        }
+        const reason = answer.rule ? '' : await readReason(ctx.response);
+        ctx.log?.info(`robotsgate answered ${answer.url}: ${decision} (${answer.status}), ${detail(answer.rule, reason)}`);
+        return true;
+    }
+}
+
+/**
+ * readAnswer reads the status and robotsgate's headers from a crawling
+ * context's response: an HTTP crawler's (got) or a browser's (Playwright's
+ * or Puppeteer's, whose status and headers are methods). null without one.
+ */
+function readAnswer(response) {
+    if (!response || typeof response !== 'object') return null;
+    let headers;
+    try {
+        headers = typeof response.headers === 'function' ? response.headers() : response.headers;
+    } catch {
+        return null;
+    }
+    if (!headers || typeof headers !== 'object') return null;
+    const header = (name) => {
+        const v = headers[name] ?? headers[name.toLowerCase()];
+        return (Array.isArray(v) ? v[0] : v ?? '').toString().trim();
+    };
+    const status = typeof response.status === 'function' ? response.status() : response.statusCode;
+    const url = typeof response.url === 'function' ? response.url() : response.url;
+    let decision = header('x-robots-gate').toLowerCase();
+    if (decision && !DECISION.test(decision)) decision = 'unknown';
+    return { decision, rule: header('x-robots-gate-rule'), status, url: String(url ?? ''), header };
+}
+
+/**
+ * readReason is robotsgate's reason from its plain-text body: its `reason:`
+ * line, else its first line; "" when the body cannot be read.
+ */
+async function readReason(response) {
+    let text = '';
+    try {
+        text = await Promise.race([readBody(response), sleep(BODY_TIMEOUT_MS, '')]);
+    } catch {
+        return '';
+    }
+    const lines = text.split('\n').map((l) => l.trim());
+    const reason = lines.find((l) => l.startsWith('reason:'));
+    return (reason ? reason.slice('reason:'.length).trim() : lines.find((l) => l) ?? '').slice(0, MAX_DETAIL);
+}
+
+/**
+ * readBody reads up to MAX_BODY bytes of a response's body: a browser's
+ * response by its text(), an HTTP crawler's stream by reading it, the rest
+ * of it discarded so that the connection can be used again.
+ */
+async function readBody(response) {
+    if (typeof response.text === 'function') return response.text();
+    if (typeof response[Symbol.asyncIterator] !== 'function') return '';
+    const chunks = [];
+    let size = 0;
+    response.on?.('error', () => {}); // reported by the read below, or moot
+    for await (const chunk of response) {
+        chunks.push(Buffer.from(chunk));
+        size += chunk.length;
+        if (size >= MAX_BODY) break;
+    }
+    return Buffer.concat(chunks).subarray(0, MAX_BODY).toString('utf8');
+}
+
+/**
+ * discard lets the rest of an HTTP crawler's response stream flow away, so
+ * that its connection to the proxy can be used again; a browser's response
+ * needs nothing.
+ */
+function discard(response) {
+    if (typeof response.resume === 'function' && typeof response.pipe === 'function' && !response.destroyed) {
+        response.on('error', () => {});
+        response.resume();
+    }
+}
+
+function detail(rule, reason) {
+    if (rule) return `rule "${rule.slice(0, MAX_DETAIL)}"`;
+    if (reason) return `reason "${reason}"`;
+    return 'no rule given';
+}
+
+/**
+ * parseRetryAfter reads a Retry-After value, whole seconds or an HTTP date,
+ * as seconds from now (0 for a date past); null when absent or unreadable.
+ */
+function parseRetryAfter(value) {
+    if (!value) return null;
+    if (/^\d+$/.test(value)) return Number(value);
+    const at = Date.parse(value);
+    if (Number.isNaN(at)) return null;
+    return Math.max(0, Math.ceil((at - Date.now()) / 1000));
+}
+
+/**
+ * keepSession detaches the session from a failed request's context, so that
+ * Crawlee does not mark it bad (it calls session.markBad() on every failed
+ * request after the handlers return, and retires it at maxErrorScore): an
+ * answer of robotsgate's says nothing about the session.
+ */
+function keepSession(ctx) {
+    ctx.session = undefined;
+}
+
+/**
+ * prolongLock keeps the request's lock in Crawlee's request queue for the
+ * wait, so that the queue does not hand the request to another task while
+ * this one waits (RequestQueue's lock lasts the request handler's timeout
+ * plus 5 s). A request from a RequestList has no lock.
+ */
+async function prolongLock(ctx, secs) {
+    const client = ctx.crawler?.requestQueue?.client;
+    if (typeof client?.prolongRequestLock !== 'function' || !ctx.request.id) return;
+    try {
+        await client.prolongRequestLock(ctx.request.id, { lockSecs: Math.ceil(secs) + 10 });
+    } catch {
+        // Not in this queue, or already handled: nothing to keep.
+    }
+}
+
+module.exports = { RobotsGate, RobotsGateError, RobotsGateBlocked, RobotsGateRetry, BLOCKED, TEMPORARY, parseRetryAfter };
