@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/testkit"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // origin is an httptest origin that counts the requests it receives by
@@ -406,6 +407,34 @@ func TestCrawlee(t *testing.T) {
 		}
 		if r.Sessions.Retired != 0 {
 			t.Errorf("%d sessions retired; want 0", r.Sessions.Retired)
+		}
+	})
+
+	// An answer Crawlee fails before any hook sees it (robotsgate's 407, a
+	// text/plain body whose status is neither 5xx nor a blocked status
+	// code) is not retried either, and the gate counts it and logs its
+	// decision and reason.
+	t.Run("auth required", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rg := startRobotsgate(t, dir, "[[auth.users]]\nname = \"etl\"\npassword_hash = "+strconv.Quote(string(hash))+"\n")
+		o := newOrigin(t, plainHTTP, site("User-agent: *\nDisallow:\n", map[string]string{"/": "<html></html>"}))
+		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/"}, "maxRequestRetries": 2})
+		if n := rg.asked(t, o.URL+"/", userAgent); n != 1 {
+			t.Errorf("robotsgate was asked for %s/ %d times; want 1", o.URL, n)
+		}
+		if r.Gate.Answers["auth-required"] != 1 || r.Gate.Blocked != 1 || len(r.Failed) != 1 || r.Failed[0].RetryCount != 0 {
+			t.Errorf("gate stats %+v, failed %+v; want one auth-required answer, blocked, not retried", r.Gate, r.Failed)
+		}
+		if ls := r.lines("robotsgate answered " + o.URL + "/: auth-required (407), reason"); len(ls) != 1 {
+			t.Errorf("the log explains the 407 %d times; want once: %q", len(ls), ls)
+		}
+		if o.count("/") != 0 {
+			t.Errorf("the site received / %d times; want 0", o.count("/"))
 		}
 	})
 
