@@ -116,7 +116,7 @@ func loopbackLookup(ctx context.Context, network, host string) ([]netip.Addr, er
 }
 
 // startMITM runs a MITM proxy whose upstream trusts pki.
-func startMITM(t *testing.T, pki *testPKI, mutate func(*config.Config)) *testProxy {
+func startMITM(t testing.TB, pki *testPKI, mutate func(*config.Config)) *testProxy {
 	t.Helper()
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = t.TempDir()
