@@ -255,22 +255,32 @@ func nodeEnv() []string {
 // set.
 func requireCrawlee(t *testing.T) {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("ROBOTSGATE_NODE_REQUIRED") != "" {
-			t.Fatalf("%s (ROBOTSGATE_NODE_REQUIRED is set)", msg)
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node: %v (apt-get install nodejs npm)", err)
-	}
+	requireNode(t)
 	for _, pkg := range []string{"crawlee", "playwright"} {
 		if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
-			missing("%s is not installed here: run (cd integrations/crawlee && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci): %v", pkg, err)
+			missing(t, "%s is not installed here: run (cd integrations/crawlee && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci): %v", pkg, err)
 		}
 	}
+}
+
+// requireNode skips the test without node, or fails it when
+// ROBOTSGATE_NODE_REQUIRED is set.
+func requireNode(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		missing(t, "node: %v (apt-get install nodejs npm)", err)
+	}
+}
+
+// missing skips the test for what it lacks, or fails it when
+// ROBOTSGATE_NODE_REQUIRED is set (CI sets it).
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("ROBOTSGATE_NODE_REQUIRED") != "" {
+		t.Fatalf("%s (ROBOTSGATE_NODE_REQUIRED is set)", msg)
+	}
+	t.Skip(msg)
 }
 
 // TestCrawlee crawls through robotsgate with the gate's options and checks
@@ -500,6 +510,21 @@ func TestCrawlee(t *testing.T) {
 			t.Errorf("without NODE_EXTRA_CA_CERTS: saw %q, failed %+v; want the one request failed", r.Seen, r.Failed)
 		}
 	})
+}
+
+// TestUnit runs testdata/unit.test.mjs with node's test runner: what
+// index.js reads of robotsgate's answers (Retry-After's forms, a got and a
+// Playwright response), and what its handlers do with the session.
+func TestUnit(t *testing.T) {
+	requireNode(t) // index.js needs nothing from npm
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--test", filepath.Join("testdata", "unit.test.mjs"))
+	cmd.Env = nodeEnv()
+	cmd.WaitDelay = 10 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
 }
 
 // TestReadmeExample runs the README's first example, the CheerioCrawler,

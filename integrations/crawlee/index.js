@@ -49,6 +49,9 @@ const BLOCKED = new Set([
 const TEMPORARY = new Set(['paced', 'unreachable', 'overloaded', 'shutting-down', 'upstream-error']);
 
 const DECISION = /^[a-z][a-z-]{0,31}$/;
+// HTTP_DATE is RFC 9110's HTTP-date: IMF-fixdate, rfc850-date, asctime-date.
+const HTTP_DATE =
+    /^(?:[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Za-z]{6,9}, \d{2}-[A-Za-z]{3}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
 const MAX_DETAIL = 300; // characters of a rule or reason put in a message
 const MAX_BODY = 8192; // bytes of robotsgate's body read for its reason
 const BODY_TIMEOUT_MS = 5000; // the longest a reason's body is waited for
@@ -289,7 +292,7 @@ function readAnswer(response) {
 async function readReason(response) {
     let text = '';
     try {
-        text = await Promise.race([readBody(response), sleep(BODY_TIMEOUT_MS, '')]);
+        text = await Promise.race([readBody(response), sleep(BODY_TIMEOUT_MS, '', { ref: false })]);
     } catch {
         return '';
     }
@@ -342,6 +345,8 @@ function detail(rule, reason) {
 function parseRetryAfter(value) {
     if (!value) return null;
     if (/^\d+$/.test(value)) return Number(value);
+    // Date.parse reads "-5" or "1.5" as dates: only HTTP-date's forms.
+    if (!HTTP_DATE.test(value)) return null;
     const at = Date.parse(value);
     if (Number.isNaN(at)) return null;
     return Math.max(0, Math.ceil((at - Date.now()) / 1000));

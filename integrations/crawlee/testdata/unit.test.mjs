@@ -1,0 +1,108 @@
+// unit.test.mjs: node --test for what index.js reads from robotsgate's
+// answers without a crawl (crawlee_test.go's TestUnit runs it).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { RobotsGate, RobotsGateBlocked, RobotsGateRetry, parseRetryAfter } from '../index.js';
+
+test('parseRetryAfter', () => {
+    assert.equal(parseRetryAfter('120'), 120);
+    assert.equal(parseRetryAfter('0'), 0);
+    assert.equal(parseRetryAfter(''), null);
+    assert.equal(parseRetryAfter(undefined), null);
+    assert.equal(parseRetryAfter('soon'), null);
+    assert.equal(parseRetryAfter('-5'), null);
+    assert.equal(parseRetryAfter('1.5'), null); // whole seconds only (RFC 9110)
+    assert.equal(parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT'), 0); // past
+    assert.equal(parseRetryAfter('Wednesday, 21-Oct-15 07:28:00 GMT'), 0);
+    assert.equal(parseRetryAfter('Wed Oct 21 07:28:00 2015'), 0);
+    assert.equal(parseRetryAfter('2015-10-21'), null);
+    const inAMinute = new Date(Date.now() + 60_000).toUTCString();
+    const secs = parseRetryAfter(inAMinute);
+    assert.ok(secs >= 58 && secs <= 61, `${inAMinute}: ${secs}`);
+});
+
+// ctx is a crawling context with a response shaped as got's (an HTTP
+// crawler's: a stream with statusCode and headers) or as Playwright's
+// (methods).
+function gotCtx(status, headers, body = '') {
+    const response = Object.assign(Readable.from([Buffer.from(body)]), {
+        statusCode: status,
+        headers,
+        url: 'http://site.example/x',
+    });
+    return { request: { url: 'http://site.example/x' }, response, session: {}, log: { info() {}, debug() {} } };
+}
+
+function playwrightCtx(status, headers, body = '') {
+    const response = {
+        status: () => status,
+        headers: () => headers,
+        url: () => 'http://site.example/x',
+        text: async () => body,
+    };
+    return { request: { url: 'http://site.example/x' }, response, session: {}, log: { info() {}, debug() {} } };
+}
+
+for (const [name, make] of [['got', gotCtx], ['playwright', playwrightCtx]]) {
+    test(`${name}: a block with a rule, one without, a temporary answer, a held one, the site's own`, async () => {
+        const gate = new RobotsGate();
+        const [hook] = gate.wrap({}).postNavigationHooks;
+
+        let ctx = make(403, { 'x-robots-gate': 'disallowed', 'x-robots-gate-rule': 'disallow: /x (line 2)' });
+        await assert.rejects(hook(ctx), (e) => e instanceof RobotsGateBlocked && e.rule === 'disallow: /x (line 2)' && e.status === 403);
+        assert.equal(ctx.request.noRetry, true);
+
+        ctx = make(403, { 'x-robots-gate': 'denied' }, 'robotsgate: http://site.example/x is denied\n\nreason:     "no crawling here"\n');
+        await assert.rejects(hook(ctx), (e) => e instanceof RobotsGateBlocked && e.reason === '"no crawling here"' && e.rule === '');
+
+        ctx = make(429, { 'x-robots-gate': 'paced', 'retry-after': '7' });
+        await assert.rejects(hook(ctx), (e) => e instanceof RobotsGateRetry && e.retryAfterSecs === 7);
+        assert.notEqual(ctx.request.noRetry, true);
+
+        await hook(make(200, { 'x-robots-gate-held': '1.250' }));
+        await hook(make(403, {})); // the site's own: Crawlee's to handle
+        await hook(make(200, { 'x-robots-gate': 'Would-Block' }));
+        await hook(make(403, { 'x-robots-gate': 'constructor' })); // unknown: passed on, counted
+
+        assert.deepEqual(gate.stats.answers, { disallowed: 1, denied: 1, paced: 1, 'would-block': 1, constructor: 1 });
+        assert.equal(gate.stats.held, 1);
+        assert.equal(gate.stats.heldSecs, 1.25);
+    });
+}
+
+test('errorHandler: yours first, then the wait; the session kept', async () => {
+    const gate = new RobotsGate({ maxRetryAfterSecs: 0 });
+    const calls = [];
+    const { errorHandler, failedRequestHandler } = gate.wrap({
+        errorHandler: (ctx, e) => calls.push(`error ${e.name} session=${ctx.session !== undefined}`),
+        handleFailedRequestFunction: (ctx, e) => calls.push(`failed ${e.name} session=${ctx.session !== undefined}`),
+    });
+    const retry = new RobotsGateRetry('paced', { decision: 'paced', rule: '', reason: '', status: 429, url: 'u', retryAfterSecs: 30 });
+    let ctx = gotCtx(429, {});
+    await errorHandler(ctx, retry);
+    assert.equal(ctx.session, undefined); // Crawlee's markBad() then finds none
+    assert.equal(gate.stats.retries, 1);
+    assert.equal(gate.stats.waitedSecs, 0); // cut to maxRetryAfterSecs
+
+    ctx = gotCtx(500, {});
+    const other = new Error('the site broke');
+    await errorHandler(ctx, other);
+    assert.notEqual(ctx.session, undefined); // not robotsgate's: Crawlee's
+
+    ctx = gotCtx(429, {});
+    await failedRequestHandler(ctx, retry);
+    assert.equal(gate.stats.gaveUp, 1);
+    assert.equal(ctx.session, undefined);
+    assert.deepEqual(calls, ['error RobotsGateRetry session=true', 'error Error session=true', 'failed RobotsGateRetry session=true']);
+});
+
+test('wrap keeps your options and hooks, after its own', () => {
+    const mine = () => {};
+    const wrapped = new RobotsGate().wrap({ maxRequestRetries: 5, postNavigationHooks: [mine], handleFailedRequestFunction: mine });
+    assert.equal(wrapped.maxRequestRetries, 5);
+    assert.equal(wrapped.postNavigationHooks.length, 2);
+    assert.equal(wrapped.postNavigationHooks[1], mine);
+    assert.ok(!('handleFailedRequestFunction' in wrapped));
+    assert.throws(() => new RobotsGate({ maxRetryAfterSecs: -1 }), /maxRetryAfterSecs/);
+});
