@@ -14,6 +14,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/cluster/redistest"
 	"github.com/robotsgate/robotsgate/evidence"
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/audit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -135,7 +136,10 @@ func TestAuditNamesCopies(t *testing.T) {
 			t.Errorf("with a purpose: copy %d = %+v; want %+v", i, cs[i], want[i])
 		}
 	}
+	// A body is handed to the Keeper after the requests waiting for it
+	// are let go, so that keeping never delays a decision: wait for it.
 	for _, w := range want {
+		testkit.Eventually(t, "the body of "+w.URL+" kept", func() bool { return len(k.of(w.URL)) > 0 })
 		if got := k.of(w.URL); len(got) != 1 || hexSum(string(got[0])) != w.SHA256 {
 			t.Errorf("kept %d bodies of %s; want its body once", len(got), w.URL)
 		}
@@ -186,6 +190,7 @@ func TestFleetCopies(t *testing.T) {
 		t.Errorf("copies: the fetcher's %+v, the other's %+v; want the same, sha256 %s", a, b, hexSum(testRobots))
 	}
 	for i, k := range keepers {
+		testkit.Eventually(t, "robots.txt kept", func() bool { return len(k.of(o.URL+"/robots.txt")) > 0 })
 		if got := k.of(o.URL + "/robots.txt"); len(got) != 1 || string(got[0]) != testRobots {
 			t.Errorf("instance %d kept %q; want the body once", i, got)
 		}
