@@ -3,15 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +18,6 @@ import (
 
 	"github.com/robotsgate/robotsgate/evidence"
 	"github.com/robotsgate/robotsgate/internal/testkit"
-	"github.com/robotsgate/robotsgate/proxy"
-	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // evidenceRun is a proxy run whose evidence the commands read: requests
@@ -70,26 +64,8 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 	run.store = filepath.Join(run.dir, "evidence")
 	toml := fmt.Sprintf("[tls]\nmode = \"tunnel\"\nstate_dir = %q\n[upstream]\nblock_private = false\n[audit]\nfile = %q\nlog_allowed = true\n"+
 		"[politeness]\ncrawl_delay = false\n[[agents]]\nuser_agent = \"*FooCrawler*\"\ntoken = \"FooBot\"\n", run.dir, run.auditPath)
-	if err := os.WriteFile(run.cfgPath, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(run.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
 	clk := testkit.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	srv, err := proxy.NewServer(cfg, proxy.Options{Now: clk.Now, Version: "test", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	pu, _ := url.Parse("http://" + ln.Addr().String())
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}, Timeout: 10 * time.Second}
+	client, stop := serveProxyConfig(t, run.cfgPath, toml, clk.Now)
 	get := func(path, ua string, want int, purpose ...string) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", origin.URL+path, nil)
@@ -122,11 +98,7 @@ func runEvidenceProxy(t *testing.T) *evidenceRun {
 	get("/open", "BarBot/1.0", 200)
 	get("/private/x", "BarBot/1.0", 403)
 	get("/anything", "BarBot/1.0", 403)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	return run
 }
 

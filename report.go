@@ -11,8 +11,9 @@ import (
 )
 
 // runReport summarises audit files: counts by decision, origin, token and
-// rule, and the time range, as text or JSON on stdout, and as an HTML page
-// with -html. A file that cannot be read is named on stderr and makes the
+// rule, the time range, the refusals by whether they reached the site, the
+// URLs refused and what sites charged, as text or JSON on stdout, and as an
+// HTML page with -html. A file that cannot be read is named on stderr and makes the
 // exit status 2; the others are still reported.
 func runReport(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("report", stderr)
@@ -23,12 +24,19 @@ func runReport(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(fs.Output(), `usage: robotsgate report [-json] [-html FILE] [-since T] AUDIT_FILE...
 
 Summarises audit logs (JSON lines, plain or gzip; - reads stdin): records by
-decision, origin, token and rule, and their time range. Blocked records are
-those the proxy answered without sending the request, the decisions
+decision, origin, token and rule, their time range, the URLs refused (-json:
+every one; text and -html: the most refused of each origin) and what sites
+charged (pay-per-crawl, summed exactly per currency and origin). Blocked
+records are those whose client got robotsgate's answer, not the site's: the
+decisions
   %s
-(not would-block, paced, upstream-error or the other refusals). Malformed
-lines are counted and skipped. A file that cannot be read is named on stderr
-and makes the exit status 2; the other files are still reported.
+(not would-block, paced, upstream-error or the other refusals). They were
+never sent, except usage refusals made on the site's own answer (its headers,
+its HTML meta, a tdmrep.json reservation it did not lift): those reached the
+site, and only the answer's body was withheld. price-refused requests reached
+the site too (it answered 402; nothing was paid). Malformed lines are counted
+and skipped. A file that cannot be read is named on stderr and makes the exit
+status 2; the other files are still reported.
 
 `, report.BlockedNames())
 		fs.PrintDefaults()

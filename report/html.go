@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,7 @@ func (s *Summary) WriteHTML(w io.Writer) error {
 	p.Rules[1].Note = "robots.txt allow rules that decided a request: the longest match was an allow."
 	p.Rules[2].Note = "Usage statements that refused a declared purpose (usage-refused): from robots.txt, a response header, an HTML page's meta elements, tdmrep.json or an RSL licence."
 	p.Rules[3].Note = "The same refusals by where their statement came from."
+	s.htmlRefusals(&p)
 	if !s.Since.IsZero() {
 		p.Since = stamp(s.Since)
 	}
@@ -80,6 +82,83 @@ type htmlPage struct {
 	Origins                            htmlCross
 	Answers                            htmlAnswers
 	Rules                              []htmlTable
+	// Refusals: the blocked records by class, the price-refused ones, what
+	// each class means, and the refused URLs by origin.
+	NotSent, Withheld, NotPaid int64
+	Classes                    []htmlRefusalClass // every class, for the footer
+	Refused                    []htmlRefusedOrigin
+	RefusedPer                 int    // the URLs shown of each origin
+	RefusedRest                string // the origins not shown; "" when none
+	RefusedCap                 string // records past the list's cap; "" when none
+	// Spend: totals by currency, and by origin.
+	Spent         []money
+	SpentByOrigin []originSpend
+	NotSummed     string // "" when every charge was summed
+}
+
+// htmlRefusalClass is one refusal class, as the page names it.
+type htmlRefusalClass struct {
+	Name, Color, Explain string
+	Count                int64
+}
+
+// htmlRefusedOrigin is one origin's refused URLs.
+type htmlRefusedOrigin struct {
+	Origin  string
+	Summary string // its refused records by class
+	Entries []htmlRefused
+	More    string // the URLs not shown; "" when none
+}
+
+// htmlRefused is one refused URL of the page.
+type htmlRefused struct {
+	*RefusedURL
+	ClassName, Color string
+}
+
+// HTMLRefusedOrigins and HTMLRefusedPerOrigin bound WriteHTML's refused-URL
+// list: the origins shown, and the URLs shown of each.
+const (
+	HTMLRefusedOrigins   = 50
+	HTMLRefusedPerOrigin = 10
+)
+
+// refusalColors are the refusal classes' colours.
+var refusalColors = [numRefusalClasses]string{NotSent: "#d32f2f", BodyWithheld: "#ef6c00", NotPaid: "#6a1b9a"}
+
+// htmlRefusals fills p's refusals and spend.
+func (s *Summary) htmlRefusals(p *htmlPage) {
+	p.NotSent, p.Withheld, p.NotPaid = s.byClass[NotSent], s.byClass[BodyWithheld], s.byClass[NotPaid]
+	for c := range numRefusalClasses {
+		p.Classes = append(p.Classes, htmlRefusalClass{Name: c.short(), Color: refusalColors[c], Explain: c.Explain(), Count: s.byClass[c]})
+	}
+	p.RefusedPer = HTMLRefusedPerOrigin
+	origins, rest, restRecords := s.refusedByOrigin(HTMLRefusedOrigins, HTMLRefusedPerOrigin)
+	for _, o := range origins {
+		ho := htmlRefusedOrigin{Origin: o.Origin, Summary: classCounts(o.Records, o.ByClass)}
+		for _, e := range o.Entries {
+			ho.Entries = append(ho.Entries, htmlRefused{e, e.class.short(), refusalColors[e.class]})
+		}
+		if o.More > 0 {
+			ho.More = fmt.Sprintf("… and %d more %s (%d records)", o.More, plural(o.More, "URL", "URLs"), o.MoreRecs)
+		}
+		if o.Unlisted > 0 {
+			ho.More = strings.TrimPrefix(ho.More+fmt.Sprintf("; %d records not listed (past the list's cap)", o.Unlisted), "; ")
+		}
+		p.Refused = append(p.Refused, ho)
+	}
+	if rest > 0 {
+		p.RefusedRest = fmt.Sprintf("… and %d more %s (%d refused records).", rest, plural(rest, "origin", "origins"), restRecords)
+	}
+	if s.refused.left > 0 {
+		p.RefusedCap = fmt.Sprintf("%d refused records are not listed: they came after the list held %d refusals.", s.refused.left, s.maxRefused())
+	}
+	p.Spent = s.moneyOf(&s.spent)
+	p.SpentByOrigin = s.spendByOrigin()
+	p.SpentByOrigin = p.SpentByOrigin[:min(len(p.SpentByOrigin), HTMLRows)]
+	if s.notSummed > 0 {
+		p.NotSummed = strings.TrimPrefix(s.notSummedNote(), "; ")
+	}
 }
 
 // htmlTable is one table of the page.
@@ -278,6 +357,7 @@ var decisionColors = []struct{ name, color string }{
 	{"misdirected", "#5c6bc0"},
 	{"overloaded", "#283593"},
 	{"shutting-down", "#00acc1"},
+	{"price-refused", "#6a1b9a"},
 	{"allowed", "#43a047"},
 }
 

@@ -29,7 +29,8 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, h := range hostile {
-		s.Add(&audit.Record{Time: audit.Time(at.Add(time.Duration(i) * time.Hour)), Decision: policy.ActionDenied, Origin: h, Token: h, Rule: h})
+		s.Add(&audit.Record{Time: audit.Time(at.Add(time.Duration(i) * time.Hour)), Decision: policy.ActionDenied, Origin: h, Token: h, Rule: h, URL: h})
+		s.Add(&audit.Record{Time: audit.Time(at.Add(time.Duration(i) * time.Hour)), Decision: policy.ActionAllowed, Origin: h, Charged: "USD 0.1"})
 	}
 	var out bytes.Buffer
 	if err := s.WriteHTML(&out); err != nil {
@@ -67,10 +68,11 @@ func TestWriteHTML(t *testing.T) {
 	if count["script"] != 0 || count["img"] != 0 || count["link"] != 0 {
 		t.Errorf("elements %v; want no script, img or link", count)
 	}
-	// Decisions, origins by decision, origins' answers, tokens, and
-	// disallow, allow and usage rules, and usage refusals by source.
-	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 8 {
-		t.Errorf("elements %v; want one svg with bars and a legend, eight tables", count)
+	// Decisions, origins by decision, origins' answers, refused URLs,
+	// spent by origin, tokens, and disallow, allow and usage rules, and
+	// usage refusals by source.
+	if count["svg"] != 1 || count["rect"] < 10 || count["table"] != 10 {
+		t.Errorf("elements %v; want one svg with bars and a legend, ten tables", count)
 	}
 	all := strings.Join(texts, "\n")
 	for _, want := range []string{
@@ -80,6 +82,8 @@ func TestWriteHTML(t *testing.T) {
 		"2026-11-23 08:00 UTC: disallowed 2", // a bar's title
 		"Origins by decision", "Origins' answers", "Disallow rules", "Allow rules", "Usage rules",
 		"disallow: /drafts", "allow: /", "2xx", "429",
+		"Refused URLs", "http://site.example/private/y", "Spent by origin", "USD 0.40", "What reached the sites",
+		"never sent: robotsgate answered for the site", // the footer, per class
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the page's text has no %q", want)

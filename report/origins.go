@@ -27,6 +27,8 @@ func className(i int) string { return audit.AnswerClass(i).String() }
 type originCounts struct {
 	decisions [policy.NumActions + 1]int64 // by policy.Action; the last for an Action Add was given that is none of them
 	answers   [numClasses]int64
+	refused   [numRefusalClasses]int64 // refused records by class
+	spent     *spend                   // what it charged; nil until it charged
 }
 
 // decisionName is the name of decisions' index i.

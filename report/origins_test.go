@@ -127,14 +127,36 @@ func referenceOf(t *testing.T, path string) reference {
 
 // reportJSON is the part of WriteJSON's object these tests read.
 type reportJSON struct {
-	ByDecision       map[string]int64            `json:"by_decision"`
-	ByRule           map[string]int64            `json:"by_rule"`
-	ByDisallowRule   map[string]int64            `json:"by_disallow_rule"`
-	ByAllowRule      map[string]int64            `json:"by_allow_rule"`
-	ByUsageRule      map[string]int64            `json:"by_usage_rule"`
-	ByOriginDecision map[string]map[string]int64 `json:"by_origin_decision"`
-	ByClass          map[string]int64            `json:"by_class"`
-	ByOriginClass    map[string]map[string]int64 `json:"by_origin_class"`
+	ByDecision       map[string]int64             `json:"by_decision"`
+	ByRule           map[string]int64             `json:"by_rule"`
+	ByDisallowRule   map[string]int64             `json:"by_disallow_rule"`
+	ByAllowRule      map[string]int64             `json:"by_allow_rule"`
+	ByUsageRule      map[string]int64             `json:"by_usage_rule"`
+	ByOriginDecision map[string]map[string]int64  `json:"by_origin_decision"`
+	ByClass          map[string]int64             `json:"by_class"`
+	ByOriginClass    map[string]map[string]int64  `json:"by_origin_class"`
+	Blocked          int64                        `json:"blocked"`
+	ByRefusalClass   map[string]int64             `json:"by_refusal_class"`
+	RefusedURLs      []RefusedURL                 `json:"refused_urls"`
+	RefusedLeftOut   int64                        `json:"refused_urls_left_out"`
+	Spent            map[string]string            `json:"spent"`
+	ChargedRequests  map[string]int64             `json:"charged_requests"`
+	SpentByOrigin    map[string]map[string]string `json:"spent_by_origin"`
+	ChargedNotSummed int64                        `json:"charged_not_summed"`
+}
+
+// jsonOf is s's JSON report, decoded.
+func jsonOf(t *testing.T, s *Summary) reportJSON {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var got reportJSON
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func equalNested(a, b map[string]map[string]int64) bool {
@@ -223,14 +245,7 @@ func TestSpans(t *testing.T) {
 			}
 
 			// JSON: against the reference, and the spot values above.
-			var out bytes.Buffer
-			if err := s.WriteJSON(&out); err != nil {
-				t.Fatal(err)
-			}
-			var got reportJSON
-			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-				t.Fatal(err)
-			}
+			got := jsonOf(t, s)
 			if !equalNested(got.ByOriginDecision, ref.byOriginDecision) {
 				t.Errorf("by_origin_decision = %v; want %v", got.ByOriginDecision, ref.byOriginDecision)
 			}
@@ -306,14 +321,7 @@ func TestOriginTablesBounded(t *testing.T) {
 	if len(s.origins.counts) != 10 {
 		t.Fatalf("%d origins kept; want 10", len(s.origins.counts))
 	}
-	var out bytes.Buffer
-	if err := s.WriteJSON(&out); err != nil {
-		t.Fatal(err)
-	}
-	var got reportJSON
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
+	got := jsonOf(t, s)
 	const total = 50 * 51 / 2 // records of each decision
 	var decisions, answers int64
 	for _, m := range got.ByOriginDecision {

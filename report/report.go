@@ -1,8 +1,10 @@
 // Package report summarises robotsgate audit logs (docs/data-teams.md, "Audit log"):
 // counts by decision, origin, token and rule (allow and disallow rules
 // apart), each origin's records by decision, the origins' own answers by
-// status class, the time range, and decisions over time, as text, JSON or
-// a self-contained HTML page.
+// status class, the refusals by whether they reached the site
+// (RefusalClass) and the URLs refused, what sites charged (exact sums per
+// currency and origin), the time range, and decisions over time, as text,
+// JSON or a self-contained HTML page.
 //
 // A Summary reads any number of audit files, plain or gzip, one line at a
 // time. Its memory is bounded whatever the input's size: a line longer than
@@ -12,7 +14,9 @@
 // in its row of the origin table (so they are bounded with it), and the
 // timeline keeps at most MaxBuckets buckets, widening them along a ladder
 // (1s, 5s, 10s, 30s, 1m, 5m, 15m, 1h, 6h, 1d, then 2, 4, 8… days) as the
-// time range grows.
+// time range grows. The refused-URL list keeps at most MaxRefused
+// entries (URLs cut at MaxURLLen) and counts the records of the rest, and
+// charges are summed in at most MaxCurrencies currencies.
 //
 // Audit files are untrusted input: origins, tokens and rules come from
 // requests and robots.txt files. Malformed lines are counted, never fatal;
@@ -25,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -53,11 +59,15 @@ const MaxKeyLen = 512
 const Other = "(other)"
 
 // BlockedDecisions are the decisions a report counts as blocked: the
-// request was answered by the proxy and not sent, because of the target's
-// robots.txt (disallowed, or unreachable rules with no usable copy), a
-// [[sites]] deny, a usage preference, or a private address. Throttling
-// (paced), client errors (auth-required, bad-request, misdirected),
-// overload and upstream failures are not blocks, and neither are
+// client got robotsgate's answer, not the site's content, because of the
+// target's robots.txt (disallowed, or unreachable rules with no usable
+// copy), a [[sites]] deny, a usage preference, or a private address. All
+// of them but some usage refusals were never sent; a usage refusal made
+// on the site's answer (its headers, its HTML meta, a tdmrep.json
+// reservation it did not lift) reached the site, and only the answer's
+// body was withheld (RefusalClass tells them apart). Throttling (paced),
+// client errors (auth-required, bad-request, misdirected), overload,
+// upstream failures and price-refused are not blocks, and neither are
 // would-block (report mode: forwarded) and allowed.
 var BlockedDecisions = []policy.Action{
 	policy.ActionDisallowed, policy.ActionDenied, policy.ActionUsageRefused, policy.ActionPrivate, policy.ActionUnreachable,
@@ -86,20 +96,21 @@ var errCheckpoint = errors.New("a checkpoint, not a record")
 
 // ParseRecord decodes the members of one audit line (JSON, as audit.Log
 // writes it) that a report counts: time, decision, origin, token, rule,
-// method and status. It fails, with an error wrapping ErrMalformed, when
-// the line is not one JSON object, has no RFC 3339 "time", or no
-// "decision" that names one of robotsgate's decisions, or when one of
-// time, decision, origin, token and rule is neither a string nor null.
-// Method and status are read leniently: a method that is not a string is
-// "", and a status that is not a JSON integer from 100 to 999 is 0. Member
-// names match exactly, and the last of repeated names wins.
+// method, status, url, line, reason and charged. It fails, with an error wrapping
+// ErrMalformed, when the line is not one JSON object, has no RFC 3339
+// "time", or no "decision" that names one of robotsgate's decisions, or
+// when one of time, decision, origin, token and rule is neither a string
+// nor null. The others are read leniently: a method, url, reason or
+// charged that is not a string is "", a status that is not a JSON integer from 100 to
+// 999 is 0, and a line that is not a JSON integer from 0 to 2^31-1 is 0.
+// Member names match exactly, and the last of repeated names wins.
 func ParseRecord(line []byte) (audit.Record, error) {
 	p, err := parseLine(new(jsonscan.Scanner), line)
 	if err != nil {
 		return audit.Record{}, err
 	}
 	return audit.Record{Time: audit.Time(p.time), Decision: p.action, Origin: string(p.origin), Token: string(p.token), Rule: string(p.rule),
-		Method: string(p.method), Status: p.status}, nil
+		Method: string(p.method), Status: p.status, URL: string(p.url), Line: p.line, Reason: string(p.reason), Charged: string(p.charged)}, nil
 }
 
 // parsed is a decoded audit line whose names may still point into the line:
@@ -108,8 +119,10 @@ type parsed struct {
 	time                          time.Time
 	action                        policy.Action
 	decision, origin, token, rule []byte // decision: action's name
-	method                        []byte
-	status                        int // 0: none (see statusOf)
+	method, url, reason, charged  []byte
+	chargedBad                    bool // a charged that is neither a string nor null
+	status                        int  // 0: none (see statusOf)
+	line                          int  // 0: none (see lineOf)
 }
 
 // parseLine is ParseRecord without the copies.
@@ -136,7 +149,8 @@ func parseLine(s *jsonscan.Scanner, line []byte) (parsed, error) {
 		return parsed{time: t}, errCheckpoint
 	}
 	p := parsed{time: t, decision: f.decision.bytes(), origin: f.origin.bytes(), token: f.token.bytes(), rule: f.rule.bytes(),
-		method: f.method.bytes(), status: statusOf(f.status.raw)}
+		method: f.method.bytes(), url: f.url.bytes(), reason: f.reason.bytes(), charged: f.charged.bytes(), chargedBad: f.charged.bad,
+		status: statusOf(f.status.raw), line: lineOf(f.line.raw)}
 	if len(p.decision) == 0 {
 		return parsed{}, fmt.Errorf("%w: no decision", ErrMalformed)
 	}
@@ -160,17 +174,36 @@ func actionOf(b []byte) (policy.Action, bool) {
 // integer from 100 to 999, as strconv.Atoi reads it; 0 for anything else
 // (a fraction, an exponent, a sign, another size).
 func statusOf(raw []byte) int {
-	if len(raw) != 3 || raw[0] < '1' || raw[0] > '9' {
+	if len(raw) != 3 || raw[0] < '1' {
 		return 0
 	}
-	n := 0
+	n, _ := digitsOf(raw)
+	return n
+}
+
+// lineOf returns the line whose JSON number text is raw: a plain integer
+// from 0 to 2^31-1; 0 for anything else (a fraction, an exponent, a
+// sign, a larger number).
+func lineOf(raw []byte) int {
+	if len(raw) > 10 {
+		return 0
+	}
+	if n, ok := digitsOf(raw); ok && n <= math.MaxInt32 {
+		return n
+	}
+	return 0
+}
+
+// digitsOf reads raw, at most 18 ASCII digits, as a number; ok is false
+// (and n 0) when raw is empty or holds anything else.
+func digitsOf(raw []byte) (n int, ok bool) {
 	for _, c := range raw {
 		if c < '0' || c > '9' {
-			return 0
+			return 0, false
 		}
 		n = n*10 + int(c-'0')
 	}
-	return n
+	return n, len(raw) > 0
 }
 
 // parseStamp reads the audit log's own time format,
@@ -226,6 +259,10 @@ type Summary struct {
 	// by the prefixes of their rules (usage.RuleSource), and counted under
 	// their names. Nil: those of source.List.
 	UsageSources []usage.SourceInfo
+	// MaxRefused is the most refusals the refused-URL list keeps (each a
+	// URL refused with one decision, rule and line); the records of later
+	// ones are counted as left out. Zero: DefaultMaxRefused.
+	MaxRefused int
 
 	total, blocked, malformed, skipped int64
 	checkpoints                        int64  // the chain's signed lines: not records
@@ -241,13 +278,23 @@ type Summary struct {
 	listSources                       []usage.SourceInfo  // source.List's, when UsageSources is nil
 	timeline                          timeline
 	scan                              jsonscan.Scanner // reused by Read
+
+	byClass [numRefusalClasses]int64       // refused records by class
+	refused refusedList                    // the refused URLs
+	phases  map[usage.SourceID]usage.Phase // of source.List's sources, by ID
+
+	currencies []string // charged, in the order first seen; at most MaxCurrencies
+	spent      spend    // all charges, by currency
+	notSummed  int64    // records whose charged was not summed (see charge)
+	scratch    big.Int  // reused by charge
 }
 
-// Add counts one record (its time, decision, origin, token, rule, method
-// and status), unless it is before s.Since.
+// Add counts one record (its time, decision, origin, token, rule, method,
+// status, url, line, reason and charged), unless it is before s.Since.
 func (s *Summary) Add(r *audit.Record) {
-	s.count(parsed{time.Time(r.Time), r.Decision, []byte(r.Decision.String()), []byte(r.Origin), []byte(r.Token), []byte(r.Rule),
-		[]byte(r.Method), r.Status})
+	s.count(parsed{time: time.Time(r.Time), action: r.Decision, decision: []byte(r.Decision.String()), origin: []byte(r.Origin),
+		token: []byte(r.Token), rule: []byte(r.Rule), method: []byte(r.Method), url: []byte(r.URL), reason: []byte(r.Reason), charged: []byte(r.Charged),
+		status: r.Status, line: r.Line})
 }
 
 // count counts one decoded record, unless it is before s.Since.
@@ -275,11 +322,22 @@ func (s *Summary) count(p parsed) {
 	if answered {
 		s.answers[class]++
 	}
-	if oc := s.originCounts(p.origin, limit); oc != nil {
+	oc := s.originCounts(p.origin, limit)
+	if oc != nil {
 		oc.decisions[min(int(p.action), policy.NumActions)]++
 		if answered {
 			oc.answers[class]++
 		}
+	}
+	if len(p.charged) > 0 || p.chargedBad {
+		s.charge(&p, oc)
+	}
+	if rc, ok := s.refusalClass(&p); ok {
+		s.byClass[rc]++
+		if oc != nil {
+			oc.refused[rc]++
+		}
+		s.refused.add(&p, rc, s.maxRefused())
 	}
 	s.tokens.add(p.token, limit, false)
 	if s.rules.add(p.rule, limit, false) == nil && len(p.rule) > 0 {

@@ -567,10 +567,20 @@ func TestWriteJSON(t *testing.T) {
 			// The allowed 200 and the would-block 200 reached docs.example;
 			// the paced 429 and the upstream-error 502 are robotsgate's.
 			`"by_class":{"1xx":0,"2xx":2,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{"https://docs.example:443":{"2xx":2}},` +
+			// Every refusal here was robotsgate's own answer: none was sent.
+			`"by_refusal_class":{"body-withheld":0,"not-paid":0,"not-sent":5},"refused_urls":[` +
+			`{"url":"http://10.1.2.3/admin","origin":"http://10.1.2.3:80","decision":"private-address","class":"not-sent","rule":"","line":0,"reason":"target resolves to a private address","count":1,"first":"2026-11-23T11:31:00.000Z","last":"2026-11-23T11:31:00.000Z"},` +
+			`{"url":"http://site.example/%70rivate/x","origin":"http://site.example:80","decision":"disallowed","class":"not-sent","rule":"disallow: /private","line":2,"reason":"disallowed by robots.txt","count":1,"first":"2026-11-23T08:41:38.637Z","last":"2026-11-23T08:41:38.637Z"},` +
+			`{"url":"http://site.example/private/y","origin":"http://site.example:80","decision":"disallowed","class":"not-sent","rule":"disallow: /private","line":2,"reason":"disallowed by robots.txt","count":1,"first":"2026-11-23T08:42:01.002Z","last":"2026-11-23T08:42:01.002Z"},` +
+			`{"url":"https://down.example/a","origin":"https://down.example:443","decision":"unreachable","class":"not-sent","rule":"","line":0,"reason":"robots.txt unreachable: timeout","count":1,"first":"2026-11-23T10:03:44.120Z","last":"2026-11-23T10:03:44.120Z"},` +
+			`{"url":"https://intranet.example/","origin":"https://intranet.example:443","decision":"denied","class":"not-sent","rule":"","line":0,"reason":"site rule: \"internal only\"","count":1,"first":"2026-11-23T09:20:00.500Z","last":"2026-11-23T09:20:00.500Z"}],` +
+			`"refused_urls_left_out":0,"spent":{},"charged_requests":{},"spent_by_origin":{},"charged_not_summed":0,` +
 			`"from":"2026-11-23T08:41:38.637Z","to":"2026-11-24T08:00:00.000Z","malformed":0,"checkpoints":0,"files":["testdata/audit.jsonl"]}`},
 		{"empty", &Summary{}, `{"total":0,"blocked":0,"by_decision":{},"by_origin":{},"by_token":{},"by_rule":{},` +
 			`"by_disallow_rule":{},"by_allow_rule":{},"by_usage_rule":{},"by_usage_source":{"html head unreadable":0,"html meta":0,"response header":0,"robots.txt":0,"rsl licence":0,"tdmrep.json":0},"by_origin_decision":{},` +
 			`"by_class":{"1xx":0,"2xx":0,"3xx":0,"429":0,"4xx":0,"5xx":0},"by_origin_class":{},` +
+			`"by_refusal_class":{"body-withheld":0,"not-paid":0,"not-sent":0},"refused_urls":[],"refused_urls_left_out":0,` +
+			`"spent":{},"charged_requests":{},"spent_by_origin":{},"charged_not_summed":0,` +
 			`"from":null,"to":null,"malformed":0,"checkpoints":0,"files":[]}`},
 	}
 	for _, tt := range tests {
@@ -592,38 +602,50 @@ func TestWriteJSON(t *testing.T) {
 			t.Errorf("%s: want exactly one JSON object (%v)", tt.name, err)
 		}
 		want := []string{"blocked", "by_allow_rule", "by_class", "by_decision", "by_disallow_rule", "by_origin", "by_origin_class",
-			"by_origin_decision", "by_rule", "by_token", "by_usage_rule", "by_usage_source", "checkpoints", "files", "from", "malformed", "to", "total"}
+			"by_origin_decision", "by_refusal_class", "by_rule", "by_token", "by_usage_rule", "by_usage_source", "charged_not_summed",
+			"charged_requests", "checkpoints", "files", "from", "malformed", "refused_urls", "refused_urls_left_out", "spent",
+			"spent_by_origin", "to", "total"}
 		if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
 			t.Errorf("%s: keys %q; want %q", tt.name, got, want)
 		}
 	}
 }
 
+// TestWriteTextGolden: the text reports of the hand-written logs and of a
+// real proxy's (testdata/proxy.jsonl, written by the root package's
+// TestReportFromProxy) are their golden files.
 func TestWriteTextGolden(t *testing.T) {
 	t.Parallel()
-	s := &Summary{}
-	for _, f := range []string{"testdata/audit.jsonl", "testdata/malformed.jsonl"} {
-		if err := s.ReadFile(f); err != nil {
+	for _, tt := range []struct {
+		files  []string
+		golden string
+	}{
+		{[]string{"testdata/audit.jsonl", "testdata/malformed.jsonl"}, "testdata/audit.txt"},
+		{[]string{"testdata/proxy.jsonl"}, "testdata/proxy.txt"},
+	} {
+		s := &Summary{}
+		for _, f := range tt.files {
+			if err := s.ReadFile(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got bytes.Buffer
+		if err := s.WriteText(&got); err != nil {
 			t.Fatal(err)
 		}
-	}
-	var got bytes.Buffer
-	if err := s.WriteText(&got); err != nil {
-		t.Fatal(err)
-	}
-	const golden = "testdata/audit.txt"
-	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+		if *update {
+			if err := os.WriteFile(tt.golden, got.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -run TestWriteTextGolden -update)", err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("WriteText differs from %s; got:\n%s", golden, got.Bytes())
+		want, err := os.ReadFile(tt.golden)
+		if err != nil {
+			t.Fatalf("%v (run go test ./report -run TestWriteTextGolden -update)", err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("WriteText differs from %s; got:\n%s", tt.golden, got.Bytes())
+		}
 	}
 }
 

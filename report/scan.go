@@ -33,12 +33,14 @@ func (f *field) bytes() []byte {
 
 // recordFields are the members of an audit line that a report reads.
 // time, decision, origin, token and rule must be strings (or null);
-// method and status are read leniently: a method that is not a string,
-// or a status that is not a number, is as if absent.
+// method, url, reason, charged, status and line are read leniently: a
+// method, url, reason or charged that is not a string, or a status or
+// line that is not a number, is as if absent (a charged that is not a string is marked bad,
+// for the report to count it as a charge it could not read).
 type recordFields struct {
 	time, decision, origin, token, rule field
-	method                              field
-	status                              field // raw: the number's text
+	method, url, reason, charged        field
+	status, line                        field // raw: the number's text
 	msg                                 field // "checkpoint" for the chain's signed lines
 }
 
@@ -77,6 +79,14 @@ func (r *recordFields) slot(key []byte) *field {
 		return &r.method
 	case "status":
 		return &r.status
+	case "url":
+		return &r.url
+	case "reason":
+		return &r.reason
+	case "charged":
+		return &r.charged
+	case "line":
+		return &r.line
 	case "msg":
 		return &r.msg
 	}
@@ -102,7 +112,7 @@ func scanRecord(s *jsonscan.Scanner, line []byte, r *recordFields) bool {
 		f := r.slot(key)
 		switch {
 		case f == nil: // Next skips the value
-		case f == &r.status:
+		case f == &r.status || f == &r.line:
 			raw, ok := s.Skip()
 			if !ok {
 				return false
@@ -123,7 +133,7 @@ func scanRecord(s *jsonscan.Scanner, line []byte, r *recordFields) bool {
 			if _, ok := s.Skip(); !ok {
 				return false
 			}
-			*f = field{bad: f != &r.method}
+			*f = field{bad: f == &r.charged || f == &r.time || f == &r.decision || f == &r.origin || f == &r.token || f == &r.rule}
 		}
 	}
 	return s.End()

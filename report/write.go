@@ -97,6 +97,16 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	row("records", strconv.FormatInt(s.total, 10))
 	row("blocked", fmt.Sprintf("%d (%s; %s)", s.blocked, share(s.blocked, s.total), BlockedNames()))
+	if s.blocked > 0 {
+		row("", fmt.Sprintf("%d not sent: never left robotsgate", s.byClass[NotSent]))
+		row("", fmt.Sprintf("%d withheld: sent, the site answered, its body withheld (usage refused by the answer itself)", s.byClass[BodyWithheld]))
+	}
+	if n := s.byClass[NotPaid]; n > 0 {
+		row("not paid", fmt.Sprintf("%d (price-refused: sent, the site answered 402; nothing paid)", n))
+	}
+	if len(s.currencies) > 0 || s.notSummed > 0 {
+		row("spent", moneyText(s.moneyOf(&s.spent))+s.notSummedNote())
+	}
 	row("malformed", lines(s.malformed)+" skipped")
 	if s.checkpoints > 0 {
 		row("checkpoints", fmt.Sprintf("%d (signed lines of the chain, not records: robotsgate audit verify checks them)", s.checkpoints))
@@ -127,6 +137,12 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(bw)
 	writeTable(bw, "USAGE SOURCE", s.usageSourceTable(), s.total)
+	fmt.Fprintln(bw)
+	s.writeRefused(bw)
+	if len(s.currencies) > 0 || s.notSummed > 0 {
+		fmt.Fprintln(bw)
+		s.writeSpend(bw)
+	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write text report: %w", err)
 	}
@@ -246,7 +262,7 @@ func (s *Summary) writeAnswers(w io.Writer) {
 }
 
 // answersNote says what the answers are.
-const answersNote = "(the status the origin answered, on allowed and would-block records: requests that reached it)"
+const answersNote = "(the status the origin answered, on allowed and would-block records, whose answers their clients got; the refusals withheld and not paid reached it too: see REFUSED URLS)"
 
 // allowedNote is a note when no allowed record was counted: the audit log
 // holds them only with audit.log_allowed.
@@ -258,6 +274,112 @@ func (s *Summary) allowedNote() string {
 		return ""
 	}
 	return "no allowed records: the audit log holds allowed requests only with audit.log_allowed = true; set it to see the origins' answers to them"
+}
+
+// Text report's refused-URL list: the origins shown, and the URLs shown of
+// each.
+const (
+	TextRefusedOrigins   = 10
+	TextRefusedPerOrigin = 5
+)
+
+// writeRefused writes the refused URLs by origin: the classes present,
+// what each means, then for each origin its refused records by class and
+// its most refused URLs.
+func (s *Summary) writeRefused(w io.Writer) {
+	fmt.Fprintf(w, "REFUSED URLS (by origin, the %d most refused of each; -json lists every one)\n", TextRefusedPerOrigin)
+	if sum(s.byClass[:]) == 0 {
+		fmt.Fprintln(w, "(none)")
+		return
+	}
+	for c := range numRefusalClasses {
+		if s.byClass[c] > 0 {
+			fmt.Fprintf(w, "%-8s  %s\n", c.short(), c.Explain())
+		}
+	}
+	origins, restOrigins, restRecords := s.refusedByOrigin(TextRefusedOrigins, TextRefusedPerOrigin)
+	for _, o := range origins {
+		fmt.Fprintf(w, "\n%s  %s\n", printable(o.Origin), classCounts(o.Records, o.ByClass))
+		dw := 0
+		for _, e := range o.Entries {
+			dw = max(dw, len(e.Decision.String()))
+		}
+		for _, e := range o.Entries {
+			fmt.Fprintf(w, "  %6d  %-8s  %-*s  %s%s\n", e.Count, e.class.short(), dw, e.Decision, printable(orDash(e.URL)), ruleNote(e))
+		}
+		if o.More > 0 {
+			fmt.Fprintf(w, "  … and %d more %s (%d records)\n", o.More, plural(o.More, "URL", "URLs"), o.MoreRecs)
+		}
+		if o.Unlisted > 0 {
+			fmt.Fprintf(w, "  %d records not listed: past the list's cap of %d refusals\n", o.Unlisted, s.maxRefused())
+		}
+	}
+	if restOrigins > 0 {
+		fmt.Fprintf(w, "\n… and %d more %s (%d refused records)\n", restOrigins, plural(restOrigins, "origin", "origins"), restRecords)
+	}
+}
+
+// classCounts is an origin's refused records, by class: "3 refused: 2 not
+// sent, 1 withheld".
+func classCounts(total int64, byClass [numRefusalClasses]int64) string {
+	var parts []string
+	for c, n := range byClass {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, RefusalClass(c).short()))
+		}
+	}
+	return fmt.Sprintf("%d refused: %s", total, strings.Join(parts, ", "))
+}
+
+// ruleNote is a refusal's rule and line in brackets, or its reason in
+// parentheses when it has no rule (a [[sites]] deny, a price refused);
+// "" for neither.
+func ruleNote(e *RefusedURL) string {
+	switch {
+	case e.Rule == "" && e.Reason != "":
+		return "  (" + printable(e.Reason) + ")"
+	case e.Rule == "":
+		return ""
+	case e.Line > 0:
+		return fmt.Sprintf("  [%s, line %d]", printable(e.Rule), e.Line)
+	}
+	return "  [" + printable(e.Rule) + "]"
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// notSummedNote says how many charges were not summed; "" when none.
+func (s *Summary) notSummedNote() string {
+	if s.notSummed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d charged values not summed (not an amount, or past %d currencies)", s.notSummed, MaxCurrencies)
+}
+
+// writeSpend writes what each origin charged.
+func (s *Summary) writeSpend(w io.Writer) {
+	rows := s.spendByOrigin()
+	width := utf8.RuneCountInString("SPENT BY ORIGIN")
+	for _, r := range rows[:min(len(rows), TextRows)] {
+		width = max(width, min(utf8.RuneCountInString(printable(r.Origin)), textNameWidth))
+	}
+	fmt.Fprintf(w, "%-*s  %s\n", width, "SPENT BY ORIGIN", "SPENT")
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "(none)")
+	}
+	for _, r := range rows[:min(len(rows), TextRows)] {
+		name := printable(r.Origin)
+		fmt.Fprintf(w, "%s%s  %s\n", name, strings.Repeat(" ", max(width-utf8.RuneCountInString(name), 0)), moneyText(r.Money))
+	}
+	if rest := rows[min(len(rows), TextRows):]; len(rest) > 0 {
+		fmt.Fprintf(w, "… and %d more %s\n", len(rest), plural(len(rest), "origin", "origins"))
+	}
 }
 
 // lines is "1 line" or "n lines".
@@ -279,24 +401,31 @@ func printable(s string) string {
 
 // jsonSummary is the object WriteJSON writes.
 type jsonSummary struct {
-	Total            int64                       `json:"total"`
-	Blocked          int64                       `json:"blocked"`
-	ByDecision       map[string]int64            `json:"by_decision"`
-	ByOrigin         map[string]int64            `json:"by_origin"`
-	ByToken          map[string]int64            `json:"by_token"`
-	ByRule           map[string]int64            `json:"by_rule"`
-	ByDisallowRule   map[string]int64            `json:"by_disallow_rule"`
-	ByAllowRule      map[string]int64            `json:"by_allow_rule"`
-	ByUsageRule      map[string]int64            `json:"by_usage_rule"`
-	ByUsageSource    map[string]int64            `json:"by_usage_source"`
-	ByOriginDecision map[string]map[string]int64 `json:"by_origin_decision"`
-	ByClass          map[string]int64            `json:"by_class"`
-	ByOriginClass    map[string]map[string]int64 `json:"by_origin_class"`
-	From             *string                     `json:"from"`
-	To               *string                     `json:"to"`
-	Malformed        int64                       `json:"malformed"`
-	Checkpoints      int64                       `json:"checkpoints"`
-	Files            []string                    `json:"files"`
+	Total            int64                        `json:"total"`
+	Blocked          int64                        `json:"blocked"`
+	ByDecision       map[string]int64             `json:"by_decision"`
+	ByOrigin         map[string]int64             `json:"by_origin"`
+	ByToken          map[string]int64             `json:"by_token"`
+	ByRule           map[string]int64             `json:"by_rule"`
+	ByDisallowRule   map[string]int64             `json:"by_disallow_rule"`
+	ByAllowRule      map[string]int64             `json:"by_allow_rule"`
+	ByUsageRule      map[string]int64             `json:"by_usage_rule"`
+	ByUsageSource    map[string]int64             `json:"by_usage_source"`
+	ByOriginDecision map[string]map[string]int64  `json:"by_origin_decision"`
+	ByClass          map[string]int64             `json:"by_class"`
+	ByOriginClass    map[string]map[string]int64  `json:"by_origin_class"`
+	ByRefusalClass   map[string]int64             `json:"by_refusal_class"`
+	RefusedURLs      []*RefusedURL                `json:"refused_urls"`
+	RefusedLeftOut   int64                        `json:"refused_urls_left_out"`
+	Spent            map[string]string            `json:"spent"`
+	ChargedRequests  map[string]int64             `json:"charged_requests"`
+	SpentByOrigin    map[string]map[string]string `json:"spent_by_origin"`
+	ChargedNotSummed int64                        `json:"charged_not_summed"`
+	From             *string                      `json:"from"`
+	To               *string                      `json:"to"`
+	Malformed        int64                        `json:"malformed"`
+	Checkpoints      int64                        `json:"checkpoints"`
+	Files            []string                     `json:"files"`
 }
 
 // WriteJSON writes the summary as one JSON object: total, blocked,
@@ -333,6 +462,26 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		Malformed:        s.malformed,
 		Checkpoints:      s.checkpoints,
 		Files:            s.files,
+		ByRefusalClass:   map[string]int64{},
+		RefusedURLs:      s.refused.sorted(),
+		RefusedLeftOut:   s.refused.left,
+		Spent:            map[string]string{},
+		ChargedRequests:  map[string]int64{},
+		SpentByOrigin:    map[string]map[string]string{},
+		ChargedNotSummed: s.notSummed,
+	}
+	for c, n := range s.byClass {
+		out.ByRefusalClass[RefusalClass(c).String()] = n
+	}
+	for _, m := range s.moneyOf(&s.spent) {
+		out.Spent[m.Currency], out.ChargedRequests[m.Currency] = m.Amount, m.Requests
+	}
+	for _, o := range s.spendByOrigin() {
+		m := map[string]string{}
+		for _, x := range o.Money {
+			m[x.Currency] = x.Amount
+		}
+		out.SpentByOrigin[o.Origin] = m
 	}
 	for i, n := range s.answers {
 		out.ByClass[className(i)] = n
