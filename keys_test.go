@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -182,4 +183,49 @@ func TestReloadRotatedKeys(t *testing.T) { // not parallel: it signals this proc
 	if line := srv.reload(t, 4); !strings.HasSuffix(line, "changed=\"identity.validity identity.keys\"") {
 		t.Errorf("the reload after a new validity and keys -rotate: %s", line)
 	}
+}
+
+// TestKeysCard: keys -card prints the Signature Agent Card, its jwks the
+// directory keys prints, after a rotation too; without [identity.card]
+// it says what to set.
+func TestKeysCard(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := dir + "/c.toml"
+	os.WriteFile(cfg, []byte("[tls]\nstate_dir = \""+dir+"/state\"\n[identity]\nsignature_agent = \"https://bot.example/k\"\n"+
+		"[identity.card]\nclient_id = \"https://bot.example/bot\"\n[identity.card.web_bot_auth]\nexpected-user-agent = \"ExampleBot/1.0\"\n"), 0o644)
+	for i, args := range [][]string{nil, {"-rotate"}} {
+		out, errOut, code := runCmd(t, "", append([]string{"keys", "-config", cfg, "-card"}, args...)...)
+		directory, _, _ := runCmd(t, "", "keys", "-config", cfg)
+		var card struct {
+			ClientID string          `json:"client_id"`
+			JWKS     json.RawMessage `json:"jwks"`
+		}
+		if err := json.Unmarshal([]byte(out), &card); code != 0 || err != nil || card.ClientID != "https://bot.example/bot" {
+			t.Fatalf("keys -card %v: exit %d, %v\n%s\n%s", args, code, err, out, errOut)
+		}
+		if !jsonEqual(t, card.JWKS, []byte(directory)) || strings.Count(string(card.JWKS), `"kty"`) != i+1 {
+			t.Errorf("keys -card %v: jwks %s; want the directory %s", args, card.JWKS, directory)
+		}
+		if !strings.Contains(errOut, "publish the card below at https://bot.example/bot (Content-Type: application/json); the proxy's listener serves it at /bot, signed") {
+			t.Errorf("keys -card %v: stderr\n%s", args, errOut)
+		}
+	}
+	os.WriteFile(cfg, []byte("[tls]\nstate_dir = \""+dir+"/state\"\n[identity]\nsignature_agent = \"https://bot.example/k\"\n"), 0o644)
+	if _, errOut, code := runCmd(t, "", "keys", "-config", cfg, "-card"); code != 2 || !strings.Contains(errOut, "set [identity.card] client_id") {
+		t.Errorf("keys -card without a card: exit %d\n%s", code, errOut)
+	}
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var va, vb any
+	if err := json.Unmarshal(a, &va); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &vb); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(va, vb)
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/robotsgate/robotsgate/cluster"
+	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -81,7 +82,7 @@ const usage = `usage:
   robotsgate report [-json] [-html FILE] [-since T] AUDIT_FILE...   (- for stdin; plain or gzip)
   robotsgate validate [-config FILE]
   robotsgate ca [-config FILE]
-  robotsgate keys [-config FILE] [-rotate | -remove ID]
+  robotsgate keys [-config FILE] [-rotate | -remove ID] [-card]
   robotsgate audit verify [-key FILE]... [-config FILE] [-from HASH] [-head HASH] FILE...   (plain or gzip, any order)
   robotsgate audit key [-config FILE]
   robotsgate audit replay [-config FILE] [-store DIR] FILE...   (re-decide every record from the copy it names)
@@ -151,7 +152,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // loadConfig reads the config file (or takes the built-in defaults),
 // applies override, if any, and checks the result as the proxy would
-// (policy.Compile, [cluster] by cluster.CheckConfig): every problem is
+// (policy.Compile, [cluster] by cluster.CheckConfig, the card's path by
+// admin.CheckConfig): every problem is
 // reported at once, in the order of
 // their lines.
 func loadConfig(path string, override func(*config.Config)) (*config.Config, error) {
@@ -165,7 +167,7 @@ func loadConfig(path string, override func(*config.Config)) (*config.Config, err
 	if override != nil {
 		override(cfg)
 	}
-	_, cerr := policy.Compile(cfg, cluster.CheckConfig)
+	_, cerr := policy.Compile(cfg, cluster.CheckConfig, admin.CheckConfig)
 	if err := config.Join(err, cerr); err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func (s *Server) newSnapshot(cfg *config.Config, pol *policy.Policy) *snapshot {
 // NewServer builds a Server for cfg, which it compiles first: a config
 // with problems is refused with all of them. Nothing runs until Serve.
 func NewServer(cfg *config.Config, o Options) (*Server, error) {
-	pol, err := policy.Compile(cfg, cluster.CheckConfig)
+	pol, err := policy.Compile(cfg, cluster.CheckConfig, admin.CheckConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -715,7 +715,7 @@ func (s *Server) drainTunnels(ctx context.Context) error {
 // file is reopened. A config that cannot be applied whole is refused,
 // and the running one kept.
 func (s *Server) Reload(cfg *config.Config) error {
-	pol, err := policy.Compile(cfg, cluster.CheckConfig)
+	pol, err := policy.Compile(cfg, cluster.CheckConfig, admin.CheckConfig)
 	if err != nil {
 		s.ReloadFailed()
 		return err

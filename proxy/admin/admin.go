@@ -112,10 +112,14 @@ func (h *Handler) routes() {
 }
 
 // ServeHTTP answers a request to the proxy itself: /healthz, /metrics,
-// /ca.pem and the key directory to anyone; the robots.txt cache, the
+// /ca.pem, the key directory and the Signature Agent Card to anyone; the robots.txt cache, the
 // status page and the decision API only to the clients allowed admits,
 // and never to a page of another site.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if card := h.card(); card != nil && r.URL.Path == card.Path() {
+		h.serveCard(w, r, card) // public, as the key directory
+		return
+	}
 	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/ca.pem" && r.URL.Path != DirectoryPath && !sameOrigin(r) {
 		http.Error(w, "robotsgate: the operator endpoints answer no request sent by a page of another site", http.StatusForbidden)
 		return

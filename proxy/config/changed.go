@@ -24,6 +24,9 @@ func changed(a, b reflect.Value, prefix string, keys *[]string) {
 			continue
 		}
 		key := prefix + snake(f.Name)
+		if k := f.Tag.Get("key"); k != "" { // a key snake cannot spell: "rfc9309-product-token"
+			key = prefix + k
+		}
 		fa, fb := a.Field(i), b.Field(i)
 		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
 			changed(fa, fb, key+".", keys)

@@ -24,6 +24,10 @@ func TestChanged(t *testing.T) {
 		{"durations and secrets", func(c *Config) {
 			c.Limits.ReadHeaderTimeout, c.Cluster.Secret = time.Second, "s3cret"
 		}, []string{"limits.read_header_timeout", "cluster.secret"}},
+		{"the card's members, as the draft spells them", func(c *Config) {
+			c.Identity.Card.ClientID, c.Identity.Card.WebBotAuth.RFC9309ProductToken = "https://bot.example/bot", "Bot"
+			c.Identity.Card.WebBotAuth.IPsURI, c.Identity.Card.WebBotAuth.KnownURLs = "https://bot.example/ips.json", []string{"/"}
+		}, []string{"identity.card.client_id", "identity.card.web_bot_auth.rfc9309-product-token", "identity.card.web_bot_auth.known-urls", "identity.card.web_bot_auth.ips_uri"}},
 		{"the source is not a key", func(c *Config) { c.Source = "other.toml" }, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

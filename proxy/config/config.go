@@ -178,6 +178,45 @@ type IdentityConfig struct {
 	// "string" (a bare quoted URL, for verifiers that predate it). A
 	// [[sites]] rule's own wins for the requests it matches.
 	SignatureAgentForm string
+	// Card is the [identity.card] table: the Signature Agent Card; off
+	// when its client_id is empty.
+	Card CardConfig
+}
+
+// CardConfig is the [identity.card] table: the Signature Agent Card of
+// draft-meunier-webbotauth-registry-04 (docs/identity.md, "The Signature
+// Agent Card"), served at client_id's path on the proxy's own listener;
+// off when ClientID is empty. Each key is the member of the card it
+// fills, named as the draft names it; "" (or none) leaves it out.
+type CardConfig struct {
+	ClientID   string   // client_id: the https URL the card is published at
+	ClientName string   // client_name
+	ClientURI  string   // client_uri: a page about the bot
+	LogoURI    string   // logo_uri
+	Contacts   []string // contacts: URIs ("mailto:bots@example.com")
+	// Keys is how the card gives the key directory's keys: "jwks"
+	// (inline, the card signed) or "jwks_uri" (signature_agent's URL).
+	Keys       string
+	WebBotAuth WebBotAuthConfig
+}
+
+// WebBotAuthConfig is the [identity.card.web_bot_auth] table: the card's
+// web_bot_auth members, keyed by the draft's names (the key tag, which
+// Changed reports).
+type WebBotAuthConfig struct {
+	ExpectedUserAgent string `key:"expected-user-agent"`
+	// RFC9309ProductToken "" is the token robotsgate obeys for requests
+	// with ExpectedUserAgent (policy.Compile works it out).
+	RFC9309ProductToken string `key:"rfc9309-product-token"`
+	// RFC9309Compliance nil is true in enforce mode, false in report mode.
+	RFC9309Compliance *bool    `key:"rfc9309-compliance"`
+	Trigger           string   // "fetcher" or "crawler"
+	Purpose           string   // the use of what is fetched (free text: the draft names no vocabulary yet)
+	TargetedContent   string   `key:"targeted-content"`
+	RateControl       string   `key:"rate-control"`
+	RateExpectation   string   `key:"rate-expectation"`
+	KnownURLs         []string `key:"known-urls"`
+	IPsURI            string   `key:"ips_uri"`
 }
 
 // KeyPath returns the identity key's file: KeyFile, or its place in
@@ -362,7 +401,7 @@ func Default() *Config {
 		Politeness: PolitenessConfig{CrawlDelay: true, MaxDelay: 30 * time.Second, MaxWait: 2 * time.Minute, HonourRetryAfter: true, MaxBackoff: 10 * time.Minute},
 		Cluster:    ClusterConfig{KeyPrefix: "robotsgate:", OpTimeout: DefaultClusterOpTimeout},
 		Responses:  ResponsesConfig{BlockStyle: "plain"},
-		Identity:   IdentityConfig{Validity: 5 * time.Minute, SignatureAgentForm: "dictionary"},
+		Identity:   IdentityConfig{Validity: 5 * time.Minute, SignatureAgentForm: "dictionary", Card: CardConfig{Keys: "jwks"}},
 		Payments:   PaymentsConfig{KeyPrefix: "robotsgate:"},
 		Evidence: EvidenceConfig{
 			Enabled:            true,

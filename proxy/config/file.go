@@ -297,14 +297,7 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 			}
 		}),
 		"responses": section(func() fields { return fields{"block_style": d.str(&c.Responses.BlockStyle)} }),
-		"identity": section(func() fields {
-			return fields{
-				"signature_agent":      d.str(&c.Identity.SignatureAgent),
-				"key_file":             d.str(&c.Identity.KeyFile),
-				"validity":             d.duration(&c.Identity.Validity),
-				"signature_agent_form": d.str(&c.Identity.SignatureAgentForm),
-			}
-		}),
+		"identity":  section(func() fields { return d.identityFields(&c.Identity) }),
 		"payments": section(func() fields {
 			return fields{
 				"max_price":  d.str(&c.Payments.MaxPrice),
@@ -325,6 +318,56 @@ func (d *decoder) config(tree map[string]any, c *Config) {
 		"agents": d.agentTables(&c.Agents),
 		"sites":  d.siteTables(&c.Sites),
 	})
+}
+
+func (d *decoder) identityFields(ic *IdentityConfig) fields {
+	return fields{
+		"signature_agent":      d.str(&ic.SignatureAgent),
+		"key_file":             d.str(&ic.KeyFile),
+		"validity":             d.duration(&ic.Validity),
+		"signature_agent_form": d.str(&ic.SignatureAgentForm),
+		"card":                 func(k string, v any) { d.sub(k, v, d.cardFields(&ic.Card)) },
+	}
+}
+
+// cardFields decodes [identity.card], whose keys are the members of the
+// Signature Agent Card as draft-meunier-webbotauth-registry-04 names them.
+func (d *decoder) cardFields(cc *CardConfig) fields {
+	w := &cc.WebBotAuth
+	return fields{
+		"client_id":   d.str(&cc.ClientID),
+		"client_name": d.str(&cc.ClientName),
+		"client_uri":  d.str(&cc.ClientURI),
+		"logo_uri":    d.str(&cc.LogoURI),
+		"contacts":    d.strs(&cc.Contacts),
+		"keys":        d.str(&cc.Keys),
+		"web_bot_auth": func(k string, v any) {
+			d.sub(k, v, fields{
+				"expected-user-agent":   d.str(&w.ExpectedUserAgent),
+				"rfc9309-product-token": d.str(&w.RFC9309ProductToken),
+				"rfc9309-compliance":    d.optBoolean(&w.RFC9309Compliance),
+				"trigger":               d.str(&w.Trigger),
+				"purpose":               d.str(&w.Purpose),
+				"targeted-content":      d.str(&w.TargetedContent),
+				"rate-control":          d.str(&w.RateControl),
+				"rate-expectation":      d.str(&w.RateExpectation),
+				"known-urls":            d.strs(&w.KnownURLs),
+				"ips_uri":               d.str(&w.IPsURI),
+			})
+		},
+	}
+}
+
+// optBoolean decodes a boolean whose absence means something else than
+// false (nil).
+func (d *decoder) optBoolean(dst **bool) func(string, any) {
+	return func(key string, v any) {
+		var b bool
+		d.boolean(&b)(key, v)
+		if _, ok := v.(bool); ok {
+			*dst = &b
+		}
+	}
 }
 
 func (d *decoder) tlsFields(t *TLSConfig) fields {

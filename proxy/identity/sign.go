@@ -2,6 +2,7 @@ package identity
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -232,20 +233,28 @@ func (s *Signer) put(h http.Header, e *signed) {
 // covering extra components (identifier and value) after the draft's.
 func (s *Signer) make(authority string, now int64, extra [][2]string) *signed {
 	covered := append([][2]string{{componentAuthority, authority}, {s.component, s.agentVal}}, extra...)
-	ids := make([]string, len(covered))
-	for i, c := range covered {
-		ids[i] = c[0]
-	}
-	params := "(" + strings.Join(ids, " ") + ")" +
-		";created=" + strconv.FormatInt(now, 10) +
-		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
-		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + TagWebBotAuth + `"`
+	params := s.params(covered, now, TagWebBotAuth)
 	base := Base(covered, params)
 	return &signed{
 		created: now,
 		input:   []string{label + "=" + params},
 		sig:     []string{label + "=:" + base64.StdEncoding.EncodeToString(ed25519.Sign(s.key.Private, base)) + ":"},
 	}
+}
+
+// params returns the signature parameters of covered components made at
+// now for tag, as Signature-Input carries them after the label: the
+// components' identifiers, created, expires (created + validity), keyid,
+// alg and tag.
+func (s *Signer) params(covered [][2]string, now int64, tag string) string {
+	ids := make([]string, len(covered))
+	for i, c := range covered {
+		ids[i] = c[0]
+	}
+	return "(" + strings.Join(ids, " ") + ")" +
+		";created=" + strconv.FormatInt(now, 10) +
+		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
+		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + tag + `"`
 }
 
 // SignDirectory puts in h the signature of the key directory: label sig1
@@ -256,14 +265,34 @@ func (s *Signer) make(authority string, now int64, extra [][2]string) *signed {
 // would let anyone serve this bot's keys, signed, as their own domain's.
 // A verifier that fetched it elsewhere finds a signature for another
 // authority, which does not verify there.
-func (s *Signer) SignDirectory(h http.Header) {
+func (s *Signer) SignDirectory(h http.Header) { s.signResponse(h, s.directory, nil) }
+
+// FieldContentDigest carries the digest of a response's content (RFC 9530).
+const FieldContentDigest = "Content-Digest"
+
+// SignCard puts in h the Content-Digest of body, the JSON of card (RFC
+// 9530, sha-256), and the signature draft-meunier-webbotauth-registry-04
+// recommends for a card that carries its keys inline (section 3.1.3):
+// label sig1 covering ("@authority";req "content-digest"), made as the key
+// directory's is (tag http-message-signatures-directory, the one tag the
+// drafts give a response that publishes keys; the card's own signature is
+// a TODO of the draft), for the authority of the card's client_id, where
+// it is published, whatever authority it was asked at.
+func (s *Signer) SignCard(h http.Header, card *Card, body []byte) {
+	sum := sha256.Sum256(body)
+	digest := "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"
+	h.Set(FieldContentDigest, digest)
+	s.signResponse(h, card.Authority(), [][2]string{{`"content-digest"`, digest}})
+}
+
+// signResponse puts in h the signature of a response that publishes keys:
+// label sig1 covering the request's authority, given (";req"), and extra
+// components, tag http-message-signatures-directory.
+func (s *Signer) signResponse(h http.Header, authority string, extra [][2]string) {
 	now := s.now().Unix()
-	const covered = `"@authority";req`
-	params := "(" + covered + ")" +
-		";created=" + strconv.FormatInt(now, 10) +
-		";expires=" + strconv.FormatInt(now+int64(s.validity/time.Second), 10) +
-		`;keyid="` + s.key.ID + `";alg="ed25519";tag="` + TagDirectory + `"`
-	base := Base([][2]string{{covered, s.directory}}, params)
+	covered := append([][2]string{{`"@authority";req`, authority}}, extra...)
+	params := s.params(covered, now, TagDirectory)
+	base := Base(covered, params)
 	h.Set(FieldSignatureInput, label+"="+params)
 	h.Set(FieldSignature, label+"=:"+base64.StdEncoding.EncodeToString(ed25519.Sign(s.key.Private, base))+":")
 }

@@ -133,6 +133,7 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 		p.sites = append(p.sites, compileSite(&p.cfg.Sites[i], fmt.Sprintf("sites[%d]", i), pb))
 	}
 	p.pacing = pacingActive(c)
+	p.card = identity.CheckCard(c, pb, p.obeyedBy) // after [[agents]]: it names the token they make robotsgate obey
 	return p
 }
 

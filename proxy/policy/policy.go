@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/robotsgate/robotsgate/proxy/config"
+	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/proxy/pay"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/usage/source"
@@ -27,6 +28,19 @@ type Policy struct {
 	maxPrice      pay.Amount      // [payments] max_price; zero: pay-per-crawl is off
 	budget        pay.Amount      // [payments] budget, per UTC day
 	sources       []source.Source // the usage sources, in the order they are run (source.List)
+	card          *identity.Card  // [identity.card]; nil: none
+}
+
+// Card returns the Signature Agent Card [identity.card] describes; nil
+// when there is none.
+func (p *Policy) Card() *identity.Card { return p.card }
+
+// obeyedBy returns the tokens a request whose User-Agent is ua, and that
+// names nothing else, obeys: step 3 as check -user-agent runs it (an
+// [[agents]] rule keyed on client or user does not match).
+func (p *Policy) obeyedBy(ua string) []string {
+	a, _ := p.Agents(&Request{UserAgent: ua})
+	return a.Slice()
 }
 
 // Payments returns [payments] parsed: the most paid for one request and

@@ -9,6 +9,7 @@ package identitytest
 import (
 	"crypto"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -204,6 +205,42 @@ func findKey(directory []byte, keyid string) (ed25519.PublicKey, error) {
 // only, tag http-message-signatures-directory, alg ed25519, valid at now,
 // signed by the key of directory (the response's body) that keyid names.
 func VerifyDirectory(h http.Header, directory []byte, authority string, now time.Time) error {
+	return verifyResponse(h, directory, authority, nil, now)
+}
+
+// VerifyCard checks a Signature Agent Card served with its keys inline
+// (draft-meunier-webbotauth-registry-04, section 3.1.3) as a verifier that
+// fetched it at authority would: its Content-Digest (RFC 9530) is the
+// sha-256 of card, the response's body, and its signature covers
+// ("@authority";req "content-digest"), made as a key directory's (tag
+// http-message-signatures-directory, alg ed25519, valid at now) by the
+// key of the card's own jwks that keyid names.
+func VerifyCard(h http.Header, card []byte, authority string, now time.Time) error {
+	var c struct {
+		JWKS json.RawMessage `json:"jwks"`
+	}
+	if err := json.Unmarshal(card, &c); err != nil || len(c.JWKS) == 0 {
+		return fmt.Errorf("the card has no jwks (%v)", err)
+	}
+	digests, err := httpsfv.UnmarshalDictionary(h.Values("Content-Digest"))
+	if err != nil {
+		return fmt.Errorf("Content-Digest: %w", err)
+	}
+	m, _ := digests.Get("sha-256")
+	item, _ := m.(httpsfv.Item)
+	got, _ := item.Value.([]byte)
+	if want := sha256.Sum256(card); string(got) != string(want[:]) {
+		return fmt.Errorf("Content-Digest %q is not the sha-256 of the card", h.Get("Content-Digest"))
+	}
+	return verifyResponse(h, c.JWKS, authority, [][2]string{{`"content-digest"`, h.Get("Content-Digest")}}, now)
+}
+
+// verifyResponse checks the one signature of a response that publishes
+// keys (their JWK Set): covering ("@authority";req) for authority, then
+// the extra components (identifier and value), tag
+// http-message-signatures-directory, alg ed25519, valid at now, by the
+// key of keys that keyid names.
+func verifyResponse(h http.Header, keys []byte, authority string, extra [][2]string, now time.Time) error {
 	inputs, err := httpsfv.UnmarshalDictionary(h.Values("Signature-Input"))
 	if err != nil {
 		return fmt.Errorf("Signature-Input: %w", err)
@@ -224,12 +261,17 @@ func VerifyDirectory(h http.Header, directory []byte, authority string, now time
 	if !ok || !isItem || !isBytes {
 		return fmt.Errorf("signature %s: not an inner list and a byte sequence", lbl)
 	}
-	if len(il.Items) != 1 {
-		return fmt.Errorf("covers %d components: want (\"@authority\";req)", len(il.Items))
+	covered := append([][2]string{{`"@authority";req`, strings.ToLower(authority)}}, extra...)
+	if len(il.Items) != len(covered) {
+		return fmt.Errorf("covers %d components: want %d", len(il.Items), len(covered))
 	}
-	id, err := httpsfv.Marshal(il.Items[0])
-	if err != nil || id != `"@authority";req` {
-		return fmt.Errorf("covers %s (%v): want \"@authority\";req", id, err)
+	var base strings.Builder
+	for i, c := range covered {
+		id, err := httpsfv.Marshal(il.Items[i])
+		if err != nil || id != c[0] {
+			return fmt.Errorf("covers %s (%v) at %d: want %s", id, err, i, c[0])
+		}
+		fmt.Fprintf(&base, "%s: %s\n", id, c[1])
 	}
 	created, _ := il.Params.Get("created")
 	expires, _ := il.Params.Get("expires")
@@ -247,7 +289,7 @@ func VerifyDirectory(h http.Header, directory []byte, authority string, now time
 		return fmt.Errorf("not valid at %v: created %d, expires %d", now, c, e)
 	}
 	kid, _ := keyid.(string)
-	key, err := findKey(directory, kid)
+	key, err := findKey(keys, kid)
 	if err != nil {
 		return err
 	}
@@ -255,9 +297,9 @@ func VerifyDirectory(h http.Header, directory []byte, authority string, now time
 	if err != nil {
 		return err
 	}
-	base := fmt.Sprintf("%s: %s\n\"@signature-params\": %s", id, strings.ToLower(authority), params)
-	if !ed25519.Verify(key, []byte(base), sig) {
-		return fmt.Errorf("the signature does not verify over:\n%s", base)
+	fmt.Fprintf(&base, "\"@signature-params\": %s", params)
+	if !ed25519.Verify(key, []byte(base.String()), sig) {
+		return fmt.Errorf("the signature does not verify over:\n%s", base.String())
 	}
 	return nil
 }
