@@ -121,8 +121,13 @@ type Client struct {
 	retryAt   time.Time
 	okBegun   time.Time // when the latest call that succeeded began
 	lastErr   string
-	errors    atomic.Int64
-	lastDial  atomic.Pointer[dialFailure] // the last connection that could not be made
+	// server is the Redis server the latest connection made went to
+	// (the primary of the moment, with Sentinels), since serverSince;
+	// "" with Nodes or before any.
+	server      string
+	serverSince time.Time
+	errors      atomic.Int64
+	lastDial    atomic.Pointer[dialFailure] // the last connection that could not be made
 
 	lastMalformed atomic.Int64 // unix nanos of the last malformed-value log line
 	// lost wakes the watcher when a call finds Redis gone, so that it
@@ -234,6 +239,9 @@ func New(o Options) (*Client, error) {
 		return nil, err
 	}
 	c.rdb = rdb
+	if len(o.Nodes) == 0 { // a Cluster's nodes are many: none is "the" server
+		rdb.AddHook(dialWatch{c})
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.watch()
@@ -296,23 +304,74 @@ func (c *Client) Close() error {
 	return c.rdb.Close()
 }
 
-// Status is the breaker's state, for /healthz and /status.json.
+// Status is the breaker's state, and which Redis the client uses, for
+// /healthz and /status.json.
 type Status struct {
 	Up        bool      `json:"up"`
 	Since     time.Time `json:"since,omitzero"` // when it went down; zero (and left out of JSON) when up
 	Errors    int64     `json:"errors"`
 	LastError string    `json:"last_error"`
+	// Topology is how the fleet's Redis is named: "redis" (a URL),
+	// "sentinel" (Sentinels and Master) or "cluster" (Nodes).
+	Topology string `json:"topology,omitempty"`
+	Master   string `json:"master,omitempty"` // the Sentinels' name of the primary
+	// Server is the address of the Redis server the latest connection
+	// went to, as dialled (with Sentinels, the primary of the moment: it
+	// changes at a failover), and ServerSince when the first connection
+	// to it was made. "" and zero with a Redis Cluster, whose nodes are
+	// many, and before any connection.
+	Server      string    `json:"server,omitempty"`
+	ServerSince time.Time `json:"server_since,omitzero"`
 }
 
-// Status returns the breaker's state.
+// Status returns the breaker's state and the server in use.
 func (c *Client) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Status{Up: !c.down, Errors: c.errors.Load(), LastError: c.lastErr}
+	s := Status{Up: !c.down, Errors: c.errors.Load(), LastError: c.lastErr, Server: c.server, ServerSince: c.serverSince}
+	switch {
+	case len(c.opts.Sentinels) > 0:
+		s.Topology, s.Master = "sentinel", c.opts.Master
+	case len(c.opts.Nodes) > 0:
+		s.Topology = "cluster"
+	default:
+		s.Topology = "redis"
+	}
 	if c.down {
 		s.Since = c.downSince
 	}
 	return s
+}
+
+// dialWatch is a go-redis hook that tells its Client where each new
+// connection went: with Sentinels, the primary the Sentinels named at
+// that moment (go-redis closes the connections to a former primary, so
+// that the next made goes to the new one).
+type dialWatch struct{ c *Client }
+
+func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			h.c.connected(conn.RemoteAddr().String())
+		}
+		return conn, err
+	}
+}
+
+func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// connected notes a connection made to server.
+func (c *Client) connected(server string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if server != c.server {
+		c.server, c.serverSince = server, c.opts.Now()
+	}
 }
 
 // do runs one call to Redis under the breaker: at once ErrDown while it is

@@ -131,6 +131,9 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil || before != st.Primary.Addr {
 		t.Fatalf("primary %q, %v; want %s", before, err, st.Primary.Addr)
 	}
+	if s := c.Status(); s.Server != st.Primary.Addr || s.ServerSince.IsZero() || s.Topology != "sentinel" || s.Master != st.Master {
+		t.Errorf("Status() = %+v before the failover; want the primary %s, since a time, via sentinel %s", s, st.Primary.Addr, st.Master)
+	}
 	st.Primary.Stop()
 	start := time.Now()
 	var slowest time.Duration
@@ -151,6 +154,9 @@ func TestSentinelFailover(t *testing.T) {
 	if after != st.Replica.Addr {
 		t.Errorf("primary after the failover %q; want the replica %s", after, st.Replica.Addr)
 	}
+	if s := c.Status(); s.Server != st.Replica.Addr || s.ServerSince.Before(start) {
+		t.Errorf("Status() = %+v after the failover; want the server %s, since the failover (after %v)", s, st.Replica.Addr, start.Format(time.RFC3339Nano))
+	}
 	// Each call is bounded by OpTimeout: a context deadline, which a busy
 	// machine's calls overrun by as long as it takes to run them (5 ×
 	// OpTimeout was seen overrun). What this catches is a call nothing
@@ -158,5 +164,29 @@ func TestSentinelFailover(t *testing.T) {
 	// eight calls of one exercise, which ends at its first failure.
 	if slowest > 20*time.Second {
 		t.Errorf("an exercise took %v while the primary was gone; want each call bounded by OpTimeout (%v)", slowest, DefaultOpTimeout)
+	}
+}
+
+// TestStatusServer: a client of one Redis named by its URL says which
+// server it uses, and since when; one of a Redis Cluster names none (its
+// nodes are many).
+func TestStatusServer(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	start := time.Now()
+	c := topologyClient(t, Options{URL: r.URL()})
+	if err := exercise(t.Context(), c, testOrigin); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Status(); s.Server != r.Addr || s.ServerSince.Before(start) || s.Topology != "redis" || s.Master != "" {
+		t.Errorf("Status() = %+v; want the server %s since a time after %v, topology redis", s, r.Addr, start.Format(time.RFC3339Nano))
+	}
+	rc := redistest.StartCluster(t, 3)
+	cc := topologyClient(t, Options{Nodes: rc.Addrs()[:1], OpTimeout: testOpTimeout})
+	if err := exercise(t.Context(), cc, testOrigin); err != nil {
+		t.Fatal(err)
+	}
+	if s := cc.Status(); s.Server != "" || s.Topology != "cluster" {
+		t.Errorf("Status() of a Redis Cluster's client = %+v; want no server, topology cluster", s)
 	}
 }

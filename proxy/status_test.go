@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/cluster/redistest"
 	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/admin"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -235,5 +237,45 @@ func TestStatusOriginAnswers(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestStatusPageFleetInBrowser: in a headless browser whose time zone is
+// Tokyo's, a fleet instance's /status names the time zone of its times
+// and the Redis server it uses, since when; the last error comes third,
+// so that it stays on screen; /status.json says the same server.
+func TestStatusPageFleetInBrowser(t *testing.T) {
+	t.Parallel()
+	browser := testkit.Browser()
+	if browser == "" {
+		t.Skip("no headless browser (chromium) on PATH: install the Debian package chromium to run this test")
+	}
+	r := redistest.Start(t)
+	o := newTestOrigin(t, "User-agent: *\nDisallow: /private\n", nil)
+	p := startFleet(t, r, 1, nil)[0]
+	get(t, p.client(), o.URL+"/private/x")
+	if st := getStatus(t, p); st.Cluster == nil || st.Cluster.Server != r.Addr || st.Cluster.ServerSince.IsZero() || st.Cluster.Topology != "redis" {
+		t.Errorf("/status.json cluster = %+v; want the server %s, since a time", st.Cluster, r.Addr)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-proxy-server",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", p.url.String()+"/status")
+	cmd.Env = append(os.Environ(), "TZ=Asia/Tokyo", "LANG=en_US.UTF-8")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s --dump-dom: %v", browser, err)
+	}
+	page := string(out)
+	if !strings.Contains(page, `data-loaded="true"`) {
+		t.Fatalf("the page never rendered /status.json:\n%.2000s", page)
+	}
+	for _, want := range []string{"(times in Asia/Tokyo)", "GMT+9", "redis up</b>, using <b", ">" + r.Addr + "</b> since "} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/status lacks %q:\n%.3000s", want, page)
+		}
+	}
+	if e, n := strings.Index(page, ">last error<"), strings.Index(page, ">requests<"); e < 0 || n < 0 || e > n {
+		t.Errorf("the last error column at %d, requests at %d: want it before requests, to stay on screen", e, n)
 	}
 }
