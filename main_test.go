@@ -221,6 +221,7 @@ func TestCheckJSON(t *testing.T) {
 		"allowed": false, "decision": "disallowed", "reason": "disallowed by robots.txt",
 		"robots_url": "https://example.com/robots.txt", "rule": "disallow: /private", "line": 2.0,
 		"fetch": nil, "crawl_delay": 2.5, "purpose": []any{}, "copies": []any{}, // a file given, not fetched: no copy of the site's
+		"unseen": nil, // no purpose declared: nothing check cannot see refuses it
 		"usage": map[string]any{"purposes": map[string]any{
 			"ai-train": map[string]any{"state": "unstated", "statement": "", "line": 0},
 			"ai-input": map[string]any{"state": "unstated", "statement": "", "line": 0},
