@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,8 +109,11 @@ func (f *forwarding) answer(resp *http.Response) *http.Response {
 		return resp
 	}
 	f.watchTrailer(resp)
-	f.markWouldBlock(resp)
+	// The origin's hop-by-hop fields go before robotsgate's own are added:
+	// a Connection header naming X-Robots-Gate would remove them.
 	header.RemoveHopByHop(resp.Header, resp.StatusCode == http.StatusSwitchingProtocols && header.IsWebSocketUpgrade(resp.Header))
+	f.markWouldBlock(resp)
+	f.markHeld(resp)
 	return resp
 }
 
@@ -326,6 +330,21 @@ func (f *forwarding) markWouldBlock(resp *http.Response) {
 	if rule := f.d.RuleHeader(); rule != "" {
 		resp.Header.Set("X-Robots-Gate-Rule", rule)
 	}
+}
+
+// heldHeader is the field on an allowed answer that robotsgate held, for
+// pacing or its origin's back-off, before sending the request: how long,
+// in seconds with three decimals ("1.250").
+const heldHeader = "X-Robots-Gate-Held"
+
+// markHeld says how long robotsgate held the request before sending it
+// (heldHeader), so that a crawler can tell its own pacing from a slow
+// site. A request not held gets none, and costs nothing.
+func (f *forwarding) markHeld(resp *http.Response) {
+	if !f.d.Paced || f.d.Waited <= 0 {
+		return
+	}
+	resp.Header[heldHeader] = []string{strconv.FormatFloat(f.d.Waited.Seconds(), 'f', 3, 64)}
 }
 
 // sendAsDecided binds r to what was decided (docs/decision.md step 7, "what
