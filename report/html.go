@@ -27,9 +27,11 @@ func parsePage() (*template.Template, error) {
 // WriteHTML writes the summary as one self-contained HTML page (inline CSS
 // and SVG, no script, no external asset): the totals, a stacked bar chart
 // of decisions over time, and the tables with up to HTMLRows names each:
-// decisions, origins by decision, the origins' answers by class, tokens,
-// and disallow, allow and usage rules. Every name is escaped by
-// html/template.
+// decisions, origins by decision, the origins' answers by class, the
+// refused URLs (HTMLRefusedPerOrigin of each of the HTMLRefusedOrigins
+// origins most refused), what each origin was charged, tokens, and
+// disallow, allow and usage rules; then what each refusal class means for
+// the site. Every name is escaped by html/template.
 func (s *Summary) WriteHTML(w io.Writer) error {
 	t, err := parsePage()
 	if err != nil {

@@ -73,10 +73,14 @@ func share(n, total int64) string {
 	return strconv.FormatFloat(100*float64(n)/float64(total), 'f', 1, 64) + "%"
 }
 
-// WriteText writes the summary for people: the files, time range, totals,
-// and tables with the TextRows largest counts: by decision, by origin, by
-// origin and decision, the origins' answers by class (overall and by
-// origin), by token, and by rule, disallow, allow and usage rules apart.
+// WriteText writes the summary for people: the files, time range, totals
+// (blocked by refusal class, and what sites charged), and tables with the
+// TextRows largest counts: by decision, by origin, by origin and decision,
+// the origins' answers by class (overall and by origin), by token, and by
+// rule, disallow, allow and usage rules apart; then the refused URLs (the
+// TextRefusedPerOrigin most refused of the TextRefusedOrigins origins most
+// refused, what each refusal class means, and counts of the rest) and
+// what each origin was charged.
 // Names are printed as they are unless they hold control or other
 // unprintable characters, in which case they are quoted with Go escapes,
 // so that a hostile origin cannot drive the terminal.
@@ -440,7 +444,13 @@ type jsonSummary struct {
 // origins of by_origin, Other for the rest); by_class (the origins'
 // answers: 1xx, 2xx, 3xx, 4xx, 429 and 5xx, each always present) and
 // by_origin_class (origin to an object of class to count, for the origins
-// with answers); from and to (the time range as RFC 3339 UTC with
+// with answers); by_refusal_class (the refused records by RefusalClass,
+// each always present), refused_urls (every RefusedURL the list kept,
+// most records first) and refused_urls_left_out (the records of those it
+// did not); spent (currency to the decimal sum charged), charged_requests
+// (currency to the records charged), spent_by_origin (origin to an object
+// of currency to sum; Other for the origins counted under it) and
+// charged_not_summed; from and to (the time range as RFC 3339 UTC with
 // milliseconds, null when no record was counted), malformed (lines
 // skipped) and files (as named to Read). Zero counts are left out of the
 // per-origin objects.
@@ -462,27 +472,8 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		Malformed:        s.malformed,
 		Checkpoints:      s.checkpoints,
 		Files:            s.files,
-		ByRefusalClass:   map[string]int64{},
-		RefusedURLs:      s.refused.sorted(),
-		RefusedLeftOut:   s.refused.left,
-		Spent:            map[string]string{},
-		ChargedRequests:  map[string]int64{},
-		SpentByOrigin:    map[string]map[string]string{},
-		ChargedNotSummed: s.notSummed,
 	}
-	for c, n := range s.byClass {
-		out.ByRefusalClass[RefusalClass(c).String()] = n
-	}
-	for _, m := range s.moneyOf(&s.spent) {
-		out.Spent[m.Currency], out.ChargedRequests[m.Currency] = m.Amount, m.Requests
-	}
-	for _, o := range s.spendByOrigin() {
-		m := map[string]string{}
-		for _, x := range o.Money {
-			m[x.Currency] = x.Amount
-		}
-		out.SpentByOrigin[o.Origin] = m
-	}
+	s.jsonRefusals(&out)
 	for i, n := range s.answers {
 		out.ByClass[className(i)] = n
 	}
@@ -528,6 +519,27 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("write JSON report: %w", err)
 	}
 	return nil
+}
+
+// jsonRefusals fills out's refusals and spend.
+func (s *Summary) jsonRefusals(out *jsonSummary) {
+	out.ByRefusalClass = map[string]int64{}
+	for c, n := range s.byClass {
+		out.ByRefusalClass[RefusalClass(c).String()] = n
+	}
+	out.RefusedURLs, out.RefusedLeftOut = s.refused.sorted(), s.refused.left
+	out.Spent, out.ChargedRequests, out.ChargedNotSummed = map[string]string{}, map[string]int64{}, s.notSummed
+	for _, m := range s.moneyOf(&s.spent) {
+		out.Spent[m.Currency], out.ChargedRequests[m.Currency] = m.Amount, m.Requests
+	}
+	out.SpentByOrigin = map[string]map[string]string{}
+	for _, o := range s.spendByOrigin() {
+		m := map[string]string{}
+		for _, x := range o.Money {
+			m[x.Currency] = x.Amount
+		}
+		out.SpentByOrigin[o.Origin] = m
+	}
 }
 
 // nonZero returns counts' non-zero entries by name, or nil if there are none.
