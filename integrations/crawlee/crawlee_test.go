@@ -162,6 +162,8 @@ type result struct {
 		Retries    int            `json:"retries"`
 		WaitedSecs float64        `json:"waitedSecs"`
 		GaveUp     int            `json:"gaveUp"`
+		Held       int            `json:"held"`
+		HeldSecs   float64        `json:"heldSecs"`
 	} `json:"gate"`
 	Crawlee struct {
 		RequestsFinished int `json:"requestsFinished"`
@@ -417,6 +419,23 @@ func TestCrawlee(t *testing.T) {
 		}
 		if r.Sessions.Retired != 0 {
 			t.Errorf("%d sessions retired; want 0", r.Sessions.Retired)
+		}
+	})
+
+	// Two pages of a site asking Crawl-delay: 3, asked for at once: robotsgate
+	// sends one and holds the other for its slot (max_wait is 10 s), whose
+	// allowed answer says for how long in X-Robots-Gate-Held.
+	t.Run("held", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		rg := startRobotsgate(t, dir, "[politeness]\ncrawl_delay = true\nmax_delay = \"3s\"\nmax_wait = \"10s\"\n")
+		o := newOrigin(t, plainHTTP, site("User-agent: *\nCrawl-delay: 3\n", map[string]string{
+			"/a": "<html></html>", "/b": "<html></html>",
+		}))
+		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/a", o.URL + "/b"}})
+		r.wantSeen(t, o.URL+"/a", o.URL+"/b")
+		if r.Gate.Held != 1 || r.Gate.HeldSecs <= 0 || r.Gate.HeldSecs > 3.1 || len(r.Gate.Answers) != 0 {
+			t.Errorf("gate stats %+v; want one request held, for up to 3 s, and no answer of robotsgate's own", r.Gate)
 		}
 	})
 
