@@ -1,14 +1,13 @@
 package proxy
 
 import (
-	"bufio"
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/header"
 	"github.com/robotsgate/robotsgate/proxy/policy"
@@ -52,32 +51,12 @@ func gateFields(h http.Header) http.Header {
 	return g
 }
 
-// pacedWaitSum is robotsgate_paced_wait_seconds_sum from p's /metrics:
-// the sum of what every decision was held, the figure X-Robots-Gate-Held
-// gives the client of each.
-func pacedWaitSum(t *testing.T, p *testProxy) float64 {
-	t.Helper()
-	_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "robotsgate_paced_wait_seconds_sum "); ok {
-			s, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-	}
-	t.Fatal("/metrics has no robotsgate_paced_wait_seconds_sum")
-	return 0
-}
-
 // checkHeldIsWaited: the header's value is what the pacer held the
 // request (the metric's sum, to the header's millisecond), and within
 // max_wait.
 func checkHeldIsWaited(t *testing.T, what string, held float64, p *testProxy, maxWait time.Duration) {
 	t.Helper()
-	if sum := pacedWaitSum(t, p); held < sum-0.0006 || held > sum+0.0006 {
+	if sum := testkit.Metric(t, p.url.String()+"/metrics", "robotsgate_paced_wait_seconds_sum"); held < sum-0.0006 || held > sum+0.0006 {
 		t.Errorf("%s: held %.3f s; robotsgate_paced_wait_seconds_sum is %v", what, held, sum)
 	}
 	if held > maxWait.Seconds() {

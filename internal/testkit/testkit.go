@@ -1,11 +1,16 @@
 // Package testkit holds what the tests of several packages share: a log
-// sink safe for concurrent writers, a bounded wait that fails loudly, and
-// the headless browser on PATH. Only tests import it.
+// sink safe for concurrent writers, a bounded wait that fails loudly, the
+// headless browser on PATH, and a sample read from a /metrics page. Only
+// tests import it.
 package testkit
 
 import (
+	"bufio"
 	"bytes"
+	"net/http"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,4 +113,30 @@ func (c *Clock) Set(t time.Time) {
 	c.mu.Lock()
 	c.now = t
 	c.mu.Unlock()
+}
+
+// Metric returns the value of the sample name (a metric's name, with its
+// labels as the page writes them: "robotsgate_paced_wait_seconds_sum") in
+// the Prometheus text page at url, a robotsgate's /metrics; it fails t
+// if the page cannot be read or has no such sample.
+func Metric(t testing.TB, url, name string) float64 {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("metric %s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s at %s: %v", name, url, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s: not on %s (%d, %v)", name, url, resp.StatusCode, sc.Err())
+	return 0
 }

@@ -2,6 +2,8 @@ package testkit
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -73,5 +75,37 @@ func TestPoll(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < 20*time.Millisecond {
 		t.Errorf("Poll gave up after %v; want its limit, 20ms", waited)
+	}
+}
+
+// TestMetric: a sample is read by its whole name, labels included, and
+// one that is not on the page fails the test naming it.
+func TestMetric(t *testing.T) {
+	page := "# HELP x_seconds Held.\n# TYPE x_seconds histogram\n" +
+		"x_seconds_bucket{le=\"0.01\"} 1\nx_seconds_sum 1.25\nx_seconds_count 2\n" +
+		"y_total{decision=\"allowed\"} 7\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, page) }))
+	defer srv.Close()
+	for _, tt := range []struct {
+		name string
+		want float64
+	}{
+		{"x_seconds_sum", 1.25},
+		{"x_seconds_count", 2},
+		{`y_total{decision="allowed"}`, 7},
+	} {
+		if got := Metric(t, srv.URL, tt.name); got != tt.want {
+			t.Errorf("Metric(%s) = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+	ft := &fatalT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Metric(ft, srv.URL, "x_seconds")
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "metric x_seconds: not on "+srv.URL) {
+		t.Errorf("a sample not on the page: %q; want it named", ft.msg)
 	}
 }
