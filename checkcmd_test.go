@@ -112,3 +112,33 @@ func TestCheckUnseenIsTrue(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBadURLAndAdvice: a URL no request could carry as written is
+// bad-request in text as in -json, its byte named as a byte; a site whose
+// certificate does not verify gets check's advice (the config check
+// reads), not the running proxy's (a reload, a purge).
+func TestCheckBadURLAndAdvice(t *testing.T) {
+	t.Parallel()
+	out, _, code := runCmd(t, "User-agent: *\nDisallow: /x\n", "check", "-robots", "-", "-agent", "Bot", "https://s.example/caf\xc3\xa9/1")
+	if !strings.HasPrefix(out, "bad-request\t") || !strings.Contains(out, "the byte 0xC3") || code == 0 {
+		t.Errorf("text: %q, exit %d; want bad-request naming the byte 0xC3, exit non-zero", out, code)
+	}
+	out, _, _ = runCmd(t, "User-agent: *\nDisallow: /x\n", "check", "-json", "-robots", "-", "-agent", "Bot", "https://s.example/caf\xc3\xa9/1")
+	if !strings.Contains(out, `"decision":"bad-request"`) {
+		t.Errorf("-json: %s; want decision bad-request", out)
+	}
+
+	site := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "User-agent: *\nDisallow: /x\n")
+	}))
+	t.Cleanup(site.Close)
+	cfg := filepath.Join(t.TempDir(), "check.toml")
+	if err := os.WriteFile(cfg, []byte("[upstream]\nblock_private = false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, _ := runCmd(t, "", "check", "-config", cfg, site.URL+"/a")
+	if !strings.Contains(out, "add the site's CA to upstream.ca if you trust it, in the config check reads (-config FILE)") ||
+		strings.Contains(out, "SIGHUP") || strings.Contains(out, "purge") {
+		t.Errorf("a certificate that does not verify: %q (stderr %q); want check's advice, not the proxy's", out, errOut)
+	}
+}

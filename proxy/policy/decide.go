@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,7 +132,8 @@ const (
 	reasonBadConnect  = "bad CONNECT target"
 	reasonFragment    = "bad request URL: a request-target cannot hold a fragment (\"#\")"
 	reasonNoPath      = "bad request URL: the request-target is not a path"
-	reasonBadByte     = "bad request URL: the request-target holds %q, which a URI cannot (RFC 3986): percent-encode it"
+	reasonBadByte     = "bad request URL: the request-target holds %s, which a URI cannot (RFC 3986): percent-encode it"
+	reasonBadPercent  = "bad request URL: the request-target holds a '%' not followed by two hex digits (RFC 3986): write a '%' as %25"
 	reasonMisdirected = "request for %s inside a tunnel to %s"
 	// ReasonPrivate is the reason of a refused private target.
 	ReasonPrivate = "target resolves to a private address"
@@ -259,9 +261,12 @@ func (p *Policy) locate(ctx context.Context, w *Env, r *Request, d *Decision) bo
 		return false
 	}
 	if i := invalidTargetByte(r.Target); i >= 0 {
-		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadByte, r.Target[i])
-		if r.Target[i] == '#' {
+		d.Action, d.Reason = ActionBadRequest, fmt.Sprintf(reasonBadByte, byteName(r.Target[i]))
+		switch r.Target[i] {
+		case '#':
 			d.Reason = reasonFragment
+		case '%':
+			d.Reason = reasonBadPercent
 		}
 		return false
 	}
@@ -626,4 +631,17 @@ func pacingActive(cfg *config.Config) bool {
 		}
 	}
 	return false
+}
+
+// byteName names b for a reason: a printable ASCII character quoted, any
+// other byte by its value (0xC3, the first byte of a UTF-8 "é", is not
+// the character U+00C3 that %q would show).
+func byteName(b byte) string {
+	if b > ' ' && b < 0x7f {
+		return strconv.QuoteRune(rune(b))
+	}
+	if b == ' ' {
+		return "a space"
+	}
+	return fmt.Sprintf("the byte 0x%02X", b)
 }

@@ -105,6 +105,12 @@ func (a *Action) UnmarshalText(b []byte) error {
 }
 
 // Reasons, as they appear in the audit log, the 403 body and check's output.
+// TLSVerifyProxyAdvice ends the reason of an origin whose certificate
+// does not verify with what the proxy's operator does next; its origin
+// follows. A command that decides without a running proxy (check)
+// replaces it with its own.
+const TLSVerifyProxyAdvice = " and reload (SIGHUP) or restart robotsgate, which then fetches it at once; to retry now, POST /robots/purge?origin="
+
 const (
 	reasonDisallowed = "disallowed by robots.txt"
 	reasonAllowed    = "allowed by robots.txt"
@@ -116,7 +122,7 @@ const (
 	reasonNoCopy     = "robots.txt unreachable and no copy held: disallowing all"
 	reasonLimit      = "robots.txt unreachable longer than unreachable_limit: no restrictions"
 	reasonSomePaths  = "robots.txt allows some paths; tunnel mode cannot see which"
-	reasonTLSVerify  = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it and reload (SIGHUP) or restart robotsgate, which then fetches it at once; to retry now, POST /robots/purge?origin=%s"
+	reasonTLSVerify  = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it" + TLSVerifyProxyAdvice + "%s"
 	reasonEveryPath  = "robots.txt disallows every path"
 	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
 	reasonTooCostly  = "bad request: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
