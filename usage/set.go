@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -42,6 +43,19 @@ func KnownPurposes() string {
 	return strings.Join(names, ", ")
 }
 
+// NotAPurpose says that name is not a purpose, naming the known ones, and
+// the purpose it stands for when it is an aipref vocabulary name
+// (train-ai, ai-use), which robots.txt lines and headers use but a
+// declared purpose does not.
+func NotAPurpose(name string) string {
+	name = strings.TrimSpace(name)
+	msg := fmt.Sprintf("%q is not a purpose: known purposes are %s", name, KnownPurposes())
+	if p, ok := vocabCategory(strings.ToLower(name)); ok && !strings.EqualFold(name, p.String()) {
+		msg += fmt.Sprintf(" (aipref's %q is robotsgate's %s)", strings.ToLower(name), p)
+	}
+	return msg
+}
+
 // ParseSet reads purpose names: each value a comma-separated list, as
 // X-Robots-Gate-Purpose or check -purpose give them. Empty items are
 // skipped; an unknown name is an error naming the known ones.
@@ -54,7 +68,7 @@ func ParseSet(values []string) (Set, error) {
 			}
 			p, ok := ParsePurpose(name)
 			if !ok {
-				return 0, fmt.Errorf("%q is not a purpose: known purposes are %s", strings.TrimSpace(name), KnownPurposes())
+				return 0, errors.New(NotAPurpose(name))
 			}
 			ps |= 1 << p
 		}

@@ -18,6 +18,8 @@ func TestParseSet(t *testing.T) {
 		{[]string{" Search ", "AI-INPUT", ",,"}, []string{"ai-input", "search"}, ""},
 		{[]string{"ai-train", "ai-train"}, []string{"ai-train"}, ""},
 		{[]string{"ai-train, gossip"}, nil, `"gossip" is not a purpose: known purposes are ai-train, ai-input, search`},
+		{[]string{"ai-use"}, nil, `"ai-use" is not a purpose: known purposes are ai-train, ai-input, search (aipref's "ai-use" is robotsgate's ai-input)`},
+		{[]string{"search, Train-AI"}, nil, `"Train-AI" is not a purpose: known purposes are ai-train, ai-input, search (aipref's "train-ai" is robotsgate's ai-train)`},
 	}
 	for _, tt := range tests {
 		got, err := ParseSet(tt.values)

@@ -12,6 +12,7 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/identity"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
+	"github.com/robotsgate/robotsgate/usage"
 )
 
 func parsePrefix(s string) (netip.Prefix, error) {
@@ -99,7 +100,7 @@ func compileAgent(a *config.AgentRule, key string, users map[string]bool, pb *co
 	for j, name := range a.Purpose {
 		ps, err := ParsePurposes([]string{name})
 		if err != nil || strings.Contains(name, ",") {
-			pb.Addf(fmt.Sprintf("%s.purpose[%d]", key, j), "%q is not a purpose: known purposes are %s", name, KnownPurposes())
+			pb.Addf(fmt.Sprintf("%s.purpose[%d]", key, j), "%s", usage.NotAPurpose(name))
 		}
 		ar.purposes |= ps
 	}

@@ -19,10 +19,6 @@ const PurposeHeader = "X-Robots-Gate-Purpose"
 // Purposes is a set of declared purposes (usage.Set).
 type Purposes = usage.Set
 
-// KnownPurposes names every purpose, for error messages
-// (usage.KnownPurposes).
-func KnownPurposes() string { return usage.KnownPurposes() }
-
 // ParsePurposes reads purpose names as X-Robots-Gate-Purpose or check
 // -purpose give them (usage.ParseSet).
 func ParsePurposes(values []string) (Purposes, error) { return usage.ParseSet(values) }
