@@ -110,7 +110,7 @@ func crowdedStatus(now time.Time) any {
 	recent := make([]map[string]any, 100)
 	for i := range recent {
 		recent[i] = map[string]any{"time": now.Add(-time.Duration(i) * time.Second), "decision": "disallowed",
-			"url": fmt.Sprintf("https://www.a-rather-long-host-name-for-a-site-%d.example.co.uk/private/%s", i, strings.Repeat("y", 200)),
+			"url":   fmt.Sprintf("https://www.a-rather-long-host-name-for-a-site-%d.example.co.uk/private/%s", i, strings.Repeat("y", 200)),
 			"token": "AcmeDataBot", "rule": "disallow: /private", "line": 7, "reason": "disallowed by robots.txt"}
 	}
 	return struct {
