@@ -784,10 +784,16 @@ func TestPayOfferOnceWhenTheAnswerIsLost(t *testing.T) {
 // charged, to a site that takes crawler-max-price ("max-price": one
 // round trip, on a connection of its own) and to one that answers 402
 // anyway ("402-then-exact": the offer, its 402, then the exact-price
-// retry, as every paid page cost before crawler-max-price). The
-// signatures are not checked: what is measured is robotsgate's path.
+// retry, as every paid page cost before crawler-max-price); and a free
+// page (an image, never priced) of a site that charged for a page today
+// ("free-after-charge"). The signatures are not checked: what is
+// measured is robotsgate's path.
 func BenchmarkPaidRequest(b *testing.B) {
 	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/img/") {
+			io.WriteString(w, "image\n")
+			return
+		}
 		takesMax := r.URL.Path == "/max-price" && r.Header.Get("Crawler-Max-Price") != ""
 		if !takesMax && r.Header.Get("Crawler-Exact-Price") != "USD 0.000000001" {
 			w.Header().Set("Crawler-Price", "USD 0.000000001")
@@ -805,8 +811,19 @@ func BenchmarkPaidRequest(b *testing.B) {
 		return c
 	}())
 	c := p.client()
-	for _, path := range []string{"/max-price", "/402-then-exact"} {
-		b.Run(path[1:], func(b *testing.B) {
+	for _, path := range []string{"/max-price", "/402-then-exact", "/img/1.png"} {
+		name := path[1:]
+		if path == "/img/1.png" {
+			name = "free-after-charge"
+		}
+		b.Run(name, func(b *testing.B) {
+			// The site charged today (whichever of these runs alone).
+			if resp, err := c.Get(o.URL + "/max-price"); err != nil || resp.StatusCode != 200 {
+				b.Fatalf("GET /max-price: %v %v", resp, err)
+			} else {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := c.Get(o.URL + path)
