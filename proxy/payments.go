@@ -55,10 +55,10 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		return resp
 	}
 	s, d := f.s, f.d
-	n := pay.Negotiator{Budget: s.budget, Logger: s.log}
+	n := f.negotiator()
 	o := pay.Offer{Resp: resp, Client: f.client, Day: pay.Day(s.opts.Now()), URL: answer.DisplayURL(f.out), Content: f.req.Content}
 	stated := resp.Header.Get(pay.FieldPrice)
-	st := n.Settle(&o, pay.Terms{MaxPrice: maxPrice, Budget: budget}, f.payAgain)
+	st := n.Settle(&o, f.terms(maxPrice, budget), f.payAgain)
 	if st.Result != "" {
 		s.metrics.payments.WithLabelValues(st.Result).Inc()
 	}
@@ -67,8 +67,8 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 	case st.Refused:
 		f.own = true
 		d.Action, d.Reason = policy.ActionPriceRefused, "price refused: "+st.Why
-		body := fmt.Sprintf("robotsgate: %s asks for a payment robotsgate does not make\n\nprice:       %s\nmax_price:   %s\nbudget left: %s of %s today (UTC)\nreason:      %s\n",
-			o.URL, stated, maxPrice, n.Left(o.Day, budget), budget, st.Why)
+		body := fmt.Sprintf("robotsgate: %s asks for a payment robotsgate does not make\n\nprice:       %s\nmax_price:   %s\nbudget left: %s\nreason:      %s\n",
+			o.URL, stated, maxPrice, n.Left(o.Day, budget), st.Why)
 		status := http.StatusPaymentRequired
 		if st.Status != 0 {
 			status = st.Status
@@ -84,11 +84,38 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		return out
 	case st.Err != nil:
 		f.own = true
-		return s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), st.Err, d)
+		out := s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), st.Err, d)
+		f.notePayment(st.Note())
+		return out
 	}
 	f.noteCrawlerError(st.Resp) // the paid request's answer, or the 402 that named no price
+	f.notePayment(st.Note())
 	f.up.answered = st.Resp.StatusCode
 	return st.Resp
+}
+
+// notePayment adds note, what pay-per-crawl has to say of the request
+// (pay.Settlement.Note), to its audit record's reason, and has it audited
+// whatever log_allowed says; nothing for "".
+func (f *forwarding) notePayment(note string) {
+	if note == "" {
+		return
+	}
+	f.up.audited = true
+	f.d.Reason += "; pay-per-crawl: " + note
+}
+
+// negotiator returns the pay.Negotiator of the request's payments: the
+// server's budget and what its requests in flight hold of it.
+func (f *forwarding) negotiator() pay.Negotiator {
+	return pay.Negotiator{Budget: f.s.budget, Holds: f.s.holds, Logger: f.s.log}
+}
+
+// terms are the payments' terms: [payments]' amounts, and a price waits
+// at most upstream.timeout for offers in flight to settle, the longest an
+// offer's request waits for its answer's header.
+func (f *forwarding) terms(maxPrice, budget pay.Amount) pay.Terms {
+	return pay.Terms{MaxPrice: maxPrice, Budget: budget, Wait: f.sn.pol.Config().Upstream.Timeout}
 }
 
 // noteCrawlerError audits a site's error answer that names a
@@ -194,11 +221,16 @@ type priceOffer struct {
 	connected *atomic.Bool // whether the request had a connection to the site
 }
 
-// offerPrice offers crawler-max-price when the origin charged today
-// (Server.charging), so that the site can charge at once, saving the 402
-// and the retry: the lower of max_price and the budget left, reserved
-// first, as a price accepted is (pay.Negotiator.ReserveOffer). A path
-// never paid for, and a budget with nothing left, offer nothing.
+// offerPrice offers crawler-max-price when the origin charged today for
+// a request in the same section of its paths (pay.Section: the first
+// segment, "/news/..."; or its root), so that the site can charge at
+// once, saving the 402 and the retry (Server.charging): the lower of
+// max_price and the budget left, reserved first, as a price accepted is
+// (pay.Negotiator.ReserveOffer). A path never paid for, a budget with
+// nothing left, a price waiting for offers to settle, and an origin that
+// lost an answer to an offer today offer nothing. An offered request
+// goes as a paid one does (roundTrip); any other stays on the pooled
+// transport.
 func (f *forwarding) offerPrice() {
 	maxPrice, budget, on := f.sn.pol.Payments()
 	if !on || f.sn.signer == nil {
@@ -207,11 +239,11 @@ func (f *forwarding) offerPrice() {
 	// Most origins never charge: that is asked first, the path's
 	// normalisation (pay.Free) only for one that did.
 	day := pay.Day(f.s.opts.Now())
-	if !f.s.charging.Charged(day, f.d.Origin.String()) || pay.Free(f.req.Target) {
+	if !f.s.charging.Charged(day, f.d.Origin.String(), pay.Section(f.req.Target)) || pay.Free(f.req.Target) {
 		return
 	}
-	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
-	offer, ok := n.ReserveOffer(day, pay.Terms{MaxPrice: maxPrice, Budget: budget})
+	n := f.negotiator()
+	offer, ok := n.ReserveOffer(day, f.terms(maxPrice, budget))
 	if !ok {
 		return
 	}
@@ -236,7 +268,7 @@ func (f *forwarding) roundTrip() (*http.Response, error) {
 // reports whether that is the client's (not a 402, which is then settled
 // as any other: the exact-price retry).
 func (f *forwarding) settleOffer(resp *http.Response) bool {
-	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
+	n := f.negotiator()
 	o := pay.Offer{Resp: resp, Client: f.client, Day: f.offer.day, URL: answer.DisplayURL(f.out)}
 	st := n.SettleOffer(&o, f.offer.amount)
 	if st.Resp == nil {
@@ -250,27 +282,33 @@ func (f *forwarding) settleOffer(resp *http.Response) bool {
 }
 
 // lostOffer settles a crawler-max-price offer whose request got no
-// answer: counted as spent if it may have reached the site.
+// answer, once its failure is answered (its reason set): counted as
+// spent if it may have reached the site, as a lost paid answer is, the
+// audit's reason saying so; the origin is then offered nothing more that
+// day (pay.Recent.Stop), so that a site that loses answers, by accident
+// or design, cannot have a free page after another counted at max_price.
 func (f *forwarding) lostOffer() {
 	if f.offer.amount.Currency == "" {
 		return
 	}
-	n := pay.Negotiator{Budget: f.s.budget, Logger: f.s.log}
+	n := f.negotiator()
 	if charged := n.LostOffer(f.offer.day, f.offer.amount, f.offer.connected.Load()); charged.Currency != "" {
 		f.s.metrics.payments.WithLabelValues(pay.Failed).Inc()
 		f.up.charged = charged
 		f.s.metrics.spent.WithLabelValues(charged.Currency).Add(charged.Float())
+		f.s.charging.Stop(f.offer.day, f.d.Origin.String())
+		f.notePayment("the answer to a crawler-max-price offer was lost after its connection to the site was made, so the site may have charged it: the offer " + charged.String() + " is counted as spent, and this origin is offered nothing more today")
 	}
 }
 
 // spend accounts for what a site charged on day (nothing when zero): the
-// audit's charged, robotsgate_spent_total, and the origin remembered as
-// one that charges (offerPrice).
+// audit's charged, robotsgate_spent_total, and the section of the origin
+// remembered as one that charges (offerPrice).
 func (f *forwarding) spend(day string, charged pay.Amount) {
 	if charged.Currency == "" {
 		return
 	}
 	f.up.charged = charged
 	f.s.metrics.spent.WithLabelValues(charged.Currency).Add(charged.Float())
-	f.s.charging.Mark(day, f.d.Origin.String())
+	f.s.charging.Mark(day, f.d.Origin.String(), pay.Section(f.req.Target))
 }

@@ -115,9 +115,12 @@ type Server struct {
 	// budget is what pay-per-crawl spends from each day: the fleet's with
 	// [cluster], else this process's.
 	budget pay.Budget
-	// charging remembers the origins that charged today, which are
-	// offered crawler-max-price at once (offerPrice).
+	// charging remembers the sections of origins that charged today,
+	// which are offered crawler-max-price at once (offerPrice).
 	charging *pay.Recent
+	// holds is what this process's paid requests and offers in flight
+	// hold of the budget.
+	holds *pay.Holds
 	// stopping ends, with policy.ErrShuttingDown, when a shutdown's drain
 	// time is up: every request's context derives from it, so that
 	// requests still held or waiting on an origin are then answered 503
@@ -265,6 +268,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 func (s *Server) openBudget(cfg *config.Config, pol *policy.Policy) error {
 	var err error
 	s.charging = pay.NewRecent(pay.MaxRecent)
+	s.holds = pay.NewHolds()
 	if s.cluster != nil {
 		s.budget = fleetBudget{s.cluster.Counter(cfg.Payments.KeyPrefix)} // one budget for the fleet
 	} else if s.budget, err = s.localBudget(cfg); err != nil {
@@ -278,7 +282,7 @@ func (s *Server) openBudget(cfg *config.Config, pol *policy.Policy) error {
 	}
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "robotsgate_budget_spent_today",
-		Help: "Pay-per-crawl spending this UTC day, in [payments] max_price's currency (with [cluster], the fleet's); 0 when pay-per-crawl is off.",
+		Help: "Pay-per-crawl spending this UTC day, in [payments] max_price's currency (with [cluster], the fleet's), what paid requests and offers in flight hold included; 0 when pay-per-crawl is off.",
 	}, s.spentToday))
 	return nil
 }

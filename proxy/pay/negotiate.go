@@ -37,15 +37,23 @@ func Results() []string { return []string{Paid, OverPrice, OverBudget, Failed, R
 const BudgetTimeout = 2 * time.Second
 
 // Terms are what pay-per-crawl accepts ([payments]): a price at most
-// MaxPrice, while the day's spending stays within Budget.
+// MaxPrice, while the day's spending stays within Budget. Wait is the
+// longest a price that does not fit only because of what this process's
+// crawler-max-price offers in flight hold waits for them to settle (the
+// proxy's upstream.timeout, which bounds how long an offer's request
+// waits for its answer); 0 does not wait.
 type Terms struct {
 	MaxPrice, Budget Amount
+	Wait             time.Duration
 }
 
 // A Negotiator settles sites' 402s (docs/identity.md, "Pay-per-crawl
-// (HTTP 402)") against its Budget. The zero Logger discards.
+// (HTTP 402)") against its Budget, keeping what its requests in flight
+// hold in Holds (nil: nothing told apart from spending, nor waited for).
+// The zero Logger discards.
 type Negotiator struct {
 	Budget Budget
+	Holds  *Holds
 	Logger *slog.Logger
 }
 
@@ -81,6 +89,16 @@ type Settlement struct {
 	Status  int
 }
 
+// Note is what the audit record's reason adds of a Settlement that is
+// not a refusal (whose Why says it all): a price counted as spent though
+// the answer was lost; "" for none.
+func (s *Settlement) Note() string {
+	if s.Err != nil && s.Charged.Currency != "" {
+		return "the paid request's answer was lost after its connection to the site was made: its price " + s.Charged.String() + " is counted as spent, as the site may have charged it"
+	}
+	return ""
+}
+
 // Settle answers o under t: a price within MaxPrice, while the day's
 // budget has room for it, is accepted once and the request sent again
 // with send; the site's answer then goes to the client, and what it
@@ -91,8 +109,10 @@ type Settlement struct {
 // MissingCrawlerPrice and InvalidCrawlerMaxPrice on the 402; a 402 or 403
 // with any code to the paid request) is refused: nothing paid, never
 // retried. A paid request answered crawler-error InternalError is sent
-// once more. A 402 that names no price is the site's own answer, passed
-// on (Resp).
+// once more. A price that does not fit the
+// budget only because of what this process's offers in flight hold waits
+// for them (Terms.Wait). A 402 that names no price is the site's own
+// answer, passed on (Resp).
 func (n *Negotiator) Settle(o *Offer, t Terms, send Send) Settlement {
 	stated := o.Resp.Header.Get(FieldPrice)
 	code := ParseError(o.Resp.Header.Get(FieldError))
@@ -105,13 +125,16 @@ func (n *Negotiator) Settle(o *Offer, t Terms, send Send) Settlement {
 		s.Code = code
 		return s
 	}
-	price, s, ok := n.reserve(o, t, stated)
 	// Closed unread: the connection is not reused, and a site that
-	// trickles its 402 holds nothing; nothing of it is needed.
+	// trickles its 402 holds nothing; nothing of it is needed (nor kept
+	// while the price waits for room).
 	o.Resp.Body.Close()
+	price, s, ok := n.reserve(o, t, stated)
 	if !ok {
 		return s
 	}
+	n.Holds.add(o.Day, price, false)
+	defer n.Holds.add(o.Day, Amount{Currency: price.Currency, Nanos: -price.Nanos}, false)
 	paid, connected, err := send(stated)
 	if err == nil && ParseError(paid.Header.Get(FieldError)) == InternalError {
 		// The site's own failure, the one code worth a retry: once.
@@ -181,9 +204,7 @@ func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settleme
 		// Nobody would receive what was paid for.
 		return price, refused(Failed, "the client left before the price was paid"), false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
-	spent, ok, err := n.Budget.Reserve(ctx, o.Day, price, t.Budget)
-	cancel()
+	spent, ok, waited, err := n.reserveWaiting(o, price, t)
 	switch {
 	case errors.Is(err, ErrCounterRewound):
 		// Logged once, when it was found (cluster.Client.Counter); each
@@ -192,10 +213,90 @@ func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settleme
 	case err != nil:
 		n.logger().Warn("pay-per-crawl: the budget cannot be checked: paying nothing", "err", err)
 		return price, refused(Failed, "the budget cannot be checked now: "+err.Error()), false
+	case !ok && waited > 0 && o.Client.Err() != nil:
+		return price, refused(Failed, "the client left while the price waited for crawler-max-price offers in flight to settle"), false
 	case !ok:
-		return price, refused(OverBudget, fmt.Sprintf("%s would take today's spending past the budget (%s spent)", price, spent)), false
+		offers, prices := n.Holds.Held(o.Day, price.Currency)
+		why := fmt.Sprintf("%s would take today's spending past the budget (%s)", price, breakdown(spent, offers, prices))
+		if waited > 0 {
+			why += fmt.Sprintf(", after waiting %v for offers in flight to settle", waited.Round(time.Millisecond))
+		}
+		return price, refused(OverBudget, why), false
 	}
 	return price, Settlement{}, true
+}
+
+// reserveWaiting reserves price on o's day within t.Budget, as
+// Budget.Reserve does. A price that does not fit only because of what
+// this process's crawler-max-price offers in flight hold (Holds) waits
+// for them to settle, each settled offer trying again, at most t.Wait;
+// while it waits no new offer is made (ReserveOffer), so that offers
+// cannot starve it. It stops waiting when the client leaves, and when
+// what offers still hold could no longer make room. It returns what was
+// spent (before, when it did not fit) and how long it waited.
+func (n *Negotiator) reserveWaiting(o *Offer, price Amount, t Terms) (spent Amount, ok bool, waited time.Duration, err error) {
+	var settled <-chan struct{}
+	var deadline <-chan time.Time
+	var start time.Time
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
+		spent, ok, err = n.Budget.Reserve(ctx, o.Day, price, t.Budget)
+		cancel()
+		if err != nil || ok || n.Holds == nil || t.Wait <= 0 {
+			break
+		}
+		if offers, _ := n.Holds.Held(o.Day, price.Currency); offers.Nanos < spent.Nanos+price.Nanos-t.Budget.Nanos {
+			break // the offers settled with nothing given back could not make room
+		}
+		if settled == nil {
+			// Watched from now, and tried again before waiting: an offer
+			// settled in between is not missed. (Only a price that does
+			// not fit watches: a settled offer no one watches costs
+			// nothing.)
+			settled = n.Holds.changes()
+			start = time.Now()
+			timer := time.NewTimer(t.Wait)
+			defer timer.Stop()
+			deadline = timer.C
+			n.Holds.wait(1)
+			defer n.Holds.wait(-1)
+			continue
+		}
+		if !awaitSettled(settled, deadline, o.Client.Done()) {
+			break
+		}
+		settled = n.Holds.changes()
+	}
+	if deadline != nil {
+		waited = time.Since(start)
+	}
+	return spent, ok, waited, err
+}
+
+// awaitSettled reports whether settled was closed before deadline, or
+// before the client left.
+func awaitSettled(settled <-chan struct{}, deadline <-chan time.Time, left <-chan struct{}) bool {
+	select {
+	case <-settled:
+		return true
+	case <-deadline:
+	case <-left:
+	}
+	return false
+}
+
+// breakdown says what spent, as a Budget counts it, is made of: what is
+// spent, and what offers and paid requests in flight hold of it.
+func breakdown(spent, offers, prices Amount) string {
+	done := Amount{Currency: spent.Currency, Nanos: max(spent.Nanos-offers.Nanos-prices.Nanos, 0)}
+	s := done.String() + " spent"
+	if offers.Nanos > 0 {
+		s += ", " + offers.String() + " held by crawler-max-price offers in flight"
+	}
+	if prices.Nanos > 0 {
+		s += ", " + prices.String() + " held by paid requests in flight"
+	}
+	return s
 }
 
 // charged settles the reservation of price against what the site says it
@@ -238,8 +339,10 @@ func (n *Negotiator) refund(day string, a Amount) {
 	}
 }
 
-// Left says what is left of budget on day, for a refusal's answer; the
-// budget may not be readable just then.
+// Left says what is left of budget on day, for a refusal's answer:
+// "USD 0.02 of USD 0.03 today (UTC)", then, when requests in flight hold
+// some of it, what is spent and what they hold; the budget may not be
+// readable just then.
 func (n *Negotiator) Left(day string, budget Amount) string {
 	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
 	defer cancel()
@@ -247,7 +350,11 @@ func (n *Negotiator) Left(day string, budget Amount) string {
 	if err != nil {
 		return "unknown (the budget cannot be read now)"
 	}
-	return Amount{Currency: budget.Currency, Nanos: max(budget.Nanos-spent.Nanos, 0)}.String()
+	s := Amount{Currency: budget.Currency, Nanos: max(budget.Nanos-spent.Nanos, 0)}.String() + " of " + budget.String() + " today (UTC)"
+	if offers, prices := n.Holds.Held(day, budget.Currency); offers.Nanos > 0 || prices.Nanos > 0 {
+		s += "; " + breakdown(spent, offers, prices)
+	}
+	return s
 }
 
 func (n *Negotiator) logger() *slog.Logger {
@@ -263,10 +370,15 @@ const FieldMaxPrice = "Crawler-Max-Price"
 
 // ReserveOffer reserves a crawler-max-price offer on day: the lower of
 // t.MaxPrice and what is left of t.Budget, as a price accepted is reserved
-// before it is sent. It returns false, nothing reserved, when nothing is
-// left or the budget cannot be read (the request then goes unpriced, and
-// a 402 is settled as always).
+// before it is sent, and held (Holds) until SettleOffer or LostOffer. It
+// returns false, nothing reserved, when nothing is left, the budget
+// cannot be read, or a site's price waits for offers to settle
+// (Holds.Waiting): the request then goes unpriced, and a 402 is settled
+// as always.
 func (n *Negotiator) ReserveOffer(day string, t Terms) (Amount, bool) {
+	if n.Holds.Waiting() > 0 {
+		return Amount{}, false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), BudgetTimeout)
 	defer cancel()
 	offer := t.MaxPrice
@@ -283,6 +395,7 @@ func (n *Negotiator) ReserveOffer(day string, t Terms) (Amount, bool) {
 			return Amount{}, false
 		}
 	}
+	n.Holds.add(day, offer, true)
 	return offer, true
 }
 
@@ -292,6 +405,7 @@ func (n *Negotiator) ReserveOffer(day string, t Terms) (Amount, bool) {
 // the client's, and what it charged (FieldCharged) is spent, as a price
 // accepted is (Settle).
 func (n *Negotiator) SettleOffer(o *Offer, offered Amount) Settlement {
+	defer n.Holds.add(o.Day, Amount{Currency: offered.Currency, Nanos: -offered.Nanos}, true)
 	if o.Resp.StatusCode == http.StatusPaymentRequired {
 		n.refund(o.Day, offered)
 		return Settlement{}
@@ -305,8 +419,11 @@ func (n *Negotiator) SettleOffer(o *Offer, offered Amount) Settlement {
 
 // LostOffer settles the reservation of offered when the request that
 // carried it got no answer: given back when it never left (no
-// connection), else counted as spent, as a lost paid answer is.
+// connection), else counted as spent, as a lost paid answer is (the site
+// may have charged it; the caller offers that origin nothing more that
+// day, Recent.Stop).
 func (n *Negotiator) LostOffer(day string, offered Amount, connected bool) Amount {
+	defer n.Holds.add(day, Amount{Currency: offered.Currency, Nanos: -offered.Nanos}, true)
 	if !connected {
 		n.refund(day, offered)
 		return Amount{}

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/robotsgate/robotsgate/internal/testkit"
 )
 
 // TestSettle: each way a site's 402 ends, and what is spent of the budget
@@ -72,6 +75,96 @@ func TestSettle(t *testing.T) {
 			}
 			if spent, _ := b.Spent(t.Context(), "2026-11-28", "USD"); spent.Nanos-950_000_000 != tt.spent {
 				t.Errorf("spent after: %d billionths more; want %d", spent.Nanos-950_000_000, tt.spent)
+			}
+		})
+	}
+}
+
+// TestSettleWaitsForOffers: a price that does not fit only because of
+// what offers in flight hold waits for them, no new offer being made
+// meanwhile, and is paid once one is given back; one that would not fit
+// even then is refused at once, its reason naming what is spent and what
+// is held apart; one still not fitting when the wait is up, or whose
+// client leaves, is refused too.
+func TestSettleWaitsForOffers(t *testing.T) {
+	t.Parallel()
+	usd := func(s string) Amount { a, _ := ParseAmount("USD " + s); return a }
+	const day = "2026-11-28"
+	free := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}
+	for _, tt := range []struct {
+		name    string
+		budget  string
+		spent   string // spent before the offers
+		price   string
+		settle  bool // an offer settles (nothing charged) once the price waits
+		leave   bool // the client leaves once the price waits
+		wait    time.Duration
+		result  string
+		waited  bool // the test sees it wait (not asked of a short wait)
+		why     string
+		spentAt string // after
+	}{
+		{"an offer given back makes room", "0.03", "0.005", "0.01", true, false, time.Minute, "", true, "", "0.02"},
+		{"offers could not make room", "0.03", "0.015", "0.02", false, false, time.Minute, OverBudget, false,
+			"USD 0.02 would take today's spending past the budget (USD 0.015 spent, USD 0.015 held by crawler-max-price offers in flight)", "0.03"},
+		{"the wait is up", "0.03", "0.005", "0.01", false, false, 50 * time.Millisecond, OverBudget, false,
+			"(USD 0.005 spent, USD 0.025 held by crawler-max-price offers in flight), after waiting", "0.03"},
+		{"the client leaves", "0.03", "0.005", "0.01", false, true, time.Minute, Failed, true,
+			"the client left while the price waited", "0.03"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, _ := NewLocal("")
+			b.Reserve(t.Context(), day, usd(tt.spent), usd(tt.budget))
+			n := Negotiator{Budget: b, Holds: NewHolds()}
+			terms := Terms{MaxPrice: usd("0.02"), Budget: usd(tt.budget), Wait: tt.wait}
+			var offers []Amount
+			for {
+				a, ok := n.ReserveOffer(day, terms)
+				if !ok {
+					break
+				}
+				offers = append(offers, a)
+			}
+			ctx, leave := context.WithCancel(t.Context())
+			defer leave()
+			done := make(chan Settlement, 1)
+			go func() {
+				o := Offer{Resp: &http.Response{StatusCode: 402, Header: http.Header{"Crawler-Price": {"USD " + tt.price}}, Body: io.NopCloser(strings.NewReader(""))},
+					Client: ctx, Day: day, URL: "http://example.com/"}
+				done <- n.Settle(&o, terms, func(string) (*http.Response, bool, error) {
+					return &http.Response{StatusCode: 200, Header: http.Header{FieldCharged: {"USD " + tt.price}}, Body: io.NopCloser(strings.NewReader(""))}, true, nil
+				})
+			}()
+			if tt.waited {
+				testkit.Eventually(t, "the price to wait", func() bool { return n.Holds.Waiting() == 1 })
+				if a, ok := n.ReserveOffer(day, Terms{MaxPrice: usd("0.02"), Budget: usd("1")}); ok {
+					t.Errorf("an offer of %v made while a price waits", a)
+				}
+			}
+			if tt.settle {
+				n.SettleOffer(&Offer{Resp: free, Day: day}, offers[0])
+			}
+			if tt.leave {
+				leave()
+			}
+			var st Settlement
+			select {
+			case st = <-done:
+			case <-time.After(20 * time.Second): // a bound on a hang, not a measure
+				t.Fatal("Settle still waiting after 20 s")
+			}
+			if st.Result != tt.result && !(tt.result == "" && st.Result == Paid) || !strings.Contains(st.Why, tt.why) {
+				t.Errorf("Settle = %q, %q; want %q, %q in it", st.Result, st.Why, tt.result, tt.why)
+			}
+			if tt.result == "" && (st.Resp == nil || st.Result != Paid) {
+				t.Errorf("Settle = %+v; want it paid", st)
+			}
+			if spent, _ := b.Spent(t.Context(), day, "USD"); spent.String() != usd(tt.spentAt).String() {
+				t.Errorf("spent after = %v; want USD %s", spent, tt.spentAt)
+			}
+			if n.Holds.Waiting() != 0 {
+				t.Error("still counted as waiting")
 			}
 		})
 	}

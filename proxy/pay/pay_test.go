@@ -212,35 +212,70 @@ func FuzzParseError(f *testing.F) {
 	})
 }
 
-// TestRecent: at most max origins, the least recently used forgotten
+// TestRecent: at most max sections, the least recently used forgotten
 // first; a new day forgets them all; a late mark of the day before is
-// not kept.
+// not kept; a section is its origin's alone; an origin stopped is not
+// offered in any of its sections, that day.
 func TestRecent(t *testing.T) {
 	t.Parallel()
+	const day, next = "2026-11-27", "2026-11-28"
 	r := NewRecent(2)
-	r.Mark("2026-11-27", "https://a:443")
-	r.Mark("2026-11-27", "https://b:443")
-	if !r.Charged("2026-11-27", "https://a:443") { // a is now the most recent
+	r.Mark(day, "https://a:443", "")
+	r.Mark(day, "https://b:443", "")
+	if !r.Charged(day, "https://a:443", "") { // a is now the most recent
 		t.Fatal("a forgotten")
 	}
-	r.Mark("2026-11-27", "https://c:443")
-	if r.Charged("2026-11-27", "https://b:443") || !r.Charged("2026-11-27", "https://a:443") || !r.Charged("2026-11-27", "https://c:443") || r.Len() != 2 {
+	r.Mark(day, "https://c:443", "")
+	if r.Charged(day, "https://b:443", "") || !r.Charged(day, "https://a:443", "") || !r.Charged(day, "https://c:443", "") || r.Len() != 2 {
 		t.Errorf("after a third origin: want b forgotten, a and c kept, 2 in all (%d)", r.Len())
 	}
-	if r.Charged("2026-11-28", "https://a:443") {
+	if r.Charged(day, "https://a:443", "news") || r.Charged(day, "https://a:444", "") {
+		t.Error("a section or an origin that never charged is remembered")
+	}
+	r.Mark(day, "https://a:443", "news")
+	r.Stop(day, "https://a:443")
+	if r.Charged(day, "https://a:443", "news") || r.Charged(day, "https://a:443", "") {
+		t.Error("an origin stopped is still offered")
+	}
+	if r.Charged(next, "https://a:443", "news") {
 		t.Error("an origin of the day before is remembered the next day")
 	}
-	r.Mark("2026-11-28", "https://d:443")
-	r.Mark("2026-11-27", "https://e:443")
-	if r.Len() != 1 || !r.Charged("2026-11-28", "https://d:443") || r.Charged("2026-11-28", "https://e:443") {
-		t.Errorf("a new day: want d alone (%d)", r.Len())
+	r.Mark(next, "https://d:443", "img")
+	r.Mark(day, "https://e:443", "")
+	r.Stop(day, "https://d:443")
+	if r.Len() != 1 || !r.Charged(next, "https://d:443", "img") || r.Charged(next, "https://e:443", "") {
+		t.Errorf("a new day: want d alone, not stopped by a late stop of the day before (%d)", r.Len())
 	}
 	big := NewRecent(0)
 	for i := range MaxRecent + 10 {
-		big.Mark("2026-11-27", strconv.Itoa(i))
+		big.Mark(day, strconv.Itoa(i), "")
 	}
 	if big.Len() != MaxRecent {
 		t.Errorf("Len = %d; want the bound, %d", big.Len(), MaxRecent)
+	}
+}
+
+// TestSection: the first segment of a path when more follows it, else
+// the root; the query is not the path.
+func TestSection(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ target, want string }{
+		{"/news/2026/a", "news"},
+		{"/news/b?x=1", "news"},
+		{"/news/", "news"},
+		{"/news", ""},
+		{"/news?a/b", ""},
+		{"/story-1", ""},
+		{"/", ""},
+		{"", ""},
+		{"//x/y", ""},
+		{"/img/1.png", "img"},
+		{"*", ""},
+		{"http://a.example/news/1", ""},
+	} {
+		if got := Section(tt.target); got != tt.want {
+			t.Errorf("Section(%q) = %q; want %q", tt.target, got, tt.want)
+		}
 	}
 }
 
@@ -263,17 +298,19 @@ func TestReserveOffer(t *testing.T) {
 	}
 }
 
-// BenchmarkOfferCheck: what every request pays for asking whether to
-// offer a price, with pay-per-crawl on: Free, then Charged.
+// BenchmarkOfferCheck: what a request pays for asking whether to offer a
+// price, with pay-per-crawl on, to an origin that charged in its
+// section: Charged, then Free.
 func BenchmarkOfferCheck(b *testing.B) {
 	r := NewRecent(0)
 	for i := range MaxRecent {
-		r.Mark("2026-11-27", "https://site"+strconv.Itoa(i)+".example:443")
+		r.Mark("2026-11-27", "https://site"+strconv.Itoa(i)+".example:443", "articles")
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if !Free("/articles/2026/robots-and-proxies?page=2") {
-			r.Charged("2026-11-27", "https://site17.example:443")
+		const target = "/articles/2026/robots-and-proxies?page=2"
+		if r.Charged("2026-11-27", "https://site17.example:443", Section(target)) {
+			Free(target)
 		}
 	}
 }
