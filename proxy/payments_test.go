@@ -536,7 +536,8 @@ func TestPayNeverForFreePaths(t *testing.T) {
 // 402's usual code), then paid; /refused a price, and the paid request
 // 403 PaymentFailed; /flaky a price, the first paid request 500
 // InternalError, the second paid; /broken a price, every paid request
-// 500 InternalError. paid counts the paid requests by path.
+// 500 InternalError; /broken402 likewise, 402 InternalError. paid counts
+// the paid requests by path.
 func errorOrigin(t *testing.T) (*httptest.Server, func(path string) int) {
 	var mu sync.Mutex
 	paid := map[string]int{}
@@ -568,6 +569,8 @@ func errorOrigin(t *testing.T) (*httptest.Server, func(path string) int) {
 			fail(403, "PaymentFailed")
 		case r.URL.Path == "/broken", r.URL.Path == "/flaky" && n == 1:
 			fail(500, "InternalError")
+		case r.URL.Path == "/broken402":
+			fail(402, "InternalError")
 		default:
 			w.Header().Set("Crawler-Charged", "USD 0.01")
 			io.WriteString(w, "paid "+r.URL.Path+"\n")
@@ -579,7 +582,10 @@ func errorOrigin(t *testing.T) (*httptest.Server, func(path string) int) {
 
 // TestPayCrawlerError: a site's crawler-error codes are audited (the
 // reason names the code, log_allowed off), shown in robotsgate's own 402
-// or 403, and never retried, but for InternalError, retried once.
+// or 403, and never retried, but for InternalError, retried once: the
+// answer after the retry, and its audit record, say that it was (a
+// second InternalError is answered as any code is: a 402 by robotsgate's
+// own price-refused, a 500 passed on).
 func TestPayCrawlerError(t *testing.T) {
 	t.Parallel()
 	o, paid := errorOrigin(t)
@@ -598,8 +604,10 @@ func TestPayCrawlerError(t *testing.T) {
 		{"/payfail", 402, "price-refused", "crawler-error: PaymentFailed (", "the site's 402 says crawler-error PaymentFailed", 0, false},
 		{"/missing", 200, "", "paid /missing", "", 1, true},
 		{"/refused", 403, "price-refused", "crawler-error: PaymentFailed (", "answered the paid request 403, crawler-error PaymentFailed", 1, false},
-		{"/flaky", 200, "", "paid /flaky", "", 2, true},
-		{"/broken", 500, "", "the site's InternalError", "the site answered 500, crawler-error InternalError", 2, false},
+		{"/flaky", 200, "", "paid /flaky", "pay-per-crawl: the paid request was retried once, the site's first answer to it being 500, crawler-error InternalError", 2, true},
+		{"/broken", 500, "", "the site's InternalError", "the site answered 500, crawler-error InternalError (the site failed on its side); pay-per-crawl: the paid request was retried once, the site's first answer to it being 500", 2, false},
+		{"/broken402", 402, "price-refused", "reason:      the site answered the paid request 402, crawler-error InternalError (the site failed on its side), after one retry (its first answer: 402, crawler-error InternalError): not retried again\n",
+			"after one retry (its first answer: 402, crawler-error InternalError): not retried again", 2, false},
 	} {
 		before, _ := p.srv.budget.Spent(t.Context(), pay.Day(time.Now()), "USD")
 		resp, body := get(t, c, o.URL+tt.path)

@@ -25,7 +25,7 @@ var errorCodes = map[string]string{
 	"InvalidCrawlerMaxPrice":   "crawler-max-price is below the site's price",
 	"ConflictingPriceHeaders":  "the request offered both crawler-exact-price and crawler-max-price",
 	"InvalidContentPrice":      "the site's origin set a price that does not read",
-	InternalError:              "the site failed (worth one retry)",
+	InternalError:              "the site failed on its side",
 }
 
 // ParseError reads a crawler-error field's value: one code, ASCII letters

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -77,7 +78,10 @@ type Offer struct {
 // is the paid request's failure, or Resp is the answer for the client.
 // Charged is what is counted as spent. Code is the site's crawler-error
 // code, if it named one (ParseError); Status, when not 0, is the status
-// a refusal is answered with (the site's 403), else 402.
+// a refusal is answered with (the site's 403), else 402. Retried, when
+// not 0, is the status of the site's first answer to the paid request,
+// crawler-error InternalError: the request was sent twice, and what is
+// settled is the second answer.
 type Settlement struct {
 	Result  string
 	Refused bool
@@ -87,16 +91,27 @@ type Settlement struct {
 	Charged Amount
 	Code    string
 	Status  int
+	Retried int
 }
 
 // Note is what the audit record's reason adds of a Settlement that is
-// not a refusal (whose Why says it all): a price counted as spent though
-// the answer was lost; "" for none.
+// not a refusal (whose Why says it all): the retry after InternalError,
+// and a price counted as spent though the answer was lost; "" for none.
 func (s *Settlement) Note() string {
-	if s.Err != nil && s.Charged.Currency != "" {
-		return "the paid request's answer was lost after its connection to the site was made: its price " + s.Charged.String() + " is counted as spent, as the site may have charged it"
+	var notes []string
+	if s.Retried != 0 {
+		notes = append(notes, retried(s.Retried))
 	}
-	return ""
+	if s.Err != nil && s.Charged.Currency != "" {
+		notes = append(notes, "the paid request's answer was lost after its connection to the site was made: its price "+s.Charged.String()+" is counted as spent, as the site may have charged it")
+	}
+	return strings.Join(notes, "; ")
+}
+
+// retried says that the paid request was sent twice, the site's first
+// answer (status) naming InternalError.
+func retried(status int) string {
+	return fmt.Sprintf("the paid request was retried once, the site's first answer to it being %d, %s", status, Explain(InternalError))
 }
 
 // Settle answers o under t: a price within MaxPrice, while the day's
@@ -108,8 +123,10 @@ func (s *Settlement) Note() string {
 // crawler-error that is the site's refusal (any code but
 // MissingCrawlerPrice and InvalidCrawlerMaxPrice on the 402; a 402 or 403
 // with any code to the paid request) is refused: nothing paid, never
-// retried. A paid request answered crawler-error InternalError is sent
-// once more. A price that does not fit the
+// retried. A paid request answered crawler-error InternalError (any
+// status) is sent once more, and the second answer settled as the first
+// would have been (Retried says so), InternalError again included: a 402
+// or 403 refused, any other passed on. A price that does not fit the
 // budget only because of what this process's offers in flight hold waits
 // for them (Terms.Wait). A 402 that names no price is the site's own
 // answer, passed on (Resp).
@@ -136,17 +153,22 @@ func (n *Negotiator) Settle(o *Offer, t Terms, send Send) Settlement {
 	n.Holds.add(o.Day, price, false)
 	defer n.Holds.add(o.Day, Amount{Currency: price.Currency, Nanos: -price.Nanos}, false)
 	paid, connected, err := send(stated)
+	first := 0
 	if err == nil && ParseError(paid.Header.Get(FieldError)) == InternalError {
 		// The site's own failure, the one code worth a retry: once.
+		first = paid.StatusCode
 		paid.Body.Close()
 		paid, connected, err = send(stated)
 	}
-	return n.settlePaid(o, price, paid, connected, err)
+	s = n.settlePaid(o, price, paid, connected, err, first)
+	s.Retried = first
+	return s
 }
 
 // settlePaid settles the reservation of price by the paid request's
-// answer (or its failure, and whether it had a connection).
-func (n *Negotiator) settlePaid(o *Offer, price Amount, paid *http.Response, connected bool, err error) Settlement {
+// answer (or its failure, and whether it had a connection); first is the
+// status of the site's first answer when it was retried, else 0.
+func (n *Negotiator) settlePaid(o *Offer, price Amount, paid *http.Response, connected bool, err error, first int) Settlement {
 	switch {
 	case err != nil && !connected:
 		// It never left (no connection: refused, a private address, a
@@ -163,15 +185,19 @@ func (n *Negotiator) settlePaid(o *Offer, price Amount, paid *http.Response, con
 		return Settlement{Result: Failed, Err: err, Charged: price}
 	}
 	code := ParseError(paid.Header.Get(FieldError))
+	retry, stop := "", ": not retried"
+	if first != 0 {
+		retry, stop = fmt.Sprintf(", after one retry (its first answer: %d, crawler-error %s)", first, InternalError), ": not retried again"
+	}
 	switch {
 	case paid.StatusCode == http.StatusPaymentRequired && code == "":
 		n.refund(o.Day, price)
 		paid.Body.Close()
-		return refused(Failed, "the site asked again (a second 402)")
+		return refused(Failed, "the site asked again (a second 402)"+retry)
 	case (paid.StatusCode == http.StatusPaymentRequired || paid.StatusCode == http.StatusForbidden) && code != "":
 		n.refund(o.Day, price)
 		paid.Body.Close()
-		s := refused(Failed, fmt.Sprintf("the site answered the paid request %d, %s: not retried", paid.StatusCode, Explain(code)))
+		s := refused(Failed, fmt.Sprintf("the site answered the paid request %d, %s%s%s", paid.StatusCode, Explain(code), retry, stop))
 		s.Code, s.Status = code, paid.StatusCode
 		return s
 	}

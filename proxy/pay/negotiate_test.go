@@ -1,6 +1,7 @@
 package pay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -75,6 +76,79 @@ func TestSettle(t *testing.T) {
 			}
 			if spent, _ := b.Spent(t.Context(), "2026-11-28", "USD"); spent.Nanos-950_000_000 != tt.spent {
 				t.Errorf("spent after: %d billionths more; want %d", spent.Nanos-950_000_000, tt.spent)
+			}
+		})
+	}
+}
+
+// TestSettleInternalError: a paid request answered crawler-error
+// InternalError is sent once more, and the second answer settled as any:
+// the refusal, the answer passed on and the note all say that it was
+// retried; never "not retried" alone.
+func TestSettleInternalError(t *testing.T) {
+	t.Parallel()
+	answer := func(status int, code string) *http.Response {
+		h := http.Header{}
+		if code != "" {
+			h.Set(FieldError, code)
+		}
+		if status == 200 {
+			h.Set(FieldCharged, "USD 0.01")
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(""))}
+	}
+	for _, tt := range []struct {
+		name          string
+		first, second *http.Response
+		refused       bool
+		status        int    // of the answer passed on, or of robotsgate's refusal
+		why           string // in the refusal's Why, or the Note
+	}{
+		{"402 twice", answer(402, InternalError), answer(402, InternalError), true, 402,
+			"the site answered the paid request 402, crawler-error InternalError (the site failed on its side), after one retry (its first answer: 402, crawler-error InternalError): not retried again"},
+		{"500, then 403 PaymentFailed", answer(500, InternalError), answer(403, "PaymentFailed"), true, 403,
+			"403, crawler-error PaymentFailed (the payment did not go through on the site's side (the operator's pay-per-crawl account)), after one retry (its first answer: 500, crawler-error InternalError): not retried again"},
+		{"500 twice: passed on", answer(500, InternalError), answer(500, InternalError), false, 500,
+			"the paid request was retried once, the site's first answer to it being 500, crawler-error InternalError"},
+		{"500, then paid", answer(500, InternalError), answer(200, ""), false, 200,
+			"the paid request was retried once, the site's first answer to it being 500"},
+		{"402 PaymentFailed: not retried", answer(402, "PaymentFailed"), nil, true, 402,
+			"crawler-error PaymentFailed (the payment did not go through on the site's side (the operator's pay-per-crawl account)): not retried"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, _ := NewLocal("")
+			usd := func(s string) Amount { a, _ := ParseAmount(s); return a }
+			n := Negotiator{Budget: b, Holds: NewHolds()}
+			o := Offer{Resp: &http.Response{StatusCode: 402, Header: http.Header{"Crawler-Price": {"USD 0.01"}}, Body: io.NopCloser(strings.NewReader(""))},
+				Client: context.Background(), Day: "2026-11-28", URL: "http://example.com/"}
+			answers := []*http.Response{tt.first, tt.second}
+			sends := 0
+			st := n.Settle(&o, Terms{MaxPrice: usd("USD 0.01"), Budget: usd("USD 1")}, func(string) (*http.Response, bool, error) {
+				sends++
+				return answers[sends-1], true, nil
+			})
+			want := 2
+			if tt.second == nil {
+				want = 1
+			}
+			if sends != want {
+				t.Errorf("sent %d times; want %d", sends, want)
+			}
+			got, status := st.Note(), 0
+			if st.Refused {
+				got, status = st.Why, cmp.Or(st.Status, 402)
+			} else if st.Resp != nil {
+				status = st.Resp.StatusCode
+			}
+			if st.Refused != tt.refused || status != tt.status || !strings.Contains(got, tt.why) {
+				t.Errorf("refused %v, status %d, %q; want %v, %d, %q in it", st.Refused, status, got, tt.refused, tt.status, tt.why)
+			}
+			if tt.second != nil && st.Retried != tt.first.StatusCode || tt.second == nil && st.Retried != 0 {
+				t.Errorf("Retried = %d", st.Retried)
+			}
+			if strings.Contains(got, "worth one retry") || strings.Contains(got, "): not retried\n") {
+				t.Errorf("%q contradicts the retry", got)
 			}
 		})
 	}
