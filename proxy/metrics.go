@@ -34,7 +34,7 @@ type metrics struct {
 	clusterErrors prometheus.Counter
 	signed        prometheus.Counter     // requests sent with a Web Bot Auth signature
 	payments      *prometheus.CounterVec // sites' 402s with a price, by result
-	spent         *prometheus.CounterVec // what sites charged, by currency
+	spent         *spentMetric           // what sites charged, by currency
 	// trailerStatements counts trailers that refused a declared purpose
 	// after the body was sent (watchTrailer).
 	trailerStatements prometheus.Counter

@@ -197,20 +197,41 @@ func paidTransport(tr *http.Transport) *http.Transport {
 }
 
 // newPaymentMetrics registers pay-per-crawl's counters on reg.
-func newPaymentMetrics(reg *prometheus.Registry) (payments, spent *prometheus.CounterVec) {
+func newPaymentMetrics(reg *prometheus.Registry) (payments *prometheus.CounterVec, spent *spentMetric) {
 	payments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "robotsgate_payments_total",
 		Help: "Sites' 402s with a price, by result: paid, over-price, over-budget, failed (a second 402, a request with content, a budget that cannot be checked, an answer lost), counter-rewound (the day's spending went backwards or vanished: nothing more paid that day).",
 	}, []string{"result"})
-	spent = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "robotsgate_spent_total",
-		Help: "What sites charged for requests (pay-per-crawl), by currency: the currency of [payments] max_price only.",
-	}, []string{"currency"})
+	spent = &spentMetric{desc: prometheus.NewDesc("robotsgate_spent_total",
+		"What sites charged for requests (pay-per-crawl), by currency: the currency of [payments] max_price only. Summed in billionths, exactly, as the budget is.",
+		[]string{"currency"}, nil)}
 	reg.MustRegister(payments, spent)
 	for _, r := range pay.Results() {
 		payments.WithLabelValues(r)
 	}
 	return payments, spent
+}
+
+// spentMetric is robotsgate_spent_total: a counter by currency, read
+// from what pay.Tally sums in billionths when /metrics is scraped, so
+// that it is exact (a prometheus.Counter adds floats: 0.005 four times
+// and 0.065 is 0.08499999999999999).
+type spentMetric struct {
+	desc  *prometheus.Desc
+	tally pay.Tally
+}
+
+// Add counts a, spent.
+func (m *spentMetric) Add(a pay.Amount) { m.tally.Add(a) }
+
+// Describe implements prometheus.Collector.
+func (m *spentMetric) Describe(ch chan<- *prometheus.Desc) { ch <- m.desc }
+
+// Collect implements prometheus.Collector.
+func (m *spentMetric) Collect(ch chan<- prometheus.Metric) {
+	for _, a := range m.tally.Totals() {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, a.Float(), a.Currency)
+	}
 }
 
 // priceOffer is a crawler-max-price a request carries: reserved from
@@ -295,7 +316,7 @@ func (f *forwarding) lostOffer() {
 	if charged := n.LostOffer(f.offer.day, f.offer.amount, f.offer.connected.Load()); charged.Currency != "" {
 		f.s.metrics.payments.WithLabelValues(pay.Failed).Inc()
 		f.up.charged = charged
-		f.s.metrics.spent.WithLabelValues(charged.Currency).Add(charged.Float())
+		f.s.metrics.spent.Add(charged)
 		f.s.charging.Stop(f.offer.day, f.d.Origin.String())
 		f.notePayment("the answer to a crawler-max-price offer was lost after its connection to the site was made, so the site may have charged it: the offer " + charged.String() + " is counted as spent, and this origin is offered nothing more today")
 	}
@@ -309,6 +330,6 @@ func (f *forwarding) spend(day string, charged pay.Amount) {
 		return
 	}
 	f.up.charged = charged
-	f.s.metrics.spent.WithLabelValues(charged.Currency).Add(charged.Float())
+	f.s.metrics.spent.Add(charged)
 	f.s.charging.Mark(day, f.d.Origin.String(), pay.Section(f.req.Target))
 }

@@ -138,7 +138,7 @@ func TestPayPerCrawl(t *testing.T) {
 	if got := p.srv.spentToday(); got < 0.0299 || got > 0.0301 {
 		t.Errorf("robotsgate_budget_spent_today = %v; want 0.03", got)
 	}
-	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0299 || got > 0.0301 {
+	if got := testutil.ToFloat64(p.srv.metrics.spent); got < 0.0299 || got > 0.0301 {
 		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.03", got)
 	}
 }
@@ -369,7 +369,7 @@ func TestPayOnceWhenTheAnswerIsLost(t *testing.T) {
 	if rec := p.lastAudit(t); rec["charged"] != "USD 0.01" || rec["status"] != float64(502) {
 		t.Errorf("audit = %v; want status 502, charged USD 0.01", rec)
 	}
-	if got := testutil.ToFloat64(p.srv.metrics.spent.WithLabelValues("USD")); got < 0.0099 || got > 0.0101 {
+	if got := testutil.ToFloat64(p.srv.metrics.spent); got < 0.0099 || got > 0.0101 {
 		t.Errorf("robotsgate_spent_total{currency=USD} = %v; want 0.01", got)
 	}
 }

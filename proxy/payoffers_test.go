@@ -313,6 +313,24 @@ func TestPayLostOfferStopsOffers(t *testing.T) {
 	}
 }
 
+// TestPaySpentTotalExact: robotsgate_spent_total is summed in
+// billionths, as the budget is: USD 0.1, 0.2 and 0.005 read 0.305 on
+// /metrics, where a float counter reads 0.30500000000000005.
+func TestPaySpentTotalExact(t *testing.T) {
+	t.Parallel()
+	site, p := paidSite(t, "USD 0.2", "USD 1", "")
+	c := p.mitmClient(t, nil, false)
+	for _, price := range []string{"0.1", "0.2", "0.005"} {
+		if resp, _ := get(t, c, site.base+"/priced?price="+price); resp.StatusCode != 200 {
+			t.Fatalf("GET /priced?price=%s: %d; want it paid", price, resp.StatusCode)
+		}
+	}
+	_, metrics := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
+	if want := "\nrobotsgate_spent_total{currency=\"USD\"} 0.305\n"; !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, grepLines(metrics, "spent"))
+	}
+}
+
 // getAway is get for a goroutine other than the test's: it returns
 // the error rather than ending the test.
 func getAway(c *http.Client, u string) (int, string, error) {
@@ -323,4 +341,15 @@ func getAway(c *http.Client, u string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// grepLines returns the lines of s holding sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

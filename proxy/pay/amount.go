@@ -83,8 +83,9 @@ func (a Amount) Decimal() string {
 	return s[strings.IndexByte(s, ' ')+1:]
 }
 
-// Float is a as a float64, for a Prometheus counter only: never for a
-// decision.
+// Float is a as a float64, for a Prometheus metric only: never for a
+// decision, never summed (Tally sums). It is the double nearest a's
+// decimal, which a metric then writes as that decimal ("0.085").
 func (a Amount) Float() float64 { return float64(a.Nanos) / Scale }
 
 // ErrCurrency is wrapped by a comparison of amounts in two currencies.
