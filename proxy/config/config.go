@@ -43,6 +43,8 @@ type Config struct {
 	Source string
 	// lines finds each key's line in Source.
 	lines lineIndex
+	// unread holds the keys that reading Source found a problem with.
+	unread []string
 }
 
 // TLSConfig is the [tls] table.

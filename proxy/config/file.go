@@ -69,7 +69,11 @@ type decoder struct {
 	p *Problems
 }
 
-func (d *decoder) errorf(key string, format string, args ...any) { d.p.Addf(key, format, args...) }
+// errorf records a problem of reading key, which keeps its default.
+func (d *decoder) errorf(key string, format string, args ...any) {
+	d.p.add(key, fmt.Sprintf(format, args...))
+	d.p.c.unread = append(d.p.c.unread, key)
+}
 
 // fields maps each known key of a table to a function that decodes it.
 type fields map[string]func(key string, v any)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // An Error is one problem of a config: where, which key, what.
@@ -40,13 +41,36 @@ func (c *Config) Problems() *Problems { return &Problems{c: c} }
 // 0 when unknown.
 func (c *Config) Line(key string) int { return c.lines.line(key) }
 
-// Addf records a problem of key.
+// Addf records a problem of key, unless reading the file already found
+// one of key, of a key inside it or of the table it is in: a value that
+// could not be read kept its default, and a check of that default
+// ("agents[0]: needs token" after agents[0].token was an integer) would
+// only mislead.
 func (p *Problems) Addf(key string, format string, args ...any) {
+	for _, u := range p.c.unread {
+		if related(u, key) {
+			return
+		}
+	}
+	p.add(key, fmt.Sprintf(format, args...))
+}
+
+// add records a problem of key.
+func (p *Problems) add(key, msg string) {
 	file := p.c.Source
 	if file == "" {
 		file = "config"
 	}
-	p.list = append(p.list, &Error{File: file, Line: p.c.Line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+	p.list = append(p.list, &Error{File: file, Line: p.c.Line(key), Key: key, Msg: msg})
+}
+
+// related reports whether the keys a and b are the same, or one is
+// inside the other ("agents[0]" and "agents[0].purpose[1]").
+func related(a, b string) bool {
+	inside := func(k, table string) bool {
+		return len(k) > len(table) && strings.HasPrefix(k, table) && (k[len(table)] == '.' || k[len(table)] == '[')
+	}
+	return a == b || inside(a, b) || inside(b, a)
 }
 
 // Err joins the problems found, in the order of their lines; nil if none.

@@ -443,3 +443,26 @@ func TestCompileChecksValues(t *testing.T) {
 		t.Errorf("Compile(Default()) = %v", err)
 	}
 }
+
+// TestConfigErrorsNotCascaded: a value the file could not be read for is
+// its one error; no check of the default it kept adds a second that
+// misleads ("agents[0]: needs token, ..." when the token was there, of
+// the wrong type or misspelled).
+func TestConfigErrorsNotCascaded(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ toml, want string }{
+		{"[[agents]]\nuser_agent = \"x*\"\npurpose = \"ai-train\"\n", "c.toml:3: agents[0].purpose: want an array of strings, got a string"},
+		{"[[agents]]\nuser_agent = \"x*\"\ntoken = 5\n", "c.toml:3: agents[0].token: want a string, got an integer"},
+		{"[[agents]]\nuser_agent = \"x*\"\ntokn = \"A\"\n", "c.toml:3: agents[0].tokn: unknown key; did you mean token?"},
+		// A problem elsewhere is still found beside it.
+		{"listen = \"nowhere\"\n[[agents]]\nuser_agent = \"x*\"\ntoken = 5\n", "c.toml:1: listen: \"nowhere\" is not host:port\nc.toml:4: agents[0].token: want a string, got an integer"},
+		// Nothing unread: the check speaks.
+		{"[[agents]]\nuser_agent = \"x*\"\n", "c.toml:1: agents[0]: needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block"},
+	}
+	for _, tt := range tests {
+		_, err := parse("c.toml", []byte(tt.toml))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q:\n%v\nwant\n%s", tt.toml, err, tt.want)
+		}
+	}
+}
