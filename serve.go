@@ -72,6 +72,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if ap, err := netip.ParseAddrPort(addr); err == nil && !ap.Addr().IsLoopback() && len(cfg.Auth.Users) == 0 {
 		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
 	}
+	logWarnings(logger, cfg)
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
 	// The container's memory limit bounds the heap (docs/performance.md, "Memory"):
 	// without it the collector lets the heap grow to twice the live data.
@@ -132,6 +133,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				logger.Error("reload failed: keeping the running config", "err", err)
 				continue
 			}
+			logWarnings(logger, next)
 			changed := config.Changed(cfg, next)
 			if !slices.Equal(keys, s.IdentityKeys()) {
 				// The key files changed, not the config: keys -rotate or -remove.
@@ -154,6 +156,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			logger.Info("shutdown complete", "drained", err == nil)
 			return nil
 		}
+	}
+}
+
+// logWarnings logs what cfg (checked) holds that is valid but likely not
+// meant (policy.Policy.Warnings), at start and at each reload, as validate
+// prints it.
+func logWarnings(logger *slog.Logger, cfg *config.Config) {
+	for _, w := range configWarnings(cfg) {
+		logger.Warn("config: " + w.Error())
 	}
 }
 

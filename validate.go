@@ -8,6 +8,7 @@ import (
 
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/identity"
+	"github.com/robotsgate/robotsgate/proxy/policy"
 )
 
 // runValidate checks a config file as the proxy would, and says so: its
@@ -29,12 +30,26 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if err := checkIdentityKey(cfg, stderr); err != nil {
 		return err
 	}
+	for _, w := range configWarnings(cfg) {
+		fmt.Fprintf(stderr, "robotsgate validate: warning: %v\n", w)
+	}
 	name := *path
 	if name == "" {
 		name = "built-in defaults"
 	}
 	_, err = fmt.Fprintf(stdout, "%s: ok\n", name)
 	return err
+}
+
+// configWarnings returns what cfg, a checked config (loadConfig), holds
+// that is valid but likely not meant (policy.Policy.Warnings): validate
+// prints them, serve logs them at start and at each reload.
+func configWarnings(cfg *config.Config) []*config.Error {
+	pol, err := policy.Compile(cfg) // the other checks do not warn
+	if err != nil {
+		return nil // loadConfig has said why
+	}
+	return pol.Warnings()
 }
 
 // checkIdentityKey reads the [identity] key ring as the proxy does at

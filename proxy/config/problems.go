@@ -29,8 +29,9 @@ func (e *Error) Error() string {
 // Problems collects the problems of one config, each as an *Error naming
 // its key and the line of the config's file that key is on.
 type Problems struct {
-	c    *Config
-	list []*Error
+	c     *Config
+	list  []*Error
+	warns []*Error
 }
 
 // Problems returns an empty collection for c's problems.
@@ -40,6 +41,14 @@ func (c *Config) Problems() *Problems { return &Problems{c: c} }
 // file c was read from, or of the nearest enclosing table that has one;
 // 0 when unknown.
 func (c *Config) Line(key string) int { return c.lines.line(key) }
+
+// Written reports whether key itself ("sites[1].policy") is written in the
+// file c was read from, not only a table enclosing it; false for a key
+// set in an inline table, whose keys are not indexed.
+func (c *Config) Written(key string) bool {
+	_, ok := c.lines[key]
+	return ok
+}
 
 // Addf records a problem of key, unless reading the file already found
 // one of key, of a key inside it or of the table it is in: a value that
@@ -57,11 +66,16 @@ func (p *Problems) Addf(key string, format string, args ...any) {
 
 // add records a problem of key.
 func (p *Problems) add(key, msg string) {
+	p.list = append(p.list, p.newError(key, msg))
+}
+
+// newError is a problem or warning of key, with its file and line.
+func (p *Problems) newError(key, msg string) *Error {
 	file := p.c.Source
 	if file == "" {
 		file = "config"
 	}
-	p.list = append(p.list, &Error{File: file, Line: p.c.Line(key), Key: key, Msg: msg})
+	return &Error{File: file, Line: p.c.Line(key), Key: key, Msg: msg}
 }
 
 // related reports whether the keys a and b are the same, or one is
@@ -71,6 +85,21 @@ func related(a, b string) bool {
 		return len(k) > len(table) && strings.HasPrefix(k, table) && (k[len(table)] == '.' || k[len(table)] == '[')
 	}
 	return a == b || inside(a, b) || inside(b, a)
+}
+
+// Warnf records a warning about key: a value that is valid, and may be
+// meant, but likely is not (a rule no request reaches). A warning never
+// makes a config invalid; it is said where the config is checked
+// (validate) or put to use (the start, a reload).
+func (p *Problems) Warnf(key string, format string, args ...any) {
+	p.warns = append(p.warns, p.newError(key, fmt.Sprintf(format, args...)))
+}
+
+// Warnings returns the warnings recorded, in the order of their lines.
+func (p *Problems) Warnings() []*Error {
+	w := slices.Clone(p.warns)
+	slices.SortStableFunc(w, func(a, b *Error) int { return a.Line - b.Line })
+	return w
 }
 
 // Err joins the problems found, in the order of their lines; nil if none.

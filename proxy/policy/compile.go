@@ -80,6 +80,7 @@ func Compile(c *config.Config, checks ...Check) (*Policy, error) {
 	if err := pb.Err(); err != nil {
 		return nil, err
 	}
+	p.warnings = pb.Warnings()
 	return p, nil
 }
 
@@ -129,9 +130,11 @@ func compile(c *config.Config, pb *config.Problems, checks []Check) *Policy {
 	for i := range p.cfg.Agents {
 		p.agentRules = append(p.agentRules, compileAgent(&p.cfg.Agents[i], fmt.Sprintf("agents[%d]", i), users, pb))
 	}
+	signing := c.Identity.SignatureAgent != ""
 	for i := range p.cfg.Sites {
-		p.sites = append(p.sites, compileSite(&p.cfg.Sites[i], fmt.Sprintf("sites[%d]", i), pb))
+		p.sites = append(p.sites, compileSite(&p.cfg.Sites[i], fmt.Sprintf("sites[%d]", i), signing, pb))
 	}
+	warnShadowed(c, p.sites, pb)
 	p.pacing = pacingActive(c)
 	p.card = identity.CheckCard(c, pb, p.obeyedBy) // after [[agents]]: it names the token they make robotsgate obey
 	return p

@@ -41,6 +41,8 @@ func TestSampleConfigExamples(t *testing.T) {
 		b.WriteString(line + "\n")
 	}
 	text := strings.Replace(b.String(), `"$2a$12$..."`, `"$2a$12$C6UzMDM.H6dfI/f/IKcEeO5j5B3RWqfkj2Gxhn6YECqNgDr8gJjBa"`, 1)
+	// The [[sites]] example's signature_agent_form needs requests signed.
+	text = strings.Replace(text, "\nsignature_agent = \"\"\n", "\nsignature_agent = \"https://bot.example.com/.well-known/http-message-signatures-directory\"\n", 1)
 	cfg, err := parse("config.toml (examples)", []byte(text))
 	if err != nil {
 		t.Fatalf("examples: %v", err)
@@ -299,6 +301,10 @@ func TestConfigIdentityPayments(t *testing.T) {
 		{id + "signature_agent_form = \"dictionary\"\n[[sites]]\nhost = \"old.example\"\nsignature_agent_form = \"string\"\n", ""},
 		{id + "signature_agent_form = \"list\"\n", `x.toml:3: identity.signature_agent_form: "list": want "dictionary" or "string"`},
 		{id + "\n[[sites]]\nhost = \"old.example\"\nsignature_agent_form = \"String\"\n", `x.toml:6: sites[0].signature_agent_form: "String": want "dictionary" or "string"`},
+		// A rule's form without [identity] signs nothing, as [identity]'s own.
+		{"[[sites]]\nhost = \"a.example\"\nsignature_agent_form = \"string\"\n", "x.toml:3: sites[0].signature_agent_form: set without identity.signature_agent: nothing is signed"},
+		{"[[sites]]\nhost = \"a.example\"\n[[sites]]\nhost = \"b.example\"\nsignature_agent_form = \"dictionary\"\n", "x.toml:5: sites[1].signature_agent_form: set without identity.signature_agent: nothing is signed"},
+		{"[identity]\nkey_file = \"/k.pem\"\n[[sites]]\nhost = \"a.example\"\nsignature_agent_form = \"strings\"\n", `x.toml:5: sites[0].signature_agent_form: "strings": want "dictionary" or "string"`},
 		{"[payments]\nmax_price = \"USD 0.01\"\nbudget = \"USD 1\"\n", "x.toml:2: payments.max_price: needs [identity] signature_agent"},
 		{id + "[payments]\nmax_price = \"USD 0.01\"\n", "payments.budget: required with max_price"},
 		{id + "[payments]\nmax_price = \"0.01 USD\"\nbudget = \"USD 1\"\n", `x.toml:4: payments.max_price: "0.01 USD": want "<currency> <amount>"`},

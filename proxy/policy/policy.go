@@ -29,7 +29,14 @@ type Policy struct {
 	budget        pay.Amount      // [payments] budget, per UTC day
 	sources       []source.Source // the usage sources, in the order they are run (source.List)
 	card          *identity.Card  // [identity.card]; nil: none
+	warnings      []*config.Error // what is valid but likely not meant
 }
+
+// Warnings returns what the config holds that is valid but likely not
+// meant, each naming its key and line (a [[sites]] rule an earlier one
+// leaves no request to): for validate and the start-up log to say, never
+// a reason to refuse the config.
+func (p *Policy) Warnings() []*config.Error { return p.warnings }
 
 // Card returns the Signature Agent Card [identity.card] describes; nil
 // when there is none.

@@ -178,8 +178,9 @@ type Site struct {
 	match     string // normalised: the exact host, or the suffix ".example.com"
 }
 
-// compileSite checks s (key is its path) and compiles it.
-func compileSite(s *config.SiteRule, key string, pb *config.Problems) Site {
+// compileSite checks s (key is its path) and compiles it; signing is
+// whether [identity] signs requests.
+func compileSite(s *config.SiteRule, key string, signing bool, pb *config.Problems) Site {
 	site := Site{Host: s.Host, Agents: s.Agents, Reason: s.Reason, MinInterval: s.MinInterval}
 	switch s.Policy {
 	case "robots":
@@ -199,8 +200,11 @@ func compileSite(s *config.SiteRule, key string, pb *config.Problems) Site {
 	checkTokens(pb, key+".agents", s.Agents)
 	if s.SignatureAgentForm != "" {
 		f, err := identity.ParseForm(s.SignatureAgentForm)
-		if err != nil {
+		switch {
+		case err != nil:
 			pb.Addf(key+".signature_agent_form", "%v", err)
+		case !signing: // as [identity]'s own is refused
+			pb.Addf(key+".signature_agent_form", "set without identity.signature_agent: nothing is signed")
 		}
 		site.AgentForm = f
 	}
