@@ -61,6 +61,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// SIGHUP reloads from the moment the start says where it listens: one
+	// sent then, by an operator or a test that waits for that line, must
+	// not end the process (SIGHUP's default).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	source, audit := cfg.Source, cfg.Audit.File
 	if source == "" {
 		source = "built-in defaults"
@@ -112,9 +118,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	for {
@@ -134,15 +137,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				continue
 			}
 			logWarnings(logger, next)
-			changed := config.Changed(cfg, next)
-			if !slices.Equal(keys, s.IdentityKeys()) {
-				// The key files changed, not the config: keys -rotate or -remove.
-				changed = append(changed, "identity.keys")
-			}
-			if len(changed) == 0 {
-				changed = []string{"nothing"}
-			}
-			logger.Info("config reloaded", "config", source, "changed", strings.Join(changed, " "))
+			logReloaded(logger, source, config.Changed(cfg, next), !slices.Equal(keys, s.IdentityKeys()), s.RestartNeeded(next))
 			cfg = next
 		case <-ctx.Done():
 			logger.Info("shutting down: draining requests (a second signal exits at once)")
@@ -157,6 +152,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 	}
+}
+
+// logReloaded says what a reload changed: the keys that differ from the
+// config before it (changed), with identity.keys when the key files
+// changed (keys -rotate or -remove), the config not; but those a restart
+// needs (pending: each differs from the config the proxy started with)
+// are listed apart, as restart_needed, and under changed only when the
+// reload applied part of them.
+func logReloaded(logger *slog.Logger, source string, changed []string, keys bool, pending []proxy.Pending) {
+	var applied, restart []string
+	for _, k := range changed {
+		i := slices.IndexFunc(pending, func(p proxy.Pending) bool { return p.Key == k })
+		if i < 0 || pending[i].Now != "" {
+			applied = append(applied, k)
+		}
+	}
+	if keys {
+		applied = append(applied, "identity.keys")
+	}
+	if len(applied) == 0 {
+		applied = []string{"nothing"}
+	}
+	args := []any{"config", source, "changed", strings.Join(applied, " ")}
+	for _, p := range pending {
+		restart = append(restart, p.Key)
+	}
+	if len(restart) > 0 {
+		args = append(args, "restart_needed", strings.Join(restart, " "))
+	}
+	logger.Info("config reloaded", args...)
 }
 
 // logWarnings logs what cfg (checked) holds that is valid but likely not

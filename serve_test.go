@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robotsgate/robotsgate/proxy"
 	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
@@ -66,6 +67,37 @@ func TestLogPayments(t *testing.T) {
 			}
 			if tt.wantAbsent != "" && strings.Contains(buf.String(), tt.wantAbsent) {
 				t.Errorf("%q has %q", buf.String(), tt.wantAbsent)
+			}
+		})
+	}
+}
+
+// TestLogReloaded: the reload line lists the keys a reload applied under
+// changed, and apart, as restart_needed, those that wait for a restart
+// (under changed too when the reload applied part of them).
+func TestLogReloaded(t *testing.T) {
+	limits := proxy.Pending{Key: "limits.idle_timeout", Now: "tunnels opened from now on"}
+	for _, tt := range []struct {
+		name    string
+		changed []string
+		keys    bool
+		pending []proxy.Pending
+		want    string
+	}{
+		{"nothing", nil, false, nil, "changed=nothing\n"},
+		{"applied", []string{"mode", "sites"}, false, nil, `changed="mode sites"` + "\n"},
+		{"key files", []string{"identity.validity"}, true, nil, `changed="identity.validity identity.keys"` + "\n"},
+		{"restart only", []string{"tls.http2"}, false, []proxy.Pending{{Key: "tls.http2"}}, "changed=nothing restart_needed=tls.http2\n"},
+		{"both", []string{"politeness.min_interval", "tls.http2"}, false, []proxy.Pending{{Key: "tls.http2"}},
+			"changed=politeness.min_interval restart_needed=tls.http2\n"},
+		{"still waiting", nil, false, []proxy.Pending{{Key: "listen"}, {Key: "tls.http2"}}, `changed=nothing restart_needed="listen tls.http2"` + "\n"},
+		{"in part", []string{"limits.idle_timeout"}, false, []proxy.Pending{limits}, "changed=limits.idle_timeout restart_needed=limits.idle_timeout\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logReloaded(slog.New(slog.NewTextHandler(&buf, nil)), "c.toml", tt.changed, tt.keys, tt.pending)
+			if want := `level=INFO msg="config reloaded" config=c.toml ` + tt.want; !strings.HasSuffix(buf.String(), want) {
+				t.Errorf("%q; want %q", buf.String(), want)
 			}
 		})
 	}

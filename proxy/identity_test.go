@@ -116,7 +116,7 @@ func TestIdentitySignsEverything(t *testing.T) {
 	if n := testutil.ToFloat64(p.srv.metrics.signed); n < 5 {
 		t.Errorf("robotsgate_signed_requests_total = %v; want at least 5", n)
 	}
-	fi, err := os.Stat(filepath.Join(p.srv.tlsConfig.StateDir, "identity-key.pem"))
+	fi, err := os.Stat(filepath.Join(p.srv.started.TLS.StateDir, "identity-key.pem"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("identity key: %v, mode %v; want made, 0600", err, fi.Mode())
 	}

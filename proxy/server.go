@@ -132,18 +132,10 @@ type Server struct {
 	// others.
 	tunnelRequests atomic.Int64
 
-	// Read once at start: a change needs a restart.
-	listen        string
-	tlsConfig     config.TLSConfig
-	cacheMaxBytes int64
-	maxFetches    int
-	robots        config.RobotsConfig // the cache and fetchers are built from it
-	clusterConfig config.ClusterConfig
-	// evidenceConfig and evidenceOn: the store and the audit log's
-	// signing are set up at start.
-	evidenceConfig config.EvidenceConfig
-	evidenceOn     bool
-	retryAfter     time.Duration // the cache's, for the log of failed fetches
+	// started is the config the server started with, to read only: what
+	// it builds from some keys is kept until a restart (RestartNeeded).
+	started    config.Config
+	retryAfter time.Duration // the cache's, for the log of failed fetches
 }
 
 // snapshot is one config in force: its policy, the authenticator of its
@@ -190,9 +182,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 	stop := func() { cancel(policy.ErrShuttingDown) }
 	s := &Server{
 		stopping: stopping, stop: stop, log: o.Logger, opts: o, keep: o.keep,
-		listen: cfg.Listen, tlsConfig: cfg.TLS, cacheMaxBytes: cfg.Robots.CacheMaxBytes, maxFetches: cfg.Robots.MaxFetches, robots: cfg.Robots,
-		retryAfter: cfg.Robots.RetryAfter, clusterConfig: cfg.Cluster,
-		evidenceConfig: cfg.Evidence, evidenceOn: cfg.EvidenceOn(),
+		started: *pol.Config(), retryAfter: cfg.Robots.RetryAfter,
 		upstream: upstream.NewConns(),
 		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    pace.NewPacer(o.Now),
@@ -709,8 +699,8 @@ func (s *Server) drainTunnels(ctx context.Context) error {
 	return nil
 }
 
-// Reload applies a new config: everything but listen, [tls], [robots],
-// [cluster] and [evidence], which need a restart (logged). A new [upstream] (or a renewed upstream.ca file) is
+// Reload applies a new config: everything but the keys RestartNeeded
+// names, which need a restart (logged). A new [upstream] (or a renewed upstream.ca file) is
 // applied at once: new transports, dialer and guard, which requests
 // decided from then on use, while those in flight end on the old ones;
 // and the robots.txt and usage files whose latest fetch failed for
@@ -766,35 +756,6 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	s.metrics.reloadOK.Set(1)
 	return nil
-}
-
-// warnRestart logs each part of cfg that differs from the running
-// config's and applies only at a restart.
-func (s *Server) warnRestart(cfg *config.Config) {
-	if cfg.Listen != s.listen {
-		s.log.Warn("listen changed: restart to apply", "listen", cfg.Listen)
-	}
-	if cfg.TLS != s.tlsConfig {
-		s.log.Warn("[tls] changed: restart to apply")
-	}
-	if cfg.Robots.CacheMaxBytes != s.cacheMaxBytes {
-		s.log.Warn("robots.cache_max_bytes changed: restart to apply")
-	}
-	if cfg.Robots.MaxFetches != s.maxFetches {
-		s.log.Warn("robots.max_fetches changed: restart to apply")
-	}
-	rc := cfg.Robots
-	rc.CacheMaxBytes, rc.MaxFetches = s.robots.CacheMaxBytes, s.robots.MaxFetches // said above
-	if rc != s.robots {
-		s.log.Warn("[robots] changed: restart to apply (the robots.txt and usage-file caches and their fetchers are built at start)")
-	}
-	if !cfg.Cluster.Equal(&s.clusterConfig) {
-		s.log.Warn("[cluster] changed: restart to apply")
-	}
-	if cfg.Evidence != s.evidenceConfig || cfg.EvidenceOn() != s.evidenceOn {
-		s.log.Warn("[evidence] changed: restart to apply (the store of copies and the audit log's checkpoints are set up at start; audit.file set or cleared turns evidence on or off)",
-			"evidence_on", s.evidenceOn)
-	}
 }
 
 // ReloadFailed counts a reload that did not happen (a bad new config).
