@@ -1,20 +1,18 @@
 package proxy
 
-//lint:file-ignore SA1019 x/net's http2.Server is deprecated for net/http's own, which serves only from its listener; ServeConn is how one TLS connection a tunnel already terminated is served (x/net keeps it working). Moving to http.Server.Serve over a one-connection listener is the next step.
-
 import (
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/robotsgate/robotsgate/proxy/config"
 	"github.com/robotsgate/robotsgate/proxy/wire"
@@ -22,10 +20,18 @@ import (
 
 // h2MaxConcurrentStreams bounds the streams a client may have open at once
 // on one MITM connection (net/http's default, 250, is a browser's need
-// and more): past it a stream is refused, and x/net's rapid-reset defence
-// ends a connection that keeps more than four times as many handlers
-// queued.
+// and more): past it a stream is refused, and net/http's rapid-reset
+// defence ends a connection that keeps more than four times as many
+// handlers queued.
 const h2MaxConcurrentStreams = 100
+
+// h2Protocols is what a tunnel's HTTP/2 server speaks: h2 over TLS only.
+// A connection that did not choose h2 by ALPN never reaches it.
+var h2Protocols = func() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	return &p
+}()
 
 // serveH2 serves the HTTP/2 streams of a decrypted MITM connection whose
 // client chose h2 by ALPN, until it ends: each stream is a request handed
@@ -33,35 +39,95 @@ const h2MaxConcurrentStreams = 100
 // paced, signed, audited and answered as an HTTP/1.1 request is. ctx
 // carries the tunnel's connectInfo (its :authority is held to the CONNECT
 // host by the decision, 421 otherwise, as a Host header is); remoteAddr
-// is every request's RemoteAddr. The protections are x/net's server's,
-// to [limits]: the header list size (max_header_bytes, also the HPACK
-// table bound), the stream count, idle_timeout for a request body's
-// progress, tunnel_idle_timeout between requests, read_header_timeout for
-// the connection preface; rapid resets and CONTINUATION floods end the
+// is every request's RemoteAddr. The server is net/http's own, an
+// http.Server for this one connection (served from a listener that hands
+// it out once), and its protections are net/http's, to [limits]: the
+// header list size (max_header_bytes, also the HPACK table bound), the
+// stream count, idle_timeout for a request body's progress,
+// tunnel_idle_timeout between requests, read_header_timeout for the
+// connection preface; rapid resets and CONTINUATION floods end the
 // connection with GOAWAY.
 func (s *Server) serveH2(ctx context.Context, conn *tls.Conn, remoteAddr string, lim config.LimitsConfig) {
-	defer conn.Close()
-	conn.SetReadDeadline(time.Time{})
-	srv := &http2.Server{
-		MaxConcurrentStreams: h2MaxConcurrentStreams,
-		// The HPACK table a client may make the proxy keep: no more than
-		// the header bytes it may send.
-		MaxDecoderHeaderTableSize: uint32(min(lim.MaxHeaderBytes, 1<<16)),
-		IdleTimeout:               lim.TunnelIdleTimeout,
-		CountError: func(errType string) {
-			s.log.Debug("tunnel: h2 connection error", "type", errType, "client", remoteAddr)
-		},
+	ln := newOneConnListener(conn)
+	if lim.ReadHeaderTimeout > 0 {
+		// The preface is the connection's first header: net/http's own
+		// bound on it is a fixed 10 s. ln.state lifts this once it is read.
+		conn.SetReadDeadline(time.Now().Add(lim.ReadHeaderTimeout))
 	}
-	srv.ServeConn(conn, &http2.ServeConnOpts{
-		Context: ctx,
-		// MaxHeaderBytes is the SETTINGS_MAX_HEADER_LIST_SIZE sent and
-		// enforced (a CONTINUATION flood is cut at it).
-		// Its ErrorLog has a client's protocol errors: debug.
-		BaseConfig: &http.Server{MaxHeaderBytes: lim.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)},
+	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.serveStream(w, r, remoteAddr, lim.IdleTimeout)
 		}),
-	})
+		Protocols: h2Protocols,
+		// SETTINGS_MAX_HEADER_LIST_SIZE, sent and enforced (a
+		// CONTINUATION flood is cut at it).
+		MaxHeaderBytes: lim.MaxHeaderBytes,
+		IdleTimeout:    lim.TunnelIdleTimeout,
+		// A client's protocol errors: debug.
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ConnState:   ln.state,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: h2MaxConcurrentStreams,
+			// The HPACK table a client may make the proxy keep: no more
+			// than the header bytes it may send.
+			MaxDecoderHeaderTableSize: min(lim.MaxHeaderBytes, 1<<16),
+			CountError: func(errType string) {
+				s.log.Debug("tunnel: h2 connection error", "type", errType, "client", remoteAddr)
+			},
+		},
+	}
+	srv.Serve(ln) // returns once the connection is closed
+}
+
+// oneConnListener hands out one connection, already handshaken, then
+// blocks until that connection has been closed (http.Server's ConnState
+// says so), so that Serve returns only then.
+type oneConnListener struct {
+	conn    *tls.Conn
+	next    chan *tls.Conn // holds conn until it is accepted
+	closed  chan struct{}  // closed with the connection, or the listener
+	once    sync.Once
+	preface atomic.Bool // the preface was read: its deadline is lifted
+}
+
+func newOneConnListener(conn *tls.Conn) *oneConnListener {
+	l := &oneConnListener{conn: conn, next: make(chan *tls.Conn, 1), closed: make(chan struct{})}
+	l.next <- conn
+	return l
+}
+
+// Accept returns the connection the first time, then net.ErrClosed once
+// it has been closed.
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.next:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close ends Accept's wait; it leaves the connection to its server.
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// state is the server's ConnState hook: the first Active follows the
+// preface (its read deadline is lifted: from then on the server keeps
+// time), Closed ends the listener.
+func (l *oneConnListener) state(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateActive:
+		if l.preface.CompareAndSwap(false, true) {
+			l.conn.SetReadDeadline(time.Time{})
+		}
+	case http.StateClosed:
+		l.Close()
+	}
 }
 
 // serveStream answers one h2 stream through serveInner, as h1's loop

@@ -1,7 +1,5 @@
 package proxy
 
-//lint:file-ignore SA1019 the tests drive one h2 connection inside a tunnel by hand (http2.Transport.NewClientConn); net/http's replacement, http.Transport.NewClientConn, dials for itself.
-
 import (
 	"bytes"
 	"crypto/tls"
@@ -44,12 +42,15 @@ func (p *testProxy) h2Tunnel(t *testing.T, authority, serverName string) *tls.Co
 	return tc
 }
 
-// h2Conn is an HTTP/2 client connection inside a MITM tunnel to authority:
-// its requests go on this one connection whatever they name.
-func (p *testProxy) h2Conn(t *testing.T, authority string) *http2.ClientConn {
+// h2Conn is an HTTP/2 client connection inside a MITM tunnel to authority
+// (net/http's, through a CONNECT to the proxy): its requests go on this
+// one connection whatever they name.
+func (p *testProxy) h2Conn(t *testing.T, authority string) *http.ClientConn {
 	t.Helper()
-	host, _, _ := strings.Cut(authority, ":")
-	cc, err := (&http2.Transport{}).NewClientConn(p.h2Tunnel(t, authority, host))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.srv.CA().PEM())
+	tr := &http.Transport{Proxy: http.ProxyURL(p.url), TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: h2Protocols}
+	cc, err := tr.NewClientConn(t.Context(), "https", authority)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func (p *testProxy) h2Conn(t *testing.T, authority string) *http2.ClientConn {
 	return cc
 }
 
-func roundTripH2(t *testing.T, cc *http2.ClientConn, req *http.Request) (*http.Response, string) {
+func roundTripH2(t *testing.T, cc *http.ClientConn, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
