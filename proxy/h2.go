@@ -59,6 +59,9 @@ func (s *Server) serveH2(ctx context.Context, conn *tls.Conn, remoteAddr string,
 			s.serveStream(w, r, remoteAddr, lim.IdleTimeout)
 		}),
 		Protocols: h2Protocols,
+		// OPTIONS * is the origin's to answer, decided as over HTTP/1.1,
+		// not net/http's.
+		DisableGeneralOptionsHandler: true,
 		// SETTINGS_MAX_HEADER_LIST_SIZE, sent and enforced (a
 		// CONTINUATION flood is cut at it).
 		MaxHeaderBytes: lim.MaxHeaderBytes,
@@ -72,6 +75,9 @@ func (s *Server) serveH2(ctx context.Context, conn *tls.Conn, remoteAddr string,
 			// The HPACK table a client may make the proxy keep: no more
 			// than the header bytes it may send.
 			MaxDecoderHeaderTableSize: min(lim.MaxHeaderBytes, 1<<16),
+			// A connection the client does not drain: closed once nothing
+			// of what is ready for it could be written for idle_timeout.
+			WriteByteTimeout: lim.IdleTimeout,
 			CountError: func(errType string) {
 				s.log.Debug("tunnel: h2 connection error", "type", errType, "client", remoteAddr)
 			},
@@ -153,7 +159,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, remoteAddr 
 		r.Body = body
 	}
 	resp := s.answerStream(r)
-	writeStream(w, r, resp)
+	writeStream(w, r, resp, idle)
 }
 
 // answerStream is serveInner's answer to r, with a 500 in place of a
@@ -180,9 +186,12 @@ func plainResponse(status int, body string) *http.Response {
 
 // writeStream sends resp on an h2 stream and closes its body: the header
 // without HTTP/1.1's connection-specific fields (which h2 forbids), the
-// length when known, the body flushed as it arrives, then the trailer. A
-// 101 (a WebSocket, which an h2 request cannot ask for) is answered 502.
-func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+// length when known, the body flushed as it arrives and at its end, then
+// the trailer. Each write must make progress within idle, or the stream
+// is reset (see stallGuard); a header alone, which flow control does not
+// hold, goes as the handler returns. A 101 (a WebSocket, which an h2 request
+// cannot ask for) is answered 502.
+func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response, idle time.Duration) {
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
@@ -212,12 +221,78 @@ func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 	if !bodyAllowed {
 		return
 	}
-	ctl := http.NewResponseController(w)
-	if _, err := wire.CopyFlushing(w, ctl.Flush, resp.Body, resp.ContentLength); err != nil {
+	g := newStallGuard(w, idle)
+	defer g.end()
+	n, err := wire.CopyFlushing(g, g.flush, resp.Body, resp.ContentLength)
+	if err != nil || n > 0 && g.flush() != nil {
 		panic(http.ErrAbortHandler) // a body cut short: the stream is reset, not ended as if whole
 	}
 	for k, vv := range resp.Trailer { // as h1's loop writes it: forward has filtered it
 		h[http.TrailerPrefix+k] = vv
+	}
+}
+
+// stallGuard is an h2 stream's response writer that resets the stream
+// when a write or flush makes no progress for idle ([limits]
+// idle_timeout): a client that stops reading, by a zero flow-control
+// window or by not draining the connection, would hold the handler, the
+// response's buffers and the upstream connection for as long as it liked.
+// Only the time spent writing counts, never the time waiting for the
+// origin. The body's last bytes are flushed through it too, before the
+// handler returns: net/http would write them after, unguarded.
+type stallGuard struct {
+	w     http.ResponseWriter
+	ctl   *http.ResponseController
+	idle  time.Duration
+	timer *time.Timer // runs during a write; nil: no bound
+
+	mu    sync.Mutex
+	ended bool // the handler is returning: the ResponseWriter is not to be used
+}
+
+func newStallGuard(w http.ResponseWriter, idle time.Duration) *stallGuard {
+	g := &stallGuard{w: w, ctl: http.NewResponseController(w), idle: idle}
+	if idle > 0 {
+		g.timer = time.AfterFunc(idle, g.stalled)
+		g.timer.Stop()
+	}
+	return g
+}
+
+// stalled resets the stream: a write deadline already past.
+func (g *stallGuard) stalled() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.ended {
+		g.ctl.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+func (g *stallGuard) Write(p []byte) (int, error) {
+	if g.timer == nil {
+		return g.w.Write(p)
+	}
+	g.timer.Reset(g.idle)
+	defer g.timer.Stop()
+	return g.w.Write(p)
+}
+
+func (g *stallGuard) flush() error {
+	if g.timer == nil {
+		return g.ctl.Flush()
+	}
+	g.timer.Reset(g.idle)
+	defer g.timer.Stop()
+	return g.ctl.Flush()
+}
+
+// end says the handler is returning.
+func (g *stallGuard) end() {
+	g.mu.Lock()
+	g.ended = true
+	g.mu.Unlock()
+	if g.timer != nil {
+		g.timer.Stop()
 	}
 }
 
