@@ -221,10 +221,16 @@ func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response, id
 	if !bodyAllowed {
 		return
 	}
-	g := newStallGuard(w, idle)
-	defer g.end()
-	n, err := wire.CopyFlushing(g, g.flush, resp.Body, resp.ContentLength)
-	if err != nil || n > 0 && g.flush() != nil {
+	var dst io.Writer = w
+	var flush func() error
+	if g := newStallGuard(w, idle); g != nil {
+		defer g.end()
+		dst, flush = g, g.flush
+	} else {
+		flush = http.NewResponseController(w).Flush
+	}
+	n, err := wire.CopyFlushing(dst, flush, resp.Body, resp.ContentLength)
+	if err != nil || n > 0 && flush() != nil {
 		panic(http.ErrAbortHandler) // a body cut short: the stream is reset, not ended as if whole
 	}
 	for k, vv := range resp.Trailer { // as h1's loop writes it: forward has filtered it
@@ -239,23 +245,44 @@ func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response, id
 // response's buffers and the upstream connection for as long as it liked.
 // Only the time spent writing counts, never the time waiting for the
 // origin. The body's last bytes are flushed through it too, before the
-// handler returns: net/http would write them after, unguarded.
+// handler returns: net/http would write them after, unguarded. Guards
+// and their timers are pooled: one that may still fire is not reused.
 type stallGuard struct {
-	w     http.ResponseWriter
-	ctl   *http.ResponseController
+	w     h2Writer
 	idle  time.Duration
-	timer *time.Timer // runs during a write; nil: no bound
+	timer *time.Timer // armed during a write; nil: no bound
+	fired bool        // a Stop came too late: the timer may yet run
 
 	mu    sync.Mutex
 	ended bool // the handler is returning: the ResponseWriter is not to be used
 }
 
+// h2Writer is what net/http's h2 ResponseWriter is, asked directly (a
+// ResponseController would be allocated per stream).
+type h2Writer interface {
+	http.ResponseWriter
+	FlushError() error
+	SetWriteDeadline(time.Time) error
+}
+
+var stallGuards sync.Pool
+
+// newStallGuard guards w, or returns nil if w is not net/http's h2
+// ResponseWriter or idle is 0: nothing is bounded.
 func newStallGuard(w http.ResponseWriter, idle time.Duration) *stallGuard {
-	g := &stallGuard{w: w, ctl: http.NewResponseController(w), idle: idle}
-	if idle > 0 {
-		g.timer = time.AfterFunc(idle, g.stalled)
+	hw, ok := w.(h2Writer)
+	if !ok || idle <= 0 {
+		return nil
+	}
+	g, _ := stallGuards.Get().(*stallGuard)
+	if g == nil {
+		g = &stallGuard{}
+		g.timer = time.AfterFunc(time.Hour, g.stalled)
 		g.timer.Stop()
 	}
+	g.mu.Lock()
+	g.w, g.idle, g.ended = hw, idle, false
+	g.mu.Unlock()
 	return g
 }
 
@@ -264,35 +291,37 @@ func (g *stallGuard) stalled() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.ended {
-		g.ctl.SetWriteDeadline(time.Unix(1, 0))
+		g.w.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// arm starts the timer for one write; disarm stops it.
+func (g *stallGuard) arm() { g.timer.Reset(g.idle) }
+func (g *stallGuard) disarm() {
+	if !g.timer.Stop() {
+		g.fired = true
 	}
 }
 
 func (g *stallGuard) Write(p []byte) (int, error) {
-	if g.timer == nil {
-		return g.w.Write(p)
-	}
-	g.timer.Reset(g.idle)
-	defer g.timer.Stop()
+	g.arm()
+	defer g.disarm()
 	return g.w.Write(p)
 }
 
 func (g *stallGuard) flush() error {
-	if g.timer == nil {
-		return g.ctl.Flush()
-	}
-	g.timer.Reset(g.idle)
-	defer g.timer.Stop()
-	return g.ctl.Flush()
+	g.arm()
+	defer g.disarm()
+	return g.w.FlushError()
 }
 
-// end says the handler is returning.
+// end says the handler is returning; g is not to be used after.
 func (g *stallGuard) end() {
 	g.mu.Lock()
-	g.ended = true
+	g.ended, g.w = true, nil
 	g.mu.Unlock()
-	if g.timer != nil {
-		g.timer.Stop()
+	if !g.fired {
+		stallGuards.Put(g)
 	}
 }
 
