@@ -101,7 +101,8 @@ func (d *decoder) table(prefix string, m map[string]any, fs fields) {
 
 // unknown reports key, whose last part k is none of fs's keys: with the
 // key it differs from only by case, or else the nearest by spelling
-// (suggest).
+// (suggest). An unknown key is not unread: it was never a value that kept
+// its default, and the checks of its table still speak.
 func (d *decoder) unknown(key, k string, v any, fs fields) {
 	what := "key"
 	switch v.(type) {
@@ -110,15 +111,15 @@ func (d *decoder) unknown(key, k string, v any, fs fields) {
 	}
 	for known := range fs {
 		if strings.EqualFold(known, k) {
-			d.errorf(key, "unknown %s; keys are case-sensitive: did you mean %q?", what, known)
+			d.p.add(key, fmt.Sprintf("unknown %s; keys are case-sensitive: did you mean %q?", what, known))
 			return
 		}
 	}
 	if near := suggest(k, fs); near != "" {
-		d.errorf(key, "unknown %s; did you mean %s?", what, near)
+		d.p.add(key, fmt.Sprintf("unknown %s; did you mean %s?", what, near))
 		return
 	}
-	d.errorf(key, "unknown %s", what)
+	d.p.add(key, fmt.Sprintf("unknown %s", what))
 }
 
 func (d *decoder) str(dst *string) func(string, any) {

@@ -51,17 +51,31 @@ func (c *Config) Written(key string) bool {
 }
 
 // Addf records a problem of key, unless reading the file already found
-// one of key, of a key inside it or of the table it is in: a value that
-// could not be read kept its default, and a check of that default
-// ("agents[0]: needs token" after agents[0].token was an integer) would
-// only mislead.
+// one of key or of a table it is in: a value that could not be read kept
+// its default, and a check of that default would only mislead.
 func (p *Problems) Addf(key string, format string, args ...any) {
 	for _, u := range p.c.unread {
-		if related(u, key) {
+		if key == u || inside(key, u) {
 			return
 		}
 	}
 	p.add(key, fmt.Sprintf(format, args...))
+}
+
+// AddfIfRead records a problem of key that a check of the keys reads
+// found, unless reading the file found a problem with one of them: a
+// table's check of several members ("agents[0]: needs token, also,
+// purpose or block_style", when its token was an integer and kept its
+// default) says nothing the reading's own error does not.
+func (p *Problems) AddfIfRead(reads []string, key string, format string, args ...any) {
+	for _, u := range p.c.unread {
+		for _, r := range reads {
+			if u == r || inside(r, u) {
+				return
+			}
+		}
+	}
+	p.Addf(key, format, args...)
 }
 
 // add records a problem of key.
@@ -78,13 +92,10 @@ func (p *Problems) newError(key, msg string) *Error {
 	return &Error{File: file, Line: p.c.Line(key), Key: key, Msg: msg}
 }
 
-// related reports whether the keys a and b are the same, or one is
-// inside the other ("agents[0]" and "agents[0].purpose[1]").
-func related(a, b string) bool {
-	inside := func(k, table string) bool {
-		return len(k) > len(table) && strings.HasPrefix(k, table) && (k[len(table)] == '.' || k[len(table)] == '[')
-	}
-	return a == b || inside(a, b) || inside(b, a)
+// inside reports whether key k lies inside the table key table
+// ("agents[0].purpose[1]" inside "agents[0]").
+func inside(k, table string) bool {
+	return len(k) > len(table) && strings.HasPrefix(k, table) && (k[len(table)] == '.' || k[len(table)] == '[')
 }
 
 // Warnf records a warning about key: a value that is valid, and may be

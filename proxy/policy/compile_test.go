@@ -459,9 +459,13 @@ func TestConfigErrorsNotCascaded(t *testing.T) {
 	tests := []struct{ toml, want string }{
 		{"[[agents]]\nuser_agent = \"x*\"\npurpose = \"ai-train\"\n", "c.toml:3: agents[0].purpose: want an array of strings, got a string"},
 		{"[[agents]]\nuser_agent = \"x*\"\ntoken = 5\n", "c.toml:3: agents[0].token: want a string, got an integer"},
-		{"[[agents]]\nuser_agent = \"x*\"\ntokn = \"A\"\n", "c.toml:3: agents[0].tokn: unknown key; did you mean token?"},
 		// A problem elsewhere is still found beside it.
 		{"listen = \"nowhere\"\n[[agents]]\nuser_agent = \"x*\"\ntoken = 5\n", "c.toml:1: listen: \"nowhere\" is not host:port\nc.toml:4: agents[0].token: want a string, got an integer"},
+		// An unread member the check does not read, or an unknown key, hides nothing.
+		{"[[agents]]\nuser_agent = \"x*\"\nclient = \"not-an-ip\"\n", "c.toml:1: agents[0]: needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block\nc.toml:3: agents[0].client: want an array of strings, got a string"},
+		{"[[agents]]\nuser_agent = \"x*\"\nclinet = [\"10.0.0.1\"]\n", "c.toml:1: agents[0]: needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block\nc.toml:3: agents[0].clinet: unknown key; did you mean client?"},
+		// A value's own check is left out when the value was unread.
+		{"[[agents]]\nclient = \"x\"\ntoken = \"A\"\n", "c.toml:2: agents[0].client: want an array of strings, got a string"},
 		// Nothing unread: the check speaks.
 		{"[[agents]]\nuser_agent = \"x*\"\n", "c.toml:1: agents[0]: needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block"},
 	}

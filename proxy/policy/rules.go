@@ -85,14 +85,23 @@ type agentRule struct {
 	hasStyle bool
 }
 
+// members returns the keys of the named members of the table key.
+func members(key string, names ...string) []string {
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = key + "." + n
+	}
+	return keys
+}
+
 // compileAgent checks a (key is its path) and compiles it.
 func compileAgent(a *config.AgentRule, key string, users map[string]bool, pb *config.Problems) agentRule {
 	var ar agentRule
 	if a.UserAgent == "" && len(a.Client) == 0 && a.User == "" {
-		pb.Addf(key, "needs at least one of user_agent, client, user to match on")
+		pb.AddfIfRead(members(key, "user_agent", "client", "user"), key, "needs at least one of user_agent, client, user to match on")
 	}
 	if a.Token == "" && len(a.Also) == 0 && len(a.Purpose) == 0 && a.BlockStyle == "" {
-		pb.Addf(key, "needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block")
+		pb.AddfIfRead(members(key, "token", "also", "purpose", "block_style"), key, "needs token, also, purpose or block_style: the tokens to obey, the purposes to declare, or how to answer a block")
 	}
 	if a.BlockStyle != "" {
 		ar.style, ar.hasStyle = compileBlockStyle(pb, key+".block_style", a.BlockStyle), true
