@@ -74,28 +74,16 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		c.Cache, c.Files = cache, files
 	}
 	filesRead := c.Files != nil
-	print := func(u string, d *policy.Decision) error { return printText(stdout, u, checkAdvice(d), filesRead) }
+	print := func(u string, d *policy.Decision) error { return printText(stdout, u, d, filesRead) }
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		print = func(u string, d *policy.Decision) error {
-			return enc.Encode(checkResult{audit.ResultOf(u, checkAdvice(d)), unseenOf(d, filesRead)})
+			return enc.Encode(checkResult{audit.ResultOf(u, d), unseenOf(d, filesRead)})
 		}
 	}
 	return c.Run(ctx, urls, print, stderr)
 }
 
-// checkAdvice is d with the advice its reason gives the proxy's operator
-// replaced by check's own: check reads no running proxy, so a reload or
-// a purge would change nothing it prints.
-func checkAdvice(d *policy.Decision) *policy.Decision {
-	i := strings.Index(d.Reason, policy.TLSVerifyProxyAdvice)
-	if i < 0 {
-		return d
-	}
-	c := *d
-	c.Reason = d.Reason[:i] + ", in the config check reads (-config FILE)"
-	return &c
-}
 
 // checkResult is one line of check -json: the decision API's object
 // (audit.Result) and what check could not see.

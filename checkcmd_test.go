@@ -137,7 +137,7 @@ func TestCheckBadURLAndAdvice(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, _ := runCmd(t, "", "check", "-config", cfg, site.URL+"/a")
-	if !strings.Contains(out, "add the site's CA to upstream.ca if you trust it, in the config check reads (-config FILE)") ||
+	if !strings.Contains(out, "add the site's CA to upstream.ca if you trust it, in the config given with -config") ||
 		strings.Contains(out, "SIGHUP") || strings.Contains(out, "purge") {
 		t.Errorf("a certificate that does not verify: %q (stderr %q); want check's advice, not the proxy's", out, errOut)
 	}

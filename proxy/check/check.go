@@ -248,7 +248,7 @@ func (c *Checker) rulesFor(cfg *config.Config) policy.RulesSource {
 }
 
 func (c *Checker) decide(ctx context.Context, p *policy.Policy, w *policy.Env, u string) (*policy.Decision, error) {
-	req := &policy.Request{Kind: policy.KindCheck, UserAgent: c.UserAgent, Purposes: c.Purposes}
+	req := &policy.Request{Kind: policy.KindCheck, UserAgent: c.UserAgent, Purposes: c.Purposes, NoProxy: true}
 	if c.TokenSet {
 		req.Agents = []string{c.Token}
 	} else if c.UserAgent == "" {

@@ -46,6 +46,7 @@ type Request struct {
 	Agents               []string // the tokens obeyed, when given (check -agent); nil: step 3 finds them
 	Purposes             []string // X-Robots-Gate-Purpose's values (or check -purpose), unparsed
 	OtherPurposeSpelling bool     // the header came spelt another way too (X_Robots_Gate_Purpose)
+	NoProxy              bool     // decided by a command with no running proxy (check): a reason advises no reload or purge
 }
 
 // A Tunnel is what the requests inside a CONNECT's tunnel carry of it.
@@ -326,7 +327,7 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rul
 		d.Agents, ps = p.agentsOf(rule, r)
 		d.Purposes |= ps
 	}
-	d.explain = r.Kind == KindCheck
+	d.explain, d.noProxy = r.Kind == KindCheck, r.NoProxy
 	if path, _, _ := strings.Cut(r.Target, "?"); path == "/robots.txt" && r.Kind != KindConnect {
 		d.Action, d.Reason = ActionAllowed, reasonRobotsTxt
 		return

@@ -105,12 +105,6 @@ func (a *Action) UnmarshalText(b []byte) error {
 }
 
 // Reasons, as they appear in the audit log, the 403 body and check's output.
-// TLSVerifyProxyAdvice ends the reason of an origin whose certificate
-// does not verify with what the proxy's operator does next; its origin
-// follows. A command that decides without a running proxy (check)
-// replaces it with its own.
-const TLSVerifyProxyAdvice = " and reload (SIGHUP) or restart robotsgate, which then fetches it at once; to retry now, POST /robots/purge?origin="
-
 const (
 	reasonDisallowed = "disallowed by robots.txt"
 	reasonAllowed    = "allowed by robots.txt"
@@ -122,12 +116,15 @@ const (
 	reasonNoCopy     = "robots.txt unreachable and no copy held: disallowing all"
 	reasonLimit      = "robots.txt unreachable longer than unreachable_limit: no restrictions"
 	reasonSomePaths  = "robots.txt allows some paths; tunnel mode cannot see which"
-	reasonTLSVerify  = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it" + TLSVerifyProxyAdvice + "%s"
-	reasonEveryPath  = "robots.txt disallows every path"
-	reasonAmbiguous  = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
-	reasonTooCostly  = "bad request: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
-	reasonLeft       = "client left while the request was being decided"
-	reasonStopped    = "shutting down while the request was being decided"
+	reasonTLSVerify  = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it and reload (SIGHUP) or restart robotsgate, which then fetches it at once; to retry now, POST /robots/purge?origin=%s"
+	// reasonTLSVerifyNoProxy is reasonTLSVerify for a command that reads
+	// the config itself (check): no running proxy to reload or purge.
+	reasonTLSVerifyNoProxy = "robots.txt could not be fetched: %s; retrying will not help: add the site's CA to upstream.ca if you trust it, in the config given with -config"
+	reasonEveryPath        = "robots.txt disallows every path"
+	reasonAmbiguous        = "disallowed by robots.txt: the path is ambiguous: a lenient server would serve %s"
+	reasonTooCostly        = "bad request: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
+	reasonLeft             = "client left while the request was being decided"
+	reasonStopped          = "shutting down while the request was being decided"
 )
 
 // DecideWork is the work bound of deciding one request's path, in the
@@ -170,6 +167,7 @@ type Decision struct {
 	entry     *fetch.Entry    // the robots.txt copy decided on (Copies); nil when none was
 	files     []evidence.Copy // the usage files the sources read, in order (Copies)
 	explain   bool            // work out Usage even when no purpose is declared (check)
+	noProxy   bool            // Request.NoProxy: no running proxy to advise a reload or purge of
 	noRobots  bool            // a site rule decided: no robots.txt applied (beside explain: one word for both)
 	work      int64           // the matching work it took, in robots.Budget units
 }
@@ -254,6 +252,9 @@ func decideAnswer(ctx context.Context, d *Decision, a fetch.Answer, target strin
 	case a.Unreachable && a.LastKind == "tls-verify":
 		// Retrying cannot help: the origin's certificate does not verify.
 		d.Action, d.Reason = ActionUpstream, fmt.Sprintf(reasonTLSVerify, a.LastError, d.Origin)
+		if d.noProxy {
+			d.Reason = fmt.Sprintf(reasonTLSVerifyNoProxy, a.LastError)
+		}
 	case a.Unreachable:
 		d.Action, d.Reason = ActionUnreachable, reasonNoCopy
 		if a.LastError != "" {
