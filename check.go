@@ -14,7 +14,6 @@ import (
 	"github.com/robotsgate/robotsgate/proxy/check"
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	use "github.com/robotsgate/robotsgate/usage" // package main has a const usage
-	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // runCheck decides URLs as the proxy would and prints one line for each:
@@ -78,58 +77,14 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		print = func(u string, d *policy.Decision) error {
-			return enc.Encode(checkResult{audit.ResultOf(u, d), unseenOf(d, filesRead)})
+			return enc.Encode(audit.ResultOf(u, d, filesRead))
 		}
 	}
 	return c.Run(ctx, urls, print, stderr)
 }
 
-
-// checkResult is one line of check -json: the decision API's object
-// (audit.Result) and what check could not see.
-type checkResult struct {
-	audit.Result
-	Unseen *unseen `json:"unseen"` // null when nothing check did not judge can refuse the URL
-}
-
-// unseen is what check did not judge of an allowed URL that declares
-// purposes, and can still refuse them: the usage sources that judge the
-// response (its headers, its HTML meta), which check does not fetch, and,
-// when the site's usage files were not read (-robots), the sources that
-// read them.
-type unseen struct {
-	Purposes []string `json:"purposes"`
-	Sources  []string `json:"sources"` // as the report names them (usage.SourceInfo.Name), in the order the proxy judges them
-}
-
-// unseenOf returns what check did not judge of d that can still refuse
-// its declared purposes: nil unless d is allowed, declares purposes, and
-// its response would be judged (not a [[sites]] allow, which skips the
-// site's statements, nor /robots.txt itself). filesRead: the site's usage
-// files were read.
-func unseenOf(d *policy.Decision, filesRead bool) *unseen {
-	if d.Action != policy.ActionAllowed || d.Purposes == 0 || d.Site != nil && d.Site.Policy == policy.SiteAllow {
-		return nil
-	}
-	if path, _, _ := strings.Cut(d.Target, "?"); path == "/robots.txt" {
-		return nil
-	}
-	u := &unseen{Purposes: d.Purposes.Names()}
-	for _, s := range source.List() {
-		switch s.Phase() {
-		case use.OnResponse:
-			u.Sources = append(u.Sources, s.Info().Name)
-		case use.BeforeSend, use.Reserve:
-			if !filesRead {
-				u.Sources = append(u.Sources, s.Info().Name)
-			}
-		}
-	}
-	return u
-}
-
 // unseenText says in words what can still refuse u's purposes.
-func unseenText(u *unseen, filesRead bool) string {
+func unseenText(u *audit.Unseen, filesRead bool) string {
 	them := "it"
 	if len(u.Purposes) > 1 {
 		them = "them"
@@ -188,7 +143,7 @@ func printText(w io.Writer, u string, d *policy.Decision, filesRead bool) error 
 	if len(stated) > 0 {
 		why = append(why, "usage: "+strings.Join(stated, ", "))
 	}
-	if un := unseenOf(d, filesRead); un != nil {
+	if un := audit.UnseenOf(d, filesRead); un != nil {
 		why = append(why, unseenText(un, filesRead))
 	}
 	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", status, u, strings.Join(why, "; "))

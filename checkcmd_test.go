@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,9 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/robotsgate/robotsgate/internal/testkit"
 )
 
 // TestCheckUnseen: an allowed URL checked for purposes says what check
@@ -87,10 +83,7 @@ func TestCheckUnseenIsTrue(t *testing.T) {
 		}
 	}))
 	t.Cleanup(site.Close)
-	cfgDir := t.TempDir()
-	toml := fmt.Sprintf("[tls]\nmode = \"tunnel\"\nstate_dir = %q\n[upstream]\nblock_private = false\n[politeness]\ncrawl_delay = false\n", cfgDir)
-	cfgPath := filepath.Join(cfgDir, "robotsgate.toml")
-	client, stop := serveProxyConfig(t, cfgPath, toml, testkit.NewClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)).Now)
+	cfgPath, client, stop := serveCheckProxy(t)
 	defer stop()
 	for _, path := range []string{"/hdr", "/meta"} {
 		out, errOut, code := runCmd(t, "", "check", "-config", cfgPath, "-purpose", "ai-train", site.URL+path)

@@ -70,7 +70,7 @@ func TestDecideAPI(t *testing.T) {
 		{"allowed", ""},
 		{"bad-request", ""}, // too long
 	}
-	fields := []string{"url", "origin", "agent", "allowed", "decision", "reason", "robots_url", "rule", "line", "fetch", "crawl_delay", "purpose", "usage", "copies"}
+	fields := []string{"url", "origin", "agent", "allowed", "decision", "reason", "robots_url", "rule", "line", "fetch", "crawl_delay", "purpose", "usage", "copies", "unseen"}
 	for i, r := range results {
 		m := r.(map[string]any)
 		if m["url"] != urls[i] || m["decision"] != want[i].decision || want[i].rule != "" && m["rule"] != want[i].rule {
@@ -87,6 +87,14 @@ func TestDecideAPI(t *testing.T) {
 	}
 	if a, _ := results[0].(map[string]any)["agent"].([]any); len(a) != 1 || a[0] != "DataBot" {
 		t.Errorf("agent = %v; want [DataBot]", a)
+	}
+	// unseen as check -json gives it, the usage files read: an allowed
+	// URL's answer can still refuse ai-train; a refusal, robots.txt
+	// itself and a bad request have nothing unseen.
+	for i, want := range []string{`{"purposes":["ai-train"],"sources":["response header","html meta"]}`, "null", "null", "null", "null", "null", "null"} {
+		if got, _ := json.Marshal(results[i].(map[string]any)["unseen"]); string(got) != want {
+			t.Errorf("result %d (%.60s): unseen %s; want %s", i, urls[i], got, want)
+		}
 	}
 	if n := o.count("/robots.txt"); n != 1 {
 		t.Errorf("robots.txt fetched %d times; want once for the batch", n)

@@ -98,7 +98,8 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 	fetchCtx, cancel := context.WithTimeout(r.Context(), decideCallTimeout)
 	defer cancel()
 	wd := &policy.Env{Rules: check.Prefetch(fetchCtx, h.o.Cache, h.fetchable(fetchCtx, p, in.URLs)), Private: h.o.Private, Now: h.o.Now}
-	if h.o.Files != nil {
+	filesRead := h.o.Files != nil // as check reads them, without -robots
+	if filesRead {
 		wd.Files = h.o.Files
 	}
 	declared, _ := policy.ParsePurposes(in.Purpose) // checked by readDecideInput
@@ -130,7 +131,7 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 			p.Decide(fetchCtx, wd, &req, &d)
 			work += d.Work()
 		}
-		out.Results = append(out.Results, audit.ResultOf(u, &d))
+		out.Results = append(out.Results, audit.ResultOf(u, &d, filesRead))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

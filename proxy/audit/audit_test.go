@@ -195,12 +195,12 @@ func TestTimeRoundTrip(t *testing.T) {
 func TestResultOf(t *testing.T) {
 	t.Parallel()
 	d := &policy.Decision{Action: policy.ActionBadRequest, Reason: "bad request URL"}
-	b, err := json.Marshal(ResultOf("ftp://x", d))
+	b, err := json.Marshal(ResultOf("ftp://x", d, true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const want = `{"url":"ftp://x","origin":null,"agent":[],"allowed":false,"decision":"bad-request","reason":"bad request URL",` +
-		`"robots_url":"","rule":"","line":0,"fetch":null,"crawl_delay":null,"purpose":[],"usage":null,"copies":[]}`
+		`"robots_url":"","rule":"","line":0,"fetch":null,"crawl_delay":null,"purpose":[],"usage":null,"copies":[],"unseen":null}`
 	if string(b) != want {
 		t.Errorf("ResultOf = %s\nwant       %s", b, want)
 	}

@@ -2,12 +2,14 @@ package audit
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/robots"
 	"github.com/robotsgate/robotsgate/robots/fetch"
 	"github.com/robotsgate/robotsgate/usage"
+	"github.com/robotsgate/robotsgate/usage/source"
 )
 
 // Result is one URL's decision as check -json prints it and POST
@@ -29,6 +31,19 @@ type Result struct {
 	// Copies are the copies of the site's files that decided, as the
 	// audit log names them (Record.Copies); [] when none did.
 	Copies []Copy `json:"copies"`
+	// Unseen is what the decision did not judge and can still refuse the
+	// URL's purposes (UnseenOf); null when nothing can.
+	Unseen *Unseen `json:"unseen"`
+}
+
+// Unseen is a Result's "unseen": what a decision made without fetching
+// the page (check, POST /v1/decide) did not judge of an allowed URL that
+// declares purposes, and can still refuse them: the usage sources that
+// judge the response (its headers, its HTML meta), and, when the site's
+// usage files were not read (check -robots), the sources that read them.
+type Unseen struct {
+	Purposes []string `json:"purposes"`
+	Sources  []string `json:"sources"` // as the report names them (usage.SourceInfo.Name), in the order the proxy judges them
 }
 
 // Fetch is a Result's "fetch": how the robots.txt decided on was got.
@@ -66,8 +81,10 @@ type Statement struct {
 	Use   string            `json:"use,omitempty"`
 }
 
-// ResultOf renders the decision of url.
-func ResultOf(url string, d *policy.Decision) Result {
+// ResultOf renders the decision of url, made without fetching the page.
+// filesRead: the site's usage files (RSL licences, tdmrep.json) were read
+// for it, as they are unless check is given a robots.txt (-robots).
+func ResultOf(url string, d *policy.Decision, filesRead bool) Result {
 	r := Result{
 		URL:       url,
 		Agent:     d.Agents.Slice(),
@@ -78,6 +95,7 @@ func ResultOf(url string, d *policy.Decision) Result {
 		Purpose:   d.Purposes.Names(),
 		Usage:     usageOf(d),
 		Copies:    CopiesOf(d.Copies()),
+		Unseen:    UnseenOf(d, filesRead),
 	}
 	r.Rule, r.Line = RuleOf(d)
 	if r.Agent == nil {
@@ -98,6 +116,32 @@ func ResultOf(url string, d *policy.Decision) Result {
 		}
 	}
 	return r
+}
+
+// UnseenOf returns what a decision made without fetching the page did
+// not judge of d and can still refuse its declared purposes: nil unless d
+// is allowed, declares purposes, and its response would be judged (not a
+// [[sites]] allow, which skips the site's statements, nor /robots.txt
+// itself). filesRead: the site's usage files were read.
+func UnseenOf(d *policy.Decision, filesRead bool) *Unseen {
+	if d.Action != policy.ActionAllowed || d.Purposes == 0 || d.Site != nil && d.Site.Policy == policy.SiteAllow {
+		return nil
+	}
+	if path, _, _ := strings.Cut(d.Target, "?"); path == "/robots.txt" {
+		return nil
+	}
+	u := &Unseen{Purposes: d.Purposes.Names()}
+	for _, s := range source.List() {
+		switch s.Phase() {
+		case usage.OnResponse:
+			u.Sources = append(u.Sources, s.Info().Name)
+		case usage.BeforeSend, usage.Reserve:
+			if !filesRead {
+				u.Sources = append(u.Sources, s.Info().Name)
+			}
+		}
+	}
+	return u
 }
 
 // usageOf renders what robots.txt's usage statements say for d, or nil
