@@ -185,7 +185,8 @@ func plainResponse(status int, body string) *http.Response {
 }
 
 // writeStream sends resp on an h2 stream and closes its body: the header
-// without HTTP/1.1's connection-specific fields (which h2 forbids), the
+// without HTTP/1.1's connection-specific fields (which h2 forbids) and
+// with nothing net/http would add (a sniffed Content-Type, a Date), the
 // length when known, the body flushed as it arrives and at its end, then
 // the trailer. Each write must make progress within idle, or the stream
 // is reset (see stallGuard); a header alone, which flow control does not
@@ -207,6 +208,16 @@ func writeStream(w http.ResponseWriter, r *http.Request, resp *http.Response, id
 			continue
 		}
 		h[k] = vv
+	}
+	// The origin's fields and no others, as over HTTP/1.1: net/http adds
+	// a Content-Type it sniffs (charset=utf-8, which changes how a
+	// browser decodes a Latin-1 page) and a Date unless the key is there;
+	// there with no value, it adds neither and sends nothing.
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil
+	}
+	if _, ok := h["Date"]; !ok {
+		h["Date"] = nil
 	}
 	code := resp.StatusCode
 	bodyAllowed := r.Method != http.MethodHead && code != http.StatusNoContent && code != http.StatusNotModified
