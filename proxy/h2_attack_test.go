@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -294,29 +293,14 @@ func (s *heldSink) release() {
 }
 
 // startMITMHeldAudit runs a MITM proxy as startMITM does, its audit
-// written to a heldSink (released before the proxy is shut down).
+// written to a heldSink (released before the proxy is shut down), which
+// p.audit reads.
 func startMITMHeldAudit(t *testing.T, pki *testPKI) (*testProxy, *heldSink) {
 	t.Helper()
-	cfg := loopbackConfig()
-	cfg.TLS.StateDir, cfg.Upstream.CA = t.TempDir(), pki.pemPath
 	sink := &heldSink{}
-	p := &testProxy{log: &testkit.Buffer{}}
-	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: sink, LookupNetIP: loopbackLookup})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := contextWithTimeout(5 * time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	t.Cleanup(sink.release) // first
-	p.srv, p.url = srv, mustURL("http://"+ln.Addr().String())
+	p := startMITM(t, pki, nil, func(o *Options) { o.AuditOut = sink })
+	p.audit = &sink.Buffer
+	t.Cleanup(sink.release) // before the shutdown startMITM registered
 	return p, sink
 }
 

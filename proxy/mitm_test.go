@@ -115,8 +115,10 @@ func loopbackLookup(ctx context.Context, network, host string) ([]netip.Addr, er
 	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 }
 
-// startMITM runs a MITM proxy whose upstream trusts pki.
-func startMITM(t testing.TB, pki *testPKI, mutate func(*config.Config)) *testProxy {
+// startMITM runs a MITM proxy whose upstream trusts pki, its config
+// changed by mutate and its Options by each of opts (after the test's
+// logger, audit buffer and loopback lookup are set).
+func startMITM(t testing.TB, pki *testPKI, mutate func(*config.Config), opts ...func(*Options)) *testProxy {
 	t.Helper()
 	cfg := loopbackConfig()
 	cfg.TLS.StateDir = t.TempDir()
@@ -130,7 +132,11 @@ func startMITM(t testing.TB, pki *testPKI, mutate func(*config.Config)) *testPro
 		t.Fatal(err)
 	}
 	p := &testProxy{audit: &testkit.Buffer{}, log: &testkit.Buffer{}}
-	srv, err := NewServer(cfg, Options{Logger: testLogger(p.log), AuditOut: p.audit, LookupNetIP: loopbackLookup})
+	o := Options{Logger: testLogger(p.log), AuditOut: p.audit, LookupNetIP: loopbackLookup}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	srv, err := NewServer(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
