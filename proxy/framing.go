@@ -34,6 +34,16 @@ var errBodyStalled = errors.New("request body stalled")
 // stalled.
 const reasonBodyStalled = "the request body made no progress for limits.idle_timeout"
 
+// errBodyCut is what a request body's read returns when the client ended
+// it before its end (fewer bytes than its Content-Length, a chunked body
+// without its last chunk, the stream or connection ended): the request
+// ends, and it is the client's failure, not the origin's.
+var errBodyCut = errors.New("request body cut short by the client")
+
+// reasonBodyCut is the reason of the answer to a request whose body the
+// client cut short.
+const reasonBodyCut = "the client ended the request body before its end (its declared length, or its last chunk)"
+
 // connKey marks a plain request's context with its client connection,
 // whose read deadline bounds each read of its body.
 type connKey struct{}
@@ -72,15 +82,24 @@ type guardedBody struct {
 	in, out   *http.Request // the client's request, whose trailer the server fills, and the one sent
 	connNamed []string
 	stalled   atomic.Bool // a read returned errBodyStalled
+	cut       atomic.Bool // a read returned errBodyCut
 }
 
-// bodyStalled reports whether a forwarded request ended because its body
-// stalled: the Transport may report that as the body's error, or, on the
-// listener, as the request's context ended (net/http's server ends it
-// when a read of the connection fails).
-func bodyStalled(body io.Reader, err error) bool {
-	g, ok := body.(*guardedBody)
-	return errors.Is(err, errBodyStalled) || ok && g.stalled.Load()
+// bodyFailed says whether a forwarded request that failed with err ended
+// because the client failed to send its body, and the answer's status
+// and reason then: 408 when it stalled, 400 when it was cut short; 0
+// otherwise. The Transport may report that as the body's error, or, on
+// the listener, as the request's context ended (net/http's server ends
+// it when a read of the connection fails).
+func bodyFailed(body io.Reader, err error) (int, string) {
+	g, _ := body.(*guardedBody)
+	switch {
+	case errors.Is(err, errBodyStalled) || g != nil && g.stalled.Load():
+		return http.StatusRequestTimeout, reasonBodyStalled
+	case errors.Is(err, errBodyCut) || g != nil && g.cut.Load():
+		return http.StatusBadRequest, reasonBodyCut
+	}
+	return 0, ""
 }
 
 func (g *guardedBody) Read(p []byte) (int, error) {
@@ -106,6 +125,12 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 	case err != nil && wire.IsTimeout(err):
 		g.stalled.Store(true)
 		err = fmt.Errorf("%w: %v", errBodyStalled, err)
+	case err != nil:
+		// The body is the client's: any other failure to read it is
+		// the client's (h1: an unexpected EOF; h2: a stream ended or
+		// reset before its content-length).
+		g.cut.Store(true)
+		err = fmt.Errorf("%w: %v", errBodyCut, err)
 	}
 	return n, err
 }

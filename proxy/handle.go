@@ -112,14 +112,18 @@ func (s *Server) shareBackoff(host string) {
 // the client's answer: 503 when a shutdown cut it, the private-address
 // answer (403, in p's block style) when the dialler found a private address
 // (DNS rebinding, or a resolver that changed its mind since step 2), else
-// 502, or 504 for a timeout, naming the kind.
+// 502, or 504 for a timeout, naming the kind. A request whose client
+// failed to send its body (stalled: 408; cut short: 400) is the client's
+// failure, logged at debug, never one of the origin's.
 func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport string, err error, d *policy.Decision) *http.Response {
+	bodyStatus, bodyWhy := bodyFailed(r.Body, err)
 	switch {
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
 		d.Action, d.Reason = policy.ActionShuttingDown, "shutting down before the origin answered"
 		return s.respond(r, d)
-	case bodyStalled(r.Body, err):
-		d.Action, d.Reason, d.Status = policy.ActionBadRequest, reasonBodyStalled, http.StatusRequestTimeout
+	case bodyStatus != 0:
+		s.log.Debug("request body failed on the client's side", "url", r.URL.Redacted(), "status", bodyStatus, "err", err)
+		d.Action, d.Reason, d.Status = policy.ActionBadRequest, bodyWhy, bodyStatus
 		resp := s.respond(r, d)
 		resp.Header.Set("Connection", "close") // the rest of the body is not read: nothing more can follow on the connection
 		return resp
