@@ -13,11 +13,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -469,7 +467,8 @@ func TestCrawlee(t *testing.T) {
 
 	// PlaywrightCrawler with Debian's chromium through the proxy: the same
 	// block, once, and an HTTPS site through the MITM tunnel, the browser
-	// trusting robotsgate's CA by its key (--ignore-certificate-errors-spki-list).
+	// trusting robotsgate's CA by its own HOME's NSS store, as the README
+	// says; with an empty store the same page is refused.
 	t.Run("playwright", func(t *testing.T) {
 		t.Parallel()
 		browser := testkit.Browser()
@@ -483,12 +482,19 @@ func TestCrawlee(t *testing.T) {
 			"/private/a": "<html><body>never to be sent</body></html>",
 		}))
 		rg := startRobotsgate(t, dir, "[upstream]\nca = "+strconv.Quote(writeCert(t, dir, o))+"\n")
-		spki := rg.caSPKI(t)
-		r := crawl(t, map[string]any{
-			"crawler": "playwright", "chromium": browser, "proxy": rg.proxy(),
-			"starts": []string{o.URL + "/"}, "maxRequestRetries": 2,
-			"chromiumArgs": []string{"--ignore-certificate-errors-spki-list=" + spki},
-		})
+		settings := func(home string, retries int) map[string]any {
+			return map[string]any{
+				"crawler": "playwright", "chromium": browser, "proxy": rg.proxy(),
+				"starts": []string{o.URL + "/"}, "maxRequestRetries": retries, "browserHome": home,
+			}
+		}
+		// Without the CA in its store, Chromium refuses robotsgate's
+		// certificate: the trust below is the store's, nothing else's.
+		r := crawl(t, settings(t.TempDir(), 0))
+		if len(r.Seen) != 0 || len(r.Failed) != 1 || !strings.Contains(r.log, "ERR_CERT_AUTHORITY_INVALID") {
+			t.Fatalf("with an empty NSS store: saw %q, failed %+v; want the page refused, ERR_CERT_AUTHORITY_INVALID", r.Seen, r.Failed)
+		}
+		r = crawl(t, settings(rg.browserHome(t), 2))
 		blocked := o.URL + "/private/a"
 		r.wantSeen(t, o.URL+"/", o.URL+"/page")
 		if n := o.count("/private/a"); n != 0 {
@@ -650,24 +656,27 @@ func (g gate) caFile(t *testing.T) string {
 	return path
 }
 
-// caSPKI is the base64 SHA-256 of the CA's public key, as Chromium's
-// --ignore-certificate-errors-spki-list takes it.
-func (g gate) caSPKI(t *testing.T) string {
+// browserHome makes a HOME for Chromium whose NSS store trusts robotsgate's
+// CA, with the README's commands, and returns its path.
+func (g gate) browserHome(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(g.caFile(t))
-	if err != nil {
+	if _, err := exec.LookPath("certutil"); err != nil {
+		missing(t, "no certutil on PATH (apt-get install libnss3-tools): %v", err)
+	}
+	home := filepath.Join(g.dir, "browser-home")
+	db := filepath.Join(home, ".pki", "nssdb")
+	if err := os.MkdirAll(db, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		t.Fatalf("robotsgate's /ca.pem holds no PEM block:\n%s", data)
+	for _, args := range [][]string{
+		{"-d", "sql:" + db, "-N", "--empty-password"},
+		{"-d", "sql:" + db, "-A", "-t", "C,,", "-n", "robotsgate", "-i", g.caFile(t)},
+	} {
+		if out, err := exec.Command("certutil", args...).CombinedOutput(); err != nil {
+			t.Fatalf("certutil %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatalf("robotsgate's CA: %v", err)
-	}
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return base64.StdEncoding.EncodeToString(sum[:])
+	return home
 }
 
 // asked is how many audit records robotsgate wrote for url, each checked

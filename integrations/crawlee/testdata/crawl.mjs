@@ -65,6 +65,9 @@ if (settings.crawler === 'playwright') {
             launchOptions: {
                 executablePath: settings.chromium,
                 args: settings.chromiumArgs ?? [],
+                // The browser's own HOME, whose NSS store (.pki/nssdb) may
+                // trust robotsgate's CA.
+                env: settings.browserHome ? { ...process.env, HOME: settings.browserHome } : undefined,
             },
         },
     });
