@@ -48,9 +48,9 @@ export interface RobotsGateStats {
     waitedSecs: number;
     /** Requests whose last attempt was a temporary answer when maxRequestRetries ran out. */
     gaveUp: number;
-    /** Allowed answers robotsgate held for pacing or a back-off (X-Robots-Gate-Held). */
+    /** Answers robotsgate held for pacing or a back-off (X-Robots-Gate-Held), allowed or would-block. */
     held: number;
-    /** Seconds those answers were held, in all. */
+    /** Seconds those answers were held, in all, to the millisecond. */
     heldSecs: number;
 }
 

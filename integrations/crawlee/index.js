@@ -49,6 +49,10 @@ const BLOCKED = new Set([
 const TEMPORARY = new Set(['paced', 'unreachable', 'overloaded', 'shutting-down', 'upstream-error']);
 
 const DECISION = /^[a-z][a-z-]{0,31}$/;
+// HELD is X-Robots-Gate-Held as robotsgate writes it: seconds, three decimals
+// ("1.250"), as the Scrapy middleware reads it; a site's own header in any
+// other form ("Infinity", "1e9", "12abc") is not counted.
+const HELD = /^\d{1,9}\.\d{3}$/;
 // HTTP_DATE is RFC 9110's HTTP-date: IMF-fixdate, rfc850-date, asctime-date.
 const HTTP_DATE =
     /^(?:[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Za-z]{6,9}, \d{2}-[A-Za-z]{3}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
@@ -118,8 +122,9 @@ class RobotsGate {
          * retried); retries: attempts retried after a temporary answer;
          * waitedSecs: time waited for Retry-After; gaveUp: requests whose
          * last attempt was a temporary answer when maxRequestRetries ran out;
-         * held and heldSecs: allowed answers robotsgate held for pacing or an
-         * origin's back-off (X-Robots-Gate-Held), and the time they were held.
+         * held and heldSecs: answers robotsgate held for pacing or an origin's
+         * back-off (X-Robots-Gate-Held: allowed ones, and would-block ones in
+         * report mode), and the seconds they were held (to the millisecond).
          */
         this.stats = { answers: {}, blocked: 0, retries: 0, waitedSecs: 0, gaveUp: 0, held: 0, heldSecs: 0 };
     }
@@ -147,10 +152,8 @@ class RobotsGate {
     async _afterNavigation(ctx) {
         const answer = readAnswer(ctx.response);
         if (!answer) return;
-        if (!answer.decision) {
-            this._countHeld(ctx, answer);
-            return;
-        }
+        this._countHeld(ctx, answer);
+        if (!answer.decision) return;
         const { decision } = answer;
         this._countAnswer(decision);
         if (BLOCKED.has(decision)) {
@@ -181,12 +184,20 @@ class RobotsGate {
         answers[decision] = (Object.hasOwn(answers, decision) ? answers[decision] : 0) + 1;
     }
 
+    /**
+     * _countHeld counts an answer robotsgate held before sending its request
+     * (X-Robots-Gate-Held, whatever the decision: an allowed page, or a
+     * would-block one in report mode), as the Scrapy middleware does.
+     */
     _countHeld(ctx, answer) {
-        const held = Number.parseFloat(answer.header('x-robots-gate-held'));
-        if (!(held >= 0)) return;
+        const raw = answer.header('x-robots-gate-held');
+        if (!HELD.test(raw)) return;
+        const held = Number(raw);
         this.stats.held++;
-        this.stats.heldSecs += held;
-        ctx.log?.debug(`robotsgate held ${answer.url} for ${held} s`);
+        // Summed to robotsgate's milliseconds, not in floats (0.1 + 0.2 is
+        // 0.30000000000000004).
+        this.stats.heldSecs = Math.round((this.stats.heldSecs + held) * 1000) / 1000;
+        ctx.log?.debug(`robotsgate held ${answer.url} for ${raw} s`);
     }
 
     /**

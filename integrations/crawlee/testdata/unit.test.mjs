@@ -62,12 +62,29 @@ for (const [name, make] of [['got', gotCtx], ['playwright', playwrightCtx]]) {
 
         await hook(make(200, { 'x-robots-gate-held': '1.250' }));
         await hook(make(403, {})); // the site's own: Crawlee's to handle
-        await hook(make(200, { 'x-robots-gate': 'Would-Block' }));
+        // Report mode: held, then would-block; both counted, as by Scrapy's.
+        await hook(make(200, { 'x-robots-gate': 'Would-Block', 'x-robots-gate-held': '0.100' }));
         await hook(make(403, { 'x-robots-gate': 'constructor' })); // unknown: passed on, counted
 
         assert.deepEqual(gate.stats.answers, { disallowed: 1, denied: 1, paced: 1, 'would-block': 1, constructor: 1 });
-        assert.equal(gate.stats.held, 1);
-        assert.equal(gate.stats.heldSecs, 1.25);
+        assert.equal(gate.stats.held, 2);
+        assert.equal(gate.stats.heldSecs, 1.35); // to the millisecond, not 1.35000000000000009
+    });
+
+    test(`${name}: X-Robots-Gate-Held only as robotsgate writes it`, async () => {
+        const gate = new RobotsGate();
+        const [hook] = gate.wrap({}).postNavigationHooks;
+        // A site's own header reaches the crawler in tunnel mode, on a
+        // bypassed host, or without robotsgate: only robotsgate's form counts.
+        for (const bad of ['Infinity', '1e9', '12abc', '-1.000', '1.25', '1.2500', '.250', '1234567890.000', '0x10', '', '1.250 s']) {
+            await hook(make(200, { 'x-robots-gate-held': bad }));
+        }
+        assert.equal(gate.stats.held, 0);
+        assert.equal(gate.stats.heldSecs, 0);
+        await hook(make(200, { 'x-robots-gate-held': ' 0.001 ' })); // whitespace around a header value is not the value's
+        await hook(make(200, { 'x-robots-gate-held': '123456789.999' }));
+        assert.equal(gate.stats.held, 2);
+        assert.equal(gate.stats.heldSecs, 123456790);
     });
 }
 
