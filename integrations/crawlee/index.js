@@ -314,21 +314,43 @@ async function readReason(response) {
 
 /**
  * readBody reads up to MAX_BODY bytes of a response's body: a browser's
- * response by its text(), an HTTP crawler's stream by reading it, the rest
- * of it discarded so that the connection can be used again.
+ * response by its text(), an HTTP crawler's stream by reading it. The
+ * stream is never destroyed (breaking out of a for await would destroy it,
+ * and its keep-alive connection with it): past MAX_BODY the rest flows on,
+ * unread, to its end, so that the connection can be used again.
  */
-async function readBody(response) {
+function readBody(response) {
     if (typeof response.text === 'function') return response.text();
-    if (typeof response[Symbol.asyncIterator] !== 'function') return '';
-    const chunks = [];
-    let size = 0;
-    response.on?.('error', () => {}); // reported by the read below, or moot
-    for await (const chunk of response) {
-        chunks.push(Buffer.from(chunk));
-        size += chunk.length;
-        if (size >= MAX_BODY) break;
-    }
-    return Buffer.concat(chunks).subarray(0, MAX_BODY).toString('utf8');
+    if (typeof response.on !== 'function' || typeof response.resume !== 'function') return '';
+    if (response.readableEnded || response.destroyed) return '';
+    return new Promise((resolve, reject) => {
+        const chunks = [];
+        let size = 0;
+        const stop = (err) => {
+            response.off('data', onData);
+            response.off('end', stop);
+            response.off('close', stop);
+            response.off('error', stop);
+            response.on('error', () => {}); // moot once read
+            if (err) {
+                reject(err);
+            } else {
+                resolve(Buffer.concat(chunks).subarray(0, MAX_BODY).toString('utf8'));
+            }
+        };
+        const onData = (chunk) => {
+            chunks.push(Buffer.from(chunk));
+            size += chunk.length;
+            // Without a 'data' listener the stream still flows: the rest
+            // is discarded as it comes.
+            if (size >= MAX_BODY) stop();
+        };
+        response.on('data', onData);
+        response.once('end', stop);
+        response.once('close', stop);
+        response.once('error', stop);
+        response.resume();
+    });
 }
 
 /**

@@ -3,6 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
+import http from 'node:http';
+import { once } from 'node:events';
 import { RobotsGate, RobotsGateBlocked, RobotsGateRetry, parseRetryAfter } from '../index.js';
 
 test('parseRetryAfter', () => {
@@ -87,6 +89,44 @@ for (const [name, make] of [['got', gotCtx], ['playwright', playwrightCtx]]) {
         assert.equal(gate.stats.heldSecs, 123456790);
     });
 }
+
+// An HTTP crawler's block body is read up to 8 KiB for its reason; the rest
+// flows away unread, and the keep-alive connection it came on is used again
+// (a for await's break would destroy the stream and close it).
+test('got: a long block body keeps the connection', { timeout: 30_000 }, async (t) => {
+    let connections = 0;
+    const body = 'robotsgate: http://site.example/x is denied\n\nreason:     "no crawling here"\n' + 'x'.repeat(256 * 1024);
+    const server = http.createServer((req, res) => {
+        res.writeHead(403, { 'content-type': 'text/plain', 'x-robots-gate': 'denied' });
+        res.end(body);
+    });
+    server.on('connection', () => connections++);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => {
+        agent.destroy();
+        server.close();
+    });
+    const get = async () => {
+        const req = http.get({ host: '127.0.0.1', port: server.address().port, path: '/x', agent });
+        const [res] = await once(req, 'response');
+        return res;
+    };
+
+    const gate = new RobotsGate();
+    const [hook] = gate.wrap({}).postNavigationHooks;
+    const response = await get();
+    const ctx = { request: { url: 'http://site.example/x' }, response, session: {}, log: { info() {}, debug() {} } };
+    await assert.rejects(hook(ctx), (e) => e instanceof RobotsGateBlocked && e.reason === '"no crawling here"');
+    assert.equal(response.destroyed && !response.readableEnded, false, 'the stream was destroyed before its end');
+    if (!response.readableEnded) await once(response, 'end');
+
+    const again = await get();
+    again.resume();
+    await once(again, 'end');
+    assert.equal(connections, 1, 'the second request came on a new connection');
+});
 
 test('errorHandler: yours first, then the wait; the session kept', async () => {
     const gate = new RobotsGate({ maxRetryAfterSecs: 0 });
