@@ -358,6 +358,15 @@ func (s *Server) signer() *identity.Signer {
 	return nil
 }
 
+// published returns what the key directory and the card serve: the card,
+// the key ring and the signer of the config in force, read from one
+// snapshot, so that a reload never pairs one config's card with
+// another's keys.
+func (s *Server) published() admin.Identity {
+	sn := s.snap.Load()
+	return admin.Identity{Card: sn.pol.Card(), Ring: sn.ring, Signer: sn.signer}
+}
+
 // loadIdentity reads [identity]'s key ring (making its key on first
 // start) and returns it with the signer of cfg; nil, nil when [identity]
 // is off.
@@ -557,7 +566,7 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 			return holds
 		},
 		Private:  s.private,
-		Identity: func() (*identity.KeyRing, *identity.Signer) { sn := s.snap.Load(); return sn.ring, sn.signer },
+		Identity: s.published,
 		Now:      s.opts.Now,
 	})
 	gp.NonproxyHandler = s.admin

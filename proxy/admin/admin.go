@@ -45,9 +45,12 @@ type Options struct {
 	// CA is the PEM certificate of the CA the proxy signs with, served
 	// at /ca.pem; nil in tunnel mode, which decrypts nothing.
 	CA []byte
-	// Identity returns [identity]'s key ring and signer, for the key
-	// directory; nil, nil when it is off (the directory is then 404).
-	Identity func() (*identity.KeyRing, *identity.Signer)
+	// Identity returns what the proxy publishes of [identity], all of
+	// it from the config in force at one instant: a reload between two
+	// reads would serve one config's card with another's keys. Its zero
+	// value (or a nil Identity) is [identity] off: the key directory and
+	// the card are then 404.
+	Identity func() Identity
 	// Private is the decision API's block_private lookup.
 	Private policy.PrivateLookup
 	Now     func() time.Time
@@ -116,8 +119,8 @@ func (h *Handler) routes() {
 // status page and the decision API only to the clients allowed admits,
 // and never to a page of another site.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if card := h.card(); card != nil && r.URL.Path == card.Path() {
-		h.serveCard(w, r, card) // public, as the key directory
+	if id := h.identity(); id.Card != nil && r.URL.Path == id.Card.Path() {
+		h.serveCard(w, r, id) // public, as the key directory
 		return
 	}
 	if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" && r.URL.Path != "/ca.pem" && r.URL.Path != DirectoryPath && !sameOrigin(r) {
@@ -463,20 +466,17 @@ const DirectoryPath = "/.well-known/http-message-signatures-directory"
 // serveDirectory answers the Web Bot Auth key directory: the signing key
 // and the retired ones still listed, signed with the signing key for the
 // signature agent's authority, where it is published, whatever Host it
-// was asked with (identity.Signer.SignDirectory). Anyone may read it: it
-// holds public keys only, for publishing.
+// was asked with (identity.Signer.SignDirectory), for caches to keep no
+// longer than that signature is valid (cacheControl). Anyone may read it:
+// it holds public keys only, for publishing.
 func (h *Handler) serveDirectory(w http.ResponseWriter, r *http.Request) {
-	var ring *identity.KeyRing
-	var signer *identity.Signer
-	if h.o.Identity != nil {
-		ring, signer = h.o.Identity()
-	}
-	if ring == nil {
+	id := h.identity()
+	if id.Ring == nil {
 		http.Error(w, "robotsgate: no key directory: [identity] signature_agent is not set", http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", identity.DirectoryType)
-	w.Header().Set("Cache-Control", "max-age=300")
-	signer.SignDirectory(w.Header())
-	w.Write(identity.Directory(ring.Keys()))
+	w.Header().Set("Cache-Control", cacheControl(id.Signer))
+	id.Signer.SignDirectory(w.Header())
+	w.Write(identity.Directory(id.Ring.Keys()))
 }

@@ -169,6 +169,12 @@ func (s *Signer) Form(f Form) *Signer {
 // AgentForm returns the form s sends Signature-Agent in.
 func (s *Signer) AgentForm() Form { return s.form }
 
+// Validity returns how long each of s's signatures is valid: its expires
+// is its created plus Validity, in whole seconds. A response that carries
+// one (the key directory, the card) must not be kept by a cache for
+// longer than what is left of it.
+func (s *Signer) Validity() time.Duration { return s.validity }
+
 // KeyID returns the signing key's id (its JWK thumbprint).
 func (s *Signer) KeyID() string { return s.key.ID }
 
