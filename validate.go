@@ -70,8 +70,29 @@ func checkIdentityKey(cfg *config.Config, stderr io.Writer) error {
 	}
 	if err != nil {
 		pb := cfg.Problems()
-		pb.Addf("identity.key_file", "%v", err)
+		key, msg := keyProblem(cfg, err)
+		pb.Addf(key, "%s", msg)
 		return pb.Err()
 	}
 	return nil
+}
+
+// keyProblem names the config key an [identity] key that does not read
+// (err) is a problem of, and says so: identity.key_file when it is set;
+// else the key is the state directory's default, which the message names
+// with its path, against tls.state_dir when the file sets it (the
+// [identity] table when not): not a key_file nobody wrote.
+func keyProblem(cfg *config.Config, err error) (key, msg string) {
+	if cfg.Identity.KeyFile != "" {
+		return "identity.key_file", err.Error()
+	}
+	key = "identity"
+	if cfg.Written("tls.state_dir") {
+		key = "tls.state_dir"
+	}
+	dir, derr := cfg.StateDir()
+	if derr != nil { // err is derr: no state directory to name
+		return "tls.state_dir", err.Error()
+	}
+	return key, fmt.Sprintf("the identity key is the state directory's, %s (the default: identity.key_file is not set): %v", cfg.Identity.KeyPath(dir), err)
 }
