@@ -46,21 +46,28 @@ func Parse(path string, data []byte) (*Config, error) {
 
 // syntaxError is err, TOML's error for data (the file at path), as an
 // *Error that names the line and the key being read: the one written on
-// that line, else the last key the parser read, else none.
+// that line, else the last key the parser read, else none. An error at
+// the newline that ends a line (a table header left open: "[tls") is that
+// line's, not the next one's, where the parser may stand when it sees it.
 func syntaxError(path string, data []byte, err error) *Error {
 	var pe toml.ParseError
 	if !errors.As(err, &pe) {
 		return &Error{File: path, Msg: err.Error()}
 	}
+	start := min(max(pe.Position.Start, 0), len(data))
 	line := pe.Position.Line
-	if line < 1 { // at the end of the input, TOML gives only the offset
-		line = 1 + bytes.Count(data[:min(max(pe.Position.Start, 0), len(data))], []byte("\n"))
+	if line < 1 || start < len(data) && data[start] == '\n' {
+		// At the end of the input TOML gives only the offset; at a
+		// newline, the line after it for some errors (an open header).
+		line = 1 + bytes.Count(data[:start], []byte("\n"))
 	}
+	msg := strings.NewReplacer(`but got '\n' instead`, "but the line ends", `but found '\n' instead`, "but the line ends",
+		`but got '\x00' instead`, "but the file ends").Replace(pe.Message)
 	key := indexLines(string(data)).keyOn(line)
 	if key == "" {
 		key = pe.LastKey
 	}
-	return &Error{File: path, Line: line, Key: key, Msg: "TOML syntax: " + pe.Message}
+	return &Error{File: path, Line: line, Key: key, Msg: "TOML syntax: " + msg}
 }
 
 // decoder turns the decoded TOML tree into a Config, collecting every

@@ -25,6 +25,11 @@ func TestMessages(t *testing.T) {
 		{"far-from-any.toml", "far-from-any.toml:1: bogus: unknown key"},
 		{"syntax-value.toml", "syntax-value.toml:2: robots.cache_ttl: TOML syntax: expected a top-level item to end with a newline, comment, or EOF, but got 'h' instead"},
 		{"syntax-string.toml", "syntax-string.toml:4: politeness.max_wait: TOML syntax: strings cannot contain newlines"},
+		{"syntax-header.toml", "syntax-header.toml:4: tls: TOML syntax: expected '.' or ']' to end table name, but the line ends"},
+		{"syntax-array-header.toml", "syntax-array-header.toml:3: agents[0]: TOML syntax: expected '.' or ']' to end table name, but the line ends"},
+		{"syntax-header-eof.toml", "syntax-header-eof.toml:3: tls: TOML syntax: expected '.' or ']' to end table name, but the file ends"},
+		{"syntax-no-value.toml", "syntax-no-value.toml:2: politeness.max_wait: TOML syntax: expected value but the line ends"},
+		{"syntax-no-equals.toml", "syntax-no-equals.toml:2: politeness: TOML syntax: expected '.' or '=', but the line ends"},
 		{"table-not-array.toml", "table-not-array.toml:1: agents: want an array of tables ([[agents]]), got a table"},
 	}
 	for _, tt := range tests {
