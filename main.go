@@ -128,8 +128,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	if near := config.Suggest(cmd, commands()...); near != "" {
+		return fmt.Errorf("unknown command %q; did you mean %s? (robotsgate help lists the commands)", cmd, near)
+	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// commands are the names run dispatches, for suggesting one to a command
+// line that misspells it.
+func commands() []string {
+	return []string{"check", "version", "serve", "report", "validate", "ca", "keys", "evidence", "audit", "hash-password", "healthcheck", "help"}
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

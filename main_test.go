@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -181,7 +182,19 @@ func TestCheck(t *testing.T) {
 		{
 			name:     "unknown command",
 			args:     []string{"frobnicate"},
-			wantErr:  "unknown command",
+			wantErr:  "usage:",
+			wantCode: 2,
+		},
+		{
+			name:     "misspelled command",
+			args:     []string{"chek", "https://example.com/"},
+			wantErr:  "robotsgate: unknown command \"chek\"; did you mean check? (robotsgate help lists the commands)\n",
+			wantCode: 2,
+		},
+		{
+			name:     "misspelled command with a dash",
+			args:     []string{"hashpassword"},
+			wantErr:  "did you mean hash-password?",
 			wantCode: 2,
 		},
 	}
@@ -699,5 +712,64 @@ func TestReport(t *testing.T) {
 	page, err := os.ReadFile(htmlFile)
 	if err != nil || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("https://docs.example:443")) {
 		t.Errorf("-html wrote %d bytes (%v); want a page with the chart and the origins", len(page), err)
+	}
+}
+
+// TestReportNothingRead holds report to printing nothing, and writing no
+// HTML page, when no audit file could be read: an empty report would read
+// as an empty log.
+func TestReportNothingRead(t *testing.T) {
+	t.Parallel()
+	htmlFile := filepath.Join(t.TempDir(), "report.html")
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr []string
+	}{
+		{"a missing file", []string{"report", "report/testdata/nope.jsonl"}, []string{"nope.jsonl: no such file", "no audit file read: nothing to report"}},
+		{"two missing files, json", []string{"report", "-json", "report/testdata/nope.jsonl", "report/testdata/nope2.jsonl"}, []string{"nope.jsonl: no such file", "nope2.jsonl: no such file", "nothing to report"}},
+		{"html", []string{"report", "-html", htmlFile, "report/testdata/nope.jsonl"}, []string{"nothing to report"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCmd(t, "", tt.args...)
+			if code != 2 || out != "" {
+				t.Errorf("exit status %d, stdout %q; want 2 and nothing", code, out)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr %q; want %q", errOut, want)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(htmlFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("-html with nothing read: %v; want no page", err)
+	}
+}
+
+// TestCommandsDispatched holds commands, the names a misspelling is
+// suggested from, to run's switch: each is a command (its usage error is
+// its own, never "unknown command") and the usage names each.
+func TestCommandsDispatched(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		t.Run(c, func(t *testing.T) {
+			t.Parallel()
+			if c == "serve" || c == "healthcheck" {
+				// Would listen, or wait on a proxy: the usage names them.
+				if !strings.Contains(usage, c) {
+					t.Errorf("usage does not name %s", c)
+				}
+				return
+			}
+			_, errOut, _ := runCmd(t, "", c, "-no-such-flag")
+			if strings.Contains(errOut, "unknown command") {
+				t.Errorf("robotsgate %s: %q", c, errOut)
+			}
+			if c != "help" && !strings.Contains(usage, "robotsgate "+c) {
+				t.Errorf("usage does not name %s", c)
+			}
+		})
 	}
 }

@@ -36,7 +36,8 @@ its HTML meta, a tdmrep.json reservation it did not lift): those reached the
 site, and only the answer's body was withheld. price-refused requests reached
 the site too (it answered 402; nothing was paid). Malformed lines are counted
 and skipped. A file that cannot be read is named on stderr and makes the exit
-status 2; the other files are still reported.
+status 2; the other files are still reported, and when none was read, no report
+is printed.
 
 `, report.BlockedNames())
 		fs.PrintDefaults()
@@ -66,6 +67,10 @@ status 2; the other files are still reported.
 			fmt.Fprintln(stderr, "robotsgate: report:", err)
 			failed++
 		}
+	}
+	if failed == len(files) && s.Total() == 0 {
+		// An empty report would read as an empty log.
+		return fmt.Errorf("report: no audit file read: nothing to report")
 	}
 	if *asJSON {
 		err = s.WriteJSON(stdout)

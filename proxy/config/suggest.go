@@ -2,18 +2,30 @@ package config
 
 import "strings"
 
-// suggest returns the key of fs nearest to k by spelling, when it is near
-// enough to be what was meant: at most a third of k's length apart (and
-// at least one edit), counting a swap of two neighbouring letters as one
-// edit ("crawl_dealy" is one from "crawl_delay"), letter case aside. Of
-// keys as near, the first in alphabetical order; "" when none is near.
+// suggest returns the key of fs nearest to k by spelling, as Suggest
+// does.
 func suggest(k string, fs fields) string {
+	known := make([]string, 0, len(fs))
+	for f := range fs {
+		known = append(known, f)
+	}
+	return Suggest(k, known...)
+}
+
+// Suggest returns the word of known nearest to k by spelling, when it is
+// near enough to be what was meant: at most a third of k's length apart
+// (and at least one edit), counting a swap of two neighbouring letters as
+// one edit ("crawl_dealy" is one from "crawl_delay"), letter case aside.
+// Of words as near, the first in alphabetical order; "" when none is
+// near. Config keys, a key's allowed values and the command's names are
+// all suggested with it.
+func Suggest(k string, known ...string) string {
 	limit := max(1, len(k)/3)
 	best, bestDist := "", limit+1
-	for known := range fs {
-		dist := editDistance(strings.ToLower(k), strings.ToLower(known))
-		if dist < bestDist || dist == bestDist && known < best {
-			best, bestDist = known, dist
+	for _, w := range known {
+		dist := editDistance(strings.ToLower(k), strings.ToLower(w))
+		if dist < bestDist || dist == bestDist && w < best {
+			best, bestDist = w, dist
 		}
 	}
 	if bestDist > limit {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -241,13 +242,30 @@ func compileBlockStyle(pb *config.Problems, key, v string) BlockStyle {
 	return BlockPlain
 }
 
+// oneOf reports v, key's value, when it is not one of allowed: the
+// choices quoted as they are written in the config, and the nearest by
+// spelling, if one is near ("browser" for "browsr" or "Browser").
 func oneOf(pb *config.Problems, key, v string, allowed ...string) {
-	for _, a := range allowed {
-		if v == a {
-			return
-		}
+	if slices.Contains(allowed, v) {
+		return
 	}
-	pb.Addf(key, "%q is not one of %q", v, allowed)
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = strconv.Quote(a)
+	}
+	choices := strings.Join(quoted, ", ")
+	if n := len(quoted); n > 1 {
+		choices = strings.Join(quoted[:n-1], ", ") + " or " + quoted[n-1]
+	}
+	switch near := config.Suggest(v, allowed...); {
+	case near != "" && strings.EqualFold(near, v):
+		pb.Addf(key, "%q is not one of %s; values are case-sensitive: did you mean %q?", v, choices, near)
+		return
+	case near != "":
+		pb.Addf(key, "%q is not one of %s; did you mean %q?", v, choices, near)
+		return
+	}
+	pb.Addf(key, "%q is not one of %s", v, choices)
 }
 
 // atLeast reports a duration below min.
