@@ -223,9 +223,9 @@ func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settleme
 	case o.Content:
 		return price, refused(Failed, "a request with content is not sent twice"), false
 	case price.Currency != t.MaxPrice.Currency:
-		return price, refused(OverPrice, fmt.Sprintf("%s is not max_price's currency", price.Currency)), false
+		return price, refused(OverPrice, fmt.Sprintf("%s is not max_price's currency (max_price %s)", price.Currency, t.MaxPrice)), false
 	case price.Nanos > t.MaxPrice.Nanos:
-		return price, refused(OverPrice, fmt.Sprintf("%s is more than max_price", price)), false
+		return price, refused(OverPrice, fmt.Sprintf("%s is more than max_price (%s)", price, t.MaxPrice)), false
 	case o.Client.Err() != nil:
 		// Nobody would receive what was paid for.
 		return price, refused(Failed, "the client left before the price was paid"), false

@@ -81,6 +81,36 @@ func TestSettle(t *testing.T) {
 	}
 }
 
+// TestSettleOverPriceReason: a price refused against max_price names
+// max_price, so that the audit line and report say what it was compared
+// with, not only the 402 body.
+func TestSettleOverPriceReason(t *testing.T) {
+	t.Parallel()
+	usd := func(s string) Amount { a, _ := ParseAmount(s); return a }
+	for _, tt := range []struct{ price, max, want string }{
+		{"USD 0.50", "USD 0.20", "USD 0.50 is more than max_price (USD 0.20)"},
+		{"USD 5", "USD 0.01", "USD 5.00 is more than max_price (USD 0.01)"},
+		{"EUR 0.01", "USD 0.20", "EUR is not max_price's currency (max_price USD 0.20)"},
+	} {
+		t.Run(tt.price, func(t *testing.T) {
+			t.Parallel()
+			b, _ := NewLocal("")
+			n := Negotiator{Budget: b}
+			h := http.Header{}
+			h.Set(FieldPrice, tt.price)
+			o := Offer{Resp: &http.Response{StatusCode: 402, Header: h, Body: io.NopCloser(strings.NewReader(""))},
+				Client: context.Background(), Day: "2026-11-28", URL: "http://example.com/"}
+			st := n.Settle(&o, Terms{MaxPrice: usd(tt.max), Budget: usd("USD 1")}, func(string) (*http.Response, bool, error) {
+				t.Error("sent again")
+				return nil, false, errors.New("not sent")
+			})
+			if st.Result != OverPrice || st.Why != tt.want {
+				t.Errorf("Settle = %q %q; want %q %q", st.Result, st.Why, OverPrice, tt.want)
+			}
+		})
+	}
+}
+
 // TestSettleInternalError: a paid request answered crawler-error
 // InternalError is sent once more, and the second answer settled as any:
 // the refusal, the answer passed on and the note all say that it was
