@@ -3,8 +3,6 @@ package admin
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -37,15 +35,7 @@ func TestStatusPageHeldCount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/status.json" {
-				w.Header().Set("Content-Type", "application/json")
-				w.Write(body)
-				return
-			}
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			w.Write(statusPage)
-		}))
+		srv := serveStatus(statusPage, body)
 		ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 		out, err := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-proxy-server",
 			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", srv.URL+"/status").Output()

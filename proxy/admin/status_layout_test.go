@@ -51,15 +51,7 @@ func TestStatusPageLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := strings.Replace(string(statusPage), "</body>", layoutProbe+"</body>", 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/status.json" {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(body)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte(page))
-	}))
+	srv := serveStatus([]byte(page), body)
 	t.Cleanup(srv.Close)
 	for _, tt := range []struct{ window, want string }{
 		{"1400,900", "page-overflow=false last-error-on-screen=true origins-fit=true"},
@@ -82,6 +74,20 @@ func TestStatusPageLayout(t *testing.T) {
 			t.Errorf("window %s: %s; want %s", tt.window, got, tt.want)
 		}
 	}
+}
+
+// serveStatus serves page at /status and body at /status.json: the
+// status page over a status.json made by a test.
+func serveStatus(page, body []byte) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/status.json" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(body)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(page)
+	}))
 }
 
 // crowdedStatus is a status.json as a busy fleet instance would show it.
