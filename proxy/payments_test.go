@@ -794,12 +794,14 @@ func TestPayOfferOnceWhenTheAnswerIsLost(t *testing.T) {
 // anyway ("402-then-exact": the offer, its 402, then the exact-price
 // retry, as every paid page cost before crawler-max-price); and a free
 // page (an image, never priced) of a site that charged for a page today
-// ("free-after-charge"). The signatures are not checked: what is
-// measured is robotsgate's path.
+// ("free-after-charge"); and a free stylesheet at the root of a site
+// that charged for a page at its root ("root-asset": /main.css beside
+// /max-price, the layout of a blog or news site that prices /<slug>).
+// The signatures are not checked: what is measured is robotsgate's path.
 func BenchmarkPaidRequest(b *testing.B) {
 	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/img/") {
-			io.WriteString(w, "image\n")
+		if strings.HasPrefix(r.URL.Path, "/img/") || r.URL.Path == "/main.css" {
+			io.WriteString(w, "free\n")
 			return
 		}
 		takesMax := r.URL.Path == "/max-price" && r.Header.Get("Crawler-Max-Price") != ""
@@ -819,10 +821,11 @@ func BenchmarkPaidRequest(b *testing.B) {
 		return c
 	}())
 	c := p.client()
-	for _, path := range []string{"/max-price", "/402-then-exact", "/img/1.png"} {
-		name := path[1:]
-		if path == "/img/1.png" {
-			name = "free-after-charge"
+	names := map[string]string{"/img/1.png": "free-after-charge", "/main.css": "root-asset"}
+	for _, path := range []string{"/max-price", "/402-then-exact", "/img/1.png", "/main.css"} {
+		name := names[path]
+		if name == "" {
+			name = path[1:]
 		}
 		b.Run(name, func(b *testing.B) {
 			// The site charged today (whichever of these runs alone).
