@@ -243,9 +243,10 @@ type priceOffer struct {
 }
 
 // offerPrice offers crawler-max-price when the origin charged today for
-// a request in the same section of its paths (pay.Section: the first
-// segment, "/news/..."; or its root), so that the site can charge at
-// once, saving the 402 and the retry (Server.charging): the lower of
+// a request in the same place (pay.Place: the same section of its paths,
+// "/news/..." or its root, and the same kind of request, a page or a
+// ".css", a sub-resource or not), so that the site can charge at once,
+// saving the 402 and the retry (Server.charging): the lower of
 // max_price and the budget left, reserved first, as a price accepted is
 // (pay.Negotiator.ReserveOffer). A path never paid for, a budget with
 // nothing left, a price waiting for offers to settle, and an origin that
@@ -257,10 +258,11 @@ func (f *forwarding) offerPrice() {
 	if !on || f.sn.signer == nil {
 		return
 	}
-	// Most origins never charge: that is asked first, the path's
-	// normalisation (pay.Free) only for one that did.
-	day := pay.Day(f.s.opts.Now())
-	if !f.s.charging.Charged(day, f.d.Origin.String(), pay.Section(f.req.Target)) || pay.Free(f.req.Target) {
+	// Most origins never charge: that is asked first, the request's
+	// place (its header read) and the path's normalisation (pay.Free)
+	// only for one that did.
+	day, origin := pay.Day(f.s.opts.Now()), f.d.Origin.String()
+	if !f.s.charging.Charging(day, origin) || !f.s.charging.Charged(day, origin, f.place()) || pay.Free(f.req.Target) {
 		return
 	}
 	n := f.negotiator()
@@ -323,13 +325,20 @@ func (f *forwarding) lostOffer() {
 }
 
 // spend accounts for what a site charged on day (nothing when zero): the
-// audit's charged, robotsgate_spent_total, and the section of the origin
-// remembered as one that charges (offerPrice).
+// audit's charged, robotsgate_spent_total, and the request's place of
+// the origin remembered as one that charges (offerPrice).
 func (f *forwarding) spend(day string, charged pay.Amount) {
 	if charged.Currency == "" {
 		return
 	}
 	f.up.charged = charged
 	f.s.metrics.spent.Add(charged)
-	f.s.charging.Mark(day, f.d.Origin.String(), pay.Section(f.req.Target))
+	f.s.charging.Mark(day, f.d.Origin.String(), f.place())
+}
+
+// place is where the request falls among its origin's paths, as charges
+// are remembered (pay.PlaceOf): its target as decided, and the client's
+// Sec-Fetch-Dest and Accept.
+func (f *forwarding) place() pay.Place {
+	return pay.PlaceOf(f.req.Target, f.in.Header)
 }

@@ -177,6 +177,79 @@ func TestPayOffersOnlyWhereCharged(t *testing.T) {
 	}
 }
 
+// TestPayRootLayout: a site that charges for pages at its root
+// (/<slug>, a blog's or a news site's layout) has its later pages there
+// offered crawler-max-price, each once on a connection of its own, but
+// not its favicon, stylesheet, script and logo beside them, nor what a
+// request says is a sub-resource (Sec-Fetch-Dest: image, a stylesheet's
+// Accept): those share one pooled connection, unpriced. An asset the site
+// prices is paid after its 402, and its kind (.jpg) is then offered.
+func TestPayRootLayout(t *testing.T) {
+	t.Parallel()
+	site, p := paidSite(t, "USD 0.01", "USD 1", "/story-1?price=0.005")
+	c := p.mitmClient(t, nil, false)
+	const navigation = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+	for _, tt := range []struct {
+		path   string
+		header []string
+		body   string
+	}{
+		{"/story-2?price=0.005", nil, "paid /story-2\n"},
+		{"/favicon.ico", nil, "free /favicon.ico\n"},
+		{"/main.css", []string{"Accept", "text/css,*/*;q=0.1", "Sec-Fetch-Dest", "style"}, "free /main.css\n"},
+		{"/app.js?v=3", nil, "free /app.js\n"},
+		{"/logo.png", nil, "free /logo.png\n"},
+		{"/logo", []string{"Sec-Fetch-Dest", "image"}, "free /logo\n"},
+		{"/theme", []string{"Accept", "text/css,*/*;q=0.1"}, "free /theme\n"},
+		{"/story-3?price=0.005", []string{"Accept", navigation, "Sec-Fetch-Dest", "document"}, "paid /story-3\n"},
+		{"/hero-1.jpg?price=0.005", nil, "paid /hero-1.jpg\n"},
+		{"/hero-2.jpg?price=0.005", nil, "paid /hero-2.jpg\n"},
+		{"/favicon.ico", nil, "free /favicon.ico\n"},
+		{"/logo.png", nil, "free /logo.png\n"},
+	} {
+		if resp, body := get(t, c, site.base+tt.path, tt.header...); resp.StatusCode != 200 || body != tt.body {
+			t.Fatalf("GET %s: %d %q; want %q", tt.path, resp.StatusCode, body, tt.body)
+		}
+	}
+	offered := map[string]bool{}
+	for _, path := range []string{"/story-2", "/story-3", "/hero-2.jpg"} {
+		got := site.requests(path)
+		if len(got) != 1 || got[0].max != "USD 0.01" {
+			t.Errorf("%s: the site received %+v; want one request offering USD 0.01", path, got)
+			continue
+		}
+		if offered[got[0].conn] {
+			t.Errorf("%s: two offers on one connection, %s", path, got[0].conn)
+		}
+		offered[got[0].conn] = true
+	}
+	if got := site.requests("/hero-1.jpg"); len(got) != 2 || got[0].max != "" || got[1].exact != "USD 0.005" {
+		t.Errorf("/hero-1.jpg: the site received %+v; want its 402, then the exact-price retry", got)
+	}
+	conns := map[string]bool{}
+	assets := 0
+	for _, path := range []string{"/favicon.ico", "/main.css", "/app.js", "/logo.png", "/logo", "/theme"} {
+		for _, r := range site.requests(path) {
+			if r.max != "" || r.exact != "" {
+				t.Errorf("%s was offered a price: %+v", path, r)
+			}
+			conns[r.conn] = true
+			assets++
+		}
+	}
+	if assets != 8 || len(conns) != 1 {
+		t.Errorf("%d asset requests reached the site on %d connections; want 8 on 1, pooled", assets, len(conns))
+	}
+	for conn := range conns {
+		if offered[conn] {
+			t.Errorf("an offer shared the assets' pooled connection %s", conn)
+		}
+	}
+	if got := spentToday(t, p); got != "USD 0.025" {
+		t.Errorf("spent %s; want USD 0.025, five pages and images at USD 0.005", got)
+	}
+}
+
 // TestPayPriceWaitsForOffers: a page whose price fits the budget once the
 // offers in flight (free pages of a section that charged) are given back
 // waits for them, rather than being refused over-budget; no new offer is

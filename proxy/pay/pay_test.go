@@ -1,6 +1,7 @@
 package pay
 
 import (
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -212,43 +213,56 @@ func FuzzParseError(f *testing.F) {
 	})
 }
 
-// TestRecent: at most max sections, the least recently used forgotten
+// TestRecent: at most max places, the least recently used forgotten
 // first; a new day forgets them all; a late mark of the day before is
-// not kept; a section is its origin's alone; an origin stopped is not
-// offered in any of its sections, that day.
+// not kept; a place is its origin's alone, a section's kinds apart; an
+// origin stopped is not offered in any of its places, that day.
 func TestRecent(t *testing.T) {
 	t.Parallel()
 	const day, next = "2026-11-27", "2026-11-28"
+	root, news, img := Place{}, Place{Section: "news"}, Place{Section: "img"}
+	css := PlaceOf("/main.css", nil)
 	r := NewRecent(2)
-	r.Mark(day, "https://a:443", "")
-	r.Mark(day, "https://b:443", "")
-	if !r.Charged(day, "https://a:443", "") { // a is now the most recent
+	r.Mark(day, "https://a:443", root)
+	r.Mark(day, "https://b:443", root)
+	if !r.Charged(day, "https://a:443", root) { // a is now the most recent
 		t.Fatal("a forgotten")
 	}
-	r.Mark(day, "https://c:443", "")
-	if r.Charged(day, "https://b:443", "") || !r.Charged(day, "https://a:443", "") || !r.Charged(day, "https://c:443", "") || r.Len() != 2 {
+	r.Mark(day, "https://c:443", root)
+	if r.Charged(day, "https://b:443", root) || !r.Charged(day, "https://a:443", root) || !r.Charged(day, "https://c:443", root) || r.Len() != 2 {
 		t.Errorf("after a third origin: want b forgotten, a and c kept, 2 in all (%d)", r.Len())
 	}
-	if r.Charged(day, "https://a:443", "news") || r.Charged(day, "https://a:444", "") {
-		t.Error("a section or an origin that never charged is remembered")
+	if r.Charging(day, "https://b:443") || !r.Charging(day, "https://a:443") || r.Charging(next, "https://a:443") {
+		t.Error("Charging: want b, its one place forgotten, not charging; a charging today only")
 	}
-	r.Mark(day, "https://a:443", "news")
+	if r.Charged(day, "https://a:443", news) || r.Charged(day, "https://a:444", root) || r.Charged(day, "https://a:443", css) {
+		t.Error("a section, a kind or an origin that never charged is remembered")
+	}
+	r.Charged(day, "https://a:443", root) // the most recent: c is forgotten next
+	r.Mark(day, "https://a:443", news)
+	if !r.Charging(day, "https://a:443") || r.Charging(day, "https://c:443") {
+		t.Error("Charging: want a charging in two places, c in none")
+	}
 	r.Stop(day, "https://a:443")
-	if r.Charged(day, "https://a:443", "news") || r.Charged(day, "https://a:443", "") {
+	if r.Charged(day, "https://a:443", news) || r.Charged(day, "https://a:443", root) || r.Charging(day, "https://a:443") {
 		t.Error("an origin stopped is still offered")
 	}
-	if r.Charged(next, "https://a:443", "news") {
+	if r.Charged(next, "https://a:443", news) {
 		t.Error("an origin of the day before is remembered the next day")
 	}
-	r.Mark(next, "https://d:443", "img")
-	r.Mark(day, "https://e:443", "")
+	r.Mark(next, "https://d:443", img)
+	r.Mark(day, "https://e:443", root)
 	r.Stop(day, "https://d:443")
-	if r.Len() != 1 || !r.Charged(next, "https://d:443", "img") || r.Charged(next, "https://e:443", "") {
+	if r.Len() != 1 || !r.Charged(next, "https://d:443", img) || r.Charged(next, "https://e:443", root) {
 		t.Errorf("a new day: want d alone, not stopped by a late stop of the day before (%d)", r.Len())
+	}
+	r.Mark(next, "https://d:443", css)
+	if !r.Charged(next, "https://d:443", PlaceOf("/theme.CSS?v=2", nil)) || r.Charged(next, "https://d:443", root) {
+		t.Error("a kind charged: want the same kind offered, the section's pages not")
 	}
 	big := NewRecent(0)
 	for i := range MaxRecent + 10 {
-		big.Mark(day, strconv.Itoa(i), "")
+		big.Mark(day, strconv.Itoa(i), root)
 	}
 	if big.Len() != MaxRecent {
 		t.Errorf("Len = %d; want the bound, %d", big.Len(), MaxRecent)
@@ -279,6 +293,84 @@ func TestSection(t *testing.T) {
 	}
 }
 
+// kindCase is a line of testdata/kinds.txt: a request and its kind.
+type kindCase struct{ target, dest, accept, want string }
+
+// header is the request's header: its Sec-Fetch-Dest, and its Accept
+// fields ("; " apart).
+func (c kindCase) header() http.Header {
+	h := http.Header{}
+	if c.dest != "" {
+		h.Set("Sec-Fetch-Dest", c.dest)
+	}
+	for v := range strings.SplitSeq(c.accept, "; ") {
+		if v != "" {
+			h.Add("Accept", v)
+		}
+	}
+	return h
+}
+
+// readKinds reads testdata/kinds.txt.
+func readKinds(t testing.TB) []kindCase {
+	t.Helper()
+	data, err := os.ReadFile("testdata/kinds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []kindCase
+	for i, line := range strings.Split(string(data), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		f := strings.Split(line, "|")
+		if len(f) != 4 {
+			t.Fatalf("testdata/kinds.txt:%d: want 4 fields apart by |, got %d", i+1, len(f))
+		}
+		for j := range f {
+			f[j] = strings.TrimSpace(f[j])
+		}
+		cases = append(cases, kindCase{f[0], f[1], f[2], f[3]})
+	}
+	return cases
+}
+
+// TestKindOf: a request's extension (its last segment's, read as sent),
+// and whether it says it is a sub-resource (testdata/kinds.txt).
+func TestKindOf(t *testing.T) {
+	t.Parallel()
+	for _, c := range readKinds(t) {
+		if got := KindOf(c.target, c.header()).String(); got != c.want {
+			t.Errorf("KindOf(%q, Sec-Fetch-Dest %q, Accept %q) = %s; want %s", c.target, c.dest, c.accept, got, c.want)
+		}
+	}
+}
+
+// FuzzKindOf: whatever a client sends, KindOf returns without a panic,
+// and the same kind for the same request; its extension is at most 8
+// lower-case letters or digits, and one the target ends with.
+func FuzzKindOf(f *testing.F) {
+	for _, c := range readKinds(f) {
+		f.Add(c.target, c.dest, c.accept)
+	}
+	f.Fuzz(func(t *testing.T, target, dest, accept string) {
+		c := kindCase{target: target, dest: dest, accept: accept}
+		k := KindOf(target, c.header())
+		if k != KindOf(target, c.header()) {
+			t.Fatal("two kinds for one request")
+		}
+		s, _ := strings.CutSuffix(k.String(), " sub-resource")
+		if s == "page" {
+			return
+		}
+		ext := strings.TrimPrefix(s, ".")
+		path, _, _ := strings.Cut(target, "?")
+		if len(ext) > maxExt || strings.ToLower(ext) != ext || !strings.Contains(strings.ToLower(path), "."+ext) {
+			t.Fatalf("KindOf(%q) = %s: not an extension of its path", target, s)
+		}
+	})
+}
+
 // TestReserveOffer: an offer is the lower of max_price and the budget
 // left, reserved; nothing is offered once the budget is spent.
 func TestReserveOffer(t *testing.T) {
@@ -299,18 +391,32 @@ func TestReserveOffer(t *testing.T) {
 }
 
 // BenchmarkOfferCheck: what a request pays for asking whether to offer a
-// price, with pay-per-crawl on, to an origin that charged in its
-// section: Charged, then Free.
+// price, with pay-per-crawl on, as offerPrice asks it: to an origin that
+// charged in the request's place ("charged": Charging, then PlaceOf with
+// a browser's header, Charged and Free), and to one that never charged
+// ("never": Charging alone).
 func BenchmarkOfferCheck(b *testing.B) {
 	r := NewRecent(0)
 	for i := range MaxRecent {
-		r.Mark("2026-11-27", "https://site"+strconv.Itoa(i)+".example:443", "articles")
+		r.Mark("2026-11-27", "https://site"+strconv.Itoa(i)+".example:443", Place{Section: "articles"})
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		const target = "/articles/2026/robots-and-proxies?page=2"
-		if r.Charged("2026-11-27", "https://site17.example:443", Section(target)) {
-			Free(target)
+	h := http.Header{
+		"Accept":         {"text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"},
+		"Sec-Fetch-Dest": {"document"},
+	}
+	const target = "/articles/2026/robots-and-proxies?page=2"
+	for _, origin := range []string{"https://site17.example:443", "https://never.example:443"} {
+		name := "charged"
+		if strings.Contains(origin, "never") {
+			name = "never"
 		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r.Charging("2026-11-27", origin) && r.Charged("2026-11-27", origin, PlaceOf(target, h)) {
+					Free(target)
+				}
+			}
+		})
 	}
 }

@@ -6,55 +6,40 @@ import (
 	"sync"
 )
 
-// MaxRecent bounds how many sections of origins a Recent remembers (and
+// MaxRecent bounds how many places of origins a Recent remembers (and
 // how many origins it keeps from offers): past it, the one least recently
 // charged or asked of is forgotten (it is then asked a price again, as
 // before it first charged).
 const MaxRecent = 4096
 
-// Section is the part of a request-target (path and query, as sent) that
-// a Recent remembers charges by: the path's first segment when more of
-// the path follows it ("/news/2026/a" and "/news/b" are in "news"), else
-// "", the site's root ("/story-1", "/favicon.ico", "/news", "/"). The
-// query is not looked at, nor are escapes read: a section spelt another
-// way is another section (its price is then asked, as before any charge).
-// It does not allocate.
-func Section(target string) string {
-	if len(target) < 2 || target[0] != '/' {
-		return ""
-	}
-	rest := target[1:]
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 || rest[end] != '/' {
-		return ""
-	}
-	return rest[:end]
-}
-
-// Recent remembers, within the current UTC day, the sections of origins
-// that charged (docs/identity.md, "crawler-max-price"), and the origins
-// offered nothing more (an answer to an offer lost); at most max of
-// each, least recently used forgotten first; a new day forgets them all.
-// It is safe for concurrent use.
+// Recent remembers, within the current UTC day, the places of origins
+// that charged (Place: a section and a kind of request; docs/identity.md,
+// "crawler-max-price"), and the origins offered nothing more (an answer
+// to an offer lost); at most max of each, least recently used forgotten
+// first; a new day forgets them all. It is safe for concurrent use.
 type Recent struct {
 	max int
 
 	mu      sync.Mutex
 	day     string
-	charged lru[scope]  // the sections that charged
-	stopped lru[string] // the origins offered nothing more today
+	charged lru[scope]     // the places that charged
+	origins map[string]int // origin → how many of charged are its
+	stopped lru[string]    // the origins offered nothing more today
 }
 
-// scope is a section of an origin (Section).
-type scope struct{ origin, section string }
+// scope is a place of an origin (Place).
+type scope struct {
+	origin string
+	Place
+}
 
-// NewRecent returns a Recent of at most max sections and max stopped
+// NewRecent returns a Recent of at most max places and max stopped
 // origins (MaxRecent when max is not above 0).
 func NewRecent(max int) *Recent {
 	if max <= 0 {
 		max = MaxRecent
 	}
-	return &Recent{max: max, charged: newLRU[scope](), stopped: newLRU[string]()}
+	return &Recent{max: max, charged: newLRU[scope](), origins: map[string]int{}, stopped: newLRU[string]()}
 }
 
 // turn forgets everything when day is not the one remembered, and
@@ -67,17 +52,27 @@ func (r *Recent) turn(day string) (old bool) {
 	if day != r.day {
 		r.day = day
 		r.charged.reset()
+		clear(r.origins)
 		r.stopped.reset()
 	}
 	return false
 }
 
-// Mark remembers that origin charged on day for a request in section.
-func (r *Recent) Mark(day, origin, section string) {
+// Mark remembers that origin charged on day for a request in place p
+// (its strings copied: a section is a part of its request's target).
+func (r *Recent) Mark(day, origin string, p Place) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.turn(day) {
-		r.charged.add(scope{origin, section}, r.max)
+	if r.turn(day) || r.charged.touch(scope{origin, p}) {
+		return
+	}
+	p.Section = strings.Clone(p.Section)
+	origin = strings.Clone(origin)
+	r.origins[origin]++
+	if gone, ok := r.charged.add(scope{origin, p}, r.max); ok {
+		if r.origins[gone.origin]--; r.origins[gone.origin] == 0 {
+			delete(r.origins, gone.origin)
+		}
 	}
 }
 
@@ -92,19 +87,30 @@ func (r *Recent) Stop(day, origin string) {
 	}
 }
 
-// Charged reports whether origin charged on day for a request in
-// section, and is still offered prices (it keeps them the most recently
-// used).
-func (r *Recent) Charged(day, origin, section string) bool {
+// Charging reports whether origin charged on day in any place, and is
+// still offered prices: what to ask first, before the place of a
+// request is read (most origins never charge).
+func (r *Recent) Charging(day, origin string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if day != r.day || !r.charged.touch(scope{origin, section}) {
-		return false
-	}
+	return day == r.day && r.origins[origin] > 0 && r.offered(origin)
+}
+
+// Charged reports whether origin charged on day for a request in place
+// p, and is still offered prices (it keeps them the most recently used).
+func (r *Recent) Charged(day, origin string, p Place) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return day == r.day && r.charged.touch(scope{origin, p}) && r.offered(origin)
+}
+
+// offered reports whether origin was not stopped today (touching it if
+// it was). r.mu is held.
+func (r *Recent) offered(origin string) bool {
 	return r.stopped.order.Len() == 0 || !r.stopped.touch(origin)
 }
 
-// Len is how many sections are remembered.
+// Len is how many places are remembered.
 func (r *Recent) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -122,15 +128,19 @@ func newLRU[K comparable]() lru[K] {
 	return lru[K]{order: list.New(), at: map[K]*list.Element{}}
 }
 
-// add puts k in l, the most recent, removing the least recent past max.
-func (l *lru[K]) add(k K, max int) {
+// add puts k in l, the most recent, removing the least recent past max,
+// which it returns.
+func (l *lru[K]) add(k K, max int) (gone K, removed bool) {
 	if l.touch(k) {
-		return
+		return gone, false
 	}
 	l.at[k] = l.order.PushFront(k)
 	if l.order.Len() > max {
-		delete(l.at, l.order.Remove(l.order.Back()).(K))
+		gone = l.order.Remove(l.order.Back()).(K)
+		delete(l.at, gone)
+		return gone, true
 	}
+	return gone, false
 }
 
 // touch reports whether k is in l, making it the most recent.
