@@ -115,7 +115,8 @@ var (
 // server, to the same limits: the header timeout and size limit (a head
 // past the size is answered 431; a slow one gets no answer, the
 // connection is closed), the idle timeout between requests, net/http's
-// checks of a request head (400), Expect: 100-continue, keep-alive and
+// checks of a request head (400; HTTP/2's preface in the clear, h2c, is
+// logged and the connection closed), Expect: 100-continue, keep-alive and
 // Connection: close, HTTP/1.0 clients, request bodies that stall for
 // IdleTimeout ended, streamed response bodies sent as they arrive,
 // trailers, WebSocket upgrades (relayed, then the connection ends), and a
@@ -263,6 +264,16 @@ func (ic *innerConn) readRequest(first bool) (*http.Request, int, string) {
 		}
 		return nil, http.StatusBadRequest, "malformed request"
 	}
+	if r.Method == "PRI" && r.RequestURI == "*" && r.Proto == "HTTP/2.0" {
+		// HTTP/2's connection preface in the clear (h2c with prior
+		// knowledge), which net/http's server would hand to a handler:
+		// not HTTP/1.x, and no HTTP/2 is served here (a tunnel's h2 is
+		// chosen by ALPN). Closed and logged, as a tunnel that speaks
+		// neither TLS nor HTTP/1.x is: a 505 would be read by no h2c client.
+		ic.opts.Logger.Warn("tunnel: HTTP/2 without TLS (h2c prior knowledge) is not served: closed",
+			"authority", ic.opts.Authority, "client", ic.opts.RemoteAddr)
+		return nil, 0, ""
+	}
 	if status, why := badHead(r, hostValues(ic.head)); status != 0 {
 		return nil, status, why
 	}
@@ -294,9 +305,8 @@ func connGone(err error) bool {
 // robotsgate's own: an upgrade request with a body.
 func badHead(r *http.Request, hosts []string) (int, string) {
 	if r.ProtoMajor != 1 {
-		// net/http's server takes "PRI * HTTP/2.0" to a handler, for h2c:
-		// no HTTP/2 inside a tunnel here (each stream would be routed by
-		// its own :authority).
+		// A request line of another version (HTTP/2's preface is closed
+		// before: see readRequest).
 		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
 	}
 	if r.ProtoAtLeast(1, 1) && len(hosts) == 0 && r.Method != http.MethodConnect {
