@@ -304,6 +304,47 @@ func startMITMHeldAudit(t *testing.T, pki *testPKI) (*testProxy, *heldSink) {
 	return p, sink
 }
 
+// bigAnswer is an origin's handler that answers /big with 256 MB, as
+// fast as it can be written, and anything else with "small\n".
+type bigAnswer struct {
+	wrote atomic.Int64
+	done  chan struct{} // closed when /big's handler returns
+}
+
+const bigAnswerSize = 256 << 20
+
+func newBigAnswer() *bigAnswer { return &bigAnswer{done: make(chan struct{})} }
+
+func (a *bigAnswer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/big" {
+		io.WriteString(w, "small\n")
+		return
+	}
+	defer close(a.done)
+	chunk := make([]byte, 32<<10)
+	for a.wrote.Load() < bigAnswerSize {
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+		a.wrote.Add(int64(len(chunk)))
+	}
+}
+
+// ended fails t unless /big's request ends within 30 s, its answer cut
+// well short: less than 64 MB (socket buffers) sent, not the 256 MB a
+// proxy holding the answer would take.
+func (a *bigAnswer) ended(t *testing.T) {
+	t.Helper()
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the origin is still sending after 30 s (%d bytes): the upstream request is held", a.wrote.Load())
+	}
+	if n := a.wrote.Load(); n >= 64<<20 {
+		t.Errorf("the origin sent %d MB before its request ended; want less than 64", n>>20)
+	}
+}
+
 // TestH2ClientNeverReads: a client that asks for a large answer and never
 // reads it, by a zero flow-control window or by not draining the
 // connection at all, has its stream reset (or its connection closed) once
@@ -329,23 +370,8 @@ func TestH2ClientNeverReads(t *testing.T) {
 			t.Parallel()
 			pki := newTestPKI(t)
 			o, port := tlsOrigin(t, pki, testRobots, "a.example")
-			const size = 256 << 20
-			var wrote atomic.Int64
-			done := make(chan struct{})
-			o.handler = func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/big" {
-					io.WriteString(w, "small\n")
-					return
-				}
-				defer close(done)
-				chunk := make([]byte, 32<<10)
-				for wrote.Load() < size {
-					if _, err := w.Write(chunk); err != nil {
-						return
-					}
-					wrote.Add(int64(len(chunk)))
-				}
-			}
+			big := newBigAnswer()
+			o.handler = big.serve
 			p := startMITM(t, pki, func(c *config.Config) { c.Limits.IdleTimeout = 500 * time.Millisecond })
 			r := p.rawH2With(t, "a.example:"+port, false, tc.set...)
 			r.stingy = true
@@ -360,14 +386,7 @@ func TestH2ClientNeverReads(t *testing.T) {
 				}
 				return
 			}
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("the origin is still sending after 30 s (%d bytes): the upstream request is held", wrote.Load())
-			}
-			if n := wrote.Load(); n >= 64<<20 {
-				t.Errorf("the origin sent %d MB before its request ended; want less than 64 (socket buffers), not the %d MB a proxy holding the answer would take", n>>20, size>>20)
-			}
+			big.ended(t)
 			if tc.drain {
 				if st, how := r.stream(t, 1); !st.reset || how != "" || len(st.body) != 0 {
 					t.Errorf("zero window: reset %v %v, %d bytes, connection %q; want the stream reset, the connection on", st.reset, st.code, len(st.body), how)

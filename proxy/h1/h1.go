@@ -57,7 +57,9 @@ type Handler func(r *http.Request) *http.Response
 type Limits struct {
 	ReadHeaderTimeout time.Duration // to read a request head
 	MaxHeaderBytes    int           // a request head's size (and net/http's 4 KiB of slack)
-	IdleTimeout       time.Duration // a request body that makes no progress this long ends the request
+	// A request body that makes no progress this long ends the request;
+	// a write to the client that makes none ends the connection.
+	IdleTimeout       time.Duration
 	TunnelIdleTimeout time.Duration // between requests, and a WebSocket with no traffic either way
 }
 
@@ -86,7 +88,8 @@ type innerConn struct {
 	conn    net.Conn // decrypted (MITM) or as it is (plain HTTP in a tunnel)
 	in      *innerReader
 	br      *bufio.Reader // over in
-	bw      *bufio.Writer // over conn
+	bw      *bufio.Writer // over out
+	out     stallWriter   // conn, each write held to IdleTimeout
 	opts    Options
 	handler Handler
 	lim     Limits
@@ -135,8 +138,9 @@ func Serve(conn net.Conn, opts Options, lim Limits, h Handler) {
 	}
 	ic.br = innerReaders.Get().(*bufio.Reader)
 	ic.br.Reset(ic.in)
+	ic.out = stallWriter{conn: conn, idle: lim.IdleTimeout}
 	ic.bw = innerWriters.Get().(*bufio.Writer)
-	ic.bw.Reset(conn)
+	ic.bw.Reset(&ic.out)
 	defer func() {
 		if ic.linger {
 			ic.closeLingering()
@@ -403,7 +407,7 @@ func (ic *innerConn) writeError(status int, why string) {
 	if why != "" {
 		body += ": " + why
 	}
-	ic.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	ic.out.idle = time.Second // the connection ends after it: no longer
 	fmt.Fprintf(ic.bw, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", line, len(body), body)
 	ic.bw.Flush()
 }
@@ -534,6 +538,7 @@ func writeBody(bw *bufio.Writer, resp *http.Response, chunked bool) bool {
 // either ends, idle-timed like a tunnel.
 func (ic *innerConn) relayUpgrade(up io.ReadWriteCloser) {
 	ic.conn.SetReadDeadline(time.Time{})
+	ic.conn.SetWriteDeadline(time.Time{}) // the relay's own idle time bounds it
 	if ic.opts.OnUpgrade != nil {
 		ic.opts.OnUpgrade()
 	}
@@ -721,6 +726,25 @@ func (ic *innerConn) closeLingering() {
 
 // lingerDelay is net/http's rstAvoidanceDelay.
 const lingerDelay = 500 * time.Millisecond
+
+// stallWriter is the connection as answers are written to it: a write
+// that makes no progress for idle ([limits] idle_timeout) fails with a
+// timeout, and the connection ends, as an h2 stream is reset (see
+// proxy's stallGuard). A client that stops reading a large answer would
+// otherwise hold the request's handler, its buffers and the upstream
+// connection for as long as it liked. Only the time spent writing
+// counts, never the time waiting for the origin; idle 0: no bound.
+type stallWriter struct {
+	conn net.Conn
+	idle time.Duration
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	if w.idle > 0 {
+		w.conn.SetWriteDeadline(time.Now().Add(w.idle))
+	}
+	return w.conn.Write(p)
+}
 
 // innerReader is the connection as a tunnel's requests are read from it:
 // with the header size limit while a head is read, and a byte that a
