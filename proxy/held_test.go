@@ -51,26 +51,46 @@ func gateFields(h http.Header) http.Header {
 	return g
 }
 
-// checkHeldIsWaited: the header's value is what the pacer held the
-// request (the metric's sum, to the header's millisecond), and within
-// max_wait.
-func checkHeldIsWaited(t *testing.T, what string, held float64, p *testProxy, maxWait time.Duration) {
+// checkHeldIsWaited: the header's value is what the pacer or the
+// back-off held the request on its clock, want exactly, and what the
+// metric counted (robotsgate_paced_wait_seconds_sum, to the header's
+// millisecond).
+func checkHeldIsWaited(t *testing.T, what string, held float64, p *testProxy, want time.Duration) {
 	t.Helper()
+	if held != want.Seconds() {
+		t.Errorf("%s: held %.3f s; want %.3f", what, held, want.Seconds())
+	}
 	if sum := testkit.Metric(t, p.url.String()+"/metrics", "robotsgate_paced_wait_seconds_sum"); held < sum-0.0006 || held > sum+0.0006 {
 		t.Errorf("%s: held %.3f s; robotsgate_paced_wait_seconds_sum is %v", what, held, sum)
 	}
-	if held > maxWait.Seconds() {
-		t.Errorf("%s: held %.3f s, past max_wait %v", what, held, maxWait)
-	}
+}
+
+// startHeldProxy starts a proxy (trusting pki's origins, when not nil;
+// its config changed by mutate) on a clock that stands still but for the
+// pacer's starts, each of which moves it on by step: as if each request
+// took step to go out. A request sent after another, however long the
+// machine took between them, then reaches the pacer within its gap (step
+// is less than it) or within the back-off the other's answer began, and
+// is held: never a race with the wall clock. A held request's wait,
+// measured on that clock, is step for the pacer (its turn came at the
+// next start) and exact for a back-off (its end less the clock; with step
+// the back-off's length, the start that follows ends it).
+func startHeldProxy(t *testing.T, pki *testPKI, mutate func(*config.Config), step time.Duration) *testProxy {
+	t.Helper()
+	clock := testkit.NewClock(time.Now())
+	p := startMITM(t, pki, mutate, func(o *Options) { o.Now = clock.Now })
+	p.srv.pacer.Started = func(string, time.Time) { clock.Advance(step) }
+	return p
 }
 
 // TestHeldHeaderPaced: with a pacing interval, the first request to a
 // host is not held and carries no X-Robots-Gate-Held; the second, sent
-// at once, is held for its turn and says how long: plain HTTP, and inside
-// a MITM tunnel over HTTP/1.1 and over h2 (one hook, serveInner).
+// after it (within the gap on the proxy's clock), is held for its turn
+// and says how long: plain HTTP, and inside a MITM tunnel over HTTP/1.1
+// and over h2 (one hook, serveInner).
 func TestHeldHeaderPaced(t *testing.T) {
 	t.Parallel()
-	const gap = 2 * time.Second
+	const gap, step = time.Second, 400 * time.Millisecond
 	pki := newTestPKI(t)
 	tests := []struct {
 		name  string
@@ -87,7 +107,7 @@ func TestHeldHeaderPaced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := startMITM(t, pki, func(c *config.Config) { c.Politeness.MinInterval = gap })
+			p := startHeldProxy(t, pki, func(c *config.Config) { c.Politeness.MinInterval = gap }, step)
 			var base string
 			if tt.base == nil {
 				base = newTestOrigin(t, "User-agent: *\nAllow: /\n", nil).URL
@@ -105,19 +125,19 @@ func TestHeldHeaderPaced(t *testing.T) {
 			if second.StatusCode != 200 || second.ProtoMajor != tt.proto {
 				t.Fatalf("second: %d over %s", second.StatusCode, second.Proto)
 			}
-			held := heldSeconds(t, "second", second)
-			checkHeldIsWaited(t, "second", held, p, config.Default().Politeness.MaxWait)
+			checkHeldIsWaited(t, "second", heldSeconds(t, "second", second), p, step)
 		})
 	}
 }
 
 // TestHeldHeaderBackoff: a request an origin's back-off held (its 429
-// with Retry-After: 2; pacing otherwise off) says how long; the 429 that
+// with Retry-After: 1; pacing otherwise off) says how long; the 429 that
 // began it, the origin's own answer, was not held and says nothing.
 func TestHeldHeaderBackoff(t *testing.T) {
 	t.Parallel()
-	o := newBackoffOrigin(t, "User-agent: *\nAllow: /\n", 2*time.Second)
-	p := startProxy(t, pacedConfig(func(pc *config.PolitenessConfig) { pc.CrawlDelay = false }))
+	const retryAfter = time.Second
+	o := newBackoffOrigin(t, "User-agent: *\nAllow: /\n", retryAfter)
+	p := startHeldProxy(t, nil, func(c *config.Config) { c.Politeness.CrawlDelay = false }, retryAfter)
 	busy, _ := get(t, p.client(), o.URL+"/busy")
 	if busy.StatusCode != 429 {
 		t.Fatalf("/busy: %d; want the origin's 429", busy.StatusCode)
@@ -127,8 +147,7 @@ func TestHeldHeaderBackoff(t *testing.T) {
 	if next.StatusCode != 200 {
 		t.Fatalf("/next: %d; want 200 once the back-off is over", next.StatusCode)
 	}
-	held := heldSeconds(t, "/next", next)
-	checkHeldIsWaited(t, "/next", held, p, config.Default().Politeness.MaxWait)
+	checkHeldIsWaited(t, "/next", heldSeconds(t, "/next", next), p, retryAfter)
 }
 
 // TestHeldHeaderForged: an origin's X-Robots-Gate-Held, in any spelling,
@@ -145,21 +164,21 @@ func TestHeldHeaderForged(t *testing.T) {
 		h.Set("Connection", "X-Robots-Gate-Held, X-Robots-Gate, X-Robots-Gate-Rule")
 		w.Write([]byte("page\n"))
 	})
-	cfg := pacedConfig(func(pc *config.PolitenessConfig) { pc.MinInterval = 2 * time.Second })
-	cfg.Mode = "report"
-	p := startProxy(t, cfg)
+	p := startHeldProxy(t, nil, func(c *config.Config) {
+		c.Politeness.MinInterval, c.Mode = time.Second, "report"
+	}, 400*time.Millisecond)
 	first, _ := get(t, p.client(), o.URL+"/first")
 	notHeld(t, "first", first)
 	second, _ := get(t, p.client(), o.URL+"/second")
-	if held := heldSeconds(t, "second", second); held >= 42 {
-		t.Errorf("second: held %.3f: the origin's", held)
+	if held := heldSeconds(t, "second", second); held != 0.4 {
+		t.Errorf("second: held %.3f; want robotsgate's 0.400, not the origin's", held)
 	}
 	would, _ := get(t, p.client(), o.URL+"/private/x")
 	if got := would.Header.Get("X-Robots-Gate"); got != "would-block" || would.Header.Get("X-Robots-Gate-Rule") != "disallow: /private (line 2)" {
 		t.Errorf("report mode: X-Robots-Gate %q, rule %q; want would-block and its rule, whatever the origin's Connection names", got, would.Header.Get("X-Robots-Gate-Rule"))
 	}
-	if would.Header.Get(heldHeader) == "" || would.Header.Get(heldHeader) == "42.000" {
-		t.Errorf("report mode, held: %s %q; want robotsgate's", heldHeader, would.Header.Get(heldHeader))
+	if got := would.Header.Values(heldHeader); len(got) != 1 || got[0] != "0.400" {
+		t.Errorf("report mode, held: %s %q; want robotsgate's 0.400 alone", heldHeader, got)
 	}
 }
 
