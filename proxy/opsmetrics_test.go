@@ -4,16 +4,19 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/robotsgate/robotsgate/internal/testkit"
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // TestOperatorMetrics: the gauges and counters deploy/prometheus's
 // alerts read move with what they stand for: a refused reload sets
 // robotsgate_config_last_reload_successful to 0 and the next applied one
-// back to 1; an origin's 429 holds its host (robotsgate_backoff_hosts);
+// back to 1; an origin's 429 holds its host (robotsgate_backoff_hosts,
+// and robotsgate_backoff_longest_seconds counts from it);
 // an audit line that cannot be written is counted; max_connections is
 // exported as in force.
 func TestOperatorMetrics(t *testing.T) {
@@ -22,10 +25,8 @@ func TestOperatorMetrics(t *testing.T) {
 		w.Header().Set("Retry-After", "120")
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
-	cfg := loopbackConfig()
-	cfg.Limits.MaxConnections = 77
-	cfg.Audit.File = "/dev/full" // every write fails with ENOSPC
-	p := startProxy(t, cfg)
+	var cfg *config.Config // as started, reloaded again below
+	p := startMITM(t, nil, func(c *config.Config) { c.Limits.MaxConnections, cfg = 77, c }, func(o *Options) { o.AuditOut = fullDisk{} })
 	scrape := func() string {
 		_, body := get(t, &http.Client{Timeout: 5 * time.Second}, p.url.String()+"/metrics")
 		return body
@@ -38,7 +39,7 @@ func TestOperatorMetrics(t *testing.T) {
 		}
 		return true
 	}
-	if body := scrape(); !has(body, "robotsgate_config_last_reload_successful 1", "robotsgate_max_connections 77", "robotsgate_backoff_hosts 0") {
+	if body := scrape(); !has(body, "robotsgate_config_last_reload_successful 1", "robotsgate_max_connections 77", "robotsgate_backoff_hosts 0", "robotsgate_backoff_longest_seconds 0") {
 		t.Fatalf("/metrics at start lacks the reload gauge at 1, max_connections 77 or no back-off:\n%s", body)
 	}
 	if strings.Contains(scrape(), "robotsgate_cluster_up") {
@@ -64,12 +65,22 @@ func TestOperatorMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("GET /public: %d; want the origin's 429", resp.StatusCode)
 	}
-	get(t, p.client(), o.URL+"/private") // blocked: an audit line, which /dev/full refuses
+	get(t, p.client(), o.URL+"/private") // blocked: an audit line, which fullDisk refuses
 	testkit.Eventually(t, "robotsgate_backoff_hosts 1 and audit write errors counted", func() bool {
 		body := scrape()
 		return has(body, "robotsgate_backoff_hosts 1") && !has(body, "robotsgate_audit_write_errors_total 0") && strings.Contains(body, "\nrobotsgate_audit_write_errors_total ")
 	})
+	// The hold, on the wall clock, has lasted from its start to now.
+	if l := testkit.Metric(t, p.url.String()+"/metrics", "robotsgate_backoff_longest_seconds"); l <= 0 || l > 120 {
+		t.Errorf("robotsgate_backoff_longest_seconds %v; want the hold's age, above 0 and within its Retry-After: 120", l)
+	}
 }
+
+// fullDisk is an audit output every write to which fails as on a full
+// disk.
+type fullDisk struct{}
+
+func (fullDisk) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
 
 // TestClusterUpMetric: with [cluster], robotsgate_cluster_up says whether
 // the fleet's Redis answers: 0 for one that refuses connections (a port
