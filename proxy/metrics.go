@@ -172,6 +172,8 @@ func fleetMetrics(backoffs *pace.Backoffs, c *cluster.Client) []prometheus.Colle
 				}
 				return float64(n)
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_backoff_longest_seconds", Help: "How long the oldest run of back-offs in force has lasted: since its host's first hold, a hold that begins within its last one's length of that one's end continuing the run; 0 when no host is held. Hosts taking turns keep it short."},
+			func() float64 { return backoffs.Longest().Seconds() }),
 	}
 	if c != nil {
 		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_cluster_up", Help: "1 while the fleet's Redis answers ([cluster]), 0 while this instance goes on with its own state; absent without [cluster]."},

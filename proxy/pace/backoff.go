@@ -31,10 +31,12 @@ type Backoffs struct {
 
 type backoff struct {
 	until  time.Time
-	why    string // the answer, for reasons: "https://a.example:443 answered 429 with Retry-After: 3"
-	streak int    // 429s without Retry-After in a row
-	held   int    // requests waiting for until
-	peak   int    // the most requests waiting for until at once: how long its end takes to release
+	from   time.Time // when the hold ending at until began
+	since  time.Time // when the run of holds it belongs to began (see Longest)
+	why    string    // the answer, for reasons: "https://a.example:443 answered 429 with Retry-After: 3"
+	streak int       // 429s without Retry-After in a row
+	held   int       // requests waiting for until
+	peak   int       // the most requests waiting for until at once: how long its end takes to release
 }
 
 // NewBackoffs returns Backoffs on the clock now.
@@ -151,13 +153,54 @@ func (b *Backoffs) Observe(host string, origin func() string, status int, retryA
 		e.streak++
 	}
 	wait = min(wait, limit)
-	if until := now.Add(wait); until.After(e.until) {
-		if !e.until.After(now) {
-			e.peak = 0 // a new hold: the last one's releases are over
-		}
-		e.until, e.why = until, why
+	if e.extend(now, now.Add(wait), why) {
+		e.peak = 0 // a new hold: the last one's releases are over
 	}
 	return wait, wait > 0
+}
+
+// extend holds e until until, for why, if that is later than its hold,
+// and reports whether this began a new hold (none was in force). A new
+// hold continues the run of holds the last one belonged to when it begins
+// no later after that one's end than that one lasted (the host was
+// answered at most half the time), and begins a run otherwise. b.mu is
+// held.
+func (e *backoff) extend(now, until time.Time, why string) bool {
+	if !until.After(e.until) {
+		return false
+	}
+	fresh := !e.until.After(now)
+	if fresh {
+		if e.until.IsZero() || now.Sub(e.until) > e.until.Sub(e.from) {
+			e.since = now
+		}
+		e.from = now
+	}
+	e.until, e.why = until, why
+	return fresh
+}
+
+// Longest returns how long the oldest run of holds still in force has
+// lasted: now less when the first hold of a host's run began, a hold that
+// begins soon after the last one ended (within that one's length)
+// continuing its run; 0 when no host is held. Hosts that take turns in
+// short holds keep it short; one site that keeps asking for a pause makes
+// it grow. It looks at every host under the lock: for a scrape, never a
+// request.
+func (b *Backoffs) Longest() time.Duration {
+	if b.n.Load() == 0 {
+		return 0
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var longest time.Duration
+	for _, e := range b.hosts {
+		if e.until.After(now) {
+			longest = max(longest, now.Sub(e.since))
+		}
+	}
+	return longest
 }
 
 // entry returns host's entry, making it (and room for it) if need be.
@@ -185,10 +228,7 @@ func (b *Backoffs) Apply(host string, until time.Time, why string, limit time.Du
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.entry(host, now, limit)
-	if until.After(e.until) {
-		e.until, e.why = until, why+" (seen by another instance)"
-	}
+	b.entry(host, now, limit).extend(now, until, why+" (seen by another instance)")
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -119,3 +119,64 @@ func TestBackoffsReleasing(t *testing.T) {
 		t.Error("releasing with nothing held")
 	}
 }
+
+// TestBackoffsLongest: Longest is how long the oldest run of holds in
+// force has lasted. Hosts that take turns, each held once (a broad
+// crawl's occasional 429), keep it at one hold's length however long
+// some host or other is held; a host held again as soon as its hold ends
+// makes it grow, whether its own answers or another instance's
+// (Apply) hold it; a host held again only after a pause longer than its
+// last hold begins a new run; none held reads 0.
+func TestBackoffsLongest(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	b := NewBackoffs(func() time.Time { return now })
+	at := func(d time.Duration) { now = t0.Add(d) }
+	observe := func(host string, retryAfter string) {
+		t.Helper()
+		if _, ok := b.Observe(host, name("https://"+host+":443").String, 429, retryAfter, time.Hour); !ok {
+			t.Fatalf("Observe(%s, 429, %q) held nothing", host, retryAfter)
+		}
+	}
+	check := func(want time.Duration) {
+		t.Helper()
+		if got := b.Longest(); got != want {
+			t.Errorf("at %v: Longest() = %v; want %v", now.Sub(t0), got, want)
+		}
+	}
+	check(0)
+	// Twenty hosts take turns, 10 s each, one after the other: some host
+	// is held for 200 s on end, none for more than 10 s.
+	for i := range 20 {
+		at(time.Duration(i) * 10 * time.Second)
+		observe(fmt.Sprintf("h%d.example", i), "10")
+		at(time.Duration(i)*10*time.Second + 9*time.Second)
+		check(9 * time.Second)
+	}
+	at(200 * time.Second)
+	check(0)
+	// One host asks again each time its 10 s hold ends, 2 s later (its
+	// next request's answer); the fleet's hold of 10 s more counts as its
+	// own.
+	for i := range 10 {
+		at(1000*time.Second + time.Duration(i)*12*time.Second)
+		if i == 5 {
+			b.Apply("a.example", now.Add(10*time.Second), "https://a.example:443 answered 429", time.Hour)
+			continue
+		}
+		observe("a.example", "10")
+	}
+	at(1000*time.Second + 9*12*time.Second + 5*time.Second)
+	check(9*12*time.Second + 5*time.Second)
+	// A 429 while held extends the hold, not the run's start: the last
+	// hold lasts from 1108 s to 1143 s.
+	observe("a.example", "30")
+	check(9*12*time.Second + 5*time.Second)
+	// Held again only after a pause longer than that hold (35 s): a new
+	// run.
+	at(1143*time.Second + 36*time.Second)
+	check(0)
+	observe("a.example", "10")
+	at(now.Sub(t0) + 4*time.Second)
+	check(4 * time.Second)
+}
