@@ -349,6 +349,9 @@ func (c *Client) Status() Status {
 // that the next made goes to the new one).
 type dialWatch struct{ c *Client }
 
+// DialHook implements redis.Hook: it tells the Client the server each
+// new connection reached, from its remote address (never under the
+// Client's lock while dialling, never calling Redis).
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
@@ -359,8 +362,11 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	}
 }
 
+// ProcessHook implements redis.Hook: commands pass through unwatched.
 func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
+// ProcessPipelineHook implements redis.Hook: pipelines pass through
+// unwatched.
 func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
