@@ -67,6 +67,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	source := logStart(logger, s, cfg, ln.Addr().String())
+
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-hup:
+			cfg = reload(logger, s, load, cfg, source)
+		case <-ctx.Done():
+			return shutdown(logger, s, done)
+		}
+	}
+}
+
+// logStart says at startup where the proxy listens and what it does
+// (config, audit log, memory limit, how clients reach it, the CA,
+// pacing, identity, payments, the fleet), warning of what looks unmeant;
+// it returns the config's source as the reload log names it.
+func logStart(logger *slog.Logger, s *proxy.Server, cfg *config.Config, addr string) (source string) {
 	source, audit := cfg.Source, cfg.Audit.File
 	if source == "" {
 		source = "built-in defaults"
@@ -74,23 +95,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if audit == "" {
 		audit = "stdout"
 	}
-	addr := ln.Addr().String()
 	if ap, err := netip.ParseAddrPort(addr); err == nil && !ap.Addr().IsLoopback() && len(cfg.Auth.Users) == 0 {
 		logger.Warn("listening beyond loopback with no [auth] users: anyone who can reach this address can use the proxy", "addr", addr)
 	}
 	logWarnings(logger, cfg)
 	logger.Info("robotsgate listening", "version", version, "addr", addr, "mode", cfg.Mode, "config", source, "audit", audit)
-	// The container's memory limit bounds the heap (docs/performance.md, "Memory"):
-	// without it the collector lets the heap grow to twice the live data.
-	if ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv, cfg.Robots.CacheMaxBytes, "robots.cache_max_bytes"); err != nil {
-		logger.Warn("no soft memory limit: the container's could not be read; set GOMEMLIMIT", "err", err)
-	} else {
-		logger.Info("soft memory limit", "limit", ml.String())
-		if ml.Limit < cfg.Robots.CacheMaxBytes {
-			logger.Warn("robots.cache_max_bytes is more than the soft memory limit: the collector will run hard long before the cache is full; lower it",
-				"cache_max_bytes", cfg.Robots.CacheMaxBytes, "limit", ml.Limit)
-		}
-	}
+	applyMemoryLimit(logger, cfg)
 	proxyURL := "http://" + addr
 	if len(cfg.Auth.Users) > 0 {
 		proxyURL = "http://USER:PASSWORD@" + addr // [auth]: every request needs a user's credentials
@@ -106,52 +116,82 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"signature_agent", cfg.Identity.SignatureAgent, "keyid", keyID)
 	}
 	logPayments(logger, cfg)
-	if cc := &cfg.Cluster; cc.Enabled() {
-		const fleet = "fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)"
-		switch {
-		case len(cc.Sentinels) > 0:
-			logger.Info(fleet, "sentinels", strings.Join(cc.Sentinels, ","), "master", cc.Master, "key_prefix", cc.KeyPrefix)
-		case len(cc.Nodes) > 0:
-			logger.Info(fleet, "cluster_nodes", strings.Join(cc.Nodes, ","), "key_prefix", cc.KeyPrefix)
-		default:
-			logger.Info(fleet, "redis", redisAddr(cc.Redis), "key_prefix", cc.KeyPrefix)
-		}
-	}
+	logFleet(logger, cfg)
+	return source
+}
 
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-hup:
-			next, err := load()
-			if err != nil {
-				s.ReloadFailed()
-				logger.Error("reload failed: keeping the running config", "err", err)
-				continue
-			}
-			keys := s.IdentityKeys()
-			if err := s.Reload(next); err != nil {
-				logger.Error("reload failed: keeping the running config", "err", err)
-				continue
-			}
-			logWarnings(logger, next)
-			logReloaded(logger, source, config.Changed(cfg, next), !slices.Equal(keys, s.IdentityKeys()), s.RestartNeeded(next))
-			cfg = next
-		case <-ctx.Done():
-			logger.Info("shutting down: draining requests (a second signal exits at once)")
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := s.Shutdown(sctx)
-			cancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("shut down: %w", err)
-			}
-			<-done
-			logger.Info("shutdown complete", "drained", err == nil)
-			return nil
-		}
+// applyMemoryLimit applies the container's memory limit as the soft limit
+// of the heap (docs/performance.md, "Memory": without it the collector
+// lets the heap grow to twice the live data) and says what it is, warning
+// when robots.cache_max_bytes is above it.
+func applyMemoryLimit(logger *slog.Logger, cfg *config.Config) {
+	ml, err := memlimit.Apply(os.DirFS("/"), os.Getenv, cfg.Robots.CacheMaxBytes, "robots.cache_max_bytes")
+	if err != nil {
+		logger.Warn("no soft memory limit: the container's could not be read; set GOMEMLIMIT", "err", err)
+		return
 	}
+	logger.Info("soft memory limit", "limit", ml.String())
+	if ml.Limit < cfg.Robots.CacheMaxBytes {
+		logger.Warn("robots.cache_max_bytes is more than the soft memory limit: the collector will run hard long before the cache is full; lower it",
+			"cache_max_bytes", cfg.Robots.CacheMaxBytes, "limit", ml.Limit)
+	}
+}
+
+// logFleet says at startup, with [cluster], what the fleet shares and
+// through which Redis.
+func logFleet(logger *slog.Logger, cfg *config.Config) {
+	cc := &cfg.Cluster
+	if !cc.Enabled() {
+		return
+	}
+	const fleet = "fleet: robots.txt copies, pacing and back-off are shared through Redis while it answers (a lost Redis is logged, and this instance goes on alone)"
+	switch {
+	case len(cc.Sentinels) > 0:
+		logger.Info(fleet, "sentinels", strings.Join(cc.Sentinels, ","), "master", cc.Master, "key_prefix", cc.KeyPrefix)
+	case len(cc.Nodes) > 0:
+		logger.Info(fleet, "cluster_nodes", strings.Join(cc.Nodes, ","), "key_prefix", cc.KeyPrefix)
+	default:
+		logger.Info(fleet, "redis", redisAddr(cc.Redis), "key_prefix", cc.KeyPrefix)
+	}
+}
+
+// reload is SIGHUP's step: it loads the config again and applies it to
+// s, logging its warnings and what changed against cfg, the config in
+// force (the identity keys too, when keys -rotate or -remove changed
+// them, and the keys only a restart applies apart). It returns the config
+// in force after it: the new one, or cfg when the new one cannot be read
+// or is refused (s.ReloadFailed, or Reload, counts the failure, and the
+// log lists every problem).
+func reload(logger *slog.Logger, s *proxy.Server, load func() (*config.Config, error), cfg *config.Config, source string) *config.Config {
+	next, err := load()
+	if err != nil {
+		s.ReloadFailed()
+		logger.Error("reload failed: keeping the running config", "err", err)
+		return cfg
+	}
+	keys := s.IdentityKeys()
+	if err := s.Reload(next); err != nil {
+		logger.Error("reload failed: keeping the running config", "err", err)
+		return cfg
+	}
+	logWarnings(logger, next)
+	logReloaded(logger, source, config.Changed(cfg, next), !slices.Equal(keys, s.IdentityKeys()), s.RestartNeeded(next))
+	return next
+}
+
+// shutdown drains s's requests (10 s at most; a second signal exits at
+// once) and waits for Serve to return on done.
+func shutdown(logger *slog.Logger, s *proxy.Server, done <-chan error) error {
+	logger.Info("shutting down: draining requests (a second signal exits at once)")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := s.Shutdown(sctx)
+	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	<-done
+	logger.Info("shutdown complete", "drained", err == nil)
+	return nil
 }
 
 // logReloaded says what a reload changed: the keys that differ from the

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -111,6 +114,54 @@ func TestRedisAddr(t *testing.T) {
 	} {
 		if got := redisAddr(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("redisAddr(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// TestReload: SIGHUP's step, without a signal: a config that cannot be
+// read, or that the proxy refuses, leaves the running one in force and is
+// logged as a failed reload; one applied is returned and logged with what
+// changed.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.TLS.StateDir = t.TempDir()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	s, err := proxy.NewServer(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), AuditOut: io.Discard, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	with := func(mode string) *config.Config {
+		c := config.Default()
+		c.TLS.StateDir, c.Mode = cfg.TLS.StateDir, mode
+		return c
+	}
+	for _, tt := range []struct {
+		name string
+		load func() (*config.Config, error)
+		kept bool   // the running config stays in force
+		log  string // the line logged
+	}{
+		{"unreadable", func() (*config.Config, error) { return nil, errors.New("c.toml:3: mode: bad") }, true,
+			`level=ERROR msg="reload failed: keeping the running config" err="c.toml:3: mode: bad"`},
+		{"refused", func() (*config.Config, error) { return with("sometimes"), nil }, true,
+			`level=ERROR msg="reload failed: keeping the running config" err=`},
+		{"applied", func() (*config.Config, error) { return with("report"), nil }, false,
+			`level=INFO msg="config reloaded" config=c.toml changed=mode`},
+	} {
+		buf.Reset()
+		next := reload(logger, s, tt.load, cfg, "c.toml")
+		if kept := next == cfg; kept != tt.kept {
+			t.Errorf("%s: running config kept %v; want %v", tt.name, kept, tt.kept)
+		}
+		if !strings.Contains(buf.String(), tt.log) {
+			t.Errorf("%s: logged %q; want %q", tt.name, buf.String(), tt.log)
 		}
 	}
 }
