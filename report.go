@@ -30,10 +30,10 @@ charged (pay-per-crawl, summed exactly per currency and origin). Blocked
 records are those whose client got robotsgate's answer, not the site's: the
 decisions
   %s
-(not would-block, paced, upstream-error or the other refusals). They were
-never sent, except usage refusals made on the site's own answer (its headers,
-its HTML meta, a tdmrep.json reservation it did not lift): those reached the
-site, and only the answer's body was withheld. price-refused requests reached
+(not would-block, paced, upstream-error, client-left or the other refusals).
+They were never sent, except usage refusals made on the site's own answer (its
+headers, its HTML meta, a tdmrep.json reservation it did not lift): those
+reached the site, and only the answer's body was withheld. price-refused requests reached
 the site too (it answered 402; nothing was paid). Malformed lines are counted
 and skipped. A file that cannot be read is named on stderr and makes the exit
 status 2; the other files are still reported, and when none was read, no report

@@ -112,7 +112,8 @@ func (s *Server) shareBackoff(host string) {
 // the client's answer: 503 when a shutdown cut it, the private-address
 // answer (403, in p's block style) when the dialler found a private address
 // (DNS rebinding, or a resolver that changed its mind since step 2), else
-// 502, or 504 for a timeout, naming the kind. A request whose client
+// 502, or 504 for a timeout, naming the kind; client-left when the client
+// has gone (status 0 in the audit). A request whose client
 // failed to send its body (stalled: 408; cut short: 400) is the client's
 // failure, logged at debug, never one of the origin's.
 func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport string, err error, d *policy.Decision) *http.Response {
@@ -131,16 +132,16 @@ func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport str
 		d.Action, d.Reason = policy.ActionPrivate, policy.ReasonPrivate
 		return s.respond(r, d)
 	}
+	if r.Context().Err() != nil { // nobody to answer, and not the origin's failure
+		d.Action, d.Reason = policy.ActionClientLeft, "client left before the origin answered"
+		return s.respond(r, d)
+	}
 	code := http.StatusBadGateway
 	if fetch.ErrorKind(err) == "timeout" {
 		code = http.StatusGatewayTimeout
 	}
 	why := fetch.Describe(err)
-	if r.Context().Err() != nil {
-		why = "the client left before the origin answered"
-	} else {
-		s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
-	}
+	s.log.Warn("upstream request failed", "upstream", hostport, "err", err)
 	d.Action, d.Reason = policy.ActionUpstream, "upstream "+why
 	return answer.Text(r, code, policy.ActionUpstream, s.opts.Now(), fmt.Sprintf("upstream %s: %s\n", hostport, why))
 }
@@ -148,10 +149,14 @@ func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport str
 // finish accounts for one answer: it is counted once in
 // robotsgate_requests_total under its decision and audited, both from d
 // and, for a request forwarded, up (what happened upstream); status is
-// what the client was sent, connect the CONNECT authority when the answer
-// was to a CONNECT. Every answer robotsgate makes, and every
-// request or tunnel it lets through, passes here exactly once.
+// what the client was sent (0 for a client that left: nothing was),
+// connect the CONNECT authority when the answer was to a CONNECT. Every
+// answer robotsgate makes, and every request or tunnel it lets through,
+// passes here exactly once.
 func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, up outcome, status int, connect string) {
+	if d.Action == policy.ActionClientLeft {
+		status = 0 // whatever was written went to a client that had gone
+	}
 	scheme := d.Origin.Scheme
 	switch {
 	case scheme != "":

@@ -359,6 +359,7 @@ var decisionColors = []struct{ name, color string }{
 	{"misdirected", "#5c6bc0"},
 	{"overloaded", "#283593"},
 	{"shutting-down", "#00acc1"},
+	{"client-left", "#bdbdbd"},
 	{"price-refused", "#6a1b9a"},
 	{"allowed", "#43a047"},
 }

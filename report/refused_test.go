@@ -55,6 +55,7 @@ func TestRefusalClass(t *testing.T) {
 		{name: "would-block: forwarded", rec: audit.Record{Decision: policy.ActionWouldBlock, Method: "GET", Rule: "response header content-usage: train-ai=n"}},
 		{name: "paced: no refusal", rec: audit.Record{Decision: policy.ActionPaced, Method: "GET"}},
 		{name: "upstream-error: no refusal", rec: audit.Record{Decision: policy.ActionUpstream, Method: "GET"}},
+		{name: "client-left: no refusal, nothing answered", rec: audit.Record{Decision: policy.ActionClientLeft, Msg: audit.MsgClientLeft, Method: "GET", Reason: "client left while waiting for its turn"}},
 	}
 	for _, tt := range tests {
 		got := fromProxy[tt.path]
@@ -253,5 +254,24 @@ func TestRefusedPerOrigin(t *testing.T) {
 	}
 	if strings.Contains(got, "https://s11.example:443  ") {
 		t.Errorf("the least refused origin is shown:\n%s", got)
+	}
+}
+
+// TestClientLeftNotBlocked: a client that left is counted under its own
+// decision, never as blocked or paced, and names no refused URL.
+func TestClientLeftNotBlocked(t *testing.T) {
+	t.Parallel()
+	s := &Summary{}
+	at := audit.Time(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	for _, reason := range []string{"client left while waiting for its turn", "client left while the request was being decided"} {
+		s.Add(&audit.Record{Time: at, Msg: audit.MsgClientLeft, Decision: policy.ActionClientLeft, Origin: "http://a.example:80", Method: "GET",
+			URL: "http://a.example/x", Reason: reason})
+	}
+	r := jsonOf(t, s)
+	if r.Blocked != 0 || r.ByDecision["client-left"] != 2 || len(r.ByDecision) != 1 || len(r.RefusedURLs) != 0 {
+		t.Errorf("blocked %d, by_decision %v, %d refused URLs; want 0, client-left 2 alone, none", r.Blocked, r.ByDecision, len(r.RefusedURLs))
+	}
+	if IsBlocked(policy.ActionClientLeft) {
+		t.Error("client-left is one of BlockedDecisions")
 	}
 }

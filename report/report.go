@@ -68,7 +68,8 @@ const Other = "(other)"
 // body was withheld (RefusalClass tells them apart). Throttling (paced),
 // client errors (auth-required, bad-request, misdirected), overload,
 // upstream failures and price-refused are not blocks, and neither are
-// would-block (report mode: forwarded) and allowed.
+// would-block (report mode: forwarded), client-left (nothing answered)
+// and allowed.
 var BlockedDecisions = []policy.Action{
 	policy.ActionDisallowed, policy.ActionDenied, policy.ActionUsageRefused, policy.ActionPrivate, policy.ActionUnreachable,
 }

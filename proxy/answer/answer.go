@@ -92,6 +92,12 @@ func plainAnswer(r *http.Request, d *policy.Decision, withheld bool, now time.Ti
 		resp := Text(r, http.StatusServiceUnavailable, d.Action, now, fmt.Sprintf("robotsgate: %s was not sent: %s; retry\n", DisplayURL(r), d.Reason))
 		resp.Header.Set("Retry-After", strconv.Itoa(ShutdownRetryAfter))
 		return resp
+	case policy.ActionClientLeft:
+		// Its client has gone: nobody reads this (one that only closed
+		// its sending side would, and may retry).
+		resp := Text(r, http.StatusServiceUnavailable, d.Action, now, fmt.Sprintf("robotsgate: %s was not answered: %s\n", DisplayURL(r), d.Reason))
+		resp.Header.Set("Retry-After", "1")
+		return resp
 	case policy.ActionPriceRefused:
 		return Text(r, http.StatusPaymentRequired, d.Action, now, fmt.Sprintf("robotsgate: %s: %s\n", DisplayURL(r), d.Reason))
 	case policy.ActionPaced:

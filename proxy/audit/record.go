@@ -35,7 +35,7 @@ type Record struct {
 	RobotsURL string        `json:"robots_url"`
 	Rule      string        `json:"rule"`
 	Line      int           `json:"line"`
-	Status    int           `json:"status"` // sent to the client
+	Status    int           `json:"status"` // sent to the client; 0 when none was (client-left)
 	Decision  policy.Action `json:"decision"`
 	Reason    string        `json:"reason"`
 	Charged   string        `json:"charged"` // what the site charged for the request (pay-per-crawl): "USD 0.01"; "" when nothing
@@ -70,6 +70,9 @@ const (
 	MsgPaced       Msg = "paced"
 	MsgAllowed     Msg = "allowed"
 	MsgRefused     Msg = "refused"
+	// MsgClientLeft: the client went away before robotsgate answered
+	// (decision client-left, status 0): nothing was sent to it.
+	MsgClientLeft Msg = "client-left"
 )
 
 // MsgOf is the msg of a decision's record.
@@ -85,6 +88,8 @@ func MsgOf(d *policy.Decision) Msg {
 		return MsgWouldBlock
 	case policy.ActionPaced:
 		return MsgPaced
+	case policy.ActionClientLeft:
+		return MsgClientLeft
 	case policy.ActionAllowed:
 		if d.Site != nil && d.Site.Policy == policy.SiteAllow {
 			return MsgOverride

@@ -41,13 +41,14 @@ func TestDecideWorkBounded(t *testing.T) {
 		}
 	}
 
-	// A client that leaves stops the work.
+	// A client that leaves stops the work, and is never taken for a
+	// block.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	d := &Decision{Agents: Agents{one: "AnyBot"}}
 	decideRules(ctx, d, rules, "/a;b/%2F/c", source.List(), nil)
-	if d.Action != ActionDisallowed || d.Reason != reasonLeft {
-		t.Errorf("client gone: %s %q; want disallowed, %q", d.Action, d.Reason, reasonLeft)
+	if d.Action != ActionClientLeft || d.Reason != reasonLeft {
+		t.Errorf("client gone: %s %q; want client-left, %q", d.Action, d.Reason, reasonLeft)
 	}
 
 	files, err := os.ReadDir("../../robots/testdata/corpus")

@@ -146,6 +146,7 @@ const (
 	reasonSiteDeny  = "site deny %q"
 	reasonFetches   = "too many robots.txt fetches in flight (robots.max_fetches): retry"
 	reasonGaveUp    = "gave up waiting for robots.txt"
+	reasonLeftTurn  = "client left while waiting for its turn"
 	reasonBackoff   = "paced: %s, and its host is held until then; it would wait %v, past max_wait"
 )
 
@@ -349,6 +350,8 @@ func (p *Policy) judge(ctx context.Context, w *Env, r *Request, d *Decision, rul
 		d.Action, d.Reason = ActionOverloaded, reasonFetches
 	case stopped(ctx):
 		d.Action, d.Reason = ActionShuttingDown, "shutting down while its robots.txt was being fetched"
+	case err != nil && left(ctx):
+		d.Action, d.Reason = ActionClientLeft, "client left while its robots.txt was being fetched"
 	case err != nil:
 		d.Action, d.Reason = ActionUnreachable, reasonGaveUp
 	case r.Kind == KindConnect:
@@ -370,6 +373,13 @@ var ErrShuttingDown = errors.New("shutting down")
 // stopped reports whether ctx ended because the proxy is shutting down.
 func stopped(ctx context.Context) bool {
 	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShuttingDown)
+}
+
+// left reports whether ctx ended because its client went away (net/http
+// cancels a request's context when its connection closes or its stream
+// is reset): not a shutdown, not a deadline of robotsgate's own.
+func left(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) && !stopped(ctx)
 }
 
 // report applies report mode to d: a block by robots.txt (its rules or its
@@ -465,7 +475,7 @@ func (p *Policy) takeTurn(ctx context.Context, w *Env, d *Decision, backoff bool
 	case errors.Is(err, ErrShuttingDown):
 		d.Action, d.Reason = ActionShuttingDown, "shutting down while it waited for its turn"
 	default: // the client gave up waiting
-		d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+		d.Action, d.Reason = ActionClientLeft, reasonLeftTurn
 	}
 	return false
 }
@@ -519,10 +529,10 @@ func (p *Policy) paceFleet(ctx context.Context, w *Env, d *Decision, gap, maxDel
 	}
 }
 
-// leftFleetTurn makes d "paced", its client having left while it waited
-// for its turn in the fleet, or "shutting-down".
+// leftFleetTurn makes d "client-left", its client having left while it
+// waited for its turn in the fleet, or "shutting-down".
 func leftFleetTurn(ctx context.Context, d *Decision) {
-	d.Action, d.Reason = ActionPaced, "client left while waiting for its turn"
+	d.Action, d.Reason = ActionClientLeft, reasonLeftTurn
 	if stopped(ctx) {
 		d.Action, d.Reason = ActionShuttingDown, "shutting down while it waited for its turn in the fleet"
 	}
@@ -574,8 +584,8 @@ func isHex(c byte) bool {
 }
 
 // holdForOrigin holds d until its host's back-off ends, and reports
-// whether it may go on; past max_wait, or if its client leaves, d becomes
-// "paced", with the origin's answer as the reason.
+// whether it may go on; past max_wait d becomes "paced", with the
+// origin's answer as the reason, and "client-left" if its client leaves.
 func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 	until, why := w.Backoffs.Hold(d.Origin.Host)
 	if until.IsZero() {
@@ -595,7 +605,7 @@ func (p *Policy) holdForOrigin(ctx context.Context, w *Env, d *Decision) bool {
 		d.Paced, d.Waited = true, d.Waited+wait
 		return true
 	case <-ctx.Done():
-		d.Action, d.Reason = ActionPaced, fmt.Sprintf("client left while the origin's back-off (%s) held it", why)
+		d.Action, d.Reason = ActionClientLeft, fmt.Sprintf("client left while the origin's back-off (%s) held it", why)
 		if stopped(ctx) {
 			d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf("shutting down while the origin's back-off (%s) held it", why)
 		}

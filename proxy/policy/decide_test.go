@@ -49,6 +49,10 @@ func tableEnv(t *testing.T, p *Policy) *Env {
 				return fetch.Answer{}, fetch.ErrOverloaded
 			case "slow.example":
 				return fetch.Answer{}, context.DeadlineExceeded
+			case "gone.example":
+				if err := ctx.Err(); err != nil {
+					return fetch.Answer{}, err // its client has gone
+				}
 			}
 			if a, ok := answers[o.Host]; ok {
 				return a, nil
@@ -147,7 +151,8 @@ func TestDecide(t *testing.T) {
 		{"report mode: not for check", func(c *config.Config) { c.Mode = "report" }, Request{Kind: KindCheck, Scheme: "http", Authority: "a.example", Target: "/private"}, false, ActionDisallowed, "", "*"},
 		{"8: held, and the client left", func(c *config.Config) {
 			c.Politeness.MinInterval, c.Politeness.MaxDelay, c.Politeness.MaxWait = time.Hour, time.Hour, time.Hour
-		}, plain("a.example", "/x"), true, ActionPaced, "client left while waiting", "FooBot"},
+		}, plain("a.example", "/x"), true, ActionClientLeft, "client left while waiting for its turn", "FooBot"},
+		{"6: the client left while robots.txt was fetched", nil, plain("gone.example", "/x"), true, ActionClientLeft, "client left while its robots.txt was being fetched", ""},
 		{"9: MITM CONNECT", nil, Request{Kind: KindConnect, Scheme: "https", Authority: "closed.example:443", Target: "/"}, false, ActionAllowed, reasonMITM, ""},
 		{"9: CONNECT to a private address", nil, Request{Kind: KindConnect, Scheme: "https", Authority: "internal.example:443", Target: "/"}, false, ActionPrivate, ReasonPrivate, ""},
 		{"9: tunnel mode, every path closed", func(c *config.Config) { c.TLS.Mode = "tunnel" }, Request{Kind: KindConnect, Scheme: "https", Authority: "closed.example:443", Target: "/"}, false, ActionDisallowed, reasonEveryPath, "*"},

@@ -48,6 +48,11 @@ const (
 	ActionUsageRefused // the site refuses a purpose the request declares
 	ActionShuttingDown // held (pacing, back-off, a robots.txt fetch) when the proxy's drain time ran out
 	ActionPriceRefused // the site asked for a payment robotsgate does not make ([payments]): over max_price or the budget, or asked twice
+	// ActionClientLeft: the client went away (closed its connection,
+	// reset its stream) while the request was held or decided, or before
+	// the origin answered. No answer was sent: not a refusal, and never
+	// a robots.txt block.
+	ActionClientLeft
 	numActions
 )
 
@@ -61,6 +66,7 @@ var actionNames = [numActions]string{
 	ActionUnreachable: "unreachable", ActionPaced: "paced", ActionWouldBlock: "would-block", ActionUpstream: "upstream-error",
 	ActionBadRequest: "bad-request", ActionMisdirected: "misdirected", ActionAuth: "auth-required", ActionOverloaded: "overloaded",
 	ActionUsageRefused: "usage-refused", ActionShuttingDown: "shutting-down", ActionPriceRefused: "price-refused",
+	ActionClientLeft: "client-left",
 }
 
 // String returns the action's X-Robots-Gate value ("allowed" for
@@ -435,7 +441,7 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		return
 	case left:
 		d.Verdict, d.Usage = robots.Verdict{}, usage.Usage{}
-		d.Action, d.Reason = ActionDisallowed, reasonLeft
+		d.Action, d.Reason = ActionClientLeft, reasonLeft
 		if stopped(ctx) {
 			d.Action, d.Reason = ActionShuttingDown, reasonStopped
 		}

@@ -123,7 +123,8 @@ func (d *Decision) tooCostly(what string) {
 }
 
 // fileAnswered refuses d for fe, a file besides robots.txt that was not
-// answered: the wait for it ended (the client left, a shutdown), too many
+// answered: the wait for it ended (the client left: client-left; a
+// shutdown), too many
 // such files were being fetched (503 overloaded), or it is unreachable
 // with no copy held (503 unreachable, to be retried at fe.RetryAt); a
 // kind of file not held (fetch.ErrUnknownKind) is unreachable too.
@@ -131,6 +132,8 @@ func (d *Decision) fileAnswered(ctx context.Context, fe *source.FileError) {
 	switch err := fe.Err; {
 	case err != nil && stopped(ctx):
 		d.Action, d.Reason = ActionShuttingDown, fmt.Sprintf(reasonFileStopped, fe.What)
+	case err != nil && left(ctx):
+		d.Action, d.Reason = ActionClientLeft, fmt.Sprintf("client left while %s was being fetched", fe.What)
 	case errors.Is(err, fetch.ErrOverloaded):
 		d.Action, d.Reason = ActionOverloaded, fmt.Sprintf(reasonFileFetches, fe.What)
 	case errors.Is(err, fetch.ErrUnknownKind):

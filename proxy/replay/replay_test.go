@@ -108,6 +108,10 @@ func TestReplay(t *testing.T) {
 	unreachable := audit.Record{Time: audit.Time(t0), Msg: audit.MsgUnreachable, Decision: policy.ActionUnreachable, Copies: []audit.Copy{}}
 	agents := blocked
 	agents.Agent = []string{"OtherBot"}
+	// A client that left while its request was decided or held: its
+	// copy is named, but nothing was decided to reproduce.
+	left := blocked
+	left.Msg, left.Decision, left.Status, left.Reason = audit.MsgClientLeft, policy.ActionClientLeft, 0, "client left while waiting for its turn"
 	log := lines(t,
 		blocked, allowedV2, none, // 1-3 reproduce
 		`{"time":"2026-03-02T10:05:00.000Z","msg":"checkpoint","lines":3,"head":"00","sig":"AA=="}`, // 4: not a record
@@ -118,6 +122,7 @@ func TestReplay(t *testing.T) {
 		`{"time":"not a time"}`, // 9 bad
 		`garbage`,               // 10 bad
 		agents,                  // 11 reproduces, tokens reported
+		left,                    // 12 skipped
 	)
 	var got []string
 	p := &Replayer{D: f.d, Report: func(x Finding) { got = append(got, x.String()) }}
@@ -125,7 +130,7 @@ func TestReplay(t *testing.T) {
 	if err := p.Replay(t.Context(), bytes.NewReader(log), "audit.log", &s); err != nil {
 		t.Fatal(err)
 	}
-	want := Summary{Records: 8, Reproduced: 5, Differ: 1, Missing: 1, BadLines: 2, Agents: 1, Skipped: map[string]int{"unreachable": 1}}
+	want := Summary{Records: 9, Reproduced: 5, Differ: 1, Missing: 1, BadLines: 2, Agents: 1, Skipped: map[string]int{"client-left": 1, "unreachable": 1}}
 	if fmt.Sprint(s) != fmt.Sprint(want) {
 		t.Errorf("Summary = %+v; want %+v", s, want)
 	}
