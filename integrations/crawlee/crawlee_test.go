@@ -360,7 +360,9 @@ func TestCrawlee(t *testing.T) {
 	// with Retry-After: 2 to those that would wait over max_wait (1 s); a
 	// site whose robots.txt fails once is answered 503 unreachable with
 	// Retry-After: 1 ([robots] retry_after). Each is waited for and retried,
-	// and every page is crawled.
+	// and every page is crawled. The three pages are asked for together
+	// (minConcurrency 4): Crawlee's pool runs one request at a time while it
+	// finds the machine busy, and one after another they are only held.
 	t.Run("paced and unreachable", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
@@ -377,7 +379,7 @@ func TestCrawlee(t *testing.T) {
 			pages[p] = "<html><body>" + p + "</body></html>"
 		}
 		slow := newOrigin(t, plainHTTP, site("User-agent: *\nCrawl-delay: 1\n", pages))
-		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{slow.URL + "/", flaky.URL + "/x"}, "maxRequestRetries": 4})
+		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{slow.URL + "/", flaky.URL + "/x"}, "maxRequestRetries": 4, "minConcurrency": 4})
 		r.wantSeen(t, slow.URL+"/", slow.URL+"/p1", slow.URL+"/p2", slow.URL+"/p3", flaky.URL+"/x")
 		if len(r.Failed) != 0 {
 			t.Errorf("failed: %+v; want none", r.Failed)
@@ -422,7 +424,9 @@ func TestCrawlee(t *testing.T) {
 
 	// Two pages of a site asking Crawl-delay: 3, asked for at once: robotsgate
 	// sends one and holds the other for its slot (max_wait is 10 s), whose
-	// allowed answer says for how long in X-Robots-Gate-Held.
+	// allowed answer says for how long in X-Robots-Gate-Held. Together
+	// (minConcurrency 2): one after the other on a busy machine, the second
+	// could come after the first's 3 s.
 	t.Run("held", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
@@ -430,7 +434,7 @@ func TestCrawlee(t *testing.T) {
 		o := newOrigin(t, plainHTTP, site("User-agent: *\nCrawl-delay: 3\n", map[string]string{
 			"/a": "<html></html>", "/b": "<html></html>",
 		}))
-		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/a", o.URL + "/b"}})
+		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/a", o.URL + "/b"}, "minConcurrency": 2})
 		r.wantSeen(t, o.URL+"/a", o.URL+"/b")
 		if r.Gate.Held != 1 || r.Gate.HeldSecs <= 0 || r.Gate.HeldSecs > 3.1 || len(r.Gate.Answers) != 0 {
 			t.Errorf("gate stats %+v; want one request held, for up to 3 s, and no answer of robotsgate's own", r.Gate)

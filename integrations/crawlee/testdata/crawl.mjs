@@ -28,6 +28,9 @@ const userOptions = {
     proxyConfiguration: new ProxyConfiguration({ proxyUrls: [settings.proxy] }),
     maxRequestRetries: settings.maxRequestRetries ?? 2,
     maxConcurrency: settings.maxConcurrency ?? 4,
+    // Crawlee's pool grows past minConcurrency only while it finds the
+    // machine idle: a test that needs requests asked for together sets it.
+    minConcurrency: settings.minConcurrency ?? 1,
     navigationTimeoutSecs: 30,
     requestHandlerTimeoutSecs: 30,
     preNavigationHooks: [
