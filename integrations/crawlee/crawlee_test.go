@@ -23,6 +23,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,7 @@ type result struct {
 	Failed []struct {
 		URL        string `json:"url"`
 		Name       string `json:"name"`
+		Message    string `json:"message"`
 		Decision   string `json:"decision"`
 		Rule       string `json:"rule"`
 		RetryCount int    `json:"retryCount"`
@@ -513,21 +515,62 @@ func TestCrawlee(t *testing.T) {
 		if r.Gate.Blocked != 1 || r.Sessions.Retired != 0 {
 			t.Errorf("gate stats %+v, %d sessions retired; want blocked 1, none retired", r.Gate, r.Sessions.Retired)
 		}
+		// With no --proxy-bypass-list, Chromium's own requests came
+		// through robotsgate too, as the crawl's: what the README's list
+		// keeps out ("playwright, the README's bypass list" below).
+		if own := rg.browsersOwn(t); len(own) == 0 {
+			t.Errorf("robotsgate saw none of Chromium's own requests (%s) without a bypass list; the README says it does", strings.Join(browserHosts, ", "))
+		}
+	})
+
+	// The README's PlaywrightCrawler example's --proxy-bypass-list, as
+	// given there, on a crawl of a loopback site: the site's pages go
+	// through robotsgate (the disallowed one blocked, audited, never sent;
+	// without <-loopback> Chromium sent them around it), and Chromium's own
+	// requests to Google's hosts do not reach it.
+	t.Run("playwright, the README's bypass list", func(t *testing.T) {
+		t.Parallel()
+		browser := testkit.Browser()
+		if browser == "" {
+			t.Skip("no chromium on PATH (apt-get install chromium)")
+		}
+		bypass := readmeBypassList(t)
+		dir := t.TempDir()
+		o := newOrigin(t, plainHTTP, site("User-agent: *\nDisallow: /private\n", map[string]string{
+			"/":          links("/page", "/private/a"),
+			"/page":      "<html><body>a page</body></html>",
+			"/private/a": "<html><body>never to be sent</body></html>",
+		}))
+		rg := startRobotsgate(t, dir, "")
+		// The CA trusted, so that any request of Chromium's own to an
+		// https:// host would be decrypted, decided and audited.
+		r := crawl(t, map[string]any{
+			"crawler": "playwright", "chromium": browser, "proxy": rg.proxy(), "starts": []string{o.URL + "/"},
+			"maxRequestRetries": 2, "browserHome": rg.browserHome(t), "chromiumArgs": []string{bypass},
+		})
+		blocked := o.URL + "/private/a"
+		r.wantSeen(t, o.URL+"/", o.URL+"/page")
+		if n := o.count("/private/a"); n != 0 {
+			t.Errorf("the site received /private/a %d times; want 0 (with %s)", n, bypass)
+		}
+		if asked := rg.asked(t, blocked, userAgent); asked != 1 {
+			t.Errorf("robotsgate was asked for %s %d times; want 1 (with %s)", blocked, asked, bypass)
+		}
+		if len(r.Failed) != 1 || r.Failed[0].Name != "RobotsGateBlocked" || r.Failed[0].Decision != "disallowed" {
+			t.Errorf("failed %+v; want one RobotsGateBlocked, disallowed, for %s", r.Failed, blocked)
+		}
+		if own := rg.browsersOwn(t); len(own) != 0 {
+			t.Errorf("Chromium's own requests reached robotsgate with %s: %q", bypass, own)
+		}
 	})
 
 	// CheerioCrawler with certificate checks on (ignoreSslErrors: false;
 	// Crawlee's default skips them) trusts robotsgate's CA by
-	// NODE_EXTRA_CA_CERTS, as the README says. The site has a host name:
-	// got-scraping's HTTP/2 through a proxy fails on an IP address
-	// ("Requested origin ... does not match server undefined").
+	// NODE_EXTRA_CA_CERTS, as the README says. The site has a host name
+	// (on an IP address: "cheerio https IP" below).
 	t.Run("cheerio https", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		o := newOrigin(t, httpsLocalhost, site("User-agent: *\nDisallow: /private\n", map[string]string{
-			"/":     links("/page"),
-			"/page": "<html><body>a page</body></html>",
-		}))
-		rg := startRobotsgate(t, dir, "[upstream]\nca = "+strconv.Quote(writeCert(t, dir, o))+"\n")
+		o, rg := twoPagesTrusted(t, httpsLocalhost)
 		settings := func() map[string]any {
 			return map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/"}, "ignoreSslErrors": false, "maxRequestRetries": 0}
 		}
@@ -539,7 +582,104 @@ func TestCrawlee(t *testing.T) {
 			t.Errorf("without NODE_EXTRA_CA_CERTS: saw %q, failed %+v; want the one request failed", r.Seen, r.Failed)
 		}
 	})
+
+	// An https:// site on an IP address, with CheerioCrawler: over HTTP/2,
+	// which robotsgate offers in its tunnels, got-scraping's client fails
+	// ("Requested origin ... does not match server undefined", its own
+	// limit, as the README says); with the README's http2 = false the
+	// crawl goes through.
+	t.Run("cheerio https IP", func(t *testing.T) {
+		t.Parallel()
+		o, rg := twoPagesTrusted(t, httpsIP)
+		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/"}, "maxRequestRetries": 0})
+		want := "Requested origin " + o.URL + " does not match server undefined"
+		if len(r.Seen) != 0 || len(r.Failed) != 1 || r.Failed[0].Message != want {
+			t.Errorf("over HTTP/2: saw %q, failed %+v; want the one request failed with %q (else the README's limit is out of date)", r.Seen, r.Failed, want)
+		}
+		r = crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/"}, "maxRequestRetries": 0, "http2": false})
+		r.wantSeen(t, o.URL+"/", o.URL+"/page")
+	})
+
+	// A site whose certificate robotsgate cannot verify (no upstream.ca for
+	// it): robotsgate answers 502 upstream-error, no Retry-After, saying
+	// retrying will not help; the gate fails the request at once.
+	t.Run("certificate failure", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		o := newOrigin(t, httpsLocalhost, site("User-agent: *\nDisallow:\n", map[string]string{"/": "<html></html>"}))
+		rg := startRobotsgate(t, dir, "")
+		r := crawl(t, map[string]any{"proxy": rg.proxy(), "starts": []string{o.URL + "/"}, "maxRequestRetries": 3})
+		if n := rg.asked(t, o.URL+"/", userAgent); n != 1 {
+			t.Errorf("robotsgate was asked for %s/ %d times; want 1 (not retried)", o.URL, n)
+		}
+		if len(r.Failed) != 1 || r.Failed[0].Name != "RobotsGateBlocked" || r.Failed[0].Decision != "upstream-error" ||
+			!strings.Contains(r.Failed[0].Message, "tls-verify") || r.Failed[0].RetryCount != 0 {
+			t.Errorf("failed %+v; want one RobotsGateBlocked, upstream-error naming tls-verify, not retried", r.Failed)
+		}
+		if r.Gate.Answers["upstream-error"] != 1 || r.Gate.Blocked != 1 || r.Gate.Retries != 0 {
+			t.Errorf("gate stats %+v; want one upstream-error, blocked, no retries", r.Gate)
+		}
+	})
 }
+
+// twoPagesTrusted starts an https:// origin of two pages, / linking to
+// /page, and a robotsgate whose upstream.ca holds its certificate.
+func twoPagesTrusted(t *testing.T, how scheme) (*origin, gate) {
+	t.Helper()
+	dir := t.TempDir()
+	o := newOrigin(t, how, site("User-agent: *\nDisallow: /private\n", map[string]string{
+		"/":     links("/page"),
+		"/page": "<html><body>a page</body></html>",
+	}))
+	return o, startRobotsgate(t, dir, "[upstream]\nca = "+strconv.Quote(writeCert(t, dir, o))+"\n")
+}
+
+// TestBypassListsKeepLoopback checks every --proxy-bypass-list the docs
+// give keeps <-loopback>: without it Chromium sends every loopback site
+// around robotsgate (a new user's trial of issue 38 crawled a local site's
+// disallowed pages so, with nothing audited).
+func TestBypassListsKeepLoopback(t *testing.T) {
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := regexp.MustCompile(`--proxy-bypass-list=['"]?([^'"\x60\s\]]+)`)
+	n := 0
+	for _, path := range append(docs, filepath.Join("..", "..", "README.md"), "README.md") {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flag.FindAllStringSubmatch(string(data), -1) {
+			n++
+			if !slices.Contains(strings.FieldsFunc(m[1], func(r rune) bool { return r == ';' || r == ',' }), "<-loopback>") {
+				t.Errorf("%s: %s has no <-loopback>: Chromium would send loopback sites around robotsgate", path, m[0])
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no --proxy-bypass-list in the docs: the test checks nothing")
+	}
+}
+
+// readmeBypassList is the --proxy-bypass-list argument the README's
+// PlaywrightCrawler example gives Chromium.
+func readmeBypassList(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`args: \['(--proxy-bypass-list=[^']+)'\]`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md's PlaywrightCrawler example gives no --proxy-bypass-list in its args")
+	}
+	return string(m[1])
+}
+
+// browserHosts are the hosts headless Chromium asks of its own accord, which
+// the README's --proxy-bypass-list sends around robotsgate.
+var browserHosts = []string{"update.googleapis.com", "clients2.google.com", "accounts.google.com", "safebrowsing.googleapis.com"}
 
 // TestUnit runs testdata/unit.test.mjs with node's test runner: what
 // index.js reads of robotsgate's answers (Retry-After's forms, a got and a
@@ -681,6 +821,20 @@ func (g gate) browserHome(t *testing.T) string {
 		}
 	}
 	return home
+}
+
+// browsersOwn are the URLs robotsgate audited on browserHosts: Chromium's
+// own requests.
+func (g gate) browsersOwn(t *testing.T) []string {
+	t.Helper()
+	var own []string
+	for _, rec := range readAudit(t, g.audit) {
+		u, err := url.Parse(rec.URL)
+		if err == nil && slices.Contains(browserHosts, u.Hostname()) {
+			own = append(own, rec.URL)
+		}
+	}
+	return own
 }
 
 // asked is how many audit records robotsgate wrote for url, each checked

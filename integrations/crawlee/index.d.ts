@@ -23,7 +23,11 @@ export declare class RobotsGateError extends Error {
     readonly url: string;
 }
 
-/** A request robotsgate blocked: failed at once, never retried. */
+/**
+ * A request robotsgate blocked, or answered `upstream-error` for a reason no
+ * retry fixes (the site's certificate does not verify): failed at once,
+ * never retried.
+ */
 export declare class RobotsGateBlocked extends RobotsGateError {}
 
 /** An attempt robotsgate answered for the time being (`paced`, `unreachable`, ...). */
@@ -32,6 +36,7 @@ export declare class RobotsGateRetry extends RobotsGateError {
     readonly retryAfterSecs: number | null;
 }
 
+/** What new RobotsGate() takes; any other name throws a TypeError. */
 export interface RobotsGateSettings {
     /** The longest wait for a Retry-After, in seconds (default 300). */
     maxRetryAfterSecs?: number;
@@ -40,7 +45,7 @@ export interface RobotsGateSettings {
 export interface RobotsGateStats {
     /** Every answer robotsgate made itself, by its X-Robots-Gate value. */
     answers: Record<string, number>;
-    /** Requests failed as robotsgate's blocks (never retried). */
+    /** Requests failed at once, never retried: blocks, and upstream errors no retry fixes. */
     blocked: number;
     /** Attempts retried after a temporary answer. */
     retries: number;

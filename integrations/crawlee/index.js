@@ -15,9 +15,11 @@
  * - a post-navigation hook, first of the hooks, that reads robotsgate's
  *   answer before Crawlee's session check: a block fails the request at once
  *   (`request.noRetry`) with a `RobotsGateBlocked` error naming the decision
- *   and the rule (or robotsgate's reason); a temporary answer (`paced`,
- *   `unreachable`, `overloaded`, `shutting-down`, `upstream-error`) fails
- *   this attempt with a `RobotsGateRetry` error, to be retried;
+ *   and the rule (or robotsgate's reason), as does an `upstream-error` no
+ *   retry fixes (a site's certificate that does not verify); a temporary
+ *   answer (`paced`, `unreachable`, `overloaded`, `shutting-down`, any other
+ *   `upstream-error`) fails this attempt with a `RobotsGateRetry` error, to be
+ *   retried;
  * - an `errorHandler` that waits for a temporary answer's `Retry-After`
  *   before Crawlee retries it (within `maxRequestRetries`), then calls
  *   yours;
@@ -49,6 +51,13 @@ const BLOCKED = new Set([
 const TEMPORARY = new Set(['paced', 'unreachable', 'overloaded', 'shutting-down', 'upstream-error']);
 
 const DECISION = /^[a-z][a-z-]{0,31}$/;
+// FINAL_UPSTREAM is an upstream-error's reason that no retry changes: the
+// site's certificate does not verify, robotsgate's kind `tls-verify` (on the
+// page, "upstream host:port: tls-verify: certificate signed by an unknown
+// authority"; on its robots.txt, "robotsgate: robots.txt could not be
+// fetched: tls-verify: ...; retrying will not help: ..."). robotsgate sends
+// neither with a Retry-After; it says so in the body alone.
+const FINAL_UPSTREAM = /(?:^|: )tls-verify: |retrying will not help/;
 // HELD is X-Robots-Gate-Held as robotsgate writes it: seconds, three decimals
 // ("1.250"), as the Scrapy middleware reads it; a site's own header in any
 // other form ("Infinity", "1e9", "12abc") is not counted.
@@ -60,6 +69,9 @@ const MAX_DETAIL = 300; // characters of a rule or reason put in a message
 const MAX_BODY = 8192; // bytes of robotsgate's body read for its reason
 const BODY_TIMEOUT_MS = 5000; // the longest a reason's body is waited for
 const INTERNAL_MARGIN_SECS = 30; // kept free of Crawlee's internal timeout
+
+/** SETTINGS are the names new RobotsGate() takes. */
+const SETTINGS = ['maxRetryAfterSecs'];
 
 /**
  * RobotsGateError is what the hook throws for an answer robotsgate made
@@ -84,7 +96,10 @@ class RobotsGateError extends Error {
     }
 }
 
-/** RobotsGateBlocked fails a request robotsgate blocked; it is never retried. */
+/**
+ * RobotsGateBlocked fails a request robotsgate blocked, or answered with an
+ * `upstream-error` no retry fixes; it is never retried.
+ */
 class RobotsGateBlocked extends RobotsGateError {}
 
 /**
@@ -111,15 +126,17 @@ class RobotsGate {
      *   Retry-After; a longer one is cut to it (and to what Crawlee's internal
      *   timeout for its error handler leaves).
      */
-    constructor({ maxRetryAfterSecs = 300 } = {}) {
+    constructor(settings = {}) {
+        checkSettings(settings);
+        const { maxRetryAfterSecs = 300 } = settings;
         if (!(maxRetryAfterSecs >= 0)) {
             throw new TypeError(`robotsgate-crawlee: maxRetryAfterSecs must be a number >= 0, got ${maxRetryAfterSecs}`);
         }
         this.maxRetryAfterSecs = maxRetryAfterSecs;
         /**
          * The counts, live. answers: every answer robotsgate made itself, by
-         * its X-Robots-Gate value; blocked: requests failed as blocks (never
-         * retried); retries: attempts retried after a temporary answer;
+         * its X-Robots-Gate value; blocked: requests failed at once, never
+         * retried (blocks, and upstream errors no retry fixes); retries: attempts retried after a temporary answer;
          * waitedSecs: time waited for Retry-After; gaveUp: requests whose
          * last attempt was a temporary answer when maxRequestRetries ran out;
          * held and heldSecs: answers robotsgate held for pacing or an origin's
@@ -136,6 +153,7 @@ class RobotsGate {
      * failedRequestHandler wrapped around yours (each is called as before).
      */
     wrap(options = {}) {
+        checkBypassList(options);
         const userError = options.errorHandler;
         const userFailed = options.failedRequestHandler ?? options.handleFailedRequestFunction;
         const wrapped = {
@@ -158,13 +176,14 @@ class RobotsGate {
         this._countAnswer(decision);
         if (BLOCKED.has(decision)) {
             ctx.request.noRetry = true;
-            const reason = answer.rule ? '' : await readReason(ctx.response);
+            const reason = answer.rule ? '' : clip(await readReason(ctx.response));
             discard(ctx.response);
             throw new RobotsGateBlocked(
                 `robotsgate blocked ${answer.url}: ${decision}, ${detail(answer.rule, reason)}; not retried`,
                 { ...answer, reason },
             );
         }
+        if (decision === 'upstream-error') await this._finalUpstream(ctx, answer);
         if (TEMPORARY.has(decision)) {
             const raw = answer.header('retry-after');
             const retryAfterSecs = parseRetryAfter(raw);
@@ -177,6 +196,23 @@ class RobotsGate {
         if (decision === 'would-block') {
             ctx.log?.info(`robotsgate would block ${answer.url} (report mode): ${detail(answer.rule, '')}`);
         }
+    }
+
+    /**
+     * _finalUpstream fails the request at once, as a block, for an
+     * upstream-error whose reason says no retry fixes it (the site's
+     * certificate does not verify); it returns for any other, which is
+     * retried.
+     */
+    async _finalUpstream(ctx, answer) {
+        const reason = await readReason(ctx.response);
+        if (!FINAL_UPSTREAM.test(reason)) return;
+        ctx.request.noRetry = true;
+        discard(ctx.response);
+        throw new RobotsGateBlocked(
+            `robotsgate answered ${answer.url}: upstream-error (${answer.status}), ${detail('', clip(reason))}; not retried: no retry fixes it`,
+            { ...answer, reason: clip(reason) },
+        );
     }
 
     _countAnswer(decision) {
@@ -265,7 +301,7 @@ class RobotsGate {
         } else {
             this.stats.blocked++;
         }
-        const reason = answer.rule ? '' : await readReason(ctx.response);
+        const reason = answer.rule ? '' : clip(await readReason(ctx.response));
         ctx.log?.info(`robotsgate answered ${answer.url}: ${decision} (${answer.status}), ${detail(answer.rule, reason)}`);
         return true;
     }
@@ -298,7 +334,8 @@ function readAnswer(response) {
 
 /**
  * readReason is robotsgate's reason from its plain-text body: its `reason:`
- * line, else its first line; "" when the body cannot be read.
+ * line, else its first line, whole (clip cuts it for a message); "" when the
+ * body cannot be read.
  */
 async function readReason(response) {
     let text = '';
@@ -309,7 +346,12 @@ async function readReason(response) {
     }
     const lines = text.split('\n').map((l) => l.trim());
     const reason = lines.find((l) => l.startsWith('reason:'));
-    return (reason ? reason.slice('reason:'.length).trim() : lines.find((l) => l) ?? '').slice(0, MAX_DETAIL);
+    return reason ? reason.slice('reason:'.length).trim() : lines.find((l) => l) ?? '';
+}
+
+/** clip cuts a rule or reason to what a message holds. */
+function clip(text) {
+    return text.slice(0, MAX_DETAIL);
 }
 
 /**
@@ -383,6 +425,58 @@ function parseRetryAfter(value) {
     const at = Date.parse(value);
     if (Number.isNaN(at)) return null;
     return Math.max(0, Math.ceil((at - Date.now()) / 1000));
+}
+
+/**
+ * checkSettings throws for settings that are not an object or hold a name
+ * new RobotsGate() does not take (a misspelled one would be ignored),
+ * naming the closest known one and all of them.
+ */
+function checkSettings(settings) {
+    if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
+        throw new TypeError(`robotsgate-crawlee: new RobotsGate(settings) takes an object such as { maxRetryAfterSecs: 300 }, got ${settings === null ? 'null' : typeof settings}`);
+    }
+    for (const name of Object.keys(settings)) {
+        if (SETTINGS.includes(name)) continue;
+        const near = SETTINGS.find((known) => known.toLowerCase() === name.toLowerCase() || editDistance(known, name) <= 2);
+        throw new TypeError(
+            `robotsgate-crawlee: new RobotsGate() has no setting "${name}"${near ? `; did you mean ${near}?` : ''} (the settings: ${SETTINGS.join(', ')})`,
+        );
+    }
+}
+
+/** editDistance is the Levenshtein distance between two short names. */
+function editDistance(a, b) {
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+        const row = [i];
+        for (let j = 1; j <= b.length; j++) {
+            row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+        }
+        prev = row;
+    }
+    return prev[b.length];
+}
+
+/**
+ * checkBypassList throws for a browser launched with a --proxy-bypass-list
+ * that has no <-loopback>: Chromium then sends every loopback site
+ * (localhost, 127.0.0.1, [::1]) around the proxy, unchecked, whatever the
+ * list names, and the list replaces Playwright's own (which is just
+ * <-loopback>), so a crawl of a local site goes around robotsgate silently.
+ */
+function checkBypassList(options) {
+    const args = options.launchContext?.launchOptions?.args;
+    if (!Array.isArray(args)) return;
+    for (const arg of args) {
+        if (typeof arg !== 'string' || !arg.startsWith('--proxy-bypass-list=')) continue;
+        const rules = arg.slice('--proxy-bypass-list='.length).split(/[;,]/).map((r) => r.trim());
+        if (!rules.includes('<-loopback>')) {
+            throw new TypeError(
+                `robotsgate-crawlee: ${arg} has no <-loopback>: Chromium would send every loopback site (localhost, 127.0.0.1) around robotsgate, unchecked; add ;<-loopback> to the list`,
+            );
+        }
+    }
 }
 
 /**

@@ -5,7 +5,7 @@
 //
 //   seen      the URLs the request handler saw
 //   failed    one entry per failedRequestHandler call: url, error name,
-//             decision, rule, reason, retryCount
+//             message, decision, rule, reason, retryCount
 //   gate      RobotsGate's stats
 //   crawlee   the crawl's final statistics (crawler.run's answer)
 //   sessions  the session pool after the crawl: how many sessions were
@@ -37,6 +37,9 @@ const userOptions = {
         (_ctx, gotOptions) => {
             // An HTTP crawler's (a browser crawler's is set at launch).
             if (gotOptions) gotOptions.headers = { ...gotOptions.headers, 'user-agent': userAgent };
+            // settings.http2 false: got-scraping speaks HTTP/1.1, the
+            // README's way to an https:// site on an IP address.
+            if (gotOptions && settings.http2 === false) gotOptions.http2 = false;
         },
     ],
     async requestHandler({ request, enqueueLinks }) {
@@ -47,6 +50,7 @@ const userOptions = {
         failed.push({
             url: request.url,
             name: error.name,
+            message: error.message,
             decision: error.decision ?? '',
             rule: error.rule ?? '',
             reason: error.reason ?? '',
@@ -54,13 +58,8 @@ const userOptions = {
         });
     },
 };
-// settings.plain: the crawl without the gate, to show what it changes.
-const options = settings.plain ? userOptions : gate.wrap(userOptions);
-
-let crawler;
 if (settings.crawler === 'playwright') {
-    crawler = new PlaywrightCrawler({
-        ...options,
+    Object.assign(userOptions, {
         headless: true,
         browserPoolOptions: { useFingerprints: false }, // keeps the user agent given
         launchContext: {
@@ -75,8 +74,11 @@ if (settings.crawler === 'playwright') {
         },
     });
 } else {
-    crawler = new CheerioCrawler({ ...options, ignoreSslErrors: settings.ignoreSslErrors ?? true });
+    userOptions.ignoreSslErrors = settings.ignoreSslErrors ?? true;
 }
+// settings.plain: the crawl without the gate, to show what it changes.
+const options = settings.plain ? userOptions : gate.wrap(userOptions);
+const crawler = settings.crawler === 'playwright' ? new PlaywrightCrawler(options) : new CheerioCrawler(options);
 
 const crawlee = await crawler.run(settings.starts);
 const pool = crawler.sessionPool?.getState();

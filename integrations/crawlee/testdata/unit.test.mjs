@@ -73,6 +73,32 @@ for (const [name, make] of [['got', gotCtx], ['playwright', playwrightCtx]]) {
         assert.equal(gate.stats.heldSecs, 1.35); // to the millisecond, not 1.35000000000000009
     });
 
+    // An upstream-error is retried, but not one whose reason is a
+    // certificate that does not verify (robotsgate's two bodies for it, a
+    // page's and its robots.txt's): no retry fixes that.
+    test(`${name}: an upstream-error no retry fixes is not retried`, async () => {
+        const gate = new RobotsGate();
+        const [hook] = gate.wrap({}).postNavigationHooks;
+        const final = [
+            'upstream 127.0.0.1:8443: tls-verify: certificate signed by an unknown authority\n',
+            'upstream site.example:443: tls-verify: certificate not valid for this host\n',
+            'robotsgate: robots.txt could not be fetched: tls-verify: certificate expired or not yet valid; retrying will not help: add the site\'s CA to upstream.ca if you trust it and reload (SIGHUP) or restart robotsgate, which then fetches it at once; to retry now, POST /robots/purge?origin=https://site.example\n',
+        ];
+        for (const body of final) {
+            const ctx = make(502, { 'x-robots-gate': 'upstream-error' }, body);
+            await assert.rejects(hook(ctx), (e) => e instanceof RobotsGateBlocked && e.decision === 'upstream-error' && e.reason === body.trim().slice(0, 300) && /not retried/.test(e.message));
+            assert.equal(ctx.request.noRetry, true, body);
+        }
+        for (const body of ['upstream site.example:443: refused: connection refused\n', 'upstream site.example:443: tls: TLS handshake failed\n', '']) {
+            const ctx = make(502, { 'x-robots-gate': 'upstream-error' }, body);
+            await assert.rejects(hook(ctx), (e) => e instanceof RobotsGateRetry && e.retryAfterSecs === null, body);
+            assert.notEqual(ctx.request.noRetry, true, body);
+        }
+        // A site's own 502 saying the same is the site's: not read.
+        await hook(make(502, {}, 'upstream x: tls-verify: certificate signed by an unknown authority\n'));
+        assert.deepEqual(gate.stats.answers, { 'upstream-error': 6 });
+    });
+
     test(`${name}: X-Robots-Gate-Held only as robotsgate writes it`, async () => {
         const gate = new RobotsGate();
         const [hook] = gate.wrap({}).postNavigationHooks;
@@ -162,4 +188,36 @@ test('wrap keeps your options and hooks, after its own', () => {
     assert.equal(wrapped.postNavigationHooks[1], mine);
     assert.ok(!('handleFailedRequestFunction' in wrapped));
     assert.throws(() => new RobotsGate({ maxRetryAfterSecs: -1 }), /maxRetryAfterSecs/);
+});
+
+test('new RobotsGate throws for a name it does not take, naming the known ones', () => {
+    assert.throws(() => new RobotsGate({ maxRetrAfterSecs: 5 }), {
+        name: 'TypeError',
+        message: 'robotsgate-crawlee: new RobotsGate() has no setting "maxRetrAfterSecs"; did you mean maxRetryAfterSecs? (the settings: maxRetryAfterSecs)',
+    });
+    assert.throws(() => new RobotsGate({ maxretryaftersecs: 5 }), /did you mean maxRetryAfterSecs\?/);
+    assert.throws(() => new RobotsGate({ proxyUrl: 'http://127.0.0.1:8080' }), (e) => !/did you mean/.test(e.message) && /no setting "proxyUrl" \(the settings: maxRetryAfterSecs\)/.test(e.message));
+    assert.throws(() => new RobotsGate(300), /takes an object/);
+    assert.throws(() => new RobotsGate(null), /takes an object/);
+    assert.equal(new RobotsGate().maxRetryAfterSecs, 300);
+    assert.equal(new RobotsGate(undefined).maxRetryAfterSecs, 300);
+    assert.equal(new RobotsGate({ maxRetryAfterSecs: 5 }).maxRetryAfterSecs, 5);
+});
+
+// A --proxy-bypass-list without <-loopback> sends every loopback site
+// around the proxy (Chromium bypasses loopback unless told not to, and the
+// list replaces Playwright's <-loopback>): wrap refuses it.
+test('wrap refuses a bypass list that would send loopback sites around robotsgate', () => {
+    const launch = (...args) => ({ launchContext: { launchOptions: { args } } });
+    const hosts = 'update.googleapis.com;clients2.google.com;accounts.google.com;safebrowsing.googleapis.com';
+    assert.throws(() => new RobotsGate().wrap(launch('--headless', `--proxy-bypass-list=${hosts}`)), {
+        name: 'TypeError',
+        message: `robotsgate-crawlee: --proxy-bypass-list=${hosts} has no <-loopback>: Chromium would send every loopback site (localhost, 127.0.0.1) around robotsgate, unchecked; add ;<-loopback> to the list`,
+    });
+    assert.throws(() => new RobotsGate().wrap(launch('--proxy-bypass-list=<loopback>')), /no <-loopback>/);
+    for (const ok of [`--proxy-bypass-list=${hosts};<-loopback>`, '--proxy-bypass-list=<-loopback>', '--proxy-bypass-list=a.example, <-loopback>']) {
+        assert.ok(new RobotsGate().wrap(launch(ok)).launchContext, ok);
+    }
+    assert.ok(new RobotsGate().wrap(launch('--proxy-server=http://127.0.0.1:8080')));
+    assert.ok(new RobotsGate().wrap({ launchContext: {} }));
 });
