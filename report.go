@@ -25,8 +25,10 @@ func runReport(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 Summarises audit logs (JSON lines, plain or gzip; - reads stdin): records by
 decision, origin, token and rule, their time range, the URLs refused (-json:
-every one; text and -html: the most refused of each origin) and what sites
-charged (pay-per-crawl, summed exactly per currency and origin). Blocked
+every one while there are at most 10,000; past that the 10,000 most refused,
+by Space-Saving: every URL refused more often than the smallest count listed
+is among them, each count with its error bound; text and -html: the most
+refused of each origin) and what sites charged (pay-per-crawl, summed exactly per currency and origin). Blocked
 records are those whose client got robotsgate's answer, not the site's: the
 decisions
   %s

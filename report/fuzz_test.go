@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,7 +82,8 @@ func refRecord(line []byte) (audit.Record, bool) {
 
 // FuzzReportLine feeds untrusted bytes to the report: ParseRecord must
 // agree with encoding/json and time.Parse, and a Summary must count every
-// line once and write all three formats, the JSON valid.
+// line once and write all three formats, the JSON valid; its refused-URL
+// list (of two entries, so that lines replace them) keeps its bounds.
 func FuzzReportLine(f *testing.F) {
 	for _, name := range []string{"testdata/audit.jsonl", "testdata/malformed.jsonl", "testdata/proxy.jsonl"} {
 		file, err := os.Open(name)
@@ -104,6 +107,8 @@ func FuzzReportLine(f *testing.F) {
 	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"allowed","charged":"USD 0.1","charged":"usd 999999.999999999","line":2147483648}`))
 	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"price-refused","charged":5,"url":["x"],"line":-0,"origin":"a"}`))
 	f.Add([]byte(`{"time":"2026-11-23T08:00:00.000Z","decision":"usage-refused","method":"CONNECT","rule":"tdmrep.json: / tdm-reservation=1","url":"a:443","line":3e0}`))
+	f.Add([]byte("{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"denied\",\"url\":\"a\"}\n{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"denied\",\"url\":\"b\"}\n" +
+		"{\"time\":\"2026-11-23T08:00:00.000Z\",\"decision\":\"denied\",\"url\":\"c\"}\n{\"time\":\"2026-11-23T07:00:00.000Z\",\"decision\":\"denied\",\"url\":\"c\"}"))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		got, err := ParseRecord(line)
 		want, ok := refRecord(line)
@@ -118,7 +123,7 @@ func FuzzReportLine(f *testing.F) {
 			t.Fatalf("ParseRecord(%q) = %+v; encoding/json: %+v", line, got, want)
 		}
 
-		s := &Summary{}
+		s := &Summary{MaxRefused: 2}
 		if err := s.Read("fuzz", bytes.NewReader(line)); err != nil {
 			// Bytes that open as gzip (no audit line does) and are no
 			// gzip stream: a clear error naming the file is the answer.
@@ -139,6 +144,20 @@ func FuzzReportLine(f *testing.F) {
 		var out bytes.Buffer
 		if err := s.WriteJSON(&out); err != nil || !json.Valid(out.Bytes()) {
 			t.Fatalf("WriteJSON: %v\n%s", err, out.Bytes())
+		}
+		var r reportJSON
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		counted := r.RefusedLeftOut
+		for _, e := range r.RefusedURLs {
+			if e.CountError < 0 || e.CountError >= e.Count {
+				t.Fatalf("refused %s: count %d, error %d", e.URL, e.Count, e.CountError)
+			}
+			counted += e.Count - e.CountError
+		}
+		if refused := sum(slices.Collect(maps.Values(r.ByRefusalClass))); len(r.RefusedURLs) > 2 || r.RefusedLeftOut < 0 || counted != refused {
+			t.Fatalf("%d refused records: %d entries, %d left out, %d counted: %+v", refused, len(r.RefusedURLs), r.RefusedLeftOut, counted, r.RefusedURLs)
 		}
 		if err := s.WriteText(io.Discard); err != nil {
 			t.Fatal(err)

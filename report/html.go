@@ -91,7 +91,8 @@ type htmlPage struct {
 	Refused                    []htmlRefusedOrigin
 	RefusedPer                 int    // the URLs shown of each origin
 	RefusedRest                string // the origins not shown; "" when none
-	RefusedCap                 string // records past the list's cap; "" when none
+	RefusedListed              string // what -json lists (Summary.refusedListed)
+	RefusedNote                string // what the list kept, when not every refusal; "" when every one
 	// Spend: totals by currency, and by origin.
 	Spent         []money
 	SpentByOrigin []originSpend
@@ -116,6 +117,8 @@ type htmlRefusedOrigin struct {
 type htmlRefused struct {
 	*RefusedURL
 	ClassName, Color string
+	Records          string // its count, or the range of it (countText)
+	Since            bool   // First is the earliest since it took another's place
 }
 
 // HTMLRefusedOrigins and HTMLRefusedPerOrigin bound WriteHTML's refused-URL
@@ -134,26 +137,18 @@ func (s *Summary) htmlRefusals(p *htmlPage) {
 	for c := range numRefusalClasses {
 		p.Classes = append(p.Classes, htmlRefusalClass{Name: c.short(), Color: refusalColors[c], Explain: c.Explain(), Count: s.byClass[c]})
 	}
-	p.RefusedPer = HTMLRefusedPerOrigin
+	p.RefusedPer, p.RefusedListed, p.RefusedNote = HTMLRefusedPerOrigin, s.refusedListed(), s.refusedListNote()
 	origins, rest, restRecords := s.refusedByOrigin(HTMLRefusedOrigins, HTMLRefusedPerOrigin)
 	for _, o := range origins {
 		ho := htmlRefusedOrigin{Origin: o.Origin, Summary: classCounts(o.Records, o.ByClass)}
 		for _, e := range o.Entries {
-			ho.Entries = append(ho.Entries, htmlRefused{e, e.class.short(), refusalColors[e.class]})
+			ho.Entries = append(ho.Entries, htmlRefused{e, e.class.short(), refusalColors[e.class], countText(e), e.CountError > 0})
 		}
-		if o.More > 0 {
-			ho.More = fmt.Sprintf("… and %d more %s (%d records)", o.More, plural(o.More, "URL", "URLs"), o.MoreRecs)
-		}
-		if o.Unlisted > 0 {
-			ho.More = strings.TrimPrefix(ho.More+fmt.Sprintf("; %d records not listed (past the list's cap)", o.Unlisted), "; ")
-		}
+		ho.More = o.moreText()
 		p.Refused = append(p.Refused, ho)
 	}
 	if rest > 0 {
 		p.RefusedRest = fmt.Sprintf("… and %d more %s (%d refused records).", rest, plural(rest, "origin", "origins"), restRecords)
-	}
-	if s.refused.left > 0 {
-		p.RefusedCap = fmt.Sprintf("%d refused records are not listed: they came after the list held %d refusals.", s.refused.left, s.maxRefused())
 	}
 	p.Spent = s.moneyOf(&s.spent)
 	p.SpentByOrigin = s.spendByOrigin()

@@ -2,10 +2,10 @@ package report
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/robotsgate/robotsgate/proxy/policy"
 	"github.com/robotsgate/robotsgate/usage"
@@ -105,115 +105,18 @@ func (s *Summary) judgedOnResponse(rule string) bool {
 	return ok && (ph == usage.OnResponse || ph == usage.Reserve)
 }
 
-// Defaults for the refused-URL list.
-const (
-	DefaultMaxRefused = 10_000 // distinct refusals listed
-	// MaxURLLen is the longest URL the list keeps, in bytes; longer ones
-	// are cut (at a character boundary) and end in "…".
-	MaxURLLen = 2048
-)
-
-// RefusedURL is one entry of the refused-URL list: the records that
-// refused one URL with one decision, rule and line.
-type RefusedURL struct {
-	URL         string        `json:"url"`
-	Origin      string        `json:"origin"`
-	Decision    policy.Action `json:"decision"`
-	Class       string        `json:"class"` // a RefusalClass's name
-	Rule        string        `json:"rule"`
-	Line        int           `json:"line"`
-	Reason      string        `json:"reason"` // of its latest record
-	Count       int64         `json:"count"`
-	First       string        `json:"first"` // RFC 3339 UTC with milliseconds
-	Last        string        `json:"last"`
-	class       RefusalClass
-	first, last time.Time
-}
-
-// refusedList is the refused URLs, at most a limit of them; the records
-// of refusals past it are counted, not listed.
-type refusedList struct {
-	entries map[string]*RefusedURL // by key: url, decision, rule and line
-	key     []byte                 // reused to build keys
-	left    int64                  // records of refusals not listed: past the limit
-}
-
-// add counts one refused record.
-func (l *refusedList) add(p *parsed, class RefusalClass, limit int) {
-	url, rule := p.url, p.rule
-	if len(url) > MaxURLLen {
-		url = []byte(clip(string(url), MaxURLLen))
-	}
-	if len(rule) > MaxKeyLen {
-		rule = []byte(clip(string(rule), MaxKeyLen))
-	}
-	k := append(l.key[:0], url...)
-	k = append(k, 0, byte(p.action), 0)
-	k = append(k, rule...)
-	k = strconv.AppendInt(append(k, 0), int64(p.line), 10)
-	l.key = k
-	if e := l.entries[string(k)]; e != nil { // no allocation: the compiler looks up in place
-		e.Count++
-		if p.time.Before(e.first) {
-			e.first = p.time
-		}
-		if !p.time.Before(e.last) {
-			e.last = p.time
-			if string(p.reason) != e.Reason {
-				e.Reason = clip(string(p.reason), MaxKeyLen)
-			}
-		}
-		return
-	}
-	if len(l.entries) >= limit {
-		l.left++
-		return
-	}
-	if l.entries == nil {
-		l.entries = map[string]*RefusedURL{}
-	}
-	origin := p.origin
-	if len(origin) > MaxKeyLen {
-		origin = []byte(clip(string(origin), MaxKeyLen))
-	}
-	l.entries[string(k)] = &RefusedURL{URL: string(url), Origin: string(origin), Decision: p.action, Rule: string(rule), Line: p.line,
-		Reason: clip(string(p.reason), MaxKeyLen), Count: 1, class: class, first: p.time, last: p.time}
-}
-
-// sorted returns the entries, most records first, then by origin, URL,
-// decision, rule and line, with their class and times filled in.
-func (l *refusedList) sorted() []*RefusedURL {
-	out := make([]*RefusedURL, 0, len(l.entries))
-	for _, e := range l.entries {
-		e.Class, e.First, e.Last = e.class.String(), stamp(e.first), stamp(e.last)
-		out = append(out, e)
-	}
-	slices.SortFunc(out, func(a, b *RefusedURL) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Origin, b.Origin), strings.Compare(a.URL, b.URL),
-			cmp.Compare(a.Decision, b.Decision), strings.Compare(a.Rule, b.Rule), cmp.Compare(a.Line, b.Line))
-	})
-	return out
-}
-
-// maxRefused is the limit of the refused-URL list.
-func (s *Summary) maxRefused() int {
-	if s.MaxRefused <= 0 {
-		return DefaultMaxRefused
-	}
-	return s.MaxRefused
-}
-
 // refusedOrigin is one origin's part of the refused-URL list, for the
 // text and HTML reports: its refused records by class (all of them,
 // listed or not), and its entries, most records first.
 type refusedOrigin struct {
-	Origin   string
-	Records  int64 // refused records
-	ByClass  [numRefusalClasses]int64
-	Entries  []*RefusedURL // the first shown of them
-	More     int           // entries not shown
-	MoreRecs int64         // their records
-	Unlisted int64         // records refused but not listed (past the list's limit)
+	Origin    string
+	Records   int64 // refused records
+	ByClass   [numRefusalClasses]int64
+	Entries   []*RefusedURL // the first shown of them
+	More      int           // entries not shown
+	MoreRecs  int64         // their records, less their count errors
+	MoreRange bool          // some of them have a count error: MoreRecs is a lower bound
+	Unlisted  int64         // refused records in no listed count less its count error
 }
 
 // refusedByOrigin groups the refused-URL list by origin: at most origins
@@ -262,17 +165,75 @@ func refusedOriginOf(name string, byClass [numRefusalClasses]int64, entries []*R
 	ro.Entries = shown
 	for _, e := range entries[len(shown):] {
 		ro.More++
-		ro.MoreRecs += e.Count
+		ro.MoreRecs += e.Count - e.CountError
+		ro.MoreRange = ro.MoreRange || e.CountError > 0
 	}
-	ro.Unlisted = ro.Records - ro.listed()
+	ro.Unlisted = ro.Records - ro.MoreRecs
+	for _, e := range ro.Entries {
+		ro.Unlisted -= e.Count - e.CountError
+	}
 	return ro
 }
 
-// listed is the records of ro's entries, shown or not.
-func (ro *refusedOrigin) listed() int64 {
-	n := ro.MoreRecs
-	for _, e := range ro.Entries {
-		n += e.Count
+// moreText says what of ro's refusals is not shown: its entries past
+// those shown, and its records in no listed count; "" for none.
+func (ro *refusedOrigin) moreText() string {
+	var parts []string
+	if ro.More > 0 {
+		atLeast := ""
+		if ro.MoreRange {
+			atLeast = "at least "
+		}
+		parts = append(parts, fmt.Sprintf("… and %d more %s (%s%d records)", ro.More, plural(ro.More, "URL", "URLs"), atLeast, ro.MoreRecs))
 	}
-	return n
+	if ro.Unlisted > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s in no listed count", ro.Unlisted, plural(int(ro.Unlisted), "record", "records")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// countText is e's count, or when it has an error bound the range of
+// its records: "7" or "4–7".
+func countText(e *RefusedURL) string {
+	if e.CountError == 0 {
+		return strconv.FormatInt(e.Count, 10)
+	}
+	return strconv.FormatInt(e.Count-e.CountError, 10) + "–" + strconv.FormatInt(e.Count, 10)
+}
+
+// refusedListed says which refusals -json lists: "every one" while the
+// list holds them all.
+func (s *Summary) refusedListed() string {
+	if s.refused.complete() {
+		return "every one"
+	}
+	return fmt.Sprintf("the %d most refused, as the note says", s.maxRefused())
+}
+
+// refusedListNote says what the refused-URL list kept once it could not
+// hold every refusal; "" while it holds them all.
+func (s *Summary) refusedListNote() string {
+	if s.refused.complete() {
+		return ""
+	}
+	left := s.refusedLeftOut()
+	return fmt.Sprintf("The list holds %d refusals (a URL with one decision, rule and line): when a new one came, it took the place of the least refused, "+
+		"so every URL refused more than %s is listed. A count shown as a range a–b is one that took another's place: "+
+		"it was refused between a and b times, and its first time is the first since then. %d refused %s in no listed count.",
+		s.maxRefused(), times(s.refused.floor()), left, plural(int(left), "record is", "records are"))
+}
+
+// times is "once" or "n times".
+func times(n int64) string {
+	if n == 1 {
+		return "once"
+	}
+	return strconv.FormatInt(n, 10) + " times"
+}
+
+// refusedLeftOut is the refused records in no listed count less its
+// error bound: those of refusals the list dropped to make room, and
+// those a listed refusal had before it took its place.
+func (s *Summary) refusedLeftOut() int64 {
+	return sum(s.byClass[:]) - s.refused.certain()
 }

@@ -2,8 +2,10 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,11 +169,142 @@ func TestCurrencyCap(t *testing.T) {
 	}
 }
 
-// TestRefusedList: -json lists every refusal, one entry per URL,
-// decision, rule and line with its count and first and last time; the
-// list holds at most MaxRefused and counts the records of the rest; text
-// and HTML show the most refused of each origin and count the rest.
+// refusal is one refused record of TestRefusedList's streams.
+type refusal struct{ url, rule string }
+
+// repeated is n records of r.
+func repeated(r refusal, n int) []refusal { return slices.Repeat([]refusal{r}, n) }
+
+// oneOffs is n records, each a URL refused once.
+func oneOffs(prefix string, n int) []refusal {
+	out := make([]refusal, n)
+	for i := range out {
+		out[i] = refusal{fmt.Sprintf("https://a.example/%s%d", prefix, i), "disallow: /"}
+	}
+	return out
+}
+
+// TestRefusedList: the refused-URL list holds every refusal with its
+// exact count and times while it can; past MaxRefused it keeps the most
+// refused by Space-Saving: whatever the order of the records (the
+// heaviest last included), every URL refused more times than the list's
+// smallest count (itself at most the refused records over MaxRefused) is
+// listed, each count is at most its count_error above the URL's records,
+// an entry that never took another's place has its exact count and first
+// time, every listed entry its last, and refused_urls_left_out is the
+// records in no listed count less its error.
 func TestRefusedList(t *testing.T) {
+	t.Parallel()
+	heavy, other := refusal{"https://a.example/heavy", "disallow: /"}, refusal{"https://a.example/other", "disallow: /"}
+	tests := []struct {
+		name     string
+		max      int // MaxRefused; 0 for the default
+		stream   []refusal
+		complete bool      // every refusal listed, exact
+		listed   []refusal // that must be listed
+	}{
+		{name: "fewer than the limit: every one, exact", max: 4, complete: true, listed: []refusal{heavy, other, {heavy.url, "disallow: /h"}},
+			stream: slices.Concat(repeated(heavy, 3), repeated(other, 1), repeated(refusal{heavy.url, "disallow: /h"}, 2), repeated(heavy, 1))},
+		{name: "the old list's miss: 30,000 one-offs first, the most refused last", max: 0, listed: []refusal{heavy},
+			stream: slices.Concat(oneOffs("once", 3*DefaultMaxRefused), repeated(heavy, 5))},
+		{name: "the most refused first, then one-offs: kept, exact", max: 10, listed: []refusal{heavy},
+			stream: slices.Concat(repeated(heavy, 5), oneOffs("once", 30))},
+		{name: "two among one-offs, interleaved", max: 8, listed: []refusal{heavy, other},
+			stream: func() []refusal {
+				var out []refusal
+				for i := range 300 {
+					switch {
+					case i%3 == 0:
+						out = append(out, heavy)
+					case i%5 == 0:
+						out = append(out, other)
+					default:
+						out = append(out, refusal{fmt.Sprintf("https://a.example/once%d", i), "disallow: /"})
+					}
+				}
+				return out
+			}()},
+		{name: "nine URLs in turn over eight entries: no count leaves its bounds", max: 8,
+			stream: slices.Repeat(oneOffs("turn", 9), 40)},
+	}
+	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &Summary{MaxRefused: tt.max}
+			type truth struct {
+				n           int64
+				first, last string
+			}
+			want := map[refusal]*truth{}
+			for i, r := range tt.stream {
+				when := at.Add(time.Duration(i) * time.Second)
+				s.Add(&audit.Record{Time: audit.Time(when), Decision: policy.ActionDisallowed, Origin: "https://a.example:443",
+					Method: "GET", URL: r.url, Rule: r.rule, Line: 1, Reason: "disallowed by robots.txt"})
+				if want[r] == nil {
+					want[r] = &truth{first: stamp(when)}
+				}
+				want[r].n++
+				want[r].last = stamp(when)
+			}
+			got := jsonOf(t, s)
+			limit := cmp.Or(tt.max, DefaultMaxRefused)
+			if len(got.RefusedURLs) > limit {
+				t.Fatalf("%d entries; want at most %d", len(got.RefusedURLs), limit)
+			}
+			floor, certain := int64(0), int64(0)
+			listed := map[refusal]RefusedURL{}
+			for i, e := range got.RefusedURLs {
+				listed[refusal{e.URL, e.Rule}] = e
+				w := want[refusal{e.URL, e.Rule}]
+				switch {
+				case w == nil || e.Count-e.CountError > w.n || e.Count < w.n:
+					t.Errorf("%s: count %d (error %d); it was refused %v times", e.URL, e.Count, e.CountError, w)
+				case e.CountError == 0 && (e.Count != w.n || e.First != w.first):
+					t.Errorf("%s: count %d, first %s, error 0; want exact: %d, %s", e.URL, e.Count, e.First, w.n, w.first)
+				case e.Last != w.last:
+					t.Errorf("%s: last %s; want %s", e.URL, e.Last, w.last)
+				}
+				if i == 0 || e.Count < floor {
+					floor = e.Count
+				}
+				certain += e.Count - e.CountError
+			}
+			if tt.complete {
+				floor = 0
+				if len(got.RefusedURLs) != len(want) {
+					t.Errorf("%d entries; want every one of %d", len(got.RefusedURLs), len(want))
+				}
+			}
+			if floor > int64(len(tt.stream)/limit) {
+				t.Errorf("the smallest count %d is over the records over the limit, %d/%d", floor, len(tt.stream), limit)
+			}
+			for r, w := range want {
+				if _, ok := listed[r]; w.n > floor && !ok {
+					t.Errorf("%s (%s) refused %d times, more than the smallest count %d: not listed", r.url, r.rule, w.n, floor)
+				}
+			}
+			for _, r := range tt.listed {
+				if _, ok := listed[r]; !ok {
+					t.Errorf("%s (%s) not listed", r.url, r.rule)
+				}
+			}
+			if left := int64(len(tt.stream)) - certain; got.RefusedLeftOut != left {
+				t.Errorf("refused_urls_left_out %d; want %d", got.RefusedLeftOut, left)
+			}
+			if tt.complete && got.RefusedLeftOut != 0 {
+				t.Errorf("refused_urls_left_out %d; want 0", got.RefusedLeftOut)
+			}
+		})
+	}
+}
+
+// TestRefusedListTexts: text and HTML say exactly what the list holds:
+// every refusal while it can, with counts; past MaxRefused, that it keeps
+// the most refused (every URL refused more than its smallest count), the
+// range of a count that took another's place, and the records in no
+// listed count.
+func TestRefusedListTexts(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
 	s := &Summary{MaxRefused: 4}
@@ -185,43 +318,49 @@ func TestRefusedList(t *testing.T) {
 	add(4, "https://a.example/x", policy.ActionDisallowed, "disallow: /", 5) // the file changed: another entry
 	add(5, "https://a.example/y", policy.ActionUsageRefused, "meta robots: noai", 0)
 	add(6, "https://a.example/z", policy.ActionDenied, "", 0)
-	add(7, "https://a.example/past", policy.ActionDenied, "", 0) // past the cap
-	add(8, "https://a.example/past", policy.ActionDenied, "", 0)
 	add(9, "https://a.example/x", policy.ActionDisallowed, "disallow: /x", 2) // listed already: counted
 	add(10, "https://a.example/ok", policy.ActionAllowed, "", 0)
-	r := jsonOf(t, s)
-	if len(r.RefusedURLs) != 4 || r.RefusedLeftOut != 2 {
-		t.Fatalf("%d entries, %d left out; want 4 and 2: %+v", len(r.RefusedURLs), r.RefusedLeftOut, r.RefusedURLs)
+	texts := func() (string, string) {
+		var text, page bytes.Buffer
+		if err := s.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteHTML(&page); err != nil {
+			t.Fatal(err)
+		}
+		return text.String(), page.String()
 	}
-	first := r.RefusedURLs[0]
+	r := jsonOf(t, s)
 	want := RefusedURL{URL: "https://a.example/x", Origin: "https://a.example:443", Decision: policy.ActionDisallowed, Class: "not-sent",
 		Rule: "disallow: /x", Line: 2, Count: 4, First: "2026-11-24T09:01:00.000Z", Last: "2026-11-24T09:09:00.000Z"}
-	if first != want {
-		t.Errorf("first entry %+v; want %+v", first, want)
+	if len(r.RefusedURLs) != 4 || r.RefusedURLs[0] != want || r.RefusedLeftOut != 0 {
+		t.Fatalf("%d entries, %d left out; want 4 and 0, the first %+v: %+v", len(r.RefusedURLs), r.RefusedLeftOut, want, r.RefusedURLs)
 	}
-	var text bytes.Buffer
-	if err := s.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"https://a.example:443  9 refused: 8 not sent, 1 withheld\n",
+	text, page := texts()
+	mustHold(t, "text", text,
+		"REFUSED URLS (by origin, the 5 most refused of each; -json lists every one)\n",
+		"https://a.example:443  7 refused: 6 not sent, 1 withheld\n",
 		"       4  not sent  disallowed     https://a.example/x  [disallow: /x, line 2]\n",
-		"       1  withheld  usage-refused  https://a.example/y  [meta robots: noai]\n",
-		"  2 records not listed: past the list's cap of 4 refusals\n",
-	} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("text has no %q:\n%s", want, text.String())
-		}
+		"       1  withheld  usage-refused  https://a.example/y  [meta robots: noai]\n")
+	if strings.Contains(text, "no listed count") || strings.Contains(page, "no listed count") || !strings.Contains(page, "lists every one") {
+		t.Errorf("a list that holds every refusal says otherwise:\n%s", text)
 	}
-	var page bytes.Buffer
-	if err := s.WriteHTML(&page); err != nil {
-		t.Fatal(err)
+
+	add(7, "https://a.example/past", policy.ActionDenied, "", 0) // the list is full: it takes the place of one refused once
+	add(8, "https://a.example/past", policy.ActionDenied, "", 0)
+	r = jsonOf(t, s)
+	if len(r.RefusedURLs) != 4 || r.RefusedURLs[1].URL != "https://a.example/past" || r.RefusedURLs[1].Count != 3 || r.RefusedURLs[1].CountError != 1 ||
+		r.RefusedURLs[1].First != "2026-11-24T09:07:00.000Z" || r.RefusedLeftOut != 1 {
+		t.Fatalf("%d entries, %d left out; want 4 and 1, the second /past counted 3 with error 1, first 09:07: %+v", len(r.RefusedURLs), r.RefusedLeftOut, r.RefusedURLs)
 	}
-	for _, want := range []string{"2 records not listed (past the list&#39;s cap)", "2 refused records are not listed: they came after the list held 4 refusals."} {
-		if !strings.Contains(page.String(), want) {
-			t.Errorf("the page has no %q", want)
-		}
-	}
+	text, page = texts()
+	mustHold(t, "text", text,
+		"-json lists the 4 most refused, as the note says)\n",
+		"The list holds 4 refusals (a URL with one decision, rule and line): when a new one came, it took the place of the least refused, so every URL refused more than once is listed.",
+		"     2–3  not sent  denied         https://a.example/past\n",
+		"  1 record in no listed count\n")
+	mustHold(t, "the page", page, "lists the 4 most refused, as the note says", "<td class=\"n\">2–3</td>", "≤ 2026-11-24T09:07:00.000Z",
+		"1 record in no listed count", "1 refused record is in no listed count.")
 }
 
 // TestRefusedPerOrigin: text shows the TextRefusedPerOrigin most refused
@@ -273,5 +412,15 @@ func TestClientLeftNotBlocked(t *testing.T) {
 	}
 	if IsBlocked(policy.ActionClientLeft) {
 		t.Error("client-left is one of BlockedDecisions")
+	}
+}
+
+// mustHold fails t for each of wants that got, named name, does not hold.
+func mustHold(t *testing.T, name, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s has no %q:\n%s", name, want, got)
+		}
 	}
 }

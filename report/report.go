@@ -15,8 +15,9 @@
 // timeline keeps at most MaxBuckets buckets, widening them along a ladder
 // (1s, 5s, 10s, 30s, 1m, 5m, 15m, 1h, 6h, 1d, then 2, 4, 8… days) as the
 // time range grows. The refused-URL list keeps at most MaxRefused
-// entries (URLs cut at MaxURLLen) and counts the records of the rest, and
-// charges are summed in at most MaxCurrencies currencies.
+// entries (URLs cut at MaxURLLen), the most refused by Space-Saving once
+// there are more, and charges are summed in at most MaxCurrencies
+// currencies.
 //
 // Audit files are untrusted input: origins, tokens and rules come from
 // requests and robots.txt files. Malformed lines are counted, never fatal;
@@ -261,8 +262,11 @@ type Summary struct {
 	// their names. Nil: those of source.List.
 	UsageSources []usage.SourceInfo
 	// MaxRefused is the most refusals the refused-URL list keeps (each a
-	// URL refused with one decision, rule and line); the records of later
-	// ones are counted as left out. Zero: DefaultMaxRefused.
+	// URL refused with one decision, rule and line). Past it, a new one
+	// takes the place of the least refused, whose count it carries as its
+	// error bound (RefusedURL.CountError), so that every URL refused more
+	// often than the smallest count listed is listed. Zero:
+	// DefaultMaxRefused.
 	MaxRefused int
 
 	total, blocked, malformed, skipped int64

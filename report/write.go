@@ -291,10 +291,13 @@ const (
 // what each means, then for each origin its refused records by class and
 // its most refused URLs.
 func (s *Summary) writeRefused(w io.Writer) {
-	fmt.Fprintf(w, "REFUSED URLS (by origin, the %d most refused of each; -json lists every one)\n", TextRefusedPerOrigin)
+	fmt.Fprintf(w, "REFUSED URLS (by origin, the %d most refused of each; -json lists %s)\n", TextRefusedPerOrigin, s.refusedListed())
 	if sum(s.byClass[:]) == 0 {
 		fmt.Fprintln(w, "(none)")
 		return
+	}
+	if note := s.refusedListNote(); note != "" {
+		fmt.Fprintln(w, note)
 	}
 	for c := range numRefusalClasses {
 		if s.byClass[c] > 0 {
@@ -309,13 +312,10 @@ func (s *Summary) writeRefused(w io.Writer) {
 			dw = max(dw, len(e.Decision.String()))
 		}
 		for _, e := range o.Entries {
-			fmt.Fprintf(w, "  %6d  %-8s  %-*s  %s%s\n", e.Count, e.class.short(), dw, e.Decision, printable(orDash(e.URL)), ruleNote(e))
+			fmt.Fprintf(w, "  %6s  %-8s  %-*s  %s%s\n", countText(e), e.class.short(), dw, e.Decision, printable(orDash(e.URL)), ruleNote(e))
 		}
-		if o.More > 0 {
-			fmt.Fprintf(w, "  … and %d more %s (%d records)\n", o.More, plural(o.More, "URL", "URLs"), o.MoreRecs)
-		}
-		if o.Unlisted > 0 {
-			fmt.Fprintf(w, "  %d records not listed: past the list's cap of %d refusals\n", o.Unlisted, s.maxRefused())
+		if more := o.moreText(); more != "" {
+			fmt.Fprintln(w, "  "+more)
 		}
 	}
 	if restOrigins > 0 {
@@ -446,8 +446,10 @@ type jsonSummary struct {
 // by_origin_class (origin to an object of class to count, for the origins
 // with answers); by_refusal_class (the refused records by RefusalClass,
 // each always present), refused_urls (every RefusedURL the list kept,
-// most records first) and refused_urls_left_out (the records of those it
-// did not); spent (currency to the decimal sum charged), charged_requests
+// most records first: every refusal while it holds at most MaxRefused,
+// then those kept by Space-Saving, each with its count_error) and
+// refused_urls_left_out (the refused records in no listed count less its
+// count_error: 0 while the list holds every refusal); spent (currency to the decimal sum charged), charged_requests
 // (currency to the records charged), spent_by_origin (origin to an object
 // of currency to sum; Other for the origins counted under it) and
 // charged_not_summed; from and to (the time range as RFC 3339 UTC with
@@ -527,7 +529,7 @@ func (s *Summary) jsonRefusals(out *jsonSummary) {
 	for c, n := range s.byClass {
 		out.ByRefusalClass[RefusalClass(c).String()] = n
 	}
-	out.RefusedURLs, out.RefusedLeftOut = s.refused.sorted(), s.refused.left
+	out.RefusedURLs, out.RefusedLeftOut = s.refused.sorted(), s.refusedLeftOut()
 	out.Spent, out.ChargedRequests, out.ChargedNotSummed = map[string]string{}, map[string]int64{}, s.notSummed
 	for _, m := range s.moneyOf(&s.spent) {
 		out.Spent[m.Currency], out.ChargedRequests[m.Currency] = m.Amount, m.Requests
