@@ -181,7 +181,7 @@ func TestH2StreamsPaced(t *testing.T) {
 	if n := dials.Load(); n != 1 {
 		t.Errorf("%d connections; want the 9 requests as streams of one", n)
 	}
-	checkGaps(t, starts.gaps(t, base), 8, 150*time.Millisecond, time.Second)
+	checkGaps(t, starts.gaps(t, base), 8, 150*time.Millisecond)
 }
 
 // TestH2Off: [tls] http2 = false offers HTTP/1.1 only.
