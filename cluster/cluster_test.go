@@ -146,10 +146,11 @@ func TestReserve(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
 	a, b := newClient(t, r, nil, 0), newClient(t, r, nil, 0)
-	// Nothing waits here: Reserve only answers how long to. A gap of
-	// seconds keeps the fourth start past maxWait however long the calls
-	// before it took (up to 5 s).
-	gap, maxWait := 10*time.Second, 25*time.Second
+	// Nothing waits here: Reserve only answers how long to. A gap of an
+	// hour keeps the fourth start (3 gaps) past maxWait (2.5 gaps)
+	// however long the calls before it took: up to half an hour, where a
+	// gap of seconds left a busy machine a few.
+	gap, maxWait := time.Hour, 150*time.Minute
 	var waits, since []time.Duration
 	first := time.Now()
 	for i, c := range []*Client{a, b, a} {
@@ -231,16 +232,12 @@ func TestBreaker(t *testing.T) {
 	r.Stop()
 	now := time.Now()
 	frozen.Store(&now)
-	start := time.Now()
-	if _, err := c.Load(t.Context(), testOrigin); err == nil {
-		t.Fatal("Load with Redis down succeeded")
-	}
 	// Refused, it fails at once; what is bounded is a call Redis does not
 	// answer (TestBreakerNoAnswer). A call nothing bounds would hang here
-	// until the test's timeout; no machine is so slow as to take this
-	// long over one refused connection.
-	if d := time.Since(start); d > 30*time.Second {
-		t.Errorf("a failed call took %v", d)
+	// until the test's timeout. How long it took is not asserted: that
+	// says how busy the machine was.
+	if _, err := c.Load(t.Context(), testOrigin); err == nil {
+		t.Fatal("Load with Redis down succeeded")
 	}
 	for range 5 {
 		if _, err := c.Load(t.Context(), testOrigin); !errors.Is(err, ErrDown) {
@@ -423,13 +420,16 @@ func TestReserveLessWaitLeft(t *testing.T) {
 	n := new(atomic.Int64)
 	c := counted{newClientWith(t, r, nil, Options{Secret: testSecret, MaxWait: 30 * time.Second, OnError: func() { n.Add(1) }}), n}
 	const gap = time.Second
+	first := time.Now()
 	if w, ok, err := c.Reserve(t.Context(), "a.example", gap, 30*time.Second, 20*time.Second); err != nil || !ok || w != 20*time.Second {
 		t.Fatalf("a start 20 s ahead: %v %v %v", w, ok, err)
 	}
 	before := c.errorsNow(t)
+	// 21 s from the first call, less the time since (measured: a busy
+	// machine's calls take what they take).
 	w, ok, err := c.Reserve(t.Context(), "a.example", gap, 2*time.Second, 0)
-	if err != nil || ok || w < 20*time.Second {
-		t.Errorf("with 2 s of max_wait left: %v %v %v; want refused, about 21 s", w, ok, err)
+	if want := 21*time.Second - time.Since(first) - time.Millisecond; err != nil || ok || w < want {
+		t.Errorf("with 2 s of max_wait left: %v %v %v; want refused, 21 s less at most %v", w, ok, err, time.Since(first))
 	}
 	if n := c.errorsNow(t) - before; n != 0 {
 		t.Errorf("counted %d foreign starts; want none", n)

@@ -159,12 +159,9 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	// Each call is bounded by OpTimeout: a context deadline, which a busy
 	// machine's calls overrun by as long as it takes to run them (5 ×
-	// OpTimeout was seen overrun). What this catches is a call nothing
-	// bounds, which hangs; no machine is so slow as to take 20 s over the
-	// eight calls of one exercise, which ends at its first failure.
-	if slowest > 20*time.Second {
-		t.Errorf("an exercise took %v while the primary was gone; want each call bounded by OpTimeout (%v)", slowest, DefaultOpTimeout)
-	}
+	// OpTimeout was seen overrun), so no bound on how long they took is
+	// asserted (slowest is logged). A call nothing bounds hangs, and the
+	// loop above with it, until the test's timeout.
 }
 
 // TestStatusServer: a client of one Redis named by its URL says which

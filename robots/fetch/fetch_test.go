@@ -305,13 +305,13 @@ func TestFetchSlowOrigins(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			o := newOrigin(t, tt.handler)
-			start := time.Now()
+			// Each origin holds its answer until the test ends (or drips
+			// it for a minute): only the 1.5 s timeout ends the fetch,
+			// so its outcome proves the timeout; how long it took would
+			// only say how busy the machine was.
 			res := testFetcher(FetcherOptions{Timeout: 1500 * time.Millisecond}).Fetch(t.Context(), o.origin(t))
 			if res.Outcome != Unreachable || ErrorKind(res.Err) != "timeout" {
 				t.Errorf("outcome %s, error %v (%s); want unreachable, timeout", res.Outcome, res.Err, ErrorKind(res.Err))
-			}
-			if took := time.Since(start); took > 10*time.Second {
-				t.Errorf("fetch took %v; the timeout is 1.5 s", took)
 			}
 		})
 	}
