@@ -357,9 +357,11 @@ func TestFleetRedisDown(t *testing.T) {
 	cold := newTestOrigin(t, testRobots, nil)
 	fleet := startFleet(t, r, 2, func(c *config.Config) {
 		// A cold origin that waited for a fetch lock nobody can take would
-		// wait peer_wait (fetch_timeout + 2 s) for each request: far past
-		// the bound below, which no machine, however busy, comes near.
-		c.Robots.FetchTimeout = time.Minute
+		// wait peer_wait (fetch_timeout + 2 s) for each request: an hour,
+		// past the client's timeout and the test's, so that the answers
+		// coming at all prove no such wait, and no bound on how long they
+		// took (which a busy machine decides) is needed.
+		c.Robots.FetchTimeout = time.Hour
 	})
 	for _, p := range fleet {
 		get(t, p.client(), warm.URL+"/public")
@@ -391,15 +393,11 @@ func TestFleetRedisDown(t *testing.T) {
 			t.Errorf("warm origin, disallowed path, Redis down (%d): %d; want 403", i, resp.StatusCode)
 		}
 	}
-	start := time.Now()
 	if resp, _ := get(t, p.client(), cold.URL+"/private/x"); resp.StatusCode != 403 {
 		t.Errorf("cold origin, disallowed path, Redis down: %d; want 403", resp.StatusCode)
 	}
 	if resp, _ := get(t, p.client(), cold.URL+"/public"); resp.StatusCode != 200 {
 		t.Errorf("cold origin, allowed path, Redis down: %d; want 200", resp.StatusCode)
-	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Errorf("two requests with Redis down took %v; want no wait for a peer's fetch (a minute each)", d)
 	}
 	if errs() < 1 {
 		t.Error("robotsgate_cluster_errors_total did not count the failure")
