@@ -315,10 +315,10 @@ func TestBreakerNoAnswer(t *testing.T) {
 	d := time.Since(start)
 	// The error is the bound's: OpTimeout cut the call (the read deadline
 	// it sets, or the call's context), whatever time a busy machine took
-	// to run it. A call nothing bounds would hang until the test's
-	// timeout, far past the 30 s allowed.
+	// to run it, which is not asserted. A call nothing bounds would hang
+	// until the test's timeout.
 	var timeout net.Error
-	if !errors.As(err, &timeout) || !timeout.Timeout() || d > 30*time.Second {
+	if !errors.As(err, &timeout) || !timeout.Timeout() {
 		t.Errorf("Load from a Redis that does not answer: %v after %v; want a timeout", err, d)
 	}
 	if _, err := c.Load(t.Context(), testOrigin); !errors.Is(err, ErrDown) {
