@@ -227,6 +227,7 @@ func TestMITMLeafCertificates(t *testing.T) {
 		resp.Body.Close()
 		return resp.TLS.PeerCertificates[0]
 	}
+	asked := time.Now()
 	leaf := leafFor("a.example")
 	if leaf.Issuer.CommonName != ca.Cert.Subject.CommonName || len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "a.example" {
 		t.Errorf("leaf: issuer %q, DNS names %v", leaf.Issuer.CommonName, leaf.DNSNames)
@@ -234,8 +235,10 @@ func TestMITMLeafCertificates(t *testing.T) {
 	if _, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok {
 		t.Errorf("leaf key is %T; want ECDSA", leaf.PublicKey)
 	}
-	if d := time.Until(leaf.NotAfter); d > 8*24*time.Hour || d < 6*24*time.Hour || leaf.NotAfter.After(ca.Cert.NotAfter) {
-		t.Errorf("leaf valid until %v; want about a week, never past the CA's %v", leaf.NotAfter, ca.Cert.NotAfter)
+	// A week from when it was signed, between the request and now (in
+	// whole seconds, as a certificate holds them), however long that was.
+	if week := 7 * 24 * time.Hour; leaf.NotAfter.Before(asked.Add(week).Truncate(time.Second)) || leaf.NotAfter.After(time.Now().Add(week)) || leaf.NotAfter.After(ca.Cert.NotAfter) {
+		t.Errorf("leaf valid until %v; want a week from its signing (between %v and now), never past the CA's %v", leaf.NotAfter, asked, ca.Cert.NotAfter)
 	}
 	if again := leafFor("a.example"); again.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
 		t.Error("a second connection to the same host got a newly signed leaf; want the cached one")
