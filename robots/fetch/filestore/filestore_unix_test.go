@@ -67,8 +67,8 @@ func TestStoreRefusesWhatItDidNotWrite(t *testing.T) {
 			var r result
 			select {
 			case r = <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("Open and Load still blocked after 5 s")
+			case <-time.After(30 * time.Second): // a hang guard: at once, or never
+				t.Fatal("Open and Load still blocked after 30 s")
 			}
 			if r.err != nil || r.rec.Good != nil || r.rec.Failure != nil {
 				t.Fatalf("Load = %+v, %v; want nothing", r.rec, r.err)
