@@ -7,7 +7,6 @@
 package crawlee_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -860,41 +859,12 @@ func (g gate) asked(t *testing.T, url, ua string) int {
 const userAgent = "TestBot/1.0 (+https://example.org/bot)"
 
 // binary builds robotsgate once for every test.
-var binary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+var binary testkit.Binary
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
+	binary.Remove()
 	os.Exit(code)
-}
-
-func robotsgateBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		binary.dir, binary.err = os.MkdirTemp("", "robotsgate-crawlee-test-")
-		if binary.err != nil {
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "robotsgate")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		build := exec.CommandContext(ctx, "go", "build", "-o", binary.path, ".")
-		build.Dir = filepath.Join("..", "..")
-		if out, err := build.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
 }
 
 // startRobotsgate starts robotsgate on a loopback port with a config in
@@ -902,7 +872,7 @@ func robotsgateBinary(t *testing.T) string {
 // tables say otherwise) and stops it when the test ends.
 func startRobotsgate(t *testing.T, dir, extra string) gate {
 	t.Helper()
-	bin := robotsgateBinary(t)
+	bin := binary.Path(t, filepath.Join("..", ".."))
 	g := gate{audit: filepath.Join(dir, "audit.jsonl"), dir: dir}
 	if !strings.Contains(extra, "[politeness]") {
 		extra += "[politeness]\ncrawl_delay = false\n"
@@ -917,50 +887,7 @@ func startRobotsgate(t *testing.T, dir, extra string) gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "-config", cfg, "-listen", "127.0.0.1:0")
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs testkit.Buffer
-	addrc := make(chan string, 1)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		listen := regexp.MustCompile(`msg="robotsgate listening" .*addr=(127\.0\.0\.1:\d+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-			if m := listen.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addrc <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		stop()
-		cmd.Wait() // the context's error: it was stopped
-		<-readDone
-		if code := cmd.ProcessState.ExitCode(); code != 0 || t.Failed() {
-			t.Logf("robotsgate (exit %d):\n%s", code, logs.String())
-		}
-	})
-	select {
-	case g.addr = <-addrc:
-	case <-readDone:
-		t.Fatal("robotsgate exited before listening")
-	case <-time.After(30 * time.Second):
-		t.Fatal("robotsgate did not listen within 30s")
-	}
+	g.addr = testkit.Serve(t, bin, cfg, dir)
 	return g
 }
 

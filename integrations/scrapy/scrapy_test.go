@@ -4,7 +4,6 @@
 package scrapy_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/robotsgate/robotsgate/internal/testkit"
 )
 
 // python is the interpreter Debian's python3-scrapy is installed for; the
@@ -830,55 +831,19 @@ type gateConfig struct {
 }
 
 // binary builds robotsgate once for every test.
-var binary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+var binary testkit.Binary
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
+	binary.Remove()
 	os.Exit(code)
-}
-
-// robotsgateBinary is robotsgate built from this module.
-func robotsgateBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		here, err := filepath.Abs(".")
-		if err != nil {
-			binary.err = err
-			return
-		}
-		binary.dir, err = os.MkdirTemp("", "robotsgate-scrapy-test-")
-		if err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "robotsgate")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		build := exec.CommandContext(ctx, "go", "build", "-o", binary.path, ".")
-		build.Dir = filepath.Join(here, "..", "..")
-		if out, err := build.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
 }
 
 // startRobotsgate starts robotsgate on a loopback port with a config in
 // dir, and stops it when the test ends.
 func startRobotsgate(t *testing.T, dir string, c gateConfig) gate {
 	t.Helper()
-	bin := robotsgateBinary(t)
+	bin := binary.Path(t, filepath.Join("..", ".."))
 	politeness := c.politeness
 	if politeness == "" {
 		politeness = "crawl_delay = false\n"
@@ -901,57 +866,7 @@ log_allowed = true
 		t.Fatal(err)
 	}
 
-	ctx, stop := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "-config", cfg, "-listen", "127.0.0.1:0")
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		logMu sync.Mutex
-		logs  strings.Builder
-	)
-	addrc := make(chan string, 1)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		listen := regexp.MustCompile(`msg="robotsgate listening" .*addr=(127\.0\.0\.1:\d+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logMu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if m := listen.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addrc <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		stop()
-		cmd.Wait() // the context's error: it was stopped
-		<-readDone
-		if code := cmd.ProcessState.ExitCode(); code != 0 || t.Failed() {
-			logMu.Lock()
-			t.Logf("robotsgate (exit %d):\n%s", code, logs.String())
-			logMu.Unlock()
-		}
-	})
-	select {
-	case g.addr = <-addrc:
-	case <-readDone:
-		t.Fatal("robotsgate exited before listening")
-	case <-time.After(15 * time.Second):
-		t.Fatal("robotsgate did not listen within 15s")
-	}
+	g.addr = testkit.Serve(t, bin, cfg, dir)
 	return g
 }
 

@@ -1,0 +1,115 @@
+package testkit
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Binary is robotsgate built once, for every test of a test binary that
+// asks for it (Path); TestMain removes it (Remove).
+type Binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Path is robotsgate built from the module whose root is root (a path
+// from the test's package directory, "../.."), the first call building it.
+func (b *Binary) Path(t testing.TB, root string) string {
+	t.Helper()
+	b.once.Do(func() {
+		root, b.err = filepath.Abs(root)
+		if b.err != nil {
+			return
+		}
+		if b.dir, b.err = os.MkdirTemp("", "robotsgate-test-"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "robotsgate")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		build := exec.CommandContext(ctx, "go", "build", "-o", b.path, ".")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// Remove removes what Path built.
+func (b *Binary) Remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// listening is the log line robotsgate writes once its proxy listens.
+var listening = regexp.MustCompile(`msg="robotsgate listening" .*addr=(127\.0\.0\.1:\d+)`)
+
+// Serve runs bin serve -config cfg on a loopback port of its choosing,
+// with only PATH and HOME (home) in its environment, and returns the
+// address it listens on. It is interrupted when the test ends, its log
+// shown if it failed or the test did.
+func Serve(t testing.TB, bin, cfg, home string) string {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", "-config", cfg, "-listen", "127.0.0.1:0")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	var logs Buffer
+	addrc := make(chan string, 1)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.Write([]byte(sc.Text() + "\n"))
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addrc <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stop()
+		cmd.Wait() // the context's error: it was stopped
+		<-readDone
+		if code := cmd.ProcessState.ExitCode(); code != 0 || t.Failed() {
+			t.Logf("robotsgate (exit %d):\n%s", code, logs.String())
+		}
+	})
+	select {
+	case addr := <-addrc:
+		return addr
+	case <-readDone:
+		t.Fatal("robotsgate exited before listening")
+	case <-time.After(30 * time.Second):
+		t.Fatal("robotsgate did not listen within 30s")
+	}
+	return ""
+}
