@@ -414,8 +414,10 @@ func TestScrapyRetryAfter(t *testing.T) {
 				t.Errorf("%s was asked for %d times; want 2 (the 503, one retry)", u, len(as))
 				continue
 			}
-			if gap := as[1].Time.Sub(as[0].Time); gap < 2900*time.Millisecond || gap > 6*time.Second {
-				t.Errorf("%s retried after %v; want about 3s (Retry-After: 10, cut to 3)", u, gap)
+			// Under 10 s: the wait was cut (a machine's stall may add to
+			// it, so the bound is the uncut wait, not the cut one).
+			if gap := as[1].Time.Sub(as[0].Time); gap < 2900*time.Millisecond || gap >= 10*time.Second {
+				t.Errorf("%s retried after %v; want 3s or a little more (Retry-After: 10, cut to 3)", u, gap)
 			}
 			if firstRetry.IsZero() || as[1].Time.Before(firstRetry) {
 				firstRetry = as[1].Time
@@ -539,7 +541,7 @@ func TestScrapyRetryAfter(t *testing.T) {
 					continue
 				}
 				gap := recs[i+1].Time.Sub(rec.Time)
-				if gap < retryAfter-50*time.Millisecond || gap > retryAfter+3*time.Second {
+				if gap < retryAfter-50*time.Millisecond || gap > retryAfter+10*time.Second { // an upper bound a stall cannot reach: no second wait
 					t.Errorf("%s: paced (Retry-After: %v), retried after %v; want just after its Retry-After", u, retryAfter, gap)
 				}
 				checked++
@@ -658,7 +660,7 @@ func TestScrapyRetryAfter(t *testing.T) {
 			if d := as[0].Sub(second.start); d > 10*time.Second {
 				t.Errorf("the resumed retry of %s came %v after the second crawl started; want within ROBOTSGATE_MAX_RETRY_AFTER=1s of its start-up", u, d.Round(time.Millisecond))
 			}
-			if gap := as[1].Sub(as[0]); gap < 900*time.Millisecond || gap > 3*time.Second {
+			if gap := as[1].Sub(as[0]); gap < 900*time.Millisecond || gap > 9*time.Second { // uncapped, it is the site's 30 s Retry-After
 				t.Errorf("%s retried after %v; want about 1s (the cap)", u, gap)
 			}
 		}

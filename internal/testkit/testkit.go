@@ -1,6 +1,7 @@
 // Package testkit holds what the tests of several packages share: a log
 // sink safe for concurrent writers, a bounded wait that fails loudly, the
-// headless browser on PATH, and a sample read from a /metrics page. Only
+// headless browser on PATH, a sample read from a /metrics page, and
+// robotsgate itself built and served for the integrations' tests. Only
 // tests import it.
 package testkit
 
