@@ -120,6 +120,7 @@ func (l *oneConnListener) Close() error {
 	return nil
 }
 
+// Addr is the connection's local address.
 func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
 // state is the server's ConnState hook: the first Active follows the
@@ -306,20 +307,24 @@ func (g *stallGuard) stalled() {
 	}
 }
 
-// arm starts the timer for one write; disarm stops it.
+// arm starts the timer for one write.
 func (g *stallGuard) arm() { g.timer.Reset(g.idle) }
+
+// disarm stops the timer, noting whether it had fired.
 func (g *stallGuard) disarm() {
 	if !g.timer.Stop() {
 		g.fired = true
 	}
 }
 
+// Write writes p to the stream, the timer armed while it does.
 func (g *stallGuard) Write(p []byte) (int, error) {
 	g.arm()
 	defer g.disarm()
 	return g.w.Write(p)
 }
 
+// flush flushes the stream, the timer armed while it does.
 func (g *stallGuard) flush() error {
 	g.arm()
 	defer g.disarm()

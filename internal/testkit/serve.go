@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +86,7 @@ func Serve(t testing.TB, bin, cfg, home string) string {
 	go func() {
 		defer close(readDone)
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 16<<20) // a long log line must not stop the reading, and robotsgate with it
 		for sc.Scan() {
 			logs.Write([]byte(sc.Text() + "\n"))
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
@@ -94,9 +96,16 @@ func Serve(t testing.TB, bin, cfg, home string) string {
 				}
 			}
 		}
+		io.Copy(io.Discard, stderr) // past a line too long even so: keep it from blocking
 	}()
 	t.Cleanup(func() {
 		stop()
+		// The log read to its end before Wait closes the pipe (os/exec),
+		// unless robotsgate outlives its interrupt: Wait then kills it.
+		select {
+		case <-readDone:
+		case <-time.After(cmd.WaitDelay):
+		}
 		cmd.Wait() // the context's error: it was stopped
 		<-readDone
 		if code := cmd.ProcessState.ExitCode(); code != 0 || t.Failed() {

@@ -739,6 +739,7 @@ type stallWriter struct {
 	idle time.Duration
 }
 
+// Write writes p to the connection, which must take it within idle.
 func (w *stallWriter) Write(p []byte) (int, error) {
 	if w.idle > 0 {
 		w.conn.SetWriteDeadline(time.Now().Add(w.idle))
