@@ -337,7 +337,22 @@ function readAnswer(response) {
  * line, else its first line, whole (clip cuts it for a message); "" when the
  * body cannot be read.
  */
-async function readReason(response) {
+function readReason(response) {
+    // Read once: a second read of a stream already read to MAX_BODY, or
+    // ended, would find a tail or nothing.
+    if (response && typeof response === 'object') {
+        let reason = reasons.get(response);
+        if (!reason) reasons.set(response, (reason = readReasonOnce(response)));
+        return reason;
+    }
+    return readReasonOnce(response);
+}
+
+/** reasons holds each response's reason, read once (readReason). */
+const reasons = new WeakMap();
+
+/** readReasonOnce reads robotsgate's reason from response's body. */
+async function readReasonOnce(response) {
     let text = '';
     try {
         text = await Promise.race([readBody(response), sleep(BODY_TIMEOUT_MS, '', { ref: false })]);
@@ -469,8 +484,12 @@ function checkBypassList(options) {
     const args = options.launchContext?.launchOptions?.args;
     if (!Array.isArray(args)) return;
     for (const arg of args) {
-        if (typeof arg !== 'string' || !arg.startsWith('--proxy-bypass-list=')) continue;
-        const rules = arg.slice('--proxy-bypass-list='.length).split(/[;,]/).map((r) => r.trim());
+        // Chromium reads a switch with one dash as with two. (A
+        // launchOptions.proxy.bypass is Playwright's: it adds <-loopback>
+        // itself unless the list names a loopback host.)
+        const m = typeof arg === 'string' && /^--?proxy-bypass-list=(.*)$/s.exec(arg);
+        if (!m) continue;
+        const rules = m[1].split(/[;,]/).map((r) => r.trim());
         if (!rules.includes('<-loopback>')) {
             throw new TypeError(
                 `robotsgate-crawlee: ${arg} has no <-loopback>: Chromium would send every loopback site (localhost, 127.0.0.1) around robotsgate, unchecked; add ;<-loopback> to the list`,

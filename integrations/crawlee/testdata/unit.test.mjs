@@ -97,6 +97,14 @@ for (const [name, make] of [['got', gotCtx], ['playwright', playwrightCtx]]) {
         // A site's own 502 saying the same is the site's: not read.
         await hook(make(502, {}, 'upstream x: tls-verify: certificate signed by an unknown authority\n'));
         assert.deepEqual(gate.stats.answers, { 'upstream-error': 6 });
+        // Retried to the end, the failure's log line gives the reason read
+        // by the hook: the body is read once, not again from a spent stream.
+        const ctx = make(502, { 'x-robots-gate': 'upstream-error' }, 'upstream site.example:443: refused: connection refused\n');
+        await assert.rejects(hook(ctx), RobotsGateRetry);
+        const logged = [];
+        ctx.log.info = (line) => logged.push(line);
+        assert.equal(await gate._failedEarly(ctx), true);
+        assert.match(logged.join('\n'), /upstream site\.example:443: refused: connection refused/);
     });
 
     test(`${name}: X-Robots-Gate-Held only as robotsgate writes it`, async () => {
@@ -215,6 +223,7 @@ test('wrap refuses a bypass list that would send loopback sites around robotsgat
         message: `robotsgate-crawlee: --proxy-bypass-list=${hosts} has no <-loopback>: Chromium would send every loopback site (localhost, 127.0.0.1) around robotsgate, unchecked; add ;<-loopback> to the list`,
     });
     assert.throws(() => new RobotsGate().wrap(launch('--proxy-bypass-list=<loopback>')), /no <-loopback>/);
+    assert.throws(() => new RobotsGate().wrap(launch(`-proxy-bypass-list=${hosts}`)), /no <-loopback>/); // Chromium's one-dash spelling
     for (const ok of [`--proxy-bypass-list=${hosts};<-loopback>`, '--proxy-bypass-list=<-loopback>', '--proxy-bypass-list=a.example, <-loopback>']) {
         assert.ok(new RobotsGate().wrap(launch(ok)).launchContext, ok);
     }
