@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +23,15 @@ type connTracker struct {
 	// epoch is the base of trackedConn.last: a monotonic clock in one
 	// integer.
 	epoch time.Time
+	// stall bounds a write to a connection the server still serves:
+	// one that makes no progress for it fails (see trackedConn.Write); 0: none.
+	stall time.Duration
 }
 
-func newConnTracker(max int) *connTracker {
-	return &connTracker{max: max, conns: map[*trackedConn]struct{}{}, epoch: time.Now()}
+// newConnTracker tracks up to max connections, each write to one the
+// server still serves held to stall ([limits] idle_timeout).
+func newConnTracker(max int, stall time.Duration) *connTracker {
+	return &connTracker{max: max, conns: map[*trackedConn]struct{}{}, epoch: time.Now(), stall: stall}
 }
 
 func (t *connTracker) wrap(l net.Listener) net.Listener { return &trackingListener{Listener: l, t: t} }
@@ -142,12 +149,34 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Write writes b to the client. Until the connection is hijacked (a
+// tunnel or WebSocket, which keeps its own time), a write that makes no
+// progress for the tracker's stall fails with a timeout, and net/http's
+// server ends the connection: a client that stops reading an answer would
+// otherwise hold the request's handler, its buffers and the origin's
+// request for as long as it liked, since net/http bounds nothing while a
+// handler writes (its WriteTimeout, unset, would cut slow downloads whole).
+// A slow client that reads is never cut: the deadline is set again before
+// each write, and after each piece a timed-out write did get through.
+// Reads, the keep-alive wait between requests included, are untouched.
 func (c *trackedConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if n > 0 {
-		c.touch()
+	stall := c.t.stall
+	if stall <= 0 || c.hijacked.Load() {
+		n, err := c.Conn.Write(b)
+		if n > 0 {
+			c.touch()
+		}
+		return n, err
 	}
-	return n, err
+	written := 0
+	for {
+		c.Conn.SetWriteDeadline(time.Now().Add(stall))
+		n, err := c.Conn.Write(b[written:])
+		written += n
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return written, err
+		}
+	}
 }
 
 func (c *trackedConn) Close() error {

@@ -187,7 +187,7 @@ func NewServer(cfg *config.Config, o Options) (*Server, error) {
 		private:  upstream.NewPrivateCache(o.LookupNetIP, o.Now),
 		pacer:    pace.NewPacer(o.Now),
 		backoffs: pace.NewBackoffs(o.Now),
-		conns:    newConnTracker(cfg.Limits.MaxConnections),
+		conns:    newConnTracker(cfg.Limits.MaxConnections, cfg.Limits.IdleTimeout),
 		board:    admin.NewBoard(o.Now),
 	}
 	s.metrics = newMetrics(func() fetch.CacheStats { return s.cache.Stats() }, s.conns)
