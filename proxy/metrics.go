@@ -172,7 +172,7 @@ func fleetMetrics(backoffs *pace.Backoffs, c *cluster.Client) []prometheus.Colle
 				}
 				return float64(n)
 			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_backoff_longest_seconds", Help: "How long the oldest run of back-offs in force has lasted: since its host's first hold, a hold that begins within its last one's length of that one's end continuing the run; 0 when no host is held. Hosts taking turns keep it short."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "robotsgate_backoff_longest_seconds", Help: "How long the oldest run of back-offs that can still continue has lasted, from its host's first hold to now while held, or to the last hold's end in a gap: a hold that begins within its last one's length of that one's end continues the run, so a host counts while held and for as long again after each hold; 0 when no host's run can continue. Hosts taking turns keep it at one hold's length."},
 			func() float64 { return backoffs.Longest().Seconds() }),
 	}
 	if c != nil {

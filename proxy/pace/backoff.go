@@ -171,7 +171,7 @@ func (e *backoff) extend(now, until time.Time, why string) bool {
 	}
 	fresh := !e.until.After(now)
 	if fresh {
-		if e.until.IsZero() || now.Sub(e.until) > e.until.Sub(e.from) {
+		if !e.continues(now) {
 			e.since = now
 		}
 		e.from = now
@@ -180,13 +180,25 @@ func (e *backoff) extend(now, until time.Time, why string) bool {
 	return fresh
 }
 
-// Longest returns how long the oldest run of holds still in force has
-// lasted: now less when the first hold of a host's run began, a hold that
-// begins soon after the last one ended (within that one's length)
-// continuing its run; 0 when no host is held. Hosts that take turns in
-// short holds keep it short; one site that keeps asking for a pause makes
-// it grow. It looks at every host under the lock: for a scrape, never a
-// request.
+// continues reports whether a hold beginning at now would continue e's
+// run: e has been held, and now is no later after its last hold's end
+// than that hold lasted. b.mu is held.
+func (e *backoff) continues(now time.Time) bool {
+	return !e.until.IsZero() && !now.After(e.until.Add(e.until.Sub(e.from)))
+}
+
+// Longest returns how long the oldest run of holds that can still
+// continue has lasted: from when the first hold of a host's run began to
+// now while it is held, or to its last hold's end in a gap. A hold that
+// begins no later after the last one's end than that one lasted
+// continues its run, so a host counts while it is held and, after each
+// hold, for as long again; it reads 0 when no host's run can continue.
+// Read in a gap, it neither drops to 0 (a run's gaps do not reset an
+// alert's for) nor counts the gap before a next hold begins (one long
+// hold reads its length, not twice it). Hosts that take turns in short
+// holds keep it at one hold's length; one site that keeps asking for a
+// pause makes it grow. It looks at every host under the lock: for a
+// scrape, never a request.
 func (b *Backoffs) Longest() time.Duration {
 	if b.n.Load() == 0 {
 		return 0
@@ -196,8 +208,8 @@ func (b *Backoffs) Longest() time.Duration {
 	defer b.mu.Unlock()
 	var longest time.Duration
 	for _, e := range b.hosts {
-		if e.until.After(now) {
-			longest = max(longest, now.Sub(e.since))
+		if e.continues(now) {
+			longest = max(longest, minTime(now, e.until).Sub(e.since))
 		}
 	}
 	return longest

@@ -120,13 +120,16 @@ func TestBackoffsReleasing(t *testing.T) {
 	}
 }
 
-// TestBackoffsLongest: Longest is how long the oldest run of holds in
-// force has lasted. Hosts that take turns, each held once (a broad
-// crawl's occasional 429), keep it at one hold's length however long
-// some host or other is held; a host held again as soon as its hold ends
-// makes it grow, whether its own answers or another instance's
-// (Apply) hold it; a host held again only after a pause longer than its
-// last hold begins a new run; none held reads 0.
+// TestBackoffsLongest: Longest is how long the oldest run of holds that
+// can still continue has lasted, to now in a hold and to the last hold's
+// end in a gap between holds. Hosts that take turns, each held once (a
+// broad crawl's occasional 429), keep it at one hold's length however
+// long some host or other is held; a host held again within its last
+// hold's length of that one's end makes it grow, whether its own answers
+// or another instance's (Apply) hold it, and it does not drop in the
+// gaps; one hold never followed by another reads its length, not more;
+// a host held again only after a pause longer than its last hold begins
+// a new run; none whose run can continue reads 0.
 func TestBackoffsLongest(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	now := t0
@@ -146,37 +149,68 @@ func TestBackoffsLongest(t *testing.T) {
 	}
 	check(0)
 	// Twenty hosts take turns, 10 s each, one after the other: some host
-	// is held for 200 s on end, none for more than 10 s.
+	// is held for 200 s on end, none for more than 10 s; the one before
+	// still counts, as its 10 s, for 10 s after its hold (it could have
+	// continued).
 	for i := range 20 {
 		at(time.Duration(i) * 10 * time.Second)
 		observe(fmt.Sprintf("h%d.example", i), "10")
 		at(time.Duration(i)*10*time.Second + 9*time.Second)
-		check(9 * time.Second)
+		want := 10 * time.Second // h(i-1)'s run, in its gap
+		if i == 0 {
+			want = 9 * time.Second
+		}
+		check(want)
 	}
-	at(200 * time.Second)
+	at(205 * time.Second)
+	check(10 * time.Second)
+	at(211 * time.Second)
 	check(0)
 	// One host asks again each time its 10 s hold ends, 2 s later (its
 	// next request's answer); the fleet's hold of 10 s more counts as its
-	// own.
+	// own. In each gap the run reads its length to the hold's end.
 	for i := range 10 {
 		at(1000*time.Second + time.Duration(i)*12*time.Second)
 		if i == 5 {
 			b.Apply("a.example", now.Add(10*time.Second), "https://a.example:443 answered 429", time.Hour)
-			continue
+		} else {
+			observe("a.example", "10")
 		}
-		observe("a.example", "10")
+		at(1000*time.Second + time.Duration(i)*12*time.Second + 11*time.Second)
+		check(time.Duration(i)*12*time.Second + 10*time.Second)
 	}
 	at(1000*time.Second + 9*12*time.Second + 5*time.Second)
 	check(9*12*time.Second + 5*time.Second)
 	// A 429 while held extends the hold, not the run's start: the last
-	// hold lasts from 1108 s to 1143 s.
+	// hold lasts from 1108 s to 1143 s, and the run can continue until
+	// 1178 s.
 	observe("a.example", "30")
 	check(9*12*time.Second + 5*time.Second)
+	at(1178 * time.Second)
+	check(143 * time.Second)
 	// Held again only after a pause longer than that hold (35 s): a new
-	// run.
-	at(1143*time.Second + 36*time.Second)
+	// run, and none before it reads from 1179 s.
+	at(1179 * time.Second)
 	check(0)
 	observe("a.example", "10")
 	at(now.Sub(t0) + 4*time.Second)
 	check(4 * time.Second)
+	// A host held for 60 s whose next request comes 60 s after the hold
+	// ends (the client's own retry delay) is one run, read throughout:
+	// in the hold, in the gap (60 s, to the hold's end) up to its last
+	// instant, in the next hold; after that hold, which no other follows,
+	// it reads 180 s until the allowance passes, then 0.
+	at(2000 * time.Second)
+	observe("b.example", "60")
+	for _, c := range []struct{ at, want time.Duration }{{59, 59}, {60, 60}, {90, 60}, {120, 60}} {
+		at(2000*time.Second + c.at*time.Second)
+		check(c.want * time.Second)
+	}
+	observe("b.example", "60")
+	for _, c := range []struct{ at, want time.Duration }{{150, 150}, {180, 180}, {240, 180}} {
+		at(2000*time.Second + c.at*time.Second)
+		check(c.want * time.Second)
+	}
+	at(2241 * time.Second)
+	check(0)
 }
