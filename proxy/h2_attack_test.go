@@ -461,32 +461,51 @@ func TestH2ControlFloods(t *testing.T) {
 }
 
 // TestH2PrefaceTimeout: a client that chooses h2 and sends nothing is
-// closed after read_header_timeout (300 ms here; net/http's own bound
-// is a fixed 10 s, and the wait here stops short of it), and the bound is
-// lifted once the preface is read: a request that takes longer on a
-// connection that sent it is answered, and one after it too.
+// closed after read_header_timeout (2 s here; net/http's own bound is a
+// fixed 10 s, and the wait here stops short of it), and the bound is
+// lifted once the preface is read. Which is shown by order, not by the
+// clock: a connection that sent its preface at once and has been
+// answered (so its deadline was set) comes first, the silent one after
+// it, and the origin holds the first's request until the silent one has
+// been closed, when the first's deadline, set earlier, has surely
+// passed; that request is answered, and one after it too. The only
+// timing left is the first client's from its handshake to its preface,
+// against 2 s.
 func TestH2PrefaceTimeout(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
 	o, port := tlsOrigin(t, pki, testRobots, "a.example")
+	silentClosed := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(silentClosed) }) }
+	t.Cleanup(release)
 	o.handler = func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
-			time.Sleep(time.Second) // an origin slower than read_header_timeout
+			select { // held past the first connection's preface deadline
+			case <-silentClosed:
+			case <-r.Context().Done():
+			}
 		}
 		io.WriteString(w, "ok\n")
 	}
-	p := startMITM(t, pki, func(c *config.Config) { c.Limits.ReadHeaderTimeout = 300 * time.Millisecond })
+	p := startMITM(t, pki, func(c *config.Config) { c.Limits.ReadHeaderTimeout = 2 * time.Second })
+	r := p.rawH2(t, "a.example:"+port)
+	get := func(id uint32, path string) {
+		t.Helper()
+		if st, how := r.stream(t, id); st.status() != "200" || how != "" {
+			t.Errorf("%s after the preface: %q, connection %q; want 200", path, st.status(), how)
+		}
+	}
+	r.request(1, nil, true, r.get("/first")...)
+	get(1, "/first")
+	r.request(3, nil, true, r.get("/slow")...)
 	tc := p.h2Tunnel(t, "a.example:"+port, "a.example")
 	tc.SetReadDeadline(time.Now().Add(9 * time.Second))
 	if _, err := io.Copy(io.Discard, tc); err != nil {
 		t.Errorf("a silent h2 client: %v; want its connection closed by the proxy within 9 s", err)
 	}
-	r := p.rawH2(t, "a.example:"+port)
-	for i, path := range []string{"/slow", "/after"} {
-		id := uint32(2*i + 1)
-		r.request(id, nil, true, r.get(path)...)
-		if st, how := r.stream(t, id); st.status() != "200" || how != "" {
-			t.Errorf("%s after the preface: %q, connection %q; want 200", path, st.status(), how)
-		}
-	}
+	release()
+	get(3, "/slow")
+	r.request(5, nil, true, r.get("/after")...)
+	get(5, "/after")
 }
