@@ -56,6 +56,8 @@ type Options struct {
 	// keep, for tests, is handed every body of a site's file read (the
 	// Server's keep, which the evidence store may take over).
 	keep evidence.Keeper
+	// decideTimeout, for tests, bounds each /v1/decide call; 0: a minute.
+	decideTimeout time.Duration
 }
 
 // Server is the robotsgate proxy: an http.Handler that decides every
@@ -565,9 +567,10 @@ func (s *Server) newGoproxy() *goproxy.ProxyHttpServer {
 			}
 			return holds
 		},
-		Private:  s.private,
-		Identity: s.published,
-		Now:      s.opts.Now,
+		Private:       s.private,
+		Identity:      s.published,
+		DecideTimeout: s.opts.decideTimeout,
+		Now:           s.opts.Now,
 	})
 	gp.NonproxyHandler = s.admin
 	gp.OnRequest().DoFunc(s.onRequest)

@@ -53,7 +53,9 @@ type Options struct {
 	Identity func() Identity
 	// Private is the decision API's block_private lookup.
 	Private policy.PrivateLookup
-	Now     func() time.Time
+	// DecideTimeout bounds each /v1/decide call; 0: DecideCallTimeout.
+	DecideTimeout time.Duration
+	Now           func() time.Time
 }
 
 // Handler serves the proxy's own endpoints.

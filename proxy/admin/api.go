@@ -41,16 +41,23 @@ const (
 	MaxDecideWork = 64 * policy.DecideWork
 	// decideReadTimeout bounds the time to send a body.
 	decideReadTimeout = 30 * time.Second
-	// decideCallTimeout bounds the time a call spends fetching the
-	// robots.txt of its origins and the usage files (tdmrep.json, RSL
-	// licences) its purposes need: URLs whose files are not fetched by
-	// then are "unreachable" for it (a later call finds them cached).
-	decideCallTimeout = time.Minute
+	// DecideCallTimeout is the default of Options.DecideTimeout, the
+	// bound of a call's time: fetching the robots.txt of its origins and
+	// the usage files (tdmrep.json, RSL licences) its purposes need (URLs
+	// whose files are not fetched by then are "unreachable" for it, a
+	// later call finding them cached), and deciding (a URL it cuts short
+	// is "overloaded", reasonDecideTime).
+	DecideCallTimeout = time.Minute
 )
 
 // ReasonDecideWork is the reason of the URLs of a /v1/decide call past
 // its work bound.
 const ReasonDecideWork = "not decided: this call reached its work bound (MaxDecideWork); send the rest in another call"
+
+// reasonDecideTime is the reason of a URL whose deciding the call's time
+// bound (%v) cut short: overloaded, never client-left to a caller still
+// there.
+const reasonDecideTime = "not decided: this call reached its time bound (%v); send the rest in another call"
 
 // decideInput is the body of POST /v1/decide (docs/data-teams.md, "The
 // decision API: POST /v1/decide"), read by decodeDecideFields.
@@ -95,7 +102,11 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 		return
 	}
 	p, _ := h.o.Snapshot()
-	fetchCtx, cancel := context.WithTimeout(r.Context(), decideCallTimeout)
+	bound := h.o.DecideTimeout
+	if bound <= 0 {
+		bound = DecideCallTimeout
+	}
+	fetchCtx, cancel := context.WithTimeout(r.Context(), bound)
 	defer cancel()
 	wd := &policy.Env{Rules: check.Prefetch(fetchCtx, h.o.Cache, h.fetchable(fetchCtx, p, in.URLs)), Private: h.o.Private, Now: h.o.Now}
 	filesRead := h.o.Files != nil // as check reads them, without -robots
@@ -130,6 +141,9 @@ func (h *Handler) serveDecide(w http.ResponseWriter, r *http.Request, user strin
 			// unreachable ("gave up waiting").
 			p.Decide(fetchCtx, wd, &req, &d)
 			work += d.Work()
+			if d.Action == policy.ActionOverloaded && fetchCtx.Err() != nil && r.Context().Err() == nil {
+				d.Reason = fmt.Sprintf(reasonDecideTime, bound)
+			}
 		}
 		out.Results = append(out.Results, audit.ResultOf(u, &d, filesRead))
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/robotsgate/robotsgate/internal/attack"
 	"github.com/robotsgate/robotsgate/robots"
@@ -49,6 +50,17 @@ func TestDecideWorkBounded(t *testing.T) {
 	decideRules(ctx, d, rules, "/a;b/%2F/c", source.List(), nil)
 	if d.Action != ActionClientLeft || d.Reason != reasonLeft {
 		t.Errorf("client gone: %s %q; want client-left, %q", d.Action, d.Reason, reasonLeft)
+	}
+
+	// A deadline that ends the work (the decision API's call bound) is
+	// not a client that left: the caller is still there to be told the
+	// URL was not decided in time.
+	ctx, cancel = context.WithTimeout(context.Background(), -time.Second)
+	defer cancel()
+	d = &Decision{Agents: Agents{one: "AnyBot"}}
+	decideRules(ctx, d, rules, "/a;b/%2F/c", source.List(), nil)
+	if d.Action != ActionOverloaded || d.Reason != reasonOutOfTime {
+		t.Errorf("deadline: %s %q; want overloaded, %q", d.Action, d.Reason, reasonOutOfTime)
 	}
 
 	files, err := os.ReadDir("../../robots/testdata/corpus")

@@ -131,6 +131,9 @@ const (
 	reasonTooCostly        = "bad request: deciding this path under this robots.txt would take more than the work bound (robots.txt of %d bytes, a path of %d); refused rather than let through undecided"
 	reasonLeft             = "client left while the request was being decided"
 	reasonStopped          = "shutting down while the request was being decided"
+	// reasonOutOfTime: the time bound it was decided under (the decision
+	// API's call bound) ran out while it was being decided.
+	reasonOutOfTime = "not decided: its time bound ran out while it was being decided; retry"
 )
 
 // DecideWork is the work bound of deciding one request's path, in the
@@ -441,10 +444,7 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 		return
 	case left:
 		d.Verdict, d.Usage = robots.Verdict{}, usage.Usage{}
-		d.Action, d.Reason = ActionClientLeft, reasonLeft
-		if stopped(ctx) {
-			d.Action, d.Reason = ActionShuttingDown, reasonStopped
-		}
+		d.cutShort(ctx)
 		return
 	}
 	d.setVerdictAction(noGroup)
@@ -454,9 +454,26 @@ func decideRules(ctx context.Context, d *Decision, rules *robots.Robots, raw str
 	d.unjudgedWithRules(ctx, unjudged)
 }
 
+// cutShort makes d what a decision whose ctx ended while it was being
+// decided is: shutting-down for a shutdown, client-left when its client
+// went away, and otherwise (a deadline: the decision API's call bound)
+// overloaded, not decided within its time, never told a client that is
+// still there that it left.
+func (d *Decision) cutShort(ctx context.Context) {
+	switch {
+	case stopped(ctx):
+		d.Action, d.Reason = ActionShuttingDown, reasonStopped
+	case left(ctx):
+		d.Action, d.Reason = ActionClientLeft, reasonLeft
+	default:
+		d.Action, d.Reason = ActionOverloaded, reasonOutOfTime
+	}
+}
+
 // testReadings tests target, then each of its lenient readings while the
 // verdict allows, against g under w: the verdict, the reading that
-// disallowed (if one did), and whether ctx ended first.
+// disallowed (if one did), and whether ctx ended first (for whatever
+// reason: cutShort tells them apart).
 func testReadings(ctx context.Context, g robots.Group, target string, readings []string, w *robots.Budget) (v robots.Verdict, amb string, left bool) {
 	v, _ = g.TestWithin(target, w)
 	for _, r := range readings {
