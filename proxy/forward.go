@@ -74,7 +74,7 @@ func (s *Server) forward(sn *snapshot, in *http.Request, req *policy.Request, ci
 	f.prepare()
 	resp, err := f.send()
 	if err != nil {
-		resp = s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), err, d)
+		resp = s.upstreamFailure(f.sn.pol, f.out, f.client, d.Origin.HostPort(), err, d)
 		f.lostOffer()
 	} else {
 		resp = f.answer(resp)

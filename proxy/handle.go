@@ -61,7 +61,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	if s.mitm == nil {
 		up, err := sn.out.dialTunnel(r.Context(), d.Origin.HostPort()) // the host decided, not its spelling (2130706433, "host.")
 		if err != nil {
-			ctx.Resp = s.upstreamFailure(p, r, d.Origin.HostPort(), err, &d)
+			ctx.Resp = s.upstreamFailure(p, r, r.Context(), d.Origin.HostPort(), err, &d)
 			s.finish(p, r, &d, outcome{}, ctx.Resp.StatusCode, host)
 			return goproxy.RejectConnect, host
 		}
@@ -112,11 +112,13 @@ func (s *Server) shareBackoff(host string) {
 // the client's answer: 503 when a shutdown cut it, the private-address
 // answer (403, in p's block style) when the dialler found a private address
 // (DNS rebinding, or a resolver that changed its mind since step 2), else
-// 502, or 504 for a timeout, naming the kind; client-left when the client
-// has gone (status 0 in the audit). A request whose client
+// 502, or 504 for a timeout, naming the kind; client-left when client, the
+// client's own context (not r's, which a forwarded request detaches from
+// it), was cancelled: the client went away, and the origin is not blamed
+// for it. A request whose client
 // failed to send its body (stalled: 408; cut short: 400) is the client's
 // failure, logged at debug, never one of the origin's.
-func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport string, err error, d *policy.Decision) *http.Response {
+func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, client context.Context, hostport string, err error, d *policy.Decision) *http.Response {
 	bodyStatus, bodyWhy := bodyFailed(r.Body, err)
 	switch {
 	case s.stopping.Err() != nil: // Shutdown closed the upstream connections
@@ -132,7 +134,7 @@ func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport str
 		d.Action, d.Reason = policy.ActionPrivate, policy.ReasonPrivate
 		return s.respond(r, d)
 	}
-	if r.Context().Err() != nil { // nobody to answer, and not the origin's failure
+	if clientLeft(client) { // nobody to answer, and not the origin's failure
 		d.Action, d.Reason = policy.ActionClientLeft, "client left before the origin answered"
 		return s.respond(r, d)
 	}
@@ -146,16 +148,25 @@ func (s *Server) upstreamFailure(p *policy.Policy, r *http.Request, hostport str
 	return answer.Text(r, code, policy.ActionUpstream, s.opts.Now(), fmt.Sprintf("upstream %s: %s\n", hostport, why))
 }
 
+// clientLeft reports whether client, a client request's context, ended
+// because its client went away (net/http cancels it when the connection
+// closes or, on HTTP/2, the stream is reset), not for a deadline.
+func clientLeft(client context.Context) bool {
+	return client.Err() != nil && errors.Is(context.Cause(client), context.Canceled)
+}
+
 // finish accounts for one answer: it is counted once in
 // robotsgate_requests_total under its decision and audited, both from d
 // and, for a request forwarded, up (what happened upstream); status is
-// what the client was sent (0 for a client that left: nothing was),
+// what the client was sent: a client-left answer (503) is written on
+// HTTP/1 (a client that only closed its sending side reads it), and on
+// HTTP/2 cannot be (status 0),
 // connect the CONNECT authority when the answer was to a CONNECT. Every
 // answer robotsgate makes, and every request or tunnel it lets through,
 // passes here exactly once.
 func (s *Server) finish(p *policy.Policy, r *http.Request, d *policy.Decision, up outcome, status int, connect string) {
-	if d.Action == policy.ActionClientLeft {
-		status = 0 // whatever was written went to a client that had gone
+	if d.Action == policy.ActionClientLeft && r.ProtoMajor == 2 {
+		status = 0 // its stream was reset or its connection closed: nothing can be written
 	}
 	scheme := d.Origin.Scheme
 	switch {

@@ -64,6 +64,10 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 	}
 	f.spend(o.Day, st.Charged)
 	switch {
+	case st.Left: // nobody to answer, and no refusal of the price
+		f.own = true
+		d.Action, d.Reason = policy.ActionClientLeft, "pay-per-crawl: "+st.Why
+		return s.respond(f.out, d)
 	case st.Refused:
 		f.own = true
 		d.Action, d.Reason = policy.ActionPriceRefused, "price refused: "+st.Why
@@ -84,7 +88,7 @@ func (f *forwarding) pay(resp *http.Response) *http.Response {
 		return out
 	case st.Err != nil:
 		f.own = true
-		out := s.upstreamFailure(f.sn.pol, f.out, d.Origin.HostPort(), st.Err, d)
+		out := s.upstreamFailure(f.sn.pol, f.out, f.client, d.Origin.HostPort(), st.Err, d)
 		f.notePayment(st.Note())
 		return out
 	}

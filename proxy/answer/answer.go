@@ -93,8 +93,10 @@ func plainAnswer(r *http.Request, d *policy.Decision, withheld bool, now time.Ti
 		resp.Header.Set("Retry-After", strconv.Itoa(ShutdownRetryAfter))
 		return resp
 	case policy.ActionClientLeft:
-		// Its client has gone: nobody reads this (one that only closed
-		// its sending side would, and may retry).
+		// Its client has gone: on HTTP/1 this is written all the same,
+		// and one that only closed its sending side reads it (and may
+		// retry); the audit's status says 503 then. On HTTP/2 the stream
+		// is reset or the connection closed: nothing is written, status 0.
 		resp := Text(r, http.StatusServiceUnavailable, d.Action, now, fmt.Sprintf("robotsgate: %s was not answered: %s\n", DisplayURL(r), d.Reason))
 		resp.Header.Set("Retry-After", "1")
 		return resp

@@ -35,7 +35,7 @@ type Record struct {
 	RobotsURL string        `json:"robots_url"`
 	Rule      string        `json:"rule"`
 	Line      int           `json:"line"`
-	Status    int           `json:"status"` // sent to the client; 0 when none was (client-left)
+	Status    int           `json:"status"` // sent to the client; 0 when none could be (client-left on HTTP/2)
 	Decision  policy.Action `json:"decision"`
 	Reason    string        `json:"reason"`
 	Charged   string        `json:"charged"` // what the site charged for the request (pay-per-crawl): "USD 0.01"; "" when nothing
@@ -71,7 +71,9 @@ const (
 	MsgAllowed     Msg = "allowed"
 	MsgRefused     Msg = "refused"
 	// MsgClientLeft: the client went away before robotsgate answered
-	// (decision client-left, status 0): nothing was sent to it.
+	// (decision client-left): on HTTP/1 a 503 is still written (status
+	// 503), which only a client that closed just its sending side reads;
+	// on HTTP/2 nothing can be (status 0).
 	MsgClientLeft Msg = "client-left"
 )
 

@@ -81,10 +81,13 @@ type Offer struct {
 // a refusal is answered with (the site's 403), else 402. Retried, when
 // not 0, is the status of the site's first answer to the paid request,
 // crawler-error InternalError: the request was sent twice, and what is
-// settled is the second answer.
+// settled is the second answer. Left: the client went away before the
+// price was paid; nothing was paid or counted (Result ""), and the
+// request is its client-left, not a refusal of the price.
 type Settlement struct {
 	Result  string
 	Refused bool
+	Left    bool
 	Why     string
 	Resp    *http.Response
 	Err     error
@@ -213,6 +216,12 @@ func refused(result, why string) Settlement {
 	return Settlement{Result: result, Refused: true, Why: why}
 }
 
+// left is the Settlement of an offer whose client went away: not paid,
+// not counted.
+func left(why string) Settlement {
+	return Settlement{Refused: true, Left: true, Why: why}
+}
+
 // reserve checks stated against t and the budget, and reserves it; it
 // returns the price, or the refusal and false.
 func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settlement, bool) {
@@ -228,7 +237,7 @@ func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settleme
 		return price, refused(OverPrice, fmt.Sprintf("%s is more than max_price (%s)", price, t.MaxPrice)), false
 	case o.Client.Err() != nil:
 		// Nobody would receive what was paid for.
-		return price, refused(Failed, "the client left before the price was paid"), false
+		return price, left("the client left before the price was paid"), false
 	}
 	spent, ok, waited, err := n.reserveWaiting(o, price, t)
 	switch {
@@ -240,7 +249,7 @@ func (n *Negotiator) reserve(o *Offer, t Terms, stated string) (Amount, Settleme
 		n.logger().Warn("pay-per-crawl: the budget cannot be checked: paying nothing", "err", err)
 		return price, refused(Failed, "the budget cannot be checked now: "+err.Error()), false
 	case !ok && waited > 0 && o.Client.Err() != nil:
-		return price, refused(Failed, "the client left while the price waited for crawler-max-price offers in flight to settle"), false
+		return price, left("the client left while the price waited for crawler-max-price offers in flight to settle"), false
 	case !ok:
 		offers, prices := n.Holds.Held(o.Day, price.Currency)
 		why := fmt.Sprintf("%s would take today's spending past the budget (%s)", price, breakdown(spent, offers, prices))

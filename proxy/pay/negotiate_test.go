@@ -213,7 +213,7 @@ func TestSettleWaitsForOffers(t *testing.T) {
 			"USD 0.02 would take today's spending past the budget (USD 0.015 spent, USD 0.015 held by crawler-max-price offers in flight)", "0.03"},
 		{"the wait is up", "0.03", "0.005", "0.01", false, false, 50 * time.Millisecond, OverBudget, false,
 			"(USD 0.005 spent, USD 0.025 held by crawler-max-price offers in flight), after waiting", "0.03"},
-		{"the client leaves", "0.03", "0.005", "0.01", false, true, time.Minute, Failed, true,
+		{"the client leaves", "0.03", "0.005", "0.01", false, true, time.Minute, "", true,
 			"the client left while the price waited", "0.03"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,7 +261,10 @@ func TestSettleWaitsForOffers(t *testing.T) {
 			if st.Result != tt.result && !(tt.result == "" && st.Result == Paid) || !strings.Contains(st.Why, tt.why) {
 				t.Errorf("Settle = %q, %q; want %q, %q in it", st.Result, st.Why, tt.result, tt.why)
 			}
-			if tt.result == "" && (st.Resp == nil || st.Result != Paid) {
+			if tt.leave && (!st.Left || st.Result != "") {
+				t.Errorf("Settle = %+v; want Left, nothing counted", st)
+			}
+			if tt.result == "" && !tt.leave && (st.Resp == nil || st.Result != Paid) {
 				t.Errorf("Settle = %+v; want it paid", st)
 			}
 			if spent, _ := b.Spent(t.Context(), day, "USD"); spent.String() != usd(tt.spentAt).String() {
