@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/robotsgate/robotsgate/internal/testkit"
 	"github.com/robotsgate/robotsgate/proxy/admin"
+	"github.com/robotsgate/robotsgate/proxy/config"
 )
 
 // TestClientLeftWhileHeld: a client that closes its connection while its
@@ -195,4 +198,34 @@ func rawRequest(t *testing.T, p *testProxy, o *testOrigin, path string) net.Conn
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestClientLeftH2StreamReset: on HTTP/2 a client that resets its stream
+// while the request waits for its turn is client-left with status 0: its
+// stream is gone, and nothing can be written to it.
+func TestClientLeftH2StreamReset(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	o, port := tlsOrigin(t, pki, "User-agent: *\nCrawl-delay: 60\n", "a.example")
+	p := startMITM(t, pki, func(c *config.Config) {
+		c.Politeness.CrawlDelay, c.Politeness.MaxDelay, c.Politeness.MaxWait = true, time.Minute, 2*time.Minute
+	})
+	r := p.rawH2(t, "a.example:"+port)
+	r.request(1, nil, true, r.get("/first", "user-agent", "LeftBot/1.0")...)
+	r.send()
+	if st, how := r.stream(t, 1); st.status() != "200" {
+		t.Fatalf("/first: %+v, %q; want 200", st, how)
+	}
+	r.request(3, nil, true, r.get("/left", "user-agent", "LeftBot/1.0")...)
+	r.send()
+	testkit.Eventually(t, "the request held for its turn", func() bool { return p.srv.pacer.Waiting("a.example") == 1 })
+	r.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	r.send()
+	waitForLog(t, p.audit, `"decision":"client-left"`)
+	if rec := p.lastAudit(t); rec["status"] != 0.0 || rec["url"] != "https://a.example:"+port+"/left" {
+		t.Errorf("audit record: %v; want client-left, status 0: nothing written to a reset stream", rec)
+	}
+	if n := o.count("/left"); n != 0 {
+		t.Errorf("the origin got /left %d times; want never", n)
+	}
 }
