@@ -899,20 +899,12 @@ type auditRecord struct {
 	UserAgent string    `json:"user_agent"`
 }
 
-// readAudit decodes robotsgate's audit log, one JSON object per line, in
-// the order written.
+// readAudit decodes robotsgate's audit log, in the order written: the
+// records that name a URL.
 func readAudit(t *testing.T, path string) []auditRecord {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var recs []auditRecord
-	for line := range bytes.Lines(data) {
-		var rec auditRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
+	for _, rec := range testkit.JSONLines[auditRecord](t, path) {
 		if rec.URL != "" {
 			recs = append(recs, rec)
 		}

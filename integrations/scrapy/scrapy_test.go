@@ -912,21 +912,8 @@ type auditRecord struct {
 	Reason   string    `json:"reason"`
 }
 
-// readAudit decodes robotsgate's audit log, one JSON object per line, in
-// the order written.
+// readAudit decodes robotsgate's audit log, in the order written.
 func readAudit(t *testing.T, path string) []auditRecord {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []auditRecord
-	for line := range bytes.Lines(data) {
-		var rec auditRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		recs = append(recs, rec)
-	}
-	return recs
+	return testkit.JSONLines[auditRecord](t, path)
 }

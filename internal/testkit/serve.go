@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -121,4 +123,23 @@ func Serve(t testing.TB, bin, cfg, home string) string {
 		t.Fatal("robotsgate did not listen within 30s")
 	}
 	return ""
+}
+
+// JSONLines decodes the file at path, one JSON object of type T per line
+// (an audit log), in the order written.
+func JSONLines[T any](t testing.TB, path string) []T {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []T
+	for line := range bytes.Lines(data) {
+		var v T
+		if err := json.Unmarshal(line, &v); err != nil {
+			t.Fatalf("%s: line %q: %v", path, line, err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
