@@ -25,14 +25,6 @@ import (
 // handlers queued.
 const h2MaxConcurrentStreams = 100
 
-// h2Protocols is what a tunnel's HTTP/2 server speaks: h2 over TLS only.
-// A connection that did not choose h2 by ALPN never reaches it.
-var h2Protocols = func() *http.Protocols {
-	var p http.Protocols
-	p.SetHTTP2(true)
-	return &p
-}()
-
 // serveH2 serves the HTTP/2 streams of a decrypted MITM connection whose
 // client chose h2 by ALPN, until it ends: each stream is a request handed
 // to serveInner, the one hook h1's loop calls, so that it is decided,
@@ -58,7 +50,7 @@ func (s *Server) serveH2(ctx context.Context, conn *tls.Conn, remoteAddr string,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.serveStream(w, r, remoteAddr, lim.IdleTimeout)
 		}),
-		Protocols: h2Protocols,
+		Protocols: h2Only(), // a connection that did not choose h2 by ALPN never reaches it
 		// OPTIONS * is the origin's to answer, decided as over HTTP/1.1,
 		// not net/http's.
 		DisableGeneralOptionsHandler: true,
@@ -84,6 +76,13 @@ func (s *Server) serveH2(ctx context.Context, conn *tls.Conn, remoteAddr string,
 		},
 	}
 	srv.Serve(ln) // returns once the connection is closed
+}
+
+// h2Only is the protocols of HTTP/2 over TLS alone.
+func h2Only() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	return &p
 }
 
 // oneConnListener hands out one connection, already handshaken, then

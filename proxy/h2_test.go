@@ -51,7 +51,7 @@ func (p *testProxy) h2Conn(t *testing.T, authority string) *http.ClientConn {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.srv.CA().PEM())
-	tr := &http.Transport{Proxy: http.ProxyURL(p.url), TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: h2Protocols}
+	tr := &http.Transport{Proxy: http.ProxyURL(p.url), TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: h2Only()}
 	cc, err := tr.NewClientConn(t.Context(), "https", authority)
 	if err != nil {
 		t.Fatal(err)
